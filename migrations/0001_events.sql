@@ -37,7 +37,10 @@ CREATE TABLE projection_checkpoints (
     last_transaction_id  xid8        NOT NULL DEFAULT '0',
     last_position        bigint      NOT NULL DEFAULT 0,
     events_applied       bigint      NOT NULL DEFAULT 0,
-    updated_at           timestamptz NOT NULL DEFAULT now()
+    updated_at           timestamptz NOT NULL DEFAULT now(),
+    -- The last failure to apply a batch (cleared by the next success).
+    last_error           text,
+    last_error_at        timestamptz
 );
 
 -- Which version of each projection answers reads, and any rebuild under way.
