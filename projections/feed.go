@@ -1,0 +1,251 @@
+package projections
+
+import (
+	stdsql "database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/uuid"
+
+	"phonefleet/eventstore"
+)
+
+// feedTopic is the Watermill topic name for the events table. There is one
+// topic: the whole ordered feed.
+const feedTopic = "events"
+
+// feedSchema is a Watermill SchemaAdapter that reads the events table itself
+// (no outbox copy of each event). Each SELECT returns ONE row that aggregates
+// the next batch of up to batchSize events for the consumer group, so one
+// Watermill message carries a batch and a projection applies it with a
+// single COPY or multi-row statement inside the subscriber's transaction.
+//
+// The select is gap-safe: it never returns an event whose transaction id is
+// not below pg_snapshot_xmin(pg_current_snapshot()), so a transaction that
+// drew an earlier position but commits later is never skipped. It seeks with
+// a row comparison on the (transaction_id, position) index instead of
+// scanning and sorting the whole unread backlog.
+type feedSchema struct {
+	batchSize int
+}
+
+const feedSelect = `
+WITH cp AS (
+    SELECT last_transaction_id AS tx, last_position AS pos
+    FROM projection_checkpoints WHERE consumer_group = $1
+    FOR UPDATE
+), page AS (
+    SELECT e.position, e.transaction_id, e.event_id, e.stream_id, e.stream_version, e.event_type,
+           e.schema_version, e.org_id, e.data, e.metadata, e.occurred_at
+    FROM events e
+    -- scalar subqueries, so the seek is an index condition, not a join filter
+    WHERE (e.transaction_id, e.position) > ((SELECT tx FROM cp), (SELECT pos FROM cp))
+      AND e.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+    ORDER BY e.transaction_id, e.position
+    LIMIT $2
+)
+SELECT array_agg(position), array_agg(transaction_id::text::bigint), array_agg(event_id),
+       array_agg(stream_id), array_agg(stream_version), array_agg(event_type),
+       array_agg(schema_version), array_agg(org_id), array_agg(data), array_agg(metadata),
+       array_agg(occurred_at)
+FROM page
+HAVING count(*) > 0`
+
+func (a feedSchema) SelectQuery(p wsql.SelectQueryParams) (wsql.Query, error) {
+	return wsql.Query{Query: feedSelect, Args: []any{p.ConsumerGroup, a.batchSize}}, nil
+}
+
+func (a feedSchema) UnmarshalMessage(p wsql.UnmarshalMessageParams) (wsql.Row, error) {
+	var (
+		pos, txid, vers []int64
+		ids             [][16]byte
+		streams, types  []string
+		schemas         []int16
+		orgs            []string
+		datas, metas    [][]byte
+		ats             []time.Time
+	)
+	if err := p.Row.Scan(&pos, &txid, &ids, &streams, &vers, &types, &schemas, &orgs, &datas, &metas, &ats); err != nil {
+		return wsql.Row{}, err
+	}
+	evs := make([]eventstore.Event, len(pos))
+	for i := range pos {
+		evs[i] = eventstore.Event{
+			Position: pos[i], TransactionID: uint64(txid[i]), ID: uuid.UUID(ids[i]),
+			StreamID: streams[i], StreamVersion: vers[i], Type: types[i], SchemaVersion: int(schemas[i]),
+			OrgID: orgs[i], Data: datas[i], OccurredAt: ats[i],
+		}
+		evs[i].Metadata = metas[i]
+	}
+	// Aggregation normally keeps the page order; sort to be certain.
+	sort.SliceStable(evs, func(i, j int) bool {
+		if evs[i].TransactionID != evs[j].TransactionID {
+			return evs[i].TransactionID < evs[j].TransactionID
+		}
+		return evs[i].Position < evs[j].Position
+	})
+	last := evs[len(evs)-1]
+	msg := message.NewMessage(fmt.Sprintf("batch-%d-%d", last.TransactionID, last.Position), encodeBatch(evs))
+	return wsql.Row{
+		Offset: last.Position,
+		UUID:   []byte(msg.UUID),
+		Msg:    msg,
+		ExtraData: map[string]any{
+			"transaction_id": strconv.FormatUint(last.TransactionID, 10),
+		},
+	}, nil
+}
+
+func (feedSchema) InsertQuery(wsql.InsertQueryParams) (wsql.Query, error) {
+	return wsql.Query{}, errors.New("projections: the feed is written by the event store, not by Watermill")
+}
+
+func (feedSchema) SchemaInitializingQueries(wsql.SchemaInitializingQueriesParams) ([]wsql.Query, error) {
+	return nil, nil // migrations own the schema
+}
+
+func (feedSchema) SubscribeIsolationLevel() stdsql.IsolationLevel {
+	return stdsql.LevelReadCommitted
+}
+
+// checkpoints is the Watermill OffsetsAdapter over projection_checkpoints.
+type checkpoints struct{}
+
+// AckMessageQuery repeats what the handler already wrote in the same
+// transaction (see consumer.handle); it is idempotent by construction.
+func (checkpoints) AckMessageQuery(p wsql.AckMessageQueryParams) (wsql.Query, error) {
+	return wsql.Query{Query: `UPDATE projection_checkpoints
+		SET last_transaction_id = $1::text::xid8, last_position = $2
+		WHERE consumer_group = $3`,
+		Args: []any{p.LastRow.ExtraData["transaction_id"], p.LastRow.Offset, p.ConsumerGroup}}, nil
+}
+
+func (checkpoints) ConsumedMessageQuery(wsql.ConsumedMessageQueryParams) (wsql.Query, error) {
+	return wsql.Query{}, nil
+}
+
+func (checkpoints) NextOffsetQuery(p wsql.NextOffsetQueryParams) (wsql.Query, error) {
+	return wsql.Query{Query: `SELECT last_position, last_transaction_id FROM projection_checkpoints WHERE consumer_group = $1 FOR UPDATE`,
+		Args: []any{p.ConsumerGroup}}, nil
+}
+
+func (checkpoints) SchemaInitializingQueries(wsql.OffsetsSchemaInitializingQueriesParams) ([]wsql.Query, error) {
+	return nil, nil
+}
+
+func (checkpoints) BeforeSubscribingQueries(p wsql.BeforeSubscribingQueriesParams) ([]wsql.Query, error) {
+	return []wsql.Query{{Query: `INSERT INTO projection_checkpoints (consumer_group) VALUES ($1) ON CONFLICT DO NOTHING`,
+		Args: []any{p.ConsumerGroup}}}, nil
+}
+
+// The batch codec: length-prefixed fields, no reflection. Metadata stays raw
+// JSON and is decoded lazily by projections that need it.
+func encodeBatch(evs []eventstore.Event) []byte {
+	size := 0
+	for _, e := range evs {
+		size += 64 + len(e.StreamID) + len(e.Type) + len(e.OrgID) + len(e.Data) + len(e.Metadata)
+	}
+	b := make([]byte, 0, size)
+	b = binary.AppendUvarint(b, uint64(len(evs)))
+	for _, e := range evs {
+		b = binary.AppendVarint(b, e.Position)
+		b = binary.AppendUvarint(b, e.TransactionID)
+		b = append(b, e.ID[:]...)
+		b = appendBytes(b, []byte(e.StreamID))
+		b = binary.AppendVarint(b, e.StreamVersion)
+		b = appendBytes(b, []byte(e.Type))
+		b = binary.AppendVarint(b, int64(e.SchemaVersion))
+		b = appendBytes(b, []byte(e.OrgID))
+		b = appendBytes(b, e.Data)
+		b = appendBytes(b, e.Metadata)
+		b = binary.AppendVarint(b, e.OccurredAt.UnixMicro())
+	}
+	return b
+}
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil || uint64(len(r.b)) < n {
+		r.fail()
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) fail() {
+	if r.err == nil {
+		r.err = errors.New("projections: corrupt batch payload")
+	}
+	r.b = nil
+}
+
+func decodeBatch(b []byte) ([]eventstore.Event, error) {
+	r := &reader{b: b}
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(b)) {
+		return nil, errors.New("projections: corrupt batch payload")
+	}
+	evs := make([]eventstore.Event, 0, n)
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		var e eventstore.Event
+		e.Position = r.varint()
+		e.TransactionID = r.uvarint()
+		if len(r.b) < 16 {
+			r.fail()
+			break
+		}
+		copy(e.ID[:], r.b[:16])
+		r.b = r.b[16:]
+		e.StreamID = string(r.bytes())
+		e.StreamVersion = r.varint()
+		e.Type = string(r.bytes())
+		e.SchemaVersion = int(r.varint())
+		e.OrgID = string(r.bytes())
+		e.Data = r.bytes()
+		e.Metadata = r.bytes()
+		e.OccurredAt = time.UnixMicro(r.varint()).UTC()
+		evs = append(evs, e)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return evs, nil
+}

@@ -1,0 +1,88 @@
+package projections_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"phonefleet/eventstore"
+	"phonefleet/projections"
+	"phonefleet/testutil"
+)
+
+// slowAudit is the audit projection with a pause after each batch's rows are
+// written, so a kill lands inside the open transaction most of the time.
+type slowAudit struct{ projections.Audit }
+
+func (s slowAudit) Apply(ctx context.Context, tx pgx.Tx, schema string, evs []eventstore.Event) error {
+	if err := s.Audit.Apply(ctx, tx, schema, evs); err != nil {
+		return err
+	}
+	time.Sleep(20 * time.Millisecond)
+	return nil
+}
+
+// TestConsumerProcess is not a test on its own: the kill test runs the test
+// binary again with PF_CONSUMER_DB set, and this consumes until killed.
+func TestConsumerProcess(t *testing.T) {
+	url := os.Getenv("PF_CONSUMER_DB")
+	if url == "" {
+		t.Skip("helper process for TestProcessKilledMidBatch")
+	}
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := projections.NewRunner(eventstore.New(pool), quiet, []projections.Projection{slowAudit{}}, projections.WithBatchSize(150))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Run(context.Background()) // until SIGKILL
+}
+
+func TestProcessKilledMidBatchResumesWithoutLossOrDuplicates(t *testing.T) {
+	url := testutil.DatabaseURL(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	s := eventstore.New(pool)
+	const total = 40000
+	appendN(t, s, 4, total/4)
+	rng := rand.New(rand.NewPCG(3, 4))
+	kills := 0
+	for i := 0; i < 12; i++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestConsumerProcess$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "PF_CONSUMER_DB="+url)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(150+rng.IntN(250)) * time.Millisecond)
+		if err := cmd.Process.Kill(); err != nil { // SIGKILL: no cleanup, transaction left open mid-batch
+			t.Fatal(err)
+		}
+		cmd.Wait()
+		kills++
+	}
+	var applied int64
+	if err := pool.QueryRow(context.Background(), `SELECT events_applied FROM projection_checkpoints WHERE consumer_group = 'audit_feed@1'`).Scan(&applied); err != nil {
+		t.Fatal(err)
+	}
+	if applied == 0 || applied >= total {
+		t.Fatalf("after %d kills the children applied %d of %d events; want some but not all, so the final run resumes mid-way", kills, applied, total)
+	}
+	r := newRunner(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitApplied(t, pool, total)
+	checkFeedExactlyOnce(t, pool)
+}

@@ -1,0 +1,245 @@
+package projections_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"phonefleet/eventstore"
+	"phonefleet/projections"
+	"phonefleet/testutil"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func newRunner(t *testing.T, s *eventstore.Store, opts ...projections.Option) *projections.Runner {
+	t.Helper()
+	r, err := projections.NewRunner(s, quiet, []projections.Projection{projections.Audit{}}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func appendN(t *testing.T, s *eventstore.Store, writers, perWriter int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			versions := map[string]int64{}
+			for written := 0; written < perWriter; {
+				stream := fmt.Sprintf("w%d-s%d", w, rng.IntN(20))
+				n := min(1+rng.IntN(3), perWriter-written) // 1–3 events per command
+				evs := make([]eventstore.NewEvent, n)
+				for i := range evs {
+					evs[i] = eventstore.NewEvent{Type: "test.happened", SchemaVersion: 1, OrgID: "org_t",
+						Data: json.RawMessage(`{"w":1}`), Metadata: eventstore.Metadata{ActorKind: "system", ActorID: "writer"}}
+				}
+				a, err := s.Append(context.Background(), stream, versions[stream], evs...)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				versions[stream] = a.Version
+				written += n
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// waitApplied waits until the active version of audit_feed has applied want events.
+func waitApplied(t *testing.T, pool *pgxpool.Pool, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var got int64
+	for time.Now().Before(deadline) {
+		err := pool.QueryRow(context.Background(), `SELECT c.events_applied FROM projection_checkpoints c
+			JOIN projection_registry r ON c.consumer_group = r.name || '@' || r.active_version WHERE r.name = 'audit_feed'`).Scan(&got)
+		if err == nil && got >= want {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("audit_feed applied %d events; want %d", got, want)
+}
+
+// checkFeedExactlyOnce asserts that public.audit_feed holds every event once,
+// applied in global feed order.
+func checkFeedExactlyOnce(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	var events, rows, mismatched int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&events); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM audit_feed`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	// Pair the n-th event in feed order with the n-th row in applied order.
+	err := pool.QueryRow(ctx, `
+		WITH e AS (SELECT position, event_id, row_number() OVER (ORDER BY transaction_id, position) n FROM events),
+		     a AS (SELECT position, event_id, row_number() OVER (ORDER BY applied_seq) n FROM audit_feed)
+		SELECT count(*) FROM e FULL JOIN a USING (n)
+		WHERE e.position IS DISTINCT FROM a.position OR e.event_id IS DISTINCT FROM a.event_id`).Scan(&mismatched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows != events || mismatched != 0 {
+		t.Fatalf("audit_feed has %d rows for %d events, %d out of feed order or missing; want every event once, in order", rows, events, mismatched)
+	}
+}
+
+func TestConcurrentWritersEveryEventOnceInOrder(t *testing.T) {
+	pool := testutil.FreshPool(t)
+	s := eventstore.New(pool)
+	r := newRunner(t, s, projections.WithBatchSize(300))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	appendN(t, s, 32, 500)
+	waitApplied(t, pool, 32*500)
+	checkFeedExactlyOnce(t, pool)
+
+	var actor string
+	if err := pool.QueryRow(context.Background(), `SELECT metadata->>'actorId' FROM audit_feed LIMIT 1`).Scan(&actor); err != nil || actor != "writer" {
+		t.Fatalf("got actor %q (%v); want the metadata's actor lifted into the row", actor, err)
+	}
+}
+
+func TestKilledMidBatchResumesWithoutLossOrDuplicates(t *testing.T) {
+	pool := testutil.FreshPool(t)
+	s := eventstore.New(pool)
+	appendN(t, s, 8, 2500)
+	rng := rand.New(rand.NewPCG(1, 2))
+	// Start and kill the consumer at random points, many times over.
+	for i := 0; i < 15; i++ {
+		r := newRunner(t, s, projections.WithBatchSize(400))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { r.Run(ctx); close(done) }()
+		time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
+		cancel()
+		<-done
+	}
+	r := newRunner(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitApplied(t, pool, 8*2500)
+	checkFeedExactlyOnce(t, pool)
+}
+
+func TestRebuildWhileWritesArriveEndsEqualAndKeepsAnswering(t *testing.T) {
+	pool := testutil.FreshPool(t)
+	s := eventstore.New(pool)
+	appendN(t, s, 4, 2000)
+
+	// The serving instance.
+	live := newRunner(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { live.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitApplied(t, pool, 8000)
+
+	// Writers and readers keep going throughout the rebuild.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var written, reads, readErrs atomic.Int64
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := s.Append(context.Background(), fmt.Sprintf("during-%d-%d", w, i), eventstore.NoStream,
+					eventstore.NewEvent{Type: "test.during", SchemaVersion: 1, OrgID: "org_t", Data: json.RawMessage(`{}`)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				written.Add(1)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var n int64
+			if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_feed WHERE org_id = 'org_t'`).Scan(&n); err != nil {
+				readErrs.Add(1)
+				t.Errorf("read during rebuild: %v", err)
+			}
+			reads.Add(1)
+		}
+	}()
+
+	// The operator's process.
+	op := newRunner(t, s)
+	if err := op.Rebuild(context.Background(), "audit_feed", nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // writes continue after the takeover, consumed by the live instance
+	close(stop)
+	wg.Wait()
+	if reads.Load() == 0 || readErrs.Load() != 0 {
+		t.Fatalf("reads during rebuild: %d, failed %d; want reads to keep succeeding", reads.Load(), readErrs.Load())
+	}
+
+	st, err := op.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[0].ActiveVersion != 2 || st[0].Building != nil {
+		t.Fatalf("got status %+v; want version 2 active and no build", st[0])
+	}
+	waitApplied(t, pool, 8000+written.Load())
+	checkFeedExactlyOnce(t, pool)
+	var oldSchemas int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_namespace WHERE nspname = 'proj_audit_feed_v1'`).Scan(&oldSchemas); err != nil || oldSchemas != 0 {
+		t.Fatalf("old version schema still present (%d, %v)", oldSchemas, err)
+	}
+}
+
+func TestStatusReportsLag(t *testing.T) {
+	pool := testutil.FreshPool(t)
+	s := eventstore.New(pool)
+	r := newRunner(t, s)
+	if err := r.Ensure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, s, 1, 10)
+	st, err := r.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 1 || st[0].State != "live" || st[0].Lag != 10 || st[0].Position != 0 {
+		t.Fatalf("got %+v; want audit_feed live, position 0, lag 10", st)
+	}
+}

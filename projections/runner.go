@@ -1,0 +1,500 @@
+// Package projections builds phonefleet's read models from the event feed
+// with Watermill subscribers. Each projection has a stable name and its own
+// consumer group (name@version) whose checkpoint commits in the same
+// transaction as its rows, so each event takes effect exactly once. Its
+// tables live in a versioned schema (proj_<name>_v<N>) and are read through
+// views of the same names in public; a rebuild builds version N+1 beside the
+// live one and takes over by swapping the views in one transaction.
+package projections
+
+import (
+	"context"
+	stdsql "database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"phonefleet/eventstore"
+)
+
+// Projection is one read model.
+//
+// A projection writes only its own tables and never performs side effects
+// (HTTP, device I/O): it runs inside the subscriber's transaction, and while
+// that transaction is open no consumer group can read past it (the
+// snapshot-xmin cut). Work with side effects reads a projection's rows from
+// a worker; because rows are rebuilt deterministically (ids derived from
+// event ids), a rebuild never repeats such work.
+type Projection interface {
+	// Name is stable: renaming a projection re-consumes everything.
+	Name() string
+	// Tables lists the tables Setup creates; each is readable as public.<table>.
+	Tables() []string
+	// Setup creates the projection's empty tables in schema.
+	Setup(ctx context.Context, tx pgx.Tx, schema string) error
+	// Apply applies a batch of events, in feed order, inside tx. Events the
+	// projection does not care about are skipped.
+	Apply(ctx context.Context, tx pgx.Tx, schema string, events []eventstore.Event) error
+}
+
+var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,40}$`)
+
+// Group returns the consumer group of a projection version.
+func Group(name string, version int) string { return fmt.Sprintf("%s@%d", name, version) }
+
+// Schema returns the schema holding a projection version's tables.
+func Schema(name string, version int) string { return fmt.Sprintf("proj_%s_v%d", name, version) }
+
+// projectionsChannel carries registry changes (takeovers) between processes.
+const projectionsChannel = "phonefleet_projections"
+
+// Runner runs the live version of every projection and performs rebuilds.
+type Runner struct {
+	store     *eventstore.Store
+	pool      *pgxpool.Pool
+	logger    *slog.Logger
+	projs     map[string]Projection
+	names     []string
+	batchSize int
+	poll      time.Duration
+
+	mu        sync.Mutex
+	consumers map[string]*consumer // by group
+}
+
+// Option configures a Runner.
+type Option func(*Runner)
+
+// WithBatchSize sets the most events one transaction applies.
+func WithBatchSize(n int) Option { return func(r *Runner) { r.batchSize = n } }
+
+// WithPollInterval sets the fallback poll when no wake-up arrives.
+func WithPollInterval(d time.Duration) Option { return func(r *Runner) { r.poll = d } }
+
+// NewRunner returns a runner for projs over store's database.
+func NewRunner(store *eventstore.Store, logger *slog.Logger, projs []Projection, opts ...Option) (*Runner, error) {
+	r := &Runner{store: store, pool: store.Pool(), logger: logger, projs: map[string]Projection{},
+		batchSize: 5000, poll: 100 * time.Millisecond, consumers: map[string]*consumer{}}
+	for _, p := range projs {
+		if !nameRE.MatchString(p.Name()) {
+			return nil, fmt.Errorf("projection name %q: want lower-case letters, digits and _", p.Name())
+		}
+		if _, dup := r.projs[p.Name()]; dup {
+			return nil, fmt.Errorf("projection %q registered twice", p.Name())
+		}
+		r.projs[p.Name()] = p
+		r.names = append(r.names, p.Name())
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r, nil
+}
+
+// Names lists the projections in registration order.
+func (r *Runner) Names() []string { return append([]string(nil), r.names...) }
+
+// Ensure creates the registry entry, schema, views and checkpoint of every
+// projection seen for the first time. Safe to run from several processes.
+func (r *Runner) Ensure(ctx context.Context) error {
+	for _, name := range r.names {
+		p := r.projs[name]
+		err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('projection:' || $1))`, name); err != nil {
+				return err
+			}
+			tag, err := tx.Exec(ctx, `INSERT INTO projection_registry (name, active_version) VALUES ($1, 1) ON CONFLICT DO NOTHING`, name)
+			if err != nil || tag.RowsAffected() == 0 {
+				return err
+			}
+			if err := createVersion(ctx, tx, p, 1); err != nil {
+				return err
+			}
+			return swapViews(ctx, tx, p, 1)
+		})
+		if err != nil {
+			return fmt.Errorf("projection %s: ensure: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func createVersion(ctx context.Context, tx pgx.Tx, p Projection, version int) error {
+	schema := Schema(p.Name(), version)
+	if _, err := tx.Exec(ctx, `DROP SCHEMA IF EXISTS `+schema+` CASCADE; CREATE SCHEMA `+schema); err != nil {
+		return err
+	}
+	if err := p.Setup(ctx, tx, schema); err != nil {
+		return fmt.Errorf("setup %s: %w", schema, err)
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO projection_checkpoints (consumer_group) VALUES ($1)
+		ON CONFLICT (consumer_group) DO UPDATE SET last_transaction_id = '0', last_position = 0, events_applied = 0,
+		    updated_at = now(), last_error = NULL, last_error_at = NULL`, Group(p.Name(), version))
+	return err
+}
+
+// swapViews points public.<table> at version's tables. CREATE OR REPLACE
+// keeps each view's identity, so readers queued on it continue unharmed; a
+// version whose columns changed shape needs drop-and-create, still inside
+// the caller's transaction, so the change is atomic either way.
+func swapViews(ctx context.Context, tx pgx.Tx, p Projection, version int) error {
+	schema := Schema(p.Name(), version)
+	for _, t := range p.Tables() {
+		replace := `CREATE OR REPLACE VIEW public.` + t + ` AS SELECT * FROM ` + schema + `.` + t
+		err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+			_, err := sp.Exec(ctx, replace)
+			return err
+		})
+		if err != nil {
+			if _, err := tx.Exec(ctx, `DROP VIEW IF EXISTS public.`+t+`; `+replace); err != nil {
+				return fmt.Errorf("view %s: %w", t, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Run keeps the active version of every projection consuming until ctx
+// ends, following takeovers made by rebuilds in any process.
+func (r *Runner) Run(ctx context.Context) error {
+	if err := r.Ensure(ctx); err != nil {
+		return err
+	}
+	changed := eventstore.NewSignal()
+	go eventstore.Listen(ctx, r.pool, projectionsChannel, changed, r.logger)
+	for {
+		next := changed.C()
+		if err := r.sync(ctx); err != nil && ctx.Err() == nil {
+			r.logger.Warn("projection registry sync failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			r.stopAll()
+			return nil
+		case <-next:
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// sync starts a consumer for each active version and stops the rest.
+func (r *Runner) sync(ctx context.Context) error {
+	rows, err := r.pool.Query(ctx, `SELECT name, active_version FROM projection_registry`)
+	if err != nil {
+		return err
+	}
+	active := map[string]int{}
+	for rows.Next() {
+		var name string
+		var v int
+		if err := rows.Scan(&name, &v); err != nil {
+			rows.Close()
+			return err
+		}
+		active[name] = v
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for _, name := range r.names {
+		if v, ok := active[name]; ok {
+			want[Group(name, v)] = true
+			r.start(ctx, r.projs[name], v)
+		}
+	}
+	r.mu.Lock()
+	var stale []*consumer
+	for g, c := range r.consumers {
+		if !want[g] && !c.building {
+			stale = append(stale, c)
+		}
+	}
+	r.mu.Unlock()
+	for _, c := range stale {
+		c.stop()
+		if v, ok := active[c.p.Name()]; ok && c.version < v {
+			// A restarted session of a retired version may have re-created
+			// its checkpoint row; retired versions keep none.
+			if _, err := r.pool.Exec(ctx, `DELETE FROM projection_checkpoints WHERE consumer_group = $1`, c.group); err != nil {
+				return err
+			}
+		}
+		r.logger.Info("projection version retired", "group", c.group)
+	}
+	return nil
+}
+
+func (r *Runner) start(ctx context.Context, p Projection, version int) *consumer {
+	g := Group(p.Name(), version)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.consumers[g]; ok {
+		return c
+	}
+	c := newConsumer(r, p, version)
+	r.consumers[g] = c
+	go c.run(ctx)
+	return c
+}
+
+func (r *Runner) forget(c *consumer) {
+	r.mu.Lock()
+	if r.consumers[c.group] == c {
+		delete(r.consumers, c.group)
+	}
+	r.mu.Unlock()
+}
+
+func (r *Runner) stopAll() {
+	r.mu.Lock()
+	all := make([]*consumer, 0, len(r.consumers))
+	for _, c := range r.consumers {
+		all = append(all, c)
+	}
+	r.mu.Unlock()
+	for _, c := range all {
+		c.stop()
+	}
+}
+
+// consumer runs one consumer group: a Watermill subscriber on the feed whose
+// messages (event batches) it applies in the subscriber's transaction.
+type consumer struct {
+	r        *Runner
+	p        Projection
+	version  int
+	group    string
+	schema   string
+	building bool
+
+	cancel   context.CancelFunc
+	done     chan struct{}
+	idleMu   sync.Mutex
+	idle     chan struct{} // closed when the consumer finds nothing new to read
+	stopOnce sync.Once
+}
+
+func newConsumer(r *Runner, p Projection, version int) *consumer {
+	return &consumer{r: r, p: p, version: version, group: Group(p.Name(), version),
+		schema: Schema(p.Name(), version), done: make(chan struct{}), idle: make(chan struct{})}
+}
+
+// caughtUp returns a channel closed the next time the consumer reads nothing new.
+func (c *consumer) caughtUp() <-chan struct{} {
+	c.idleMu.Lock()
+	defer c.idleMu.Unlock()
+	return c.idle
+}
+
+func (c *consumer) markIdle() {
+	c.idleMu.Lock()
+	close(c.idle)
+	c.idle = make(chan struct{})
+	c.idleMu.Unlock()
+}
+
+func (c *consumer) run(parent context.Context) {
+	ctx, cancel := context.WithCancel(parent)
+	c.cancel = cancel
+	defer close(c.done)
+	defer c.r.forget(c)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := c.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		c.r.logger.Error("projection batch failed; retrying", "group", c.group, "err", err, "retry_in", backoff.String())
+		_, _ = c.r.pool.Exec(ctx, `UPDATE projection_checkpoints SET last_error = $2, last_error_at = now() WHERE consumer_group = $1`,
+			c.group, err.Error())
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 30*time.Second)
+	}
+}
+
+func (c *consumer) stop() {
+	c.stopOnce.Do(func() {
+		for c.cancel == nil { // run has not started yet
+			select {
+			case <-c.done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+		c.cancel()
+		<-c.done
+	})
+}
+
+// session subscribes once and applies batches until ctx ends or a batch
+// fails. The subscription is cancelled only from this goroutine and only
+// between batches: Watermill's subscriber commits its transaction as soon as
+// its context ends, so cancelling while a batch is being applied would race
+// the handler on one connection. A failed batch cancels the subscription
+// at once, ending its transaction: a poison event must not hold the feed's
+// snapshot xmin for every other consumer while it is retried.
+func (c *consumer) session(ctx context.Context) error {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	noDeadline := time.Duration(0) // batches are short; a deadline would cancel mid-batch
+	sub, err := wsql.NewSubscriber(detached{wsql.BeginnerFromPgx(c.r.pool)}, wsql.SubscriberConfig{
+		ConsumerGroup:  c.group,
+		SchemaAdapter:  feedSchema{batchSize: c.r.batchSize},
+		OffsetsAdapter: checkpoints{},
+		BackoffManager: &wakeBackoff{ctx: sctx, signal: c.r.store.Signal(), poll: c.r.poll, idle: c.markIdle},
+		AckDeadline:    &noDeadline,
+		ResendInterval: time.Second,
+	}, watermill.NewSlogLoggerWithLevelMapping(c.r.logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug}))
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	msgs, err := sub.Subscribe(sctx, feedTopic)
+	if err != nil {
+		return err
+	}
+	stop := func() {
+		cancel()
+		for range msgs { // let the subscriber finish its transaction
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			stop()
+			return nil
+		case msg, ok := <-msgs:
+			if !ok {
+				return errors.New("projections: subscription ended")
+			}
+			if err := c.handle(msg); err != nil {
+				stop()
+				return err
+			}
+			msg.Ack()
+		}
+	}
+}
+
+// handle applies one batch and advances the checkpoint inside a savepoint
+// of the subscriber's transaction. Writing the checkpoint here, not only in
+// Watermill's ack query, keeps rows and checkpoint together whatever the
+// subscriber then decides: it commits both or neither.
+func (c *consumer) handle(msg *message.Message) error {
+	ctx := context.WithoutCancel(msg.Context()) // a started batch finishes (see detached)
+	evs, err := decodeBatch(msg.Payload)
+	if err != nil {
+		return err
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	for i := range evs {
+		if err := c.r.store.Upcast(&evs[i]); err != nil {
+			return err
+		}
+	}
+	wtx, ok := wsql.TxFromContext(msg.Context())
+	if !ok {
+		return errors.New("projections: message carries no transaction")
+	}
+	if d, ok := wtx.(detachedTx); ok {
+		wtx = d.Tx
+	}
+	var tx pgx.Tx
+	switch t := wtx.(type) {
+	case *wsql.PgxTx:
+		tx = t.Tx
+	case wsql.PgxTx:
+		tx = t.Tx
+	default:
+		return fmt.Errorf("projections: unexpected transaction type %T", wtx)
+	}
+	last := evs[len(evs)-1]
+	return pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+		if err := c.p.Apply(ctx, sp, c.schema, evs); err != nil {
+			return err
+		}
+		_, err := sp.Exec(ctx, `UPDATE projection_checkpoints
+			SET last_transaction_id = $1::text::xid8, last_position = $2, events_applied = events_applied + $3,
+			    updated_at = now(), last_error = NULL, last_error_at = NULL
+			WHERE consumer_group = $4`, strconv.FormatUint(last.TransactionID, 10), last.Position, len(evs), c.group)
+		return err
+	})
+}
+
+// wakeBackoff is the subscriber's BackoffManager: when the feed has nothing
+// new it waits for a commit wake-up (local, or relayed by NOTIFY from other
+// instances) instead of a fixed poll, with poll as the fallback.
+type wakeBackoff struct {
+	ctx    context.Context
+	signal *eventstore.Signal
+	poll   time.Duration
+	idle   func()
+	next   <-chan struct{}
+}
+
+func (b *wakeBackoff) HandleError(logger watermill.LoggerAdapter, noMsg bool, err error) time.Duration {
+	if err != nil {
+		if b.ctx.Err() == nil {
+			logger.Error("projection feed query failed", err, nil)
+		}
+		b.next = nil
+		return time.Second
+	}
+	if noMsg {
+		b.idle()
+		if b.next == nil {
+			b.next = b.signal.C()
+		}
+		select {
+		case <-b.ctx.Done():
+		case <-b.next:
+		case <-time.After(b.poll):
+		}
+	}
+	// Take the channel for the next wait before the next query runs, so a
+	// commit landing during that query is not missed.
+	b.next = b.signal.C()
+	return 0
+}
+
+// detached makes the subscriber's transactions immune to cancellation: a
+// batch, once begun, runs to its commit or rollback. Shutdown still stops
+// the subscriber between batches. Besides keeping shutdown orderly, this
+// avoids a pgx panic ("slow write timer already active") seen when a
+// context is cancelled while COMMIT is being written.
+type detached struct{ wsql.Beginner }
+
+func (d detached) BeginTx(ctx context.Context, opts *stdsql.TxOptions) (wsql.Tx, error) {
+	tx, err := d.Beginner.BeginTx(context.WithoutCancel(ctx), opts)
+	if err != nil {
+		return nil, err
+	}
+	return detachedTx{tx}, nil
+}
+
+type detachedTx struct{ wsql.Tx }
+
+func (t detachedTx) ExecContext(ctx context.Context, query string, args ...any) (wsql.Result, error) {
+	return t.Tx.ExecContext(context.WithoutCancel(ctx), query, args...)
+}
+
+func (t detachedTx) QueryContext(ctx context.Context, query string, args ...any) (wsql.Rows, error) {
+	return t.Tx.QueryContext(context.WithoutCancel(ctx), query, args...)
+}
