@@ -1,0 +1,357 @@
+package pgembed
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// needBinaries skips the test, saying why, when there is no PostgreSQL.
+func needBinaries(t *testing.T) {
+	t.Helper()
+	if _, err := FindBinaries(); err != nil {
+		t.Skipf("skipping: no PostgreSQL server binaries: %v", err)
+	}
+}
+
+// clusterDir returns a cluster directory inside t.TempDir that the
+// unprivileged server user can reach when the tests run as root
+// (t.TempDir's parent is created with mode 0700).
+func clusterDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	for _, p := range []string{filepath.Dir(d), d} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(d, "pg")
+}
+
+// logBuffer is a concurrency-safe buffer for a slog text handler.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// start starts a cluster and stops it when the test ends (before
+// t.TempDir's removal, as cleanups run last-in first-out).
+func start(t *testing.T, dir string, logs *logBuffer) *Cluster {
+	t.Helper()
+	var logger *slog.Logger
+	if logs != nil {
+		logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Start(ctx, dir, logger)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(context.Background()); err != nil {
+			t.Errorf("Stop at cleanup: %v", err)
+		}
+	})
+	return c
+}
+
+func connect(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect %s: %v", redact(dsn), err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(unparseable DSN)"
+	}
+	return u.Redacted()
+}
+
+func queryString(t *testing.T, conn *pgx.Conn, sql string) string {
+	t.Helper()
+	var s string
+	if err := conn.QueryRow(context.Background(), sql).Scan(&s); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return s
+}
+
+func TestFindBinaries(t *testing.T) {
+	dir, err := FindBinaries()
+	if err != nil {
+		if !strings.Contains(err.Error(), "apt-get install postgresql") || !strings.Contains(err.Error(), "brew install postgresql") {
+			t.Errorf("error does not say what to install: %v", err)
+		}
+		t.Skipf("skipping: %v", err)
+	}
+	for _, name := range binaries {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("FindBinaries returned %s without %s: %v", dir, name, err)
+		}
+	}
+	t.Logf("binaries in %s", dir)
+}
+
+func TestFindBinariesNone(t *testing.T) {
+	if _, err := os.Stat("/usr/lib/postgresql"); err == nil {
+		t.Skip("skipping: /usr/lib/postgresql exists, so FindBinaries cannot come up empty here")
+	}
+	t.Setenv("PATH", t.TempDir())
+	_, err := FindBinaries()
+	if err == nil || !strings.Contains(err.Error(), "install PostgreSQL server binaries: apt-get install postgresql (Debian/Ubuntu)") {
+		t.Fatalf("FindBinaries with nothing installed: %v", err)
+	}
+}
+
+func TestVersionLess(t *testing.T) {
+	got := []string{"16", "9.6", "15", "x", "10"}
+	for i := range got {
+		for j := range got {
+			if i != j && versionLess(got[i], got[j]) && versionLess(got[j], got[i]) {
+				t.Fatalf("versionLess not antisymmetric for %s, %s", got[i], got[j])
+			}
+		}
+	}
+	if !versionLess("9.6", "10") || !versionLess("15", "16") || versionLess("16", "15") || !versionLess("x", "9.6") {
+		t.Fatal("versionLess orders versions wrongly")
+	}
+}
+
+func TestStartStopRestartPersists(t *testing.T) {
+	needBinaries(t)
+	dir := clusterDir(t)
+	logs := &logBuffer{}
+	c := start(t, dir, logs)
+
+	if !strings.Contains(logs.String(), "initialised embedded PostgreSQL at "+dir) ||
+		!strings.Contains(logs.String(), "started embedded PostgreSQL at "+dir+" on port "+strconv.Itoa(c.port)) {
+		t.Errorf("log does not tell what happened:\n%s", logs)
+	}
+
+	conn := connect(t, c.DSN())
+	if db := queryString(t, conn, `SELECT current_database()`); db != "phonefleet" {
+		t.Errorf("DSN database = %q, want phonefleet", db)
+	}
+	for setting, want := range map[string]string{
+		"fsync":                   "on",
+		"listen_addresses":        "127.0.0.1",
+		"unix_socket_directories": "",
+		"server_encoding":         "UTF8",
+		"lc_collate":              "C",
+		"password_encryption":     "scram-sha-256",
+	} {
+		if got := queryString(t, conn, "SHOW "+setting); got != want {
+			t.Errorf("SHOW %s = %q, want %q", setting, got, want)
+		}
+	}
+	if n, _ := strconv.Atoi(queryString(t, conn, "SHOW max_connections")); n < 200 {
+		t.Errorf("max_connections = %d, want at least 200", n)
+	}
+	admin := connect(t, c.AdminDSN())
+	if db := queryString(t, admin, `SELECT current_database()`); db != "postgres" {
+		t.Errorf("AdminDSN database = %q, want postgres", db)
+	}
+
+	// The password is required: a wrong one is refused.
+	u, _ := url.Parse(c.DSN())
+	u.User = url.UserPassword("postgres", "wrong")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if bad, err := pgx.Connect(ctx, u.String()); err == nil {
+		bad.Close(ctx)
+		t.Error("a wrong password was accepted")
+	} else if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "28P01" {
+		t.Errorf("wrong password: %v, want invalid_password (28P01)", err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "password"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("password file: %v, mode %v, want 0600", err, fi.Mode().Perm())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "postgres.log")); err != nil {
+		t.Errorf("no server log in dir: %v", err)
+	}
+
+	if _, err := conn.Exec(ctx, `CREATE TABLE kept (v text); INSERT INTO kept VALUES ('persisted')`); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	admin.Close(ctx)
+	cancelled, cancelNow := context.WithCancel(ctx)
+	cancelNow()
+	if err := c.Stop(cancelled); err != nil {
+		t.Fatalf("Stop with a cancelled context: %v", err)
+	}
+	if err := c.Stop(ctx); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	if !strings.Contains(logs.String(), "stopped embedded PostgreSQL at "+dir) {
+		t.Errorf("log does not say it stopped:\n%s", logs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "postmaster.pid")); err == nil {
+		t.Error("postmaster.pid still there after Stop")
+	}
+
+	logs2 := &logBuffer{}
+	c2 := start(t, dir, logs2)
+	if strings.Contains(logs2.String(), "initialised") {
+		t.Errorf("second start ran initdb again:\n%s", logs2)
+	}
+	if c2.password != c.password {
+		t.Error("second start changed the password")
+	}
+	conn2 := connect(t, c2.DSN())
+	if v := queryString(t, conn2, `SELECT v FROM kept`); v != "persisted" {
+		t.Errorf("after restart: %q", v)
+	}
+}
+
+func TestKill9Recovery(t *testing.T) {
+	needBinaries(t)
+	dir := clusterDir(t)
+	c := start(t, dir, nil)
+	conn := connect(t, c.DSN())
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, `CREATE TABLE survived (v int); INSERT INTO survived VALUES (42)`); err != nil {
+		t.Fatal(err)
+	}
+	pidText, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(pidText), "\n", 2)[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 %d: %v", pid, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); processAlive(pid); {
+		if time.Now().After(deadline) {
+			t.Fatalf("postmaster %d still alive after SIGKILL", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "postmaster.pid")); err != nil {
+		t.Fatalf("expected a stale postmaster.pid after kill -9: %v", err)
+	}
+
+	// Start right away: the killed postmaster's children may still be
+	// exiting, and postmaster.pid is stale.
+	logs := &logBuffer{}
+	c2 := start(t, dir, logs)
+	t.Logf("second start:\n%s", logs)
+	conn2 := connect(t, c2.DSN())
+	if v := queryString(t, conn2, `SELECT v::text FROM survived`); v != "42" {
+		t.Errorf("after kill -9 and restart: %q", v)
+	}
+}
+
+func TestStalePidFileOfOtherProcess(t *testing.T) {
+	needBinaries(t)
+	dir := clusterDir(t)
+	c := start(t, dir, nil)
+	if err := c.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// A postmaster.pid naming a live process that is not a postmaster (this
+	// test process), as after a reboot that reused the id.
+	pidFile := filepath.Join(dir, "data", "postmaster.pid")
+	stale := strconv.Itoa(os.Getpid()) + "\n" + filepath.Join(dir, "data") + "\n1700000000\n5999\n\n127.0.0.1\n  1234567  7\nready   \n"
+	if err := os.WriteFile(pidFile, []byte(stale), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c.runAs != nil {
+		if err := os.Chown(pidFile, c.runAs.uid, c.runAs.gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c2 := start(t, dir, nil)
+	if c2.port == 5999 {
+		t.Fatal("Start adopted a postmaster.pid that names another process")
+	}
+	connect(t, c2.DSN())
+}
+
+func TestConcurrentStartsShareOneServer(t *testing.T) {
+	needBinaries(t)
+	dir := clusterDir(t)
+	const n = 3
+	clusters := make([]*Cluster, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			clusters[i], errs[i] = Start(context.Background(), dir, nil)
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("Start %d: %v", i, errs[i])
+		}
+		t.Cleanup(func() { clusters[i].Stop(context.Background()) })
+	}
+	for i := 1; i < n; i++ {
+		if clusters[i].DSN() != clusters[0].DSN() {
+			t.Errorf("concurrent Starts disagree: %s vs %s", redact(clusters[i].DSN()), redact(clusters[0].DSN()))
+		}
+	}
+	connect(t, clusters[n-1].DSN())
+}
+
+func TestUnreachableDirAsRoot(t *testing.T) {
+	needBinaries(t)
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: only root runs the server as another user")
+	}
+	parent := t.TempDir() // mode 0700, owned by root
+	if err := os.Chmod(filepath.Dir(parent), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(parent, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Start(context.Background(), filepath.Join(parent, "svc", "postgres"), nil)
+	if err == nil {
+		t.Fatal("Start succeeded below a directory the server user cannot enter")
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "\n") || !strings.Contains(msg, "SERVICE_DATA_DIR") || !strings.Contains(msg, "cannot enter "+parent+" ") {
+		t.Fatalf("want one line naming %s and suggesting SERVICE_DATA_DIR, got: %v", parent, err)
+	}
+	t.Log(msg)
+}

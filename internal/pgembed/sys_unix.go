@@ -1,0 +1,177 @@
+//go:build linux || darwin || dragonfly || freebsd || netbsd || openbsd
+
+package pgembed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// platformSupported reports whether Start can work on this system.
+func platformSupported() error { return nil }
+
+// serverUser returns the account PostgreSQL runs as: nil (this process's own
+// user) unless we are root, then "postgres", or "nobody" when there is no
+// "postgres" user.
+func serverUser() (*osUser, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	for _, name := range []string{"postgres", "nobody"} {
+		u, err := user.Lookup(name)
+		if err != nil {
+			continue
+		}
+		uid, err1 := strconv.Atoi(u.Uid)
+		gid, err2 := strconv.Atoi(u.Gid)
+		if err1 != nil || err2 != nil || uid == 0 {
+			continue
+		}
+		ou := &osUser{name: name, uid: uid, gid: gid, gids: []int{gid}}
+		if ids, err := u.GroupIds(); err == nil {
+			for _, s := range ids {
+				if g, err := strconv.Atoi(s); err == nil && !slices.Contains(ou.gids, g) {
+					ou.gids = append(ou.gids, g)
+				}
+			}
+		}
+		return ou, nil
+	}
+	return nil, errors.New("embedded PostgreSQL cannot run as root and there is no system user postgres or nobody to run it as; " +
+		"create one (useradd --system postgres), run phonefleet as an ordinary user, or set DATABASE_URL")
+}
+
+// setCredential makes cmd run as u (nothing to do when u is nil).
+func setCredential(cmd *exec.Cmd, u *osUser) {
+	if u == nil {
+		return
+	}
+	groups := make([]uint32, len(u.gids))
+	for i, g := range u.gids {
+		groups[i] = uint32(g)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: groups},
+	}
+}
+
+// checkSearchable fails with one line when u cannot reach dir because some
+// parent directory is not searchable (x permission) by it.
+func checkSearchable(dir string, u *osUser) error {
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("embedded PostgreSQL: %w", err)
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if ok {
+			perm := fi.Mode().Perm()
+			var bit fs.FileMode = 0o001
+			switch {
+			case int(st.Uid) == u.uid:
+				bit = 0o100
+			case slices.Contains(u.gids, int(st.Gid)):
+				bit = 0o010
+			}
+			if perm&bit == 0 {
+				return fmt.Errorf("embedded PostgreSQL must run as the unprivileged user %q because this process runs as root, "+
+					"but that user cannot enter %s (mode %04o, owner uid %d), a parent of %s; "+
+					"set SERVICE_DATA_DIR to a directory every parent of which it can enter (e.g. /var/lib/phonefleet), or set DATABASE_URL",
+					u.name, p, perm, st.Uid, dir)
+			}
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
+}
+
+// chownTree gives dir and everything under it to u, unless dir is already
+// u's. Symbolic links are not followed.
+func chownTree(dir string, u *osUser) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == u.uid {
+		if data, err := os.Lstat(filepath.Join(dir, "data")); err != nil {
+			return nil
+		} else if st, ok := data.Sys().(*syscall.Stat_t); ok && int(st.Uid) == u.uid {
+			return nil
+		}
+	}
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, u.uid, u.gid)
+	})
+}
+
+// lockFile takes an exclusive flock on path, waiting while ctx allows (at
+// most three minutes), and returns its release.
+func lockFile(ctx context.Context, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() {
+				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+				_ = f.Close()
+			}, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			f.Close()
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("another process has held %s for 3 minutes", path)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// processAlive reports whether a process with this id exists.
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// isPostmasterOf reports whether process pid runs in dataDir, as a
+// postmaster does (it changes into its data directory). known is false when
+// this cannot be told (no /proc, or no permission).
+func isPostmasterOf(pid int, dataDir string) (ours, known bool) {
+	if runtime.GOOS != "linux" {
+		return false, false
+	}
+	cwd, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+	if err != nil {
+		return false, false
+	}
+	want, err := filepath.EvalSymlinks(dataDir)
+	if err != nil {
+		return false, false
+	}
+	return cwd == want, true
+}
