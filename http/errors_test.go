@@ -1,0 +1,386 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"phonefleet/domain"
+	"phonefleet/http/apitest"
+)
+
+// TestEveryCodeHasAStatus proves no code of either closed set falls through
+// to StatusOf's fallback.
+func TestEveryCodeHasAStatus(t *testing.T) {
+	sets := []struct {
+		name  string
+		codes []domain.Code
+		want  int
+	}{
+		{name: "control surface", codes: domain.RESTCodes, want: 44},
+		{name: "device surface", codes: domain.VrxCodes, want: 10},
+	}
+	for _, set := range sets {
+		t.Run(set.name, func(t *testing.T) {
+			if len(set.codes) != set.want {
+				t.Errorf("got %d codes; want %d", len(set.codes), set.want)
+			}
+			for _, code := range set.codes {
+				status, ok := statusOf[code]
+				if !ok {
+					t.Errorf("code %s has no status", code)
+					continue
+				}
+				if status < 400 || status > 599 {
+					t.Errorf("code %s: got status %d; want a 4xx or 5xx", code, status)
+				}
+			}
+		})
+	}
+	if got, want := len(statusOf), len(domain.RESTCodes)+len(domain.VrxCodes); got != want {
+		t.Errorf("got %d entries in statusOf; want %d (one per code, nothing else)", got, want)
+	}
+}
+
+// TestStatusesShownBySpec pins the statuses the contract and ARCHITECTURE.md
+// fix, so a typo in the map cannot pass unnoticed.
+func TestStatusesShownBySpec(t *testing.T) {
+	want := map[domain.Code]int{
+		domain.CodeBackendResolutionFailed:   500,
+		domain.CodeBackendNotImplemented:     501,
+		domain.CodeDeviceUnavailable:         409,
+		domain.CodeDeviceDisconnected:        503,
+		domain.CodeLeaseMismatch:             409,
+		domain.CodeLeaseRequired:             409,
+		domain.CodeCapabilityUnsupported:     422,
+		domain.CodeInvalidArgument:           400,
+		domain.CodeBackendCommandFailed:      502,
+		domain.CodeIdempotencyConflict:       409,
+		domain.CodeActionOutcomeUnknown:      504,
+		domain.CodeStaleFrame:                409,
+		domain.CodeInternal:                  500,
+		domain.CodeUnauthorized:              401,
+		domain.CodePermissionDenied:          403,
+		domain.CodeRunNotFound:               404,
+		domain.CodeFrameNotFound:             404,
+		domain.CodeDeviceBusy:                429,
+		domain.CodeAdmissionUnavailable:      503,
+		domain.CodeCheckoutUnavailable:       503,
+		domain.CodeCheckoutCustomerBalance:   503,
+		domain.CodeCheckoutInProgress:        409,
+		domain.CodeQuoteChanged:              409,
+		domain.CodePaymentInProgress:         409,
+		domain.CodeOutOfStock:                409,
+		domain.CodeWrongState:                409,
+		domain.CodeInstanceNotServed:         403,
+		domain.CodeReverificationRequired:    403,
+		domain.CodeNotFound:                  404,
+		domain.CodeReceiptNotFound:           404,
+		domain.CodeRateLimited:               429,
+		domain.CodePayloadTooLarge:           413,
+		domain.CodeOriginNotAllowed:          403,
+		domain.CodeAPIKeyFromBrowserOrigin:   403,
+		domain.CodeKeyPredatesInstanceAttrib: 403,
+		domain.CodeOrgNotServedByInstance:    403,
+		domain.CodeTenantBindingUnavailable:  503,
+		domain.CodeTenantBindingUnsettled:    503,
+		domain.CodeFleetAtCapacity:           409,
+		domain.CodeForbidden:                 403,
+		domain.CodeServiceUnavailable:        503,
+		domain.CodeInvalidSignature:          400,
+		domain.CodeInvalidEvent:              400,
+		domain.CodeNotSettled:                503,
+	}
+	for _, code := range domain.RESTCodes {
+		if got := StatusOf(code); got != want[code] {
+			t.Errorf("StatusOf(%s): got %d; want %d", code, got, want[code])
+		}
+	}
+	if got := StatusOf("no_such_code"); got != 500 {
+		t.Errorf("StatusOf(no_such_code): got %d; want 500", got)
+	}
+}
+
+// TestErrorCodeEnumMatchesDomain keeps the document's closed code sets equal
+// to the domain's.
+func TestErrorCodeEnumMatchesDomain(t *testing.T) {
+	doc, err := embeddedOpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Components struct {
+			Schemas struct {
+				ErrorCode struct {
+					Enum []domain.Code `json:"enum"`
+				} `json:"ErrorCode"`
+				VrxError struct {
+					Properties struct {
+						Error struct {
+							Properties struct {
+								Code struct {
+									Enum []domain.Code `json:"enum"`
+								} `json:"code"`
+							} `json:"properties"`
+						} `json:"error"`
+					} `json:"properties"`
+				} `json:"VrxError"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(doc, &d); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Components.Schemas.ErrorCode.Enum; !slices.Equal(got, domain.RESTCodes) {
+		t.Errorf("ErrorCode enum: got %v; want %v", got, domain.RESTCodes)
+	}
+	if got := d.Components.Schemas.VrxError.Properties.Error.Properties.Code.Enum; !slices.Equal(got, domain.VrxCodes) {
+		t.Errorf("VrxError code enum: got %v; want %v", got, domain.VrxCodes)
+	}
+}
+
+func TestWriteError(t *testing.T) {
+	tests := []struct {
+		name       string
+		err        error
+		status     int
+		body       string
+		retryAfter string
+	}{
+		{
+			name:   "domain error",
+			err:    domain.Errorf(domain.CodeInvalidArgument, "limit must be at least 1"),
+			status: 400,
+			body:   `{"error":{"code":"invalid_argument","message":"limit must be at least 1"}}`,
+		},
+		{
+			name:   "wrapped domain error with retryable and extras",
+			err:    fmt.Errorf("acquire: %w", domain.Errorf(domain.CodeDeviceUnavailable, "device is leased").WithRetryable(true).With("reason", "already leased").With("deviceId", "dev_1")),
+			status: 409,
+			body:   `{"error":{"code":"device_unavailable","message":"device is leased","retryable":true,"deviceId":"dev_1","reason":"already leased"}}`,
+		},
+		{
+			name: "extras never override code, message or retryable",
+			err: domain.Errorf(domain.CodeNotFound, "no such device").
+				With("code", "internal_error").With("message", "leak").With("retryable", true).With("deviceId", "dev_2"),
+			status: 404,
+			body:   `{"error":{"code":"not_found","message":"no such device","deviceId":"dev_2"}}`,
+		},
+		{
+			name:       "device busy derives Retry-After from retryAfterMs, rounded up",
+			err:        domain.Errorf(domain.CodeDeviceBusy, "too many actions waiting").WithRetryable(true).With("retryAfterMs", 1500),
+			status:     429,
+			body:       `{"error":{"code":"device_busy","message":"too many actions waiting","retryable":true,"retryAfterMs":1500}}`,
+			retryAfter: "2",
+		},
+		{
+			name:       "exact seconds are not rounded up",
+			err:        domain.Errorf(domain.CodeDeviceBusy, "busy").With("retryAfterMs", 2000.0),
+			status:     429,
+			body:       `{"error":{"code":"device_busy","message":"busy","retryAfterMs":2000}}`,
+			retryAfter: "2",
+		},
+		{
+			name:       "tenant binding unavailable",
+			err:        domain.Errorf(domain.CodeTenantBindingUnavailable, "cannot check organisation binding now"),
+			status:     503,
+			body:       `{"error":{"code":"tenant_binding_unavailable","message":"cannot check organisation binding now"}}`,
+			retryAfter: "30",
+		},
+		{
+			name:       "tenant binding unsettled",
+			err:        domain.Errorf(domain.CodeTenantBindingUnsettled, "organisation binding is being recorded"),
+			status:     503,
+			body:       `{"error":{"code":"tenant_binding_unsettled","message":"organisation binding is being recorded"}}`,
+			retryAfter: "1",
+		},
+		{
+			name:       "admission unavailable",
+			err:        domain.Errorf(domain.CodeAdmissionUnavailable, "provisioning store cannot be read"),
+			status:     503,
+			body:       `{"error":{"code":"admission_unavailable","message":"provisioning store cannot be read"}}`,
+			retryAfter: "5",
+		},
+		{
+			name:   "unclassified error never leaks its text",
+			err:    errors.New("pq: password authentication failed for user admin"),
+			status: 500,
+			body:   `{"error":{"code":"internal_error","message":"internal error"}}`,
+		},
+		{
+			name:   "device-surface code on the control surface",
+			err:    domain.Errorf(domain.VrxStaleFrame, "frame moved"),
+			status: 500,
+			body:   `{"error":{"code":"internal_error","message":"internal error"}}`,
+		},
+		{
+			name:   "empty message gets the status text",
+			err:    &domain.Error{Code: domain.CodeForbidden},
+			status: 403,
+			body:   `{"error":{"code":"forbidden","message":"forbidden"}}`,
+		},
+		{
+			name:   "unencodable extra is left out",
+			err:    domain.Errorf(domain.CodeWrongState, "order cannot be returned").With("state", "cancelled").With("bad", make(chan int)),
+			status: 409,
+			body:   `{"error":{"code":"wrong_state","message":"order cannot be returned","state":"cancelled"}}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			WriteError(rec, httptest.NewRequest(http.MethodGet, "/", nil), tt.err)
+			if rec.Code != tt.status {
+				t.Errorf("got status %d; want %d", rec.Code, tt.status)
+			}
+			if got := rec.Body.String(); got != tt.body {
+				t.Errorf("got body %s; want %s", got, tt.body)
+			}
+			if got := rec.Header().Get("Content-Type"); got != "application/json" {
+				t.Errorf("got Content-Type %q; want application/json", got)
+			}
+			if got := rec.Header().Get("Retry-After"); got != tt.retryAfter {
+				t.Errorf("got Retry-After %q; want %q", got, tt.retryAfter)
+			}
+		})
+	}
+}
+
+// TestErrorEnvelopesValidate renders every code of each surface and checks
+// the body against the document's envelope schema.
+func TestErrorEnvelopesValidate(t *testing.T) {
+	s, _ := newTestServer(t, Deps{})
+	v := apitest.FromHandler(t, s.Handler())
+	surfaces := []struct {
+		name   string
+		codes  []domain.Code
+		write  func(http.ResponseWriter, *http.Request, error)
+		schema string
+	}{
+		{name: "control surface", codes: domain.RESTCodes, write: WriteError, schema: "Error"},
+		{name: "device surface", codes: domain.VrxCodes, write: WriteVrxError, schema: "VrxError"},
+	}
+	for _, surface := range surfaces {
+		for _, code := range surface.codes {
+			t.Run(surface.name+"/"+string(code), func(t *testing.T) {
+				rec := httptest.NewRecorder()
+				err := domain.Errorf(code, "something about %s", code).WithRetryable(false).With("deviceId", "dev_1")
+				surface.write(rec, httptest.NewRequest(http.MethodGet, "/", nil), err)
+				if rec.Code != StatusOf(code) {
+					t.Errorf("got status %d; want %d", rec.Code, StatusOf(code))
+				}
+				v.CheckSchema(t, surface.schema, rec.Body.Bytes())
+			})
+		}
+	}
+}
+
+func TestWriteVrxError(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		status int
+		body   string
+	}{
+		{
+			name:   "device-surface code",
+			err:    domain.Errorf(domain.VrxFencingTokenStale, "a newer lease holds the device").With("ignored", true),
+			status: 409,
+			body:   `{"ok":false,"error":{"code":"FENCING_TOKEN_STALE","message":"a newer lease holds the device"}}`,
+		},
+		{
+			name:   "unknown run token",
+			err:    domain.Errorf(domain.VrxDeviceNotFound, "no device for this run token"),
+			status: 404,
+			body:   `{"ok":false,"error":{"code":"DEVICE_NOT_FOUND","message":"no device for this run token"}}`,
+		},
+		{
+			name:   "payload too large is answered as on every surface",
+			err:    payloadTooLarge(1 << 20),
+			status: 413,
+			body:   `{"error":{"code":"payload_too_large","message":"request body exceeds the limit of 1048576 bytes"}}`,
+		},
+		{
+			name:   "unclassified error",
+			err:    errors.New("adb: device offline at 10.0.0.7"),
+			status: 500,
+			body:   `{"error":{"code":"internal_error","message":"internal error"}}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			WriteVrxError(rec, httptest.NewRequest(http.MethodPost, "/vrx/tok/v1/actions", nil), tt.err)
+			if rec.Code != tt.status {
+				t.Errorf("got status %d; want %d", rec.Code, tt.status)
+			}
+			if got := rec.Body.String(); got != tt.body {
+				t.Errorf("got body %s; want %s", got, tt.body)
+			}
+		})
+	}
+}
+
+// TestWriteErrorAfterResponseStarted proves a late error does not write a
+// second status or body, and still reaches the log.
+func TestWriteErrorAfterResponseStarted(t *testing.T) {
+	s, logs := newTestServer(t, Deps{})
+	s.Router().Handle("/v1/half", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("partial"))
+		return errors.New("stream broke")
+	})).Methods(http.MethodGet)
+	resp, body := apitest.Do(t, s.Handler(), httptest.NewRequest(http.MethodGet, "/v1/half", nil))
+	if resp.StatusCode != 200 || string(body) != "partial" {
+		t.Errorf("got %d %q; want 200 \"partial\"", resp.StatusCode, body)
+	}
+	lines := logs.lines(t)
+	if len(lines) != 1 {
+		t.Fatalf("got %d log lines; want 1", len(lines))
+	}
+	if got, _ := lines[0]["error"].(string); !strings.Contains(got, "stream broke") {
+		t.Errorf("got logged error %q; want the cause", got)
+	}
+}
+
+func TestMethodNotAllowedNamesAllowedMethods(t *testing.T) {
+	s, _ := newTestServer(t, Deps{})
+	nop := handlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+	v1 := s.Router().PathPrefix("/v1").Subrouter()
+	v1.Handle("/devices/{deviceId}", nop).Methods(http.MethodGet)
+	v1.Handle("/devices/{deviceId}", nop).Methods(http.MethodPatch)
+	v1.Handle("/devices/{deviceId}/lease", nop).Methods(http.MethodPost, http.MethodPatch, http.MethodDelete)
+	tests := []struct {
+		name   string
+		method string
+		path   string
+		allow  string
+	}{
+		{name: "two routes on one path", method: http.MethodDelete, path: "/v1/devices/dev_1", allow: "GET, PATCH"},
+		{name: "one route with three methods", method: http.MethodGet, path: "/v1/devices/dev_1/lease", allow: "DELETE, PATCH, POST"},
+		{name: "top-level route", method: http.MethodDelete, path: "/healthz", allow: "GET"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := apitest.Do(t, s.Handler(), httptest.NewRequest(tt.method, tt.path, nil))
+			if resp.StatusCode != http.StatusNotFound {
+				t.Fatalf("got status %d; want 404", resp.StatusCode)
+			}
+			if got := resp.Header.Get("Allow"); got != tt.allow {
+				t.Errorf("got Allow %q; want %q", got, tt.allow)
+			}
+			e := decodeErrorBody(t, body)
+			if e["code"] != "not_found" {
+				t.Errorf("got code %v; want not_found", e["code"])
+			}
+			if msg, _ := e["message"].(string); !strings.Contains(msg, tt.allow) {
+				t.Errorf("got message %q; want it to name %s", msg, tt.allow)
+			}
+		})
+	}
+}

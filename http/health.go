@@ -1,0 +1,89 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/mux"
+)
+
+// healthTimeout bounds one health report, so a stuck database makes the probe
+// answer degraded instead of hanging.
+const healthTimeout = 5 * time.Second
+
+// HealthReporter reports the state of what the service depends on. Health
+// must return within ctx's deadline and never fails: a component it cannot
+// reach is reported not OK. Its Error strings are shown to unauthenticated
+// callers, so they must hold no secrets or connection strings.
+type HealthReporter interface {
+	Health(ctx context.Context) HealthReport
+}
+
+// HealthReport is the state of the database and of each projection.
+type HealthReport struct {
+	Database    ComponentHealth
+	Projections []ProjectionHealth
+}
+
+// OK reports whether the database and every projection are healthy.
+func (h HealthReport) OK() bool {
+	if !h.Database.OK {
+		return false
+	}
+	for _, p := range h.Projections {
+		if !p.OK {
+			return false
+		}
+	}
+	return true
+}
+
+// ComponentHealth is the state of one dependency; Error says why it is not OK.
+type ComponentHealth struct {
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+// ProjectionHealth is the state of one projection: its stable name and
+// version, its state (e.g. "live", "rebuilding"), how many events it trails
+// the head of the feed by, and whether that is acceptable.
+type ProjectionHealth struct {
+	Name    string `json:"name"`
+	Version int    `json:"version"`
+	State   string `json:"state"`
+	Lag     int64  `json:"lag"`
+	OK      bool   `json:"ok"`
+}
+
+// healthResponse is the body of GET /healthz. It is not an error envelope:
+// a degraded service still answers with the full report (status 503).
+type healthResponse struct {
+	Status      string             `json:"status"`
+	Database    ComponentHealth    `json:"database"`
+	Projections []ProjectionHealth `json:"projections"`
+}
+
+func (s *Server) registerHealthRoutes(r *mux.Router) {
+	r.Handle("/healthz", handlerFunc(s.getHealth)).Methods(http.MethodGet)
+}
+
+func (s *Server) getHealth(w http.ResponseWriter, r *http.Request) error {
+	report := HealthReport{Database: ComponentHealth{OK: true}}
+	if s.health != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+		report = s.health.Health(ctx)
+		cancel()
+	}
+	resp := healthResponse{Status: "ok", Database: report.Database, Projections: report.Projections}
+	if resp.Projections == nil {
+		resp.Projections = []ProjectionHealth{}
+	}
+	status := http.StatusOK
+	if !report.OK() {
+		resp.Status = "degraded"
+		status = http.StatusServiceUnavailable
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	return writeJSON(w, status, resp)
+}

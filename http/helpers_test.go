@@ -1,0 +1,116 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/fstest"
+)
+
+// syncBuffer is a log sink that handlers on other goroutines may write to.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// lines decodes every JSON log line written so far.
+func (b *syncBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	dec := json.NewDecoder(bytes.NewReader(b.buf.Bytes()))
+	for dec.More() {
+		var line map[string]any
+		if err := dec.Decode(&line); err != nil {
+			t.Fatalf("log line is not JSON: %v", err)
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// newTestServer builds a server whose access log goes to the returned buffer.
+func newTestServer(t *testing.T, deps Deps) (*Server, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	deps.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	return New(deps), logs
+}
+
+// echoServer is a test server with one extra route, POST /v1/echo, that reads
+// a JSON object; it serves the document extended by testdata/openapi/echo.yaml.
+func echoServer(t *testing.T) (*Server, *syncBuffer) {
+	t.Helper()
+	s, logs := newTestServer(t, Deps{})
+	s.openapi = assembleWithTestdata(t)
+	s.Router().Handle("/v1/echo", handlerFunc(echo)).Methods(http.MethodPost)
+	return s, logs
+}
+
+func echo(w http.ResponseWriter, r *http.Request) error {
+	var obj map[string]any
+	if err := decodeJSON(r, &obj); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]int{"members": len(obj)})
+}
+
+// assembleWithTestdata assembles the embedded fragments plus the test-only
+// fragments under testdata/openapi.
+func assembleWithTestdata(t *testing.T) []byte {
+	t.Helper()
+	fsys := fstest.MapFS{}
+	copyYAML := func(src fs.FS) {
+		names, err := fs.Glob(src, "*.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names {
+			data, err := fs.ReadFile(src, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fsys[name] = &fstest.MapFile{Data: data}
+		}
+	}
+	embedded, err := fs.Sub(openapiFragments, "openapi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyYAML(embedded)
+	copyYAML(os.DirFS("testdata/openapi"))
+	doc, err := assembleOpenAPI(fsys)
+	if err != nil {
+		t.Fatalf("assemble: %v", err)
+	}
+	return doc
+}
+
+// errorBody decodes a control-surface error envelope.
+type errorBody struct {
+	Error map[string]any `json:"error"`
+}
+
+func decodeErrorBody(t *testing.T, body []byte) map[string]any {
+	t.Helper()
+	var e errorBody
+	if err := json.Unmarshal(body, &e); err != nil {
+		t.Fatalf("body is not an error envelope: %v\n%s", err, body)
+	}
+	return e.Error
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

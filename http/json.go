@@ -1,0 +1,132 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strconv"
+
+	"phonefleet/domain"
+)
+
+// writeJSON answers status with v encoded as JSON. It encodes before writing
+// anything, so an unencodable value becomes the caller's error (and a clean
+// 500) instead of a half-written body.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode response: %w", err)
+	}
+	writeBody(w, status, body)
+	return nil
+}
+
+// errEmptyBody marks a request that sent no body at all.
+var errEmptyBody = errors.New("empty body")
+
+// decodeJSON reads the request body as one JSON value into v. Unknown object
+// members are ignored (spec 2.1: clients may send more than a route reads);
+// routes that must be strict check that themselves. It answers:
+//   - payload_too_large when the body runs past the limit;
+//   - invalid_argument, with a message saying what is wrong, for an empty
+//     body, malformed JSON, a value of the wrong type or trailing data.
+//
+// The request's Content-Type is not checked: a bearer-token API has no
+// cross-site form posts to fear, and curl's default form type would
+// otherwise turn valid JSON into an error.
+func decodeJSON(r *http.Request, v any) error {
+	err := decodeBody(r, v)
+	if errors.Is(err, errEmptyBody) {
+		return domain.Errorf(domain.CodeInvalidArgument, "request body is empty; a JSON body is required")
+	}
+	return err
+}
+
+// decodeOptionalJSON is decodeJSON for routes where the body may be absent
+// (e.g. checkout without a choice); it reports whether a body was present.
+func decodeOptionalJSON(r *http.Request, v any) (present bool, err error) {
+	err = decodeBody(r, v)
+	if errors.Is(err, errEmptyBody) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func decodeBody(r *http.Request, v any) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return errEmptyBody
+	}
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return errEmptyBody
+		}
+		return describeDecodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if tooLarge, ok := asPayloadTooLarge(err); ok {
+			return tooLarge
+		}
+		return domain.Errorf(domain.CodeInvalidArgument, "request body must hold exactly one JSON value")
+	}
+	return nil
+}
+
+// describeDecodeError turns an encoding/json error into the answer a client
+// can act on, naming the field and the JSON type expected, never a Go type.
+func describeDecodeError(err error) error {
+	if tooLarge, ok := asPayloadTooLarge(err); ok {
+		return tooLarge
+	}
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return domain.Errorf(domain.CodeInvalidArgument, "request body is not valid JSON: %s (at byte %d)", syntax.Error(), syntax.Offset)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return domain.Errorf(domain.CodeInvalidArgument, "request body ends before its JSON value is complete")
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return domain.Errorf(domain.CodeInvalidArgument, "request body must be %s, not %s", jsonKind(typ.Type), typ.Value)
+		}
+		return domain.Errorf(domain.CodeInvalidArgument, "field %s must be %s, not %s", strconv.Quote(typ.Field), jsonKind(typ.Type), typ.Value)
+	default:
+		// A domain type's UnmarshalJSON refused the value with a message
+		// written for clients; anything else (a broken connection, a library
+		// type's parse error) may carry internals and is not echoed.
+		var de *domain.Error
+		if errors.As(err, &de) {
+			return de
+		}
+		return domain.Errorf(domain.CodeInvalidArgument, "request body cannot be read as JSON").Wrap(err)
+	}
+}
+
+// jsonKind names the JSON type that decodes into t.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "a different type"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	default:
+		return "a different type"
+	}
+}

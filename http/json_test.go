@@ -1,0 +1,134 @@
+package httpapi
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"phonefleet/domain"
+)
+
+type sample struct {
+	Name  string   `json:"name"`
+	Count int      `json:"count"`
+	Tags  []string `json:"tags"`
+	Inner struct {
+		On bool `json:"on"`
+	} `json:"inner"`
+}
+
+func TestDecodeJSON(t *testing.T) {
+	tests := []struct {
+		name    string
+		body    io.Reader
+		limit   int64 // 0: no limit applied
+		code    domain.Code
+		message string // substring of the message
+	}{
+		{name: "valid", body: strings.NewReader(`{"name":"a","count":2,"tags":["x"],"unknown":true}`)},
+		{name: "valid with trailing whitespace", body: strings.NewReader("{\"name\":\"a\"}\n\t ")},
+		{name: "no body", body: nil, code: domain.CodeInvalidArgument, message: "request body is empty"},
+		{name: "only whitespace", body: strings.NewReader("  \n"), code: domain.CodeInvalidArgument, message: "request body is empty"},
+		{name: "syntax error", body: strings.NewReader(`{"name":}`), code: domain.CodeInvalidArgument, message: "not valid JSON"},
+		{name: "truncated", body: strings.NewReader(`{"name":"a"`), code: domain.CodeInvalidArgument, message: "ends before"},
+		{name: "wrong field type", body: strings.NewReader(`{"count":"two"}`), code: domain.CodeInvalidArgument, message: `field "count" must be an integer, not string`},
+		{name: "wrong nested field type", body: strings.NewReader(`{"inner":{"on":"yes"}}`), code: domain.CodeInvalidArgument, message: `field "inner.on" must be a boolean`},
+		{name: "wrong array item type", body: strings.NewReader(`{"tags":[1]}`), code: domain.CodeInvalidArgument, message: "must be a string"},
+		{name: "not an object", body: strings.NewReader(`[1,2]`), code: domain.CodeInvalidArgument, message: "request body must be an object, not array"},
+		{name: "two values", body: strings.NewReader(`{"name":"a"}{"name":"b"}`), code: domain.CodeInvalidArgument, message: "exactly one JSON value"},
+		{name: "garbage after the value", body: strings.NewReader(`{"name":"a"} x`), code: domain.CodeInvalidArgument, message: "exactly one JSON value"},
+		{
+			name: "over the limit", limit: 64,
+			body: strings.NewReader(`{"name":"` + strings.Repeat("a", 100) + `"}`),
+			code: domain.CodePayloadTooLarge, message: "limit of 64 bytes",
+		},
+		{
+			name: "over the limit only after the value", limit: 16,
+			body: strings.NewReader(`{"name":"a"}` + strings.Repeat(" ", 100)),
+			code: domain.CodePayloadTooLarge, message: "limit of 16 bytes",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/", tt.body)
+			if tt.limit > 0 {
+				r.Body = http.MaxBytesReader(httptest.NewRecorder(), r.Body, tt.limit)
+			}
+			var v sample
+			err := decodeJSON(r, &v)
+			if tt.code == "" {
+				if err != nil {
+					t.Fatalf("got error %v; want none", err)
+				}
+				if v.Name != "a" {
+					t.Errorf("got name %q; want \"a\"", v.Name)
+				}
+				return
+			}
+			var de *domain.Error
+			if !errors.As(err, &de) {
+				t.Fatalf("got error %v; want a domain error", err)
+			}
+			if de.Code != tt.code {
+				t.Errorf("got code %s; want %s", de.Code, tt.code)
+			}
+			if !strings.Contains(de.Message, tt.message) {
+				t.Errorf("got message %q; want it to contain %q", de.Message, tt.message)
+			}
+		})
+	}
+}
+
+func TestDecodeOptionalJSON(t *testing.T) {
+	tests := []struct {
+		name        string
+		body        io.Reader
+		wantPresent bool
+		wantErr     bool
+	}{
+		{name: "absent", body: nil},
+		{name: "empty", body: bytes.NewReader(nil)},
+		{name: "present", body: strings.NewReader(`{"name":"a"}`), wantPresent: true},
+		{name: "malformed", body: strings.NewReader(`{`), wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var v sample
+			present, err := decodeOptionalJSON(httptest.NewRequest(http.MethodPost, "/", tt.body), &v)
+			if present != tt.wantPresent {
+				t.Errorf("got present %v; want %v", present, tt.wantPresent)
+			}
+			if (err != nil) != tt.wantErr {
+				t.Errorf("got error %v; want error %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestWriteJSON(t *testing.T) {
+	t.Run("encodable", func(t *testing.T) {
+		rec := httptest.NewRecorder()
+		if err := writeJSON(rec, http.StatusCreated, map[string]int{"n": 1}); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Code != http.StatusCreated || rec.Body.String() != `{"n":1}` {
+			t.Errorf("got %d %s; want 201 {\"n\":1}", rec.Code, rec.Body)
+		}
+		if got := rec.Header().Get("Content-Type"); got != "application/json" {
+			t.Errorf("got Content-Type %q; want application/json", got)
+		}
+	})
+	t.Run("unencodable writes nothing", func(t *testing.T) {
+		rec := httptest.NewRecorder()
+		if err := writeJSON(rec, http.StatusOK, make(chan int)); err == nil {
+			t.Fatal("got no error; want one")
+		}
+		if rec.Body.Len() != 0 || rec.Header().Get("Content-Type") != "" {
+			t.Errorf("got a written response; want nothing written")
+		}
+	})
+}

@@ -1,0 +1,204 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"phonefleet/domain"
+)
+
+// requestIDHeader carries the request id in both directions.
+const requestIDHeader = "X-Request-Id"
+
+// maxRequestIDLen bounds an accepted incoming request id.
+const maxRequestIDLen = 128
+
+type requestIDKey struct{}
+
+// RequestID returns the id of the request ctx belongs to, or "" outside one.
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// assignRequestID accepts the caller's X-Request-Id when it is 1 to 128
+// printable ASCII characters, so a caller can correlate its own logs, and
+// mints req_<uuidv7> otherwise. The id is echoed on the response.
+func assignRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(requestIDHeader)
+		if !validRequestID(id) {
+			id = domain.NewID(domain.PrefixRequest)
+		}
+		w.Header().Set(requestIDHeader, id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+	})
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x20 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// exchange wraps the ResponseWriter for the access log: it counts what was
+// written and holds the cause of a server fault, which WriteError and the
+// panic recovery hand it so the one log line can carry it.
+type exchange struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+	fault  error
+	stack  []byte
+}
+
+type exchangeKey struct{}
+
+// exchangeFrom returns the request's exchange; nil (whose methods are safe)
+// when the request did not pass through the access log, as in unit tests of
+// single handlers.
+func exchangeFrom(ctx context.Context) *exchange {
+	ex, _ := ctx.Value(exchangeKey{}).(*exchange)
+	return ex
+}
+
+func (ex *exchange) WriteHeader(status int) {
+	if ex.status == 0 {
+		ex.status = status
+	}
+	ex.ResponseWriter.WriteHeader(status)
+}
+
+func (ex *exchange) Write(p []byte) (int, error) {
+	if ex.status == 0 {
+		ex.status = http.StatusOK
+	}
+	n, err := ex.ResponseWriter.Write(p)
+	ex.bytes += int64(n)
+	return n, err
+}
+
+// Flush lets streaming handlers (and libraries that assert http.Flusher)
+// flush through the wrapper.
+func (ex *exchange) Flush() {
+	if ex.status == 0 {
+		ex.status = http.StatusOK
+	}
+	_ = http.NewResponseController(ex.ResponseWriter).Flush()
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (ex *exchange) Unwrap() http.ResponseWriter { return ex.ResponseWriter }
+
+func (ex *exchange) started() bool { return ex != nil && ex.status != 0 }
+
+func (ex *exchange) noteFault(err error) {
+	if ex != nil && ex.fault == nil {
+		ex.fault = err
+	}
+}
+
+// logRequests writes one structured line per request once it is answered:
+// method, path (never the query string, which may carry cursors or secrets),
+// status, duration, bytes and request id; a server fault adds its cause, and a
+// panic its stack. Client errors (4xx) log no cause: they are the caller's.
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ex := &exchange{ResponseWriter: w}
+		next.ServeHTTP(ex, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
+
+		status := ex.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		attrs := []slog.Attr{
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.Path),
+			slog.Int("status", status),
+			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+			slog.Int64("bytes", ex.bytes),
+			slog.String("request_id", RequestID(r.Context())),
+		}
+		level := slog.LevelInfo
+		// A fault is only ever noted for a server-side failure, including one
+		// that struck after the response had started (then status is 2xx).
+		if status >= http.StatusInternalServerError || ex.fault != nil {
+			level = slog.LevelError
+		}
+		if ex.fault != nil {
+			attrs = append(attrs, slog.String("error", ex.fault.Error()))
+		}
+		if ex.stack != nil {
+			attrs = append(attrs, slog.String("stack", string(ex.stack)))
+		}
+		s.logger.LogAttrs(r.Context(), level, "request", attrs...)
+	})
+}
+
+// recoverPanics turns a handler panic into 500 internal_error and gives the
+// access log the panic value and stack. http.ErrAbortHandler is re-raised:
+// it is net/http's way to abort a response on purpose.
+func recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			if ex := exchangeFrom(r.Context()); ex != nil {
+				ex.stack = debug.Stack()
+			}
+			WriteError(w, r, fmt.Errorf("panic: %v", p))
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitBody enforces the request body limit on every surface (spec 8): a
+// declared Content-Length over the limit is refused at once, before anything
+// reads the body; any other body (chunked, or lying about its length) is
+// wrapped so reading past the limit fails with *http.MaxBytesError, which the
+// decode helpers answer as the same 413.
+func (s *Server) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.bodyLimit {
+			WriteError(w, r, payloadTooLarge(s.bodyLimit))
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, s.bodyLimit)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// payloadTooLarge is the one 413 answer; its message names the limit in bytes
+// as spec 2.3 requires.
+func payloadTooLarge(limit int64) *domain.Error {
+	return domain.Errorf(domain.CodePayloadTooLarge, "request body exceeds the limit of %d bytes", limit)
+}
+
+// asPayloadTooLarge reports whether err comes from reading past the body limit
+// and, if so, returns the 413 answer for it.
+func asPayloadTooLarge(err error) (*domain.Error, bool) {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return payloadTooLarge(mbe.Limit), true
+	}
+	return nil, false
+}

@@ -1,0 +1,174 @@
+// Package httpapi is phonefleet's HTTP edge: the REST control surface /v1, and
+// beside it the health probe, the OpenAPI document and (mounted by later
+// areas) the device surface /vrx and the agent surface /mcp. It owns the one
+// code→status map, the one error renderer per surface and the middleware
+// every request passes through.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/gorilla/mux"
+)
+
+// DefaultBodyLimit is the request body limit of every surface (spec 8: 1 MiB).
+const DefaultBodyLimit int64 = 1 << 20
+
+// DefaultShutdownTimeout bounds how long Serve waits for in-flight requests
+// once its context is cancelled.
+const DefaultShutdownTimeout = 30 * time.Second
+
+// Deps is what the HTTP edge needs from the rest of the program. Zero values
+// take the documented defaults.
+type Deps struct {
+	// Logger receives the access log; nil logs JSON to standard error.
+	Logger *slog.Logger
+	// Mode is "local" (the default when empty) or "hosted".
+	Mode string
+	// Health reports the state of the database and projections for
+	// GET /healthz; nil reports healthy with no projections.
+	Health HealthReporter
+	// BodyLimit is the request body limit in bytes; zero or less means
+	// DefaultBodyLimit.
+	BodyLimit int64
+	// ShutdownTimeout bounds the graceful shutdown in Serve; zero or less
+	// means DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+}
+
+// Server is the HTTP edge. Areas register their routes on Router; Handler is
+// the router wrapped in the middleware chain.
+type Server struct {
+	logger          *slog.Logger
+	mode            string
+	health          HealthReporter
+	bodyLimit       int64
+	shutdownTimeout time.Duration
+
+	router  *mux.Router
+	handler http.Handler
+	openapi []byte
+}
+
+// New builds the server and mounts every area's routes. It panics if the
+// embedded OpenAPI fragments do not assemble (a duplicate path or component):
+// that is a defect of the build, which the package tests catch, not a
+// condition of the deployment.
+func New(deps Deps) *Server {
+	s := &Server{
+		logger:          deps.Logger,
+		mode:            deps.Mode,
+		health:          deps.Health,
+		bodyLimit:       deps.BodyLimit,
+		shutdownTimeout: deps.ShutdownTimeout,
+	}
+	if s.logger == nil {
+		s.logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	if s.mode == "" {
+		s.mode = "local"
+	}
+	if s.bodyLimit <= 0 {
+		s.bodyLimit = DefaultBodyLimit
+	}
+	if s.shutdownTimeout <= 0 {
+		s.shutdownTimeout = DefaultShutdownTimeout
+	}
+	doc, err := embeddedOpenAPI()
+	if err != nil {
+		panic(fmt.Sprintf("httpapi: %v", err))
+	}
+	s.openapi = doc
+
+	// SkipClean: a non-canonical path (//healthz, /v1/../x) answers the
+	// not_found envelope instead of mux's bare 301 redirect, which no
+	// contract describes.
+	s.router = mux.NewRouter().SkipClean(true)
+	s.router.NotFoundHandler = handlerFunc(s.notFound)
+	s.router.MethodNotAllowedHandler = handlerFunc(s.notFound)
+	s.registerHealthRoutes(s.router)
+	s.registerOpenAPIRoutes(s.router)
+	// /tasks and /runs (spec 9.4) are deliberately not mounted: they answer
+	// not_found like any other unserved path.
+
+	// The middleware chain. Each wrap goes around the one before, so the last
+	// wrap is the outermost; on the wire a request passes
+	//   request id → access log → panic recovery → body limit → [seam] → router.
+	var h http.Handler = s.router
+	// ---- Seam: later work wraps h here, in this order in code ----
+	//   h = s.rateLimit(h) // hosted only; refused before any work (spec 8)
+	//   h = s.cors(h)      // preflight answers and origin_not_allowed (spec 9.2)
+	// so that on the wire CORS comes before rate limiting. Authentication is
+	// not a wrap here: it goes on the /v1 and /mcp subrouters (Router.Use),
+	// because /healthz, /openapi.json, discovery and /vrx take no bearer token.
+	// ---- end of seam ----
+	h = s.limitBody(h)
+	h = recoverPanics(h)
+	h = s.logRequests(h)
+	h = assignRequestID(h)
+	s.handler = h
+	return s
+}
+
+// Handler returns the router wrapped in the middleware chain; it is what
+// Serve serves and what tests drive directly.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Router returns the router each area registers its routes on. Routes added
+// after New are served too, because the chain wraps the router itself.
+func (s *Server) Router() *mux.Router { return s.router }
+
+// Serve answers requests on ln until ctx is cancelled, then shuts down
+// gracefully: it stops accepting, lets in-flight requests finish within the
+// shutdown timeout, and returns. It returns nil after a clean shutdown, the
+// listener's error if serving fails, and an error if in-flight requests
+// outlived the timeout (their connections are then closed).
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+
+	// The request contexts are not derived from ctx, so in-flight requests are
+	// not cancelled by the shutdown signal itself.
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.shutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(shutdownCtx)
+	if err != nil {
+		_ = srv.Close()
+		err = fmt.Errorf("graceful shutdown: %w", err)
+	}
+	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = fmt.Errorf("serve: %w", serr)
+	}
+	return err
+}
+
+// handlerFunc is the shape of every handler: it writes a success itself and
+// returns any failure, which its ServeHTTP renders through WriteError. Handlers
+// never log and never write an error body.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// ServeHTTP is the one adapter from handlerFunc to http.Handler.
+func (h handlerFunc) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := h(w, r); err != nil {
+		WriteError(w, r, err)
+	}
+}
