@@ -1,0 +1,132 @@
+package sim
+
+import (
+	"bytes"
+	"image"
+	"image/png"
+	"testing"
+)
+
+// benchPhone returns a phone showing the Settings list, a busy screen.
+func benchPhone(b *testing.B) *Phone {
+	b.Helper()
+	p, err := New("Pixel7", "BENCH-1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := p.OpenApp(PkgSettings); err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// BenchmarkScreenshot measures a full-size frame rendered and encoded from
+// scratch (the per-phone PNG cache is defeated by clearing it).
+func BenchmarkScreenshot(b *testing.B) {
+	p := benchPhone(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		p.mu.Lock()
+		p.pngHash = ""
+		p.mu.Unlock()
+		if _, err := p.Screenshot(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkScreenshotCached measures a repeated frame of an unchanged screen.
+func BenchmarkScreenshotCached(b *testing.B) {
+	p := benchPhone(b)
+	for b.Loop() {
+		if _, err := p.Screenshot(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkScreenshotScaled measures a 360-pixel-wide frame.
+func BenchmarkScreenshotScaled(b *testing.B) {
+	p := benchPhone(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := p.ScreenshotScaled(360); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSnapshot measures building the element tree.
+func BenchmarkSnapshot(b *testing.B) {
+	p := benchPhone(b)
+	for b.Loop() {
+		p.Snapshot()
+	}
+}
+
+// BenchmarkTap measures one input, including the state bookkeeping.
+func BenchmarkTap(b *testing.B) {
+	p := benchPhone(b)
+	for b.Loop() {
+		if _, err := p.Tap(540, 600); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRender measures laying out and painting a frame, without encoding.
+func BenchmarkRender(b *testing.B) {
+	p := benchPhone(b)
+	img := getFrame(p.model.Width, p.model.Height)
+	for b.Loop() {
+		p.mu.Lock()
+		renderInto(img, p.build())
+		p.mu.Unlock()
+	}
+}
+
+// BenchmarkEncode measures encoding a full-size frame.
+func BenchmarkEncode(b *testing.B) {
+	p := benchPhone(b)
+	img := getFrame(p.model.Width, p.model.Height)
+	renderInto(img, p.build())
+	for b.Loop() {
+		if _, err := encodeFastPNG(img); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEncodeStdlib measures image/png at BestSpeed on the same frame,
+// for comparison with encodeFastPNG.
+func BenchmarkEncodeStdlib(b *testing.B) {
+	p := benchPhone(b)
+	img := getFrame(p.model.Width, p.model.Height)
+	renderInto(img, p.build())
+	for b.Loop() {
+		if _, err := encodePNG(img); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDownscale measures shrinking a full-size frame to 360 pixels.
+func BenchmarkDownscale(b *testing.B) {
+	p := benchPhone(b)
+	img := getFrame(p.model.Width, p.model.Height)
+	renderInto(img, p.build())
+	for b.Loop() {
+		downscale(img, 360)
+	}
+}
+
+// encodePNG is the standard library encoder at BestSpeed, kept for
+// comparison with encodeFastPNG.
+func encodePNG(img image.Image) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := png.Encoder{CompressionLevel: png.BestSpeed}
+	if err := enc.Encode(&buf, img); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

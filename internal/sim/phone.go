@@ -1,0 +1,313 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"image"
+	"slices"
+	"sync"
+	"time"
+)
+
+// clockStart is the time a new phone shows; a variable only because
+// time.Time cannot be a constant.
+var clockStart = time.Date(2025, time.January, 6, 9, 0, 0, 0, time.UTC)
+
+// ClockStart returns the time the status bar shows on a new phone:
+// 09:00 UTC on Monday 6 January 2025.
+func ClockStart() time.Time { return clockStart }
+
+// ClockStep is how far the phone's logical clock advances for every
+// accepted input. The clock never reads wall time, so a replayed session
+// shows the same times.
+const ClockStep = time.Minute
+
+// Phone is one virtual phone: a deterministic state machine with a
+// renderer. The same model and the same inputs always produce the same
+// snapshots and byte-identical screenshots. Its methods are safe for
+// concurrent use; inputs are applied one at a time.
+type Phone struct {
+	mu          sync.Mutex
+	model       Model
+	st          phoneState
+	normalizing bool
+
+	// The last full-size PNG, keyed by the screen hash it shows: the
+	// "after" frame of one action is the "before" frame of the next.
+	pngHash string
+	pngData []byte
+}
+
+// Effect reports what an accepted input did.
+type Effect struct {
+	// Action names the input, e.g. "tap", "press_key".
+	Action string `json:"action"`
+	// Target is the Ref of the element that received the input, if any.
+	Target string `json:"target,omitempty"`
+	// TargetID is that element's resource id.
+	TargetID string `json:"targetId,omitempty"`
+	// TargetText is that element's text or content description.
+	TargetText string `json:"targetText,omitempty"`
+	// Description says in words what happened, e.g. "turned Wi-Fi off".
+	Description string `json:"description"`
+	// Changed reports whether the input changed the phone's lasting state;
+	// false means it was accepted but had no effect beyond the clock
+	// ticking and a toast or volume panel appearing or fading.
+	Changed bool `json:"changed"`
+	// Foreground is the package in front after the input (the launcher on
+	// the home and overview screens).
+	Foreground string `json:"foreground"`
+	// ScreenHash is ScreenHash() after the input.
+	ScreenHash string `json:"screenHash"`
+}
+
+// New returns a phone of the named model, screen on, at the home screen,
+// with the system apps installed. The serial appears in Settings and seeds
+// the few per-device values (battery level, addresses).
+func New(model, serial string) (*Phone, error) {
+	m, err := LookupModel(model)
+	if err != nil {
+		return nil, err
+	}
+	if serial == "" {
+		return nil, fmt.Errorf("%w: empty serial", ErrInvalidArgument)
+	}
+	h := fnv.New32a()
+	h.Write([]byte(serial))
+	st := phoneState{
+		Version:      stateVersion,
+		Model:        m.Name,
+		Serial:       serial,
+		ScreenOn:     true,
+		BatteryStart: 60 + int(h.Sum32()%41),
+		Volume:       7,
+		Installed:    systemPkgs(),
+		Screen:       screenHome,
+		Recents:      []string{},
+		Settings:     settingsState{Toggles: defaultToggles(), Stack: []pageState{{Page: pageMain}}},
+		Notes:        notesState{Notes: []noteItem{}, NextID: 1},
+		Browser:      browserState{History: []histEntry{}},
+	}
+	return &Phone{model: m, st: st}, nil
+}
+
+// Restore rebuilds a phone from bytes returned by State. The model must be
+// the one the state was taken from.
+func Restore(model string, state []byte) (*Phone, error) {
+	m, err := LookupModel(model)
+	if err != nil {
+		return nil, err
+	}
+	var st phoneState
+	dec := json.NewDecoder(bytes.NewReader(state))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&st); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidState, err)
+	}
+	if err := st.validate(m); err != nil {
+		return nil, err
+	}
+	p := &Phone{model: m, st: st}
+	p.mu.Lock()
+	p.normalize()
+	p.mu.Unlock()
+	return p, nil
+}
+
+// State serialises the whole phone (JSON). Restore with the same model
+// brings back a phone that behaves and renders identically.
+func (p *Phone) State() ([]byte, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.st.marshal(), nil
+}
+
+// Model returns the phone's model.
+func (p *Phone) Model() Model { return p.model }
+
+// Serial returns the serial the phone was created with.
+func (p *Phone) Serial() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.st.Serial
+}
+
+// ScreenOn reports whether the screen is on.
+func (p *Phone) ScreenOn() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.st.ScreenOn
+}
+
+// Foreground returns the package in front: an app, or the launcher on the
+// home and overview screens.
+func (p *Phone) Foreground() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.foreground()
+}
+
+// Clock returns the phone's logical time.
+func (p *Phone) Clock() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.clock()
+}
+
+// InstalledApps lists the installed apps in home screen order.
+func (p *Phone) InstalledApps() []AppInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []AppInfo
+	for _, pkg := range p.st.Installed {
+		a, _ := appByPkg(pkg)
+		out = append(out, a.info)
+	}
+	return out
+}
+
+func (p *Phone) foreground() string {
+	if p.st.Screen == screenApp {
+		return p.st.Foreground
+	}
+	return PkgLauncher
+}
+
+func (p *Phone) clock() time.Time {
+	return clockStart.Add(time.Duration(p.st.Events) * ClockStep)
+}
+
+func (p *Phone) battery() int {
+	return max(5, p.st.BatteryStart-int(p.st.Events/15))
+}
+
+// d scales a length given for a 1080-pixel-wide screen to this model.
+func (p *Phone) d(v int) int { return v * p.model.Width / 1080 }
+
+func (p *Phone) screenRect() image.Rectangle {
+	return image.Rect(0, 0, p.model.Width, p.model.Height)
+}
+
+// input runs one input under the lock. Every accepted input advances the
+// clock by ClockStep; a refused input (fn returns an error) is rolled back
+// entirely.
+func (p *Phone) input(action string, allowScreenOff bool, fn func(e *Effect) error) (Effect, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.st.ScreenOn && !allowScreenOff {
+		return Effect{}, fmt.Errorf("%w: %s refused; wake the phone first", ErrScreenOff, action)
+	}
+	saved := p.st.marshal()
+	before := p.st.fingerprint()
+	p.st.Events++
+	if p.st.ToastAt != p.st.Events {
+		p.st.Toast, p.st.ToastAt = "", 0
+	}
+	if p.st.VolumeAt != p.st.Events {
+		p.st.VolumeAt = 0
+	}
+	eff := Effect{Action: action}
+	if err := fn(&eff); err != nil {
+		var st phoneState
+		if uerr := json.Unmarshal(saved, &st); uerr != nil {
+			panic("sim: roll back state: " + uerr.Error())
+		}
+		p.st = st
+		return Effect{}, err
+	}
+	root := p.normalize()
+	eff.Changed = !bytes.Equal(before, p.st.fingerprint())
+	eff.Foreground = p.foreground()
+	eff.ScreenHash = hashTree(root)
+	return eff, nil
+}
+
+// normalize clamps scroll offsets to what the current content allows, so
+// the stored state always describes what is shown, and returns the screen.
+// Layout uses the clamped offsets, so the tree it returns is the screen
+// after clamping.
+func (p *Phone) normalize() *node {
+	p.normalizing = true
+	defer func() { p.normalizing = false }()
+	return p.build()
+}
+
+// toast shows a short message above the navigation bar until the next input.
+func (p *Phone) toast(msg string) {
+	p.st.Toast, p.st.ToastAt = msg, p.st.Events
+}
+
+// Snapshot returns the accessibility tree of what is on screen. With the
+// screen off it is a single empty root.
+func (p *Phone) Snapshot() Element {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.build().element()
+}
+
+// ScreenHash returns a digest of everything drawn on screen, computed from
+// the layout rather than the pixels: it changes whenever the screen changes
+// and is equal while it does not, so it can detect stale frames cheaply.
+func (p *Phone) ScreenHash() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return hashTree(p.build())
+}
+
+// FindElement returns the on-screen element with the given Ref, or an error
+// wrapping ErrElementNotFound.
+func (p *Phone) FindElement(ref string) (Element, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.build().find(ref)
+	if n == nil {
+		return Element{}, fmt.Errorf("%w: %q", ErrElementNotFound, ref)
+	}
+	return n.element(), nil
+}
+
+// Screenshot renders the screen as a PNG at full resolution. A black frame
+// is returned while the screen is off.
+func (p *Phone) Screenshot() ([]byte, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	root := p.build()
+	h := hashTree(root)
+	if h == p.pngHash && p.pngData != nil {
+		return slices.Clone(p.pngData), nil
+	}
+	img := getFrame(p.model.Width, p.model.Height)
+	defer putFrame(img)
+	renderInto(img, root)
+	data, err := encodeFastPNG(img)
+	if err != nil {
+		return nil, fmt.Errorf("sim: encode screenshot: %w", err)
+	}
+	p.pngHash, p.pngData = h, data
+	return slices.Clone(data), nil
+}
+
+// ScreenshotScaled renders the screen as a PNG no wider than maxWidth,
+// keeping the aspect ratio; for clients with small budgets. A maxWidth at
+// or above the screen width gives the full-size frame; a non-positive one
+// is an error wrapping ErrInvalidArgument.
+func (p *Phone) ScreenshotScaled(maxWidth int) ([]byte, error) {
+	if maxWidth <= 0 {
+		return nil, fmt.Errorf("%w: maxWidth %d must be positive", ErrInvalidArgument, maxWidth)
+	}
+	if maxWidth >= p.model.Width {
+		return p.Screenshot()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	img := getFrame(p.model.Width, p.model.Height)
+	defer putFrame(img)
+	renderInto(img, p.build())
+	data, err := encodeFastPNG(downscale(img, maxWidth))
+	if err != nil {
+		return nil, fmt.Errorf("sim: encode screenshot: %w", err)
+	}
+	return data, nil
+}
