@@ -1,0 +1,48 @@
+# phonefleet — the two commands: `make run` and `make test`.
+GO       ?= go
+BIN      := bin/phonefleet
+PKGS     := ./...
+TESTFLAGS ?= -count=1 -timeout 20m
+
+.PHONY: run test build bench lint migrate deps clean fuzz
+
+## run: start the service on 127.0.0.1:8080 in local mode (embedded PostgreSQL unless DATABASE_URL is set)
+run: deps build
+	./$(BIN) serve
+
+## test: every test, against a real PostgreSQL (DATABASE_URL/TEST_DATABASE_URL, else 127.0.0.1:5432, else a throwaway cluster)
+test: deps
+	$(GO) vet $(PKGS)
+	$(GO) test $(TESTFLAGS) $(PKGS)
+
+## build: the binary at bin/phonefleet
+build:
+	$(GO) build -o $(BIN) ./cmd/phonefleet
+
+## bench: performance figures beside baselines measured in the same run (pgbench on the same database)
+bench: deps
+	$(GO) run ./cmd/pfbench $(BENCHFLAGS)
+
+## lint: gofmt and go vet
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+## migrate: apply database migrations
+migrate: deps build
+	./$(BIN) migrate
+
+## fuzz: run each fuzz target briefly (FUZZTIME per target)
+FUZZTIME ?= 20s
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+deps:
+	@./scripts/ensure-postgres.sh
+
+clean:
+	rm -rf bin

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"phonefleet/eventstore"
+)
+
+// appends measures events appended per second by the event store at 1, 16
+// and 64 concurrent writers with 1, 10 and 100 events per command, each
+// beside pgbench inserting the same rows (same columns, indexes, batch size
+// and concurrency) into a copy of the events table.
+func (b *bench) appends(ctx context.Context, d time.Duration) error {
+	header("Event store appends vs pgbench (same row shape, batch and concurrency)")
+	db, err := b.newDB(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := db.pool.Exec(ctx, `CREATE TABLE bench_raw (LIKE events INCLUDING ALL)`); err != nil {
+		return err
+	}
+	store := eventstore.New(db.pool)
+	line("%-8s %-6s %14s %14s %8s  %s", "writers", "batch", "store ev/s", "pgbench ev/s", "ratio", "target ≥1.0×")
+	for _, writers := range []int{1, 16, 64} {
+		for _, batch := range []int{1, 10, 100} {
+			script := fmt.Sprintf(`INSERT INTO bench_raw (event_id, stream_id, stream_version, event_type, schema_version, org_id, data, metadata, occurred_at)
+SELECT gen_random_uuid(), md5(random()::text), g, 'bench.happened', 1, 'org_bench', '%s'::jsonb, '%s'::jsonb, now()
+FROM generate_series(1, %d) g;
+`, eventData, eventMeta, batch)
+			// Store first, then pgbench, then the store again; the store's
+			// figure is the combined rate of its two half-runs, which bracket
+			// pgbench's, so neither side gains from the order (WAL,
+			// checkpoints and autovacuum all move between runs).
+			n, el, err := storeAppends(ctx, store, writers, batch, d/2)
+			if err != nil {
+				return err
+			}
+			db.pool.Reset() // free the store's connections for pgbench's clients
+			tps, err := b.pgbench(ctx, db, script, writers, d)
+			if err != nil {
+				return err
+			}
+			base := tps * float64(batch)
+			n2, el2, err := storeAppends(ctx, store, writers, batch, d/2)
+			if err != nil {
+				return err
+			}
+			n, el = n+n2, el+el2
+			got := float64(n) / el.Seconds()
+			line("%-8d %-6d %14.0f %14.0f %7.2f×  %s", writers, batch, got, base, got/base, verdict(got >= base))
+		}
+	}
+	return nil
+}
+
+func storeAppends(ctx context.Context, store *eventstore.Store, writers, batch int, d time.Duration) (int64, time.Duration, error) {
+	var n atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(d)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
+			evs := make([]eventstore.NewEvent, batch)
+			for i := range evs {
+				evs[i] = eventstore.NewEvent{Type: "bench.happened", SchemaVersion: 1, OrgID: "org_bench",
+					Data: json.RawMessage(eventData), Metadata: eventstore.Metadata{ActorKind: "api_key", ActorID: "key_bench", RequestID: "req_0190a1b2c3d4e5f60718293a4b5c6d7e"}}
+			}
+			for time.Now().Before(deadline) {
+				if _, err := store.Append(ctx, randomStream(rng), eventstore.NoStream, evs...); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				n.Add(int64(batch))
+			}
+		}()
+	}
+	wg.Wait()
+	return n.Load(), time.Since(start), firstErr
+}

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"phonefleet/internal/pgembed"
+	"phonefleet/migrations"
+)
+
+type bench struct {
+	where   string
+	cpus    int
+	admin   string // server URL, database postgres
+	dbs     []*database
+	cluster *pgembed.Cluster
+	keep    bool
+}
+
+func newBench(ctx context.Context, keep bool) (*bench, error) {
+	b := &bench{cpus: runtime.NumCPU(), keep: keep}
+	for _, env := range []string{"BENCH_DATABASE_URL", "DATABASE_URL"} {
+		if v := os.Getenv(env); v != "" {
+			b.admin, b.where = v, env
+			break
+		}
+	}
+	if b.admin == "" {
+		local := "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		conn, err := pgx.Connect(cctx, local)
+		cancel()
+		if err == nil {
+			conn.Close(ctx)
+			b.admin, b.where = local, "127.0.0.1:5432"
+		} else {
+			dir, err := os.MkdirTemp("", "pfbench-pg-")
+			if err != nil {
+				return nil, err
+			}
+			_ = os.Chmod(dir, 0o755)
+			c, err := pgembed.Start(ctx, filepath.Join(dir, "pg"), quiet)
+			if err != nil {
+				return nil, err
+			}
+			b.cluster, b.admin, b.where = c, c.AdminDSN(), "embedded throwaway cluster"
+		}
+	}
+	return b, nil
+}
+
+// database is one fresh, migrated database for a section.
+type database struct {
+	name string
+	url  string
+	pool *pgxpool.Pool
+}
+
+var dbSeq int
+
+func (b *bench) newDB(ctx context.Context) (*database, error) {
+	dbSeq++
+	d := &database{name: fmt.Sprintf("pf_bench_%d_%d", time.Now().Unix(), dbSeq)}
+	conn, err := pgx.Connect(ctx, b.admin)
+	if err != nil {
+		return nil, err
+	}
+	_, err = conn.Exec(ctx, `CREATE DATABASE `+d.name)
+	conn.Close(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b.dbs = append(b.dbs, d)
+	u, err := url.Parse(b.admin)
+	if err != nil {
+		return nil, err
+	}
+	u.Path = "/" + d.name
+	d.url = u.String()
+	cfg, err := pgxpool.ParseConfig(d.url)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = 80
+	if d.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if _, err := migrations.Apply(ctx, d.pool); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (b *bench) close() {
+	ctx := context.Background()
+	for _, d := range b.dbs {
+		d.pool.Close()
+		if !b.keep {
+			if conn, err := pgx.Connect(ctx, b.admin); err == nil {
+				conn.Exec(ctx, `DROP DATABASE IF EXISTS `+d.name+` WITH (FORCE)`)
+				conn.Close(ctx)
+			}
+		}
+	}
+	if b.cluster != nil {
+		b.cluster.Stop(ctx)
+	}
+}
+
+// pgbench runs script with clients for d and returns transactions per second.
+func (b *bench) pgbench(ctx context.Context, db *database, script string, clients int, d time.Duration) (float64, error) {
+	f, err := os.CreateTemp("", "pfbench-*.sql")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.WriteString(script); err != nil {
+		return 0, err
+	}
+	f.Close()
+	bin, err := exec.LookPath("pgbench")
+	if err != nil {
+		if dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pgbench"); len(dirs) > 0 {
+			bin = dirs[len(dirs)-1]
+		} else {
+			return 0, fmt.Errorf("pgbench not found (it comes with the PostgreSQL packages)")
+		}
+	}
+	threads := min(clients, b.cpus)
+	cmd := exec.CommandContext(ctx, bin, "-n", "-M", "prepared", "-f", f.Name(), "-c", strconv.Itoa(clients),
+		"-j", strconv.Itoa(threads), "-T", strconv.Itoa(int(d.Seconds())), db.url)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("pgbench: %v: %s", err, out)
+	}
+	m := regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`).FindSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("pgbench: no tps in output: %s", out)
+	}
+	return strconv.ParseFloat(string(m[1]), 64)
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+func rate(n int64, d time.Duration) string {
+	r := float64(n) / d.Seconds()
+	switch {
+	case r >= 1e6:
+		return fmt.Sprintf("%.2fM/s", r/1e6)
+	case r >= 1e3:
+		return fmt.Sprintf("%.1fk/s", r/1e3)
+	}
+	return fmt.Sprintf("%.0f/s", r)
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "meets target"
+	}
+	return "BELOW TARGET"
+}
+
+// eventData is the body every benchmark event carries (a realistic size).
+const eventData = `{"deviceId":"dev_0190a1b2c3d4e5f60718293a4b5c6d7e","leaseId":"lse_0190a1b2c3d4e5f60718293a4b5c6d7e","action":"tap","x":540,"y":1170}`
+const eventMeta = `{"actorKind":"api_key","actorId":"key_bench","requestId":"req_0190a1b2c3d4e5f60718293a4b5c6d7e"}`
+
+func randomStream(rng *rand.Rand) string {
+	return fmt.Sprintf("bench-%016x%016x", rng.Uint64(), rng.Uint64())
+}
+
+func line(format string, args ...any) { fmt.Printf(format+"\n", args...) }
+
+func header(title string) {
+	fmt.Println()
+	fmt.Println("## " + title)
+	fmt.Println(strings.Repeat("-", len(title)+3))
+}

@@ -1,0 +1,191 @@
+// Package app wires phonefleet together: configuration, the database (its
+// own embedded cluster when none is configured), migrations, the event
+// store, projections and the HTTP edge. cmd/phonefleet and the end-to-end
+// tests both start the service through it.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"phonefleet/commands"
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+	httpapi "phonefleet/http"
+	"phonefleet/internal/config"
+	"phonefleet/internal/pgembed"
+	"phonefleet/migrations"
+	"phonefleet/projections"
+)
+
+// Version is the build's version, set with -ldflags at release.
+var Version = "0.1.0-dev"
+
+// Projections returns every projection the service runs, in one place.
+func Projections() []projections.Projection {
+	return []projections.Projection{projections.Audit{}}
+}
+
+// DB is an open database: the pool, and the embedded cluster behind it if
+// the service started one.
+type DB struct {
+	Pool    *pgxpool.Pool
+	cluster *pgembed.Cluster
+}
+
+// OpenDB connects to cfg.DatabaseURL, or starts the embedded cluster under
+// cfg.DataDir when it is empty, and applies migrations.
+func OpenDB(ctx context.Context, cfg config.Config, logger *slog.Logger) (*DB, error) {
+	db := &DB{}
+	url := cfg.DatabaseURL
+	if url == "" {
+		c, err := pgembed.Start(ctx, filepath.Join(cfg.DataDir, "postgres"), logger)
+		if err != nil {
+			return nil, fmt.Errorf("embedded database: %w", err)
+		}
+		db.cluster, url = c, c.DSN()
+	}
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		db.Close(ctx)
+		return nil, fmt.Errorf("invalid DATABASE_URL: %w", err)
+	}
+	pcfg.MaxConns = max(pcfg.MaxConns, 32)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		db.Close(ctx)
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	db.Pool = pool
+	pingCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		db.Close(ctx)
+		return nil, fmt.Errorf("database unreachable: %w", err)
+	}
+	applied, err := migrations.Apply(ctx, pool)
+	if err != nil {
+		db.Close(ctx)
+		return nil, err
+	}
+	if len(applied) > 0 {
+		logger.Info("migrations applied", "versions", applied)
+	}
+	return db, nil
+}
+
+// Close closes the pool and stops the embedded cluster, if any.
+func (db *DB) Close(ctx context.Context) {
+	if db.Pool != nil {
+		db.Pool.Close()
+	}
+	if db.cluster != nil {
+		if err := db.cluster.Stop(ctx); err != nil {
+			slog.Default().Warn("stopping embedded database", "err", err)
+		}
+	}
+}
+
+// App is a running service.
+type App struct {
+	cfg    config.Config
+	logger *slog.Logger
+	db     *DB
+	store  *eventstore.Store
+	runner *projections.Runner
+	server *httpapi.Server
+	ln     net.Listener
+	orgID  string
+}
+
+// New opens the database, prepares projections and the HTTP edge, and binds
+// the listener (so Addr is known before Run).
+func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, error) {
+	db, err := OpenDB(ctx, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, logger: logger, db: db}
+	a.store = eventstore.New(db.Pool, eventstore.WithUpcaster(domain.Events))
+	a.runner, err = projections.NewRunner(a.store, logger, Projections())
+	if err == nil {
+		err = a.runner.Ensure(ctx)
+	}
+	if err == nil && cfg.Mode == "local" {
+		a.orgID, err = commands.EnsureLocalOrganisationHandler{Store: a.store}.Handle(ctx, commands.EnsureLocalOrganisation{})
+	}
+	if err != nil {
+		db.Close(ctx)
+		return nil, err
+	}
+	a.server = httpapi.New(httpapi.Deps{Logger: logger, Mode: cfg.Mode, Health: health{a}})
+	a.ln, err = net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		db.Close(ctx)
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	return a, nil
+}
+
+// Addr is the address the service listens on.
+func (a *App) Addr() string { return a.ln.Addr().String() }
+
+// Store returns the event store.
+func (a *App) Store() *eventstore.Store { return a.store }
+
+// Run serves until ctx ends, then shuts down gracefully: in-flight requests
+// finish, projection subscribers stop, the embedded database stops.
+func (a *App) Run(ctx context.Context) error {
+	defer a.db.Close(context.WithoutCancel(ctx))
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); a.store.Relay(bg, a.logger) }()
+	go func() {
+		defer wg.Done()
+		if err := a.runner.Run(bg); err != nil {
+			a.logger.Error("projections stopped", "err", err)
+		}
+	}()
+	a.logger.Info("phonefleet serving", "addr", a.Addr(), "mode", a.cfg.Mode, "version", Version)
+	err := a.server.Serve(ctx, a.ln)
+	stopBG()
+	wg.Wait()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	a.logger.Info("phonefleet stopped")
+	return err
+}
+
+// health reports the database and projections for /healthz.
+type health struct{ a *App }
+
+func (h health) Health(ctx context.Context) httpapi.HealthReport {
+	var rep httpapi.HealthReport
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := h.a.db.Pool.Ping(ctx); err != nil {
+		rep.Database = httpapi.ComponentHealth{OK: false, Error: "database unreachable"}
+		return rep
+	}
+	rep.Database = httpapi.ComponentHealth{OK: true}
+	st, err := h.a.runner.Status(ctx)
+	if err != nil {
+		rep.Database = httpapi.ComponentHealth{OK: false, Error: "projection status unreadable"}
+		return rep
+	}
+	for _, s := range st {
+		rep.Projections = append(rep.Projections, httpapi.ProjectionHealth{
+			Name: s.Name, Version: s.ActiveVersion, State: s.State, Lag: s.Lag, OK: s.State != "failing"})
+	}
+	return rep
+}

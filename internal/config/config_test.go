@@ -1,0 +1,59 @@
+package config
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+)
+
+func load(env map[string]string, args ...string) (Config, error) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return Load(fs, args, func(k string) string { return env[k] })
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "127.0.0.1:8080" || c.Mode != "local" || c.DataDir != "./.phonefleet" || c.PublicURL != "http://127.0.0.1:8080" {
+		t.Fatalf("got %+v; want the documented defaults", c)
+	}
+}
+
+func TestFlagsOverrideEnvironment(t *testing.T) {
+	c, err := load(map[string]string{"SERVICE_ADDR": "127.0.0.1:9000"}, "-addr", "127.0.0.1:9001")
+	if err != nil || c.Addr != "127.0.0.1:9001" {
+		t.Fatalf("got %q (%v); want the flag's 127.0.0.1:9001", c.Addr, err)
+	}
+}
+
+func TestInvalidSettingsNameThemselves(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"mode", map[string]string{"SERVICE_MODE": "cloud"}, "SERVICE_MODE"},
+		{"local mode on a network address", map[string]string{"SERVICE_ADDR": "0.0.0.0:8080"}, "loopback only"},
+		{"address without port", map[string]string{"SERVICE_ADDR": "localhost"}, "SERVICE_ADDR"},
+		{"database url", map[string]string{"DATABASE_URL": "mysql://x"}, "DATABASE_URL"},
+		{"public url", map[string]string{"SERVICE_PUBLIC_URL": "ftp://x"}, "SERVICE_PUBLIC_URL"},
+		{"log level", map[string]string{"SERVICE_LOG_LEVEL": "loud"}, "SERVICE_LOG_LEVEL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(tc.env)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("got %v; want one line naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestHostedModeMayBindAnyAddress(t *testing.T) {
+	if _, err := load(map[string]string{"SERVICE_MODE": "hosted", "SERVICE_ADDR": "0.0.0.0:8080"}); err != nil {
+		t.Fatal(err)
+	}
+}
