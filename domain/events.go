@@ -1,10 +1,15 @@
 package domain
 
-// Events is the registry of every event type phonefleet records: the one
-// place that lists them. Each capability adds its events here.
-var Events = mustRegistry(
+import "slices"
+
+// Events is the registry of every event type phonefleet records. The lists
+// it joins are each one capability's: identityEvents (identity_events.go),
+// fleetEvents (fleet_events.go), webhookEvents (webhook_events.go).
+var Events = mustRegistry(slices.Concat(coreEvents, identityEvents, fleetEvents, webhookEvents)...)
+
+var coreEvents = []EventDef{
 	Def[OrganisationCreated](1, nil),
-)
+}
 
 func mustRegistry(defs ...EventDef) *Registry {
 	r, err := NewRegistry(defs...)

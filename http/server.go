@@ -41,6 +41,17 @@ type Deps struct {
 	// ShutdownTimeout bounds the graceful shutdown in Serve; zero or less
 	// means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// Auth resolves each /v1 (and /mcp) request to an authorization
+	// context; nil means local mode's unauthenticated operator of
+	// LocalOrgID (spec 5.7).
+	Auth Authenticator
+	// LocalOrgID is the local deployment's single organisation.
+	LocalOrgID string
+	// Identity, Fleet and Webhooks are each one capability's dependencies,
+	// defined beside its routes (identity.go, fleet.go, webhooks.go).
+	Identity IdentityDeps
+	Fleet    FleetDeps
+	Webhooks WebhookDeps
 }
 
 // Server is the HTTP edge. Areas register their routes on Router; Handler is
@@ -48,11 +59,14 @@ type Deps struct {
 type Server struct {
 	logger          *slog.Logger
 	mode            string
+	deps            Deps
+	auth            Authenticator
 	health          HealthReporter
 	bodyLimit       int64
 	shutdownTimeout time.Duration
 
 	router  *mux.Router
+	v1      *mux.Router // /v1, behind authentication
 	handler http.Handler
 	openapi []byte
 }
@@ -65,6 +79,8 @@ func New(deps Deps) *Server {
 	s := &Server{
 		logger:          deps.Logger,
 		mode:            deps.Mode,
+		deps:            deps,
+		auth:            deps.Auth,
 		health:          deps.Health,
 		bodyLimit:       deps.BodyLimit,
 		shutdownTimeout: deps.ShutdownTimeout,
@@ -95,6 +111,16 @@ func New(deps Deps) *Server {
 	s.router.MethodNotAllowedHandler = handlerFunc(s.notFound)
 	s.registerHealthRoutes(s.router)
 	s.registerOpenAPIRoutes(s.router)
+	if s.auth == nil {
+		s.auth = localOperator{orgID: deps.LocalOrgID}
+	}
+	s.v1 = s.router.PathPrefix("/v1").Subrouter()
+	s.v1.NotFoundHandler = handlerFunc(s.notFound)
+	s.v1.MethodNotAllowedHandler = handlerFunc(s.notFound)
+	s.v1.Use(s.authenticate)
+	s.registerIdentityRoutes(s.v1)
+	s.registerFleetRoutes(s.v1)
+	s.registerWebhookRoutes(s.v1)
 	// /tasks and /runs (spec 9.4) are deliberately not mounted: they answer
 	// not_found like any other unserved path.
 

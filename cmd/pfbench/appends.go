@@ -12,6 +12,10 @@ import (
 	"phonefleet/eventstore"
 )
 
+func init() {
+	addSection("appends", 10, func(ctx context.Context, b *bench, o options) error { return b.appends(ctx, o.cell) })
+}
+
 // appends measures events appended per second by the event store at 1, 16
 // and 64 concurrent writers with 1, 10 and 100 events per command, each
 // beside pgbench inserting the same rows (same columns, indexes, batch size

@@ -13,6 +13,12 @@ import (
 	"phonefleet/projections"
 )
 
+func init() {
+	addSection("read", 20, func(ctx context.Context, b *bench, o options) error { return b.catchUp(ctx, o.events) })
+	addSection("projection", 30, func(ctx context.Context, b *bench, o options) error { return b.projection(ctx, o.events) })
+	addSection("lag", 40, func(ctx context.Context, b *bench, _ options) error { return b.liveLag(ctx, 10*time.Second) })
+}
+
 // loadEvents writes n events (1,000 streams) with server-side SQL in chunks.
 func loadEvents(ctx context.Context, db *database, n int) error {
 	const chunk = 100_000

@@ -15,12 +15,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"time"
 )
 
 func main() {
-	only := flag.String("only", "appends,read,projection,lag", "comma-separated sections to run")
+	only := flag.String("only", strings.Join(sectionNames(), ","), "comma-separated sections to run")
 	cellTime := flag.Duration("cell", 4*time.Second, "duration of each append measurement")
 	events := flag.Int("events", 1_000_000, "events for the catch-up, projection and rebuild measurements")
 	keep := flag.Bool("keep", false, "keep the benchmark database")
@@ -34,19 +35,14 @@ func main() {
 	}
 	defer b.close()
 	fmt.Printf("phonefleet benchmarks — %s, database %s, %d CPUs\n\n", time.Now().UTC().Format(time.RFC3339), b.where, b.cpus)
-	sections := map[string]func(context.Context) error{
-		"appends":    func(ctx context.Context) error { return b.appends(ctx, *cellTime) },
-		"read":       func(ctx context.Context) error { return b.catchUp(ctx, *events) },
-		"projection": func(ctx context.Context) error { return b.projection(ctx, *events) },
-		"lag":        func(ctx context.Context) error { return b.liveLag(ctx, 10*time.Second) },
-	}
+	opts := options{cell: *cellTime, events: *events}
 	for _, name := range strings.Split(*only, ",") {
-		f, ok := sections[strings.TrimSpace(name)]
+		sec, ok := sectionByName(strings.TrimSpace(name))
 		if !ok {
-			fmt.Fprintf(os.Stderr, "pfbench: unknown section %q\n", name)
+			fmt.Fprintf(os.Stderr, "pfbench: unknown section %q (have %s)\n", name, strings.Join(sectionNames(), ","))
 			os.Exit(2)
 		}
-		if err := f(ctx); err != nil {
+		if err := sec.run(ctx, b, opts); err != nil {
 			fmt.Fprintf(os.Stderr, "pfbench: %s: %v\n", name, err)
 			os.Exit(1)
 		}
@@ -54,3 +50,41 @@ func main() {
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// options are the command-line settings every section may read.
+type options struct {
+	cell   time.Duration
+	events int
+}
+
+// section is one group of measurements. Each capability's file adds its
+// own in an init function (appends.go, feed.go, and later ones), in order.
+type section struct {
+	name  string
+	order int
+	run   func(context.Context, *bench, options) error
+}
+
+var sections []section
+
+func addSection(name string, order int, run func(context.Context, *bench, options) error) {
+	sections = append(sections, section{name, order, run})
+	sort.Slice(sections, func(i, j int) bool { return sections[i].order < sections[j].order })
+}
+
+func sectionNames() []string {
+	var out []string
+	for _, s := range sections {
+		out = append(out, s.name)
+	}
+	return out
+}
+
+func sectionByName(name string) (section, bool) {
+	for _, s := range sections {
+		if s.name == name {
+			return s, true
+		}
+	}
+	return section{}, false
+}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,9 +30,11 @@ import (
 // Version is the build's version, set with -ldflags at release.
 var Version = "0.1.0-dev"
 
-// Projections returns every projection the service runs, in one place.
+// Projections returns every projection the service runs: the audit feed and
+// each capability's read models (identity.go, fleet.go, webhooks.go).
 func Projections() []projections.Projection {
-	return []projections.Projection{projections.Audit{}}
+	return slices.Concat([]projections.Projection{projections.Audit{}},
+		identityProjections(), fleetProjections(), webhookProjections())
 }
 
 // DB is an open database: the pool, and the embedded cluster behind it if
@@ -104,6 +107,11 @@ type App struct {
 	server *httpapi.Server
 	ln     net.Listener
 	orgID  string
+	// deps collects what each capability's wiring hands the HTTP edge.
+	deps httpapi.Deps
+	// workers run beside the server until shutdown (lease expiry, webhook
+	// dispatch, …); each returns when its context ends.
+	workers []func(ctx context.Context)
 }
 
 // New opens the database, prepares projections and the HTTP edge, and binds
@@ -122,11 +130,17 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 	if err == nil && cfg.Mode == "local" {
 		a.orgID, err = commands.EnsureLocalOrganisationHandler{Store: a.store}.Handle(ctx, commands.EnsureLocalOrganisation{})
 	}
+	a.deps = httpapi.Deps{Logger: logger, Mode: cfg.Mode, Health: health{a}, LocalOrgID: a.orgID}
+	for _, wire := range []func(context.Context) error{a.wireIdentity, a.wireFleet, a.wireWebhooks} {
+		if err == nil {
+			err = wire(ctx)
+		}
+	}
 	if err != nil {
 		db.Close(ctx)
 		return nil, err
 	}
-	a.server = httpapi.New(httpapi.Deps{Logger: logger, Mode: cfg.Mode, Health: health{a}})
+	a.server = httpapi.New(a.deps)
 	a.ln, err = net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		db.Close(ctx)
@@ -147,6 +161,10 @@ func (a *App) Run(ctx context.Context) error {
 	defer a.db.Close(context.WithoutCancel(ctx))
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
+	for _, w := range a.workers {
+		wg.Add(1)
+		go func() { defer wg.Done(); w(bg) }()
+	}
 	wg.Add(2)
 	go func() { defer wg.Done(); a.store.Relay(bg, a.logger) }()
 	go func() {

@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Config is the service's configuration.
@@ -29,9 +31,38 @@ type Config struct {
 	PublicURL string
 	// LogLevel is debug, info, warn or error (SERVICE_LOG_LEVEL).
 	LogLevel string
+	// DocsURL is {docs_url}, where the contract files are served (SERVICE_DOCS_URL); default PublicURL.
+	DocsURL string
+
+	// OAuthIssuer is the authorization server, the tokens' iss (SERVICE_OAUTH_ISSUER; hosted: required).
+	OAuthIssuer string
+	// OAuthJWKSURL is where its keys are published (SERVICE_OAUTH_JWKS_URL; hosted: required).
+	OAuthJWKSURL string
+	// OAuthRoleURL is the identity-provider endpoint asked for an app token's role (SERVICE_OAUTH_ROLE_URL).
+	OAuthRoleURL string
+	// FirstPartyOAuthClients lists client_id@issuer pairs whose tokens get the console's surface.
+	FirstPartyOAuthClients string
+	// KeyRotationGrace is how long a rotated API key's old secret keeps working (SERVICE_KEY_ROTATION_GRACE).
+	KeyRotationGrace time.Duration
+	// RateLimitAuthenticated and RateLimitAnonymous are the per-minute request budgets (hosted only).
+	RateLimitAuthenticated int
+	RateLimitAnonymous     int
+	// CORSOrigins lists the browser origins allowed to call the service (SERVICE_CORS_ORIGINS, comma separated).
+	CORSOrigins string
+
+	// SimDevices is how many sim phones local mode starts with (SERVICE_SIM_DEVICES).
+	SimDevices int
+
+	// WebhookCAFile is an extra CA bundle trusted for webhook receivers, local mode (SERVICE_WEBHOOK_CA_FILE).
+	WebhookCAFile string
+
+	raw raw
 }
 
 // Setting describes one configuration variable, for flags, docs and errors.
+// raw holds settings parsed from strings after the flags are read.
+type raw struct{ keyRotationGrace, rateAuth, rateAnon, simDevices string }
+
 type Setting struct {
 	Env, Flag, Default, Usage string
 	target                    *string
@@ -46,6 +77,17 @@ func (c *Config) settings() []Setting {
 		{"SERVICE_DEV_TOKEN", "dev-token", "", "local mode: exact bearer token required when set", &c.DevToken},
 		{"SERVICE_PUBLIC_URL", "public-url", "", "public base URL; default http://<addr>", &c.PublicURL},
 		{"SERVICE_LOG_LEVEL", "log-level", "info", "log level: debug, info, warn or error", &c.LogLevel},
+		{"SERVICE_DOCS_URL", "docs-url", "", "where the OpenAPI document and contract fingerprints are served; default the public URL", &c.DocsURL},
+		{"SERVICE_OAUTH_ISSUER", "oauth-issuer", "", "OAuth authorization server (token iss); hosted: required", &c.OAuthIssuer},
+		{"SERVICE_OAUTH_JWKS_URL", "oauth-jwks-url", "", "the authorization server's published keys; hosted: required", &c.OAuthJWKSURL},
+		{"SERVICE_OAUTH_ROLE_URL", "oauth-role-url", "", "identity-provider endpoint asked for an OAuth app token's role", &c.OAuthRoleURL},
+		{"SERVICE_FIRST_PARTY_OAUTH_CLIENTS", "first-party-oauth-clients", "", "client_id@issuer list (comma separated) treated as the console", &c.FirstPartyOAuthClients},
+		{"SERVICE_KEY_ROTATION_GRACE", "key-rotation-grace", "24h", "how long a rotated API key's old secret keeps working", &c.raw.keyRotationGrace},
+		{"SERVICE_RATE_LIMIT_AUTHENTICATED", "rate-limit-authenticated", "600", "hosted: requests per minute for a caller that sent Authorization", &c.raw.rateAuth},
+		{"SERVICE_RATE_LIMIT_ANONYMOUS", "rate-limit-anonymous", "60", "hosted: requests per minute for a caller that sent no Authorization", &c.raw.rateAnon},
+		{"SERVICE_CORS_ORIGINS", "cors-origins", "", "browser origins allowed to call the service (comma separated)", &c.CORSOrigins},
+		{"SERVICE_SIM_DEVICES", "sim-devices", "3", "local mode: sim phones to start with", &c.raw.simDevices},
+		{"SERVICE_WEBHOOK_CA_FILE", "webhook-ca-file", "", "local mode: extra CA bundle trusted for webhook receivers", &c.WebhookCAFile},
 	}
 }
 
@@ -112,8 +154,57 @@ func (c *Config) validate() error {
 	default:
 		return fmt.Errorf("invalid SERVICE_LOG_LEVEL %q: want debug, info, warn or error", c.LogLevel)
 	}
+	if c.DocsURL == "" {
+		c.DocsURL = c.PublicURL
+	}
+	c.DocsURL = strings.TrimRight(c.DocsURL, "/")
+	var err2 error
+	if c.KeyRotationGrace, err2 = time.ParseDuration(c.raw.keyRotationGrace); err2 != nil || c.KeyRotationGrace < 0 {
+		return fmt.Errorf("invalid SERVICE_KEY_ROTATION_GRACE %q: want a duration such as 24h", c.raw.keyRotationGrace)
+	}
+	for _, n := range []struct {
+		env string
+		raw string
+		dst *int
+		min int
+	}{
+		{"SERVICE_RATE_LIMIT_AUTHENTICATED", c.raw.rateAuth, &c.RateLimitAuthenticated, 1},
+		{"SERVICE_RATE_LIMIT_ANONYMOUS", c.raw.rateAnon, &c.RateLimitAnonymous, 1},
+		{"SERVICE_SIM_DEVICES", c.raw.simDevices, &c.SimDevices, 0},
+	} {
+		v, err := strconv.Atoi(n.raw)
+		if err != nil || v < n.min || v > 1_000_000 {
+			return fmt.Errorf("invalid %s %q: want a whole number from %d", n.env, n.raw, n.min)
+		}
+		*n.dst = v
+	}
+	if c.Mode == "hosted" && (c.OAuthIssuer == "" || c.OAuthJWKSURL == "") {
+		return fmt.Errorf("invalid configuration: hosted mode needs SERVICE_OAUTH_ISSUER and SERVICE_OAUTH_JWKS_URL")
+	}
+	for _, pair := range splitList(c.FirstPartyOAuthClients) {
+		if id, iss, ok := strings.Cut(pair, "@"); !ok || id == "" || iss == "" {
+			return fmt.Errorf("invalid SERVICE_FIRST_PARTY_OAUTH_CLIENTS entry %q: want client_id@issuer", pair)
+		}
+	}
 	return nil
 }
+
+// splitList splits a comma-separated setting, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// FirstPartyClients returns the client_id@issuer pairs of SERVICE_FIRST_PARTY_OAUTH_CLIENTS.
+func (c Config) FirstPartyClients() []string { return splitList(c.FirstPartyOAuthClients) }
+
+// Origins returns the allowed browser origins of SERVICE_CORS_ORIGINS.
+func (c Config) Origins() []string { return splitList(c.CORSOrigins) }
 
 // IsLoopback reports whether host is a loopback address or "localhost".
 func IsLoopback(host string) bool {

@@ -42,6 +42,11 @@ func TestInvalidSettingsNameThemselves(t *testing.T) {
 		{"database url", map[string]string{"DATABASE_URL": "mysql://x"}, "DATABASE_URL"},
 		{"public url", map[string]string{"SERVICE_PUBLIC_URL": "ftp://x"}, "SERVICE_PUBLIC_URL"},
 		{"log level", map[string]string{"SERVICE_LOG_LEVEL": "loud"}, "SERVICE_LOG_LEVEL"},
+		{"rotation grace", map[string]string{"SERVICE_KEY_ROTATION_GRACE": "a day"}, "SERVICE_KEY_ROTATION_GRACE"},
+		{"sim devices", map[string]string{"SERVICE_SIM_DEVICES": "-1"}, "SERVICE_SIM_DEVICES"},
+		{"rate limit", map[string]string{"SERVICE_RATE_LIMIT_ANONYMOUS": "0"}, "SERVICE_RATE_LIMIT_ANONYMOUS"},
+		{"hosted without oauth", map[string]string{"SERVICE_MODE": "hosted"}, "SERVICE_OAUTH_ISSUER"},
+		{"first-party clients", map[string]string{"SERVICE_FIRST_PARTY_OAUTH_CLIENTS": "abc"}, "SERVICE_FIRST_PARTY_OAUTH_CLIENTS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := load(tc.env)
@@ -53,7 +58,8 @@ func TestInvalidSettingsNameThemselves(t *testing.T) {
 }
 
 func TestHostedModeMayBindAnyAddress(t *testing.T) {
-	if _, err := load(map[string]string{"SERVICE_MODE": "hosted", "SERVICE_ADDR": "0.0.0.0:8080"}); err != nil {
+	if _, err := load(map[string]string{"SERVICE_MODE": "hosted", "SERVICE_ADDR": "0.0.0.0:8080",
+		"SERVICE_OAUTH_ISSUER": "https://auth.example", "SERVICE_OAUTH_JWKS_URL": "https://auth.example/jwks"}); err != nil {
 		t.Fatal(err)
 	}
 }

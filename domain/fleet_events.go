@@ -1,0 +1,4 @@
+package domain
+
+// fleetEvents are the events of devices, leases, actions, frames and receipts.
+var fleetEvents = []EventDef{}

@@ -1,0 +1,4 @@
+package domain
+
+// webhookEvents are the events of webhook subscriptions, deliveries and attempts.
+var webhookEvents = []EventDef{}
