@@ -330,7 +330,7 @@ func TestWriteVrxError(t *testing.T) {
 // second status or body, and still reaches the log.
 func TestWriteErrorAfterResponseStarted(t *testing.T) {
 	s, logs := newTestServer(t, Deps{})
-	s.Router().Handle("/v1/half", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+	s.v1.Handle("/half", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write([]byte("partial"))
 		return errors.New("stream broke")
@@ -351,7 +351,7 @@ func TestWriteErrorAfterResponseStarted(t *testing.T) {
 func TestMethodNotAllowedNamesAllowedMethods(t *testing.T) {
 	s, _ := newTestServer(t, Deps{})
 	nop := handlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
-	v1 := s.Router().PathPrefix("/v1").Subrouter()
+	v1 := s.v1
 	v1.Handle("/devices/{deviceId}", nop).Methods(http.MethodGet)
 	v1.Handle("/devices/{deviceId}", nop).Methods(http.MethodPatch)
 	v1.Handle("/devices/{deviceId}/lease", nop).Methods(http.MethodPost, http.MethodPatch, http.MethodDelete)

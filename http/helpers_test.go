@@ -56,7 +56,7 @@ func echoServer(t *testing.T) (*Server, *syncBuffer) {
 	t.Helper()
 	s, logs := newTestServer(t, Deps{})
 	s.openapi = assembleWithTestdata(t)
-	s.Router().Handle("/v1/echo", handlerFunc(echo)).Methods(http.MethodPost)
+	s.v1.Handle("/echo", handlerFunc(echo)).Methods(http.MethodPost)
 	return s, logs
 }
 

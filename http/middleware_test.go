@@ -28,7 +28,7 @@ func TestRequestID(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s, logs := newTestServer(t, Deps{})
 			var seen string
-			s.Router().Handle("/v1/id", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			s.v1.Handle("/id", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 				seen = RequestID(r.Context())
 				return nil
 			})).Methods(http.MethodGet)
@@ -59,13 +59,13 @@ func TestRequestID(t *testing.T) {
 
 func TestAccessLog(t *testing.T) {
 	s, logs := newTestServer(t, Deps{})
-	s.Router().Handle("/v1/ok", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+	s.v1.Handle("/ok", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		return writeJSON(w, http.StatusOK, map[string]string{"a": "b"})
 	})).Methods(http.MethodGet)
-	s.Router().Handle("/v1/refused", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+	s.v1.Handle("/refused", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		return domain.Errorf(domain.CodePermissionDenied, "not yours").Wrap(errAccessLogSecret)
 	})).Methods(http.MethodGet)
-	s.Router().Handle("/v1/broken", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+	s.v1.Handle("/broken", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		return errAccessLogSecret
 	})).Methods(http.MethodGet)
 
@@ -127,7 +127,7 @@ var errAccessLogSecret error = accessLogSecretError{}
 
 func TestPanicRecovery(t *testing.T) {
 	s, logs := newTestServer(t, Deps{})
-	s.Router().Handle("/v1/panic", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+	s.v1.Handle("/panic", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		panic("boom: secret state")
 	})).Methods(http.MethodGet)
 	v := apitest.FromHandler(t, s.Handler())
@@ -151,7 +151,7 @@ func TestPanicRecovery(t *testing.T) {
 	}
 
 	t.Run("abort handler is re-raised", func(t *testing.T) {
-		s.Router().Handle("/v1/abort", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		s.v1.Handle("/abort", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 			panic(http.ErrAbortHandler)
 		})).Methods(http.MethodGet)
 		defer func() {
@@ -179,7 +179,7 @@ func TestBodyLimit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, _ := newTestServer(t, Deps{BodyLimit: tt.limit})
-			s.Router().Handle("/v1/echo", handlerFunc(echo)).Methods(http.MethodPost)
+			s.v1.Handle("/echo", handlerFunc(echo)).Methods(http.MethodPost)
 			req := httptest.NewRequest(http.MethodPost, "/v1/echo", strings.NewReader(tt.body))
 			if tt.chunked {
 				req.ContentLength = -1

@@ -33,7 +33,7 @@ func TestServeShutsDownGracefully(t *testing.T) {
 	s, _ := newTestServer(t, Deps{})
 	started := make(chan struct{})
 	release := make(chan struct{})
-	s.Router().Handle("/v1/slow", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+	s.v1.Handle("/slow", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		close(started)
 		<-release
 		return writeJSON(w, http.StatusOK, map[string]string{"finished": "yes"})
@@ -99,7 +99,7 @@ func TestServeShutdownTimeout(t *testing.T) {
 	started := make(chan struct{})
 	release := make(chan struct{})
 	defer close(release)
-	s.Router().Handle("/v1/stuck", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+	s.v1.Handle("/stuck", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		close(started)
 		<-release
 		return nil
