@@ -243,3 +243,30 @@ func TestStatusReportsLag(t *testing.T) {
 		t.Fatalf("got %+v; want audit_feed live, position 0, lag 10", st)
 	}
 }
+
+func TestWaitForReadsYourWrites(t *testing.T) {
+	pool := testutil.FreshPool(t)
+	s := eventstore.New(pool)
+	r := newRunner(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	for i := 0; i < 20; i++ {
+		a, err := s.Append(context.Background(), fmt.Sprintf("rw-%d", i), eventstore.NoStream,
+			eventstore.NewEvent{Type: "test.rw", SchemaVersion: 1, OrgID: "o", Data: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = r.WaitFor(wctx, "audit_feed", a)
+		wcancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_feed WHERE position = $1`, a.LastPosition).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("after WaitFor the event is not in the read model (%d rows, %v)", n, err)
+		}
+	}
+}

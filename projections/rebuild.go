@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"phonefleet/eventstore"
 )
 
 // BuildStatus describes a version being built beside the live one.
@@ -195,4 +198,29 @@ func (r *Runner) Rebuild(ctx context.Context, name string, progress func(Status)
 		return fmt.Errorf("rebuild %s: retire version %d: %w", name, old, err)
 	}
 	return nil
+}
+
+// WaitFor returns once the active version of projection name has applied
+// the events of a (read-your-writes for a command that answers from a read
+// model), or ctx ends. It polls the checkpoint with a short backoff.
+func (r *Runner) WaitFor(ctx context.Context, name string, a eventstore.Appended) error {
+	delay := 500 * time.Microsecond
+	for {
+		var done bool
+		err := r.pool.QueryRow(ctx, `SELECT (c.last_transaction_id, c.last_position) >= ($1::text::xid8, $2)
+			FROM projection_checkpoints c JOIN projection_registry g ON c.consumer_group = g.name || '@' || g.active_version
+			WHERE g.name = $3`, strconv.FormatUint(a.TransactionID, 10), a.LastPosition, name).Scan(&done)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 10*time.Millisecond)
+	}
 }
