@@ -135,6 +135,7 @@ type Store struct {
 	signal   *Signal // readers wait on it
 	local    *Signal // commits made here, for Relay
 	now      func() time.Time
+	group    *groupCommit // nil: every append is its own statement
 }
 
 // Option configures a Store.
@@ -142,6 +143,12 @@ type Option func(*Store)
 
 // WithUpcaster applies u to every event read.
 func WithUpcaster(u Upcaster) Option { return func(s *Store) { s.upcaster = u } }
+
+// WithGroupCommit lets concurrent single-event appends share one statement
+// and commit, with up to flushes statements in flight (see groupCommit).
+func WithGroupCommit(flushes int) Option {
+	return func(s *Store) { s.group = &groupCommit{s: s, maxFlushes: max(1, flushes), maxBatch: 1000} }
+}
 
 // WithClock replaces the clock used for OccurredAt defaults.
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
@@ -182,6 +189,13 @@ func (s *Store) Relay(ctx context.Context, logger *slog.Logger) {
 // expected is the stream's current version, NoStream, or AnyVersion. A stream
 // not at the expected version fails with *ConflictError.
 func (s *Store) Append(ctx context.Context, streamID string, expected int64, events ...NewEvent) (Appended, error) {
+	if s.group != nil && len(events) == 1 && expected >= 0 && streamID != "" {
+		req, err := s.prepareGrouped(streamID, expected, events[0])
+		if err != nil {
+			return Appended{}, err
+		}
+		return s.group.append(ctx, req)
+	}
 	a, err := s.AppendTx(ctx, s.pool, streamID, expected, events...)
 	if err == nil {
 		s.Committed()
@@ -243,6 +257,7 @@ func (s *Store) AppendTx(ctx context.Context, db DB, streamID string, expected i
 	metas := make([][]byte, n)
 	ats := make([]time.Time, n)
 	now := s.now().UTC().Truncate(time.Microsecond)
+	var err error
 	for i, e := range events {
 		if e.Type == "" || e.SchemaVersion <= 0 {
 			return Appended{}, fmt.Errorf("eventstore: event %d has no type or schema version", i)
@@ -256,11 +271,11 @@ func (s *Store) AppendTx(ctx context.Context, db DB, streamID string, expected i
 		if len(datas[i]) == 0 {
 			datas[i] = []byte("{}")
 		}
-		m, err := json.Marshal(e.Metadata)
-		if err != nil {
+		if i > 0 && e.Metadata == events[i-1].Metadata {
+			metas[i] = metas[i-1] // a command's events usually share their metadata
+		} else if metas[i], err = json.Marshal(e.Metadata); err != nil {
 			return Appended{}, err
 		}
-		metas[i] = m
 		ats[i] = e.OccurredAt
 		if ats[i].IsZero() {
 			ats[i] = now
@@ -314,6 +329,28 @@ func (s *Store) AppendTx(ctx context.Context, db DB, streamID string, expected i
 		return Appended{}, &ConflictError{StreamID: streamID, Expected: expected}
 	}
 	return out, nil
+}
+
+func (s *Store) prepareGrouped(streamID string, expected int64, e NewEvent) (*groupedAppend, error) {
+	if e.Type == "" || e.SchemaVersion <= 0 {
+		return nil, errors.New("eventstore: event has no type or schema version")
+	}
+	meta, err := json.Marshal(e.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	r := &groupedAppend{stream: streamID, expected: expected, id: e.ID, typ: e.Type, ver: int16(e.SchemaVersion),
+		org: e.OrgID, data: e.Data, meta: meta, at: e.OccurredAt}
+	if r.id == uuid.Nil {
+		r.id = uuid.Must(uuid.NewV7())
+	}
+	if len(r.data) == 0 {
+		r.data = []byte("{}")
+	}
+	if r.at.IsZero() {
+		r.at = s.now().UTC().Truncate(time.Microsecond)
+	}
+	return r, nil
 }
 
 func pick(expected int64, noStream, exact, any string) string {

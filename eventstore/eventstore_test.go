@@ -20,9 +20,24 @@ func ev(typ string, data string) eventstore.NewEvent {
 		Metadata: eventstore.Metadata{ActorKind: "user", ActorID: "u1", RequestID: "req_1"}}
 }
 
-func TestAppendAndLoad(t *testing.T) {
+// variants runs a test against a store that writes each append on its own
+// and one that groups concurrent single-event appends.
+func variants(t *testing.T, test func(t *testing.T, s *eventstore.Store)) {
+	for _, v := range []struct {
+		name string
+		opts []eventstore.Option
+	}{
+		{"direct", nil},
+		{"group commit", []eventstore.Option{eventstore.WithGroupCommit(2)}},
+	} {
+		t.Run(v.name, func(t *testing.T) { test(t, eventstore.New(testutil.FreshPool(t), v.opts...)) })
+	}
+}
+
+func TestAppendAndLoad(t *testing.T) { variants(t, testAppendAndLoad) }
+
+func testAppendAndLoad(t *testing.T, s *eventstore.Store) {
 	ctx := context.Background()
-	s := eventstore.New(testutil.FreshPool(t))
 
 	a, err := s.Append(ctx, "device-1", eventstore.NoStream, ev("device.registered", `{"n":1}`), ev("device.renamed", `{"n":2}`))
 	if err != nil {
@@ -63,9 +78,10 @@ func TestAppendAndLoad(t *testing.T) {
 	}
 }
 
-func TestOptimisticConcurrency(t *testing.T) {
+func TestOptimisticConcurrency(t *testing.T) { variants(t, testOptimisticConcurrency) }
+
+func testOptimisticConcurrency(t *testing.T, s *eventstore.Store) {
 	ctx := context.Background()
-	s := eventstore.New(testutil.FreshPool(t))
 	if _, err := s.Append(ctx, "lease-1", eventstore.NoStream, ev("lease.acquired", `{}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -279,5 +295,50 @@ func TestUpcastingAnOldSchemaEvent(t *testing.T) {
 	var stored int
 	if err := s.Pool().QueryRow(ctx, `SELECT schema_version FROM events WHERE stream_id = 'note-1'`).Scan(&stored); err != nil || stored != 1 {
 		t.Fatalf("stored schema version %d (%v); want 1", stored, err)
+	}
+}
+
+func TestGroupCommitManyWritersKeepTheirOwnOutcomes(t *testing.T) {
+	ctx := context.Background()
+	s := eventstore.New(testutil.FreshPool(t), eventstore.WithGroupCommit(2))
+	const writers, each = 64, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stream := fmt.Sprintf("g-%d", w)
+			for v := int64(0); v < each; v++ {
+				a, err := s.Append(ctx, stream, v, ev("x", `{}`))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if a.Version != v+1 {
+					errs <- fmt.Errorf("stream %s: got version %d; want %d", stream, a.Version, v+1)
+					return
+				}
+				// Every other writer also sends a stale append that must fail alone.
+				if w%2 == 0 && v > 0 {
+					if _, err := s.Append(ctx, stream, v-1, ev("x", `{}`)); !errors.Is(err, eventstore.ErrConflict) {
+						errs <- fmt.Errorf("stale append on %s: got %v; want conflict", stream, err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var n int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&n); err != nil || n != writers*each {
+		t.Fatalf("got %d events (%v); want %d", n, err, writers*each)
+	}
+	if _, err := s.Append(ctx, "bad-json", eventstore.NoStream, eventstore.NewEvent{Type: "x", SchemaVersion: 1, Data: json.RawMessage(`{`)}); err == nil {
+		t.Fatal("got success for invalid JSON data; want a refusal that fails only that append")
 	}
 }
