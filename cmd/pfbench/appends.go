@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"strings"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
