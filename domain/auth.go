@@ -65,6 +65,10 @@ type Auth struct {
 	// Devices, when not nil, narrows the credential to these device ids; a
 	// device outside it is answered exactly as a missing one.
 	Devices []string
+	// Instance is the sign-in instance the credential belongs to: the
+	// issuer of an OAuth token, the instance recorded on an API key; empty
+	// in local mode.
+	Instance string
 }
 
 // Has reports whether a holds scope s.

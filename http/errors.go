@@ -136,8 +136,9 @@ var reservedErrorKeys = map[string]bool{"code": true, "message": true, "retryabl
 // {"error":{"code","message","retryable"?,...extra}} with the status of its
 // code. An error that carries no domain.Error, or one whose code is not a
 // control-surface code, renders as internal_error "internal error" so no
-// internal text leaks. Headers that follow from the error (Retry-After) are set
-// here and nowhere else. A server fault (5xx) hands its cause to the access
+// internal text leaks. Headers that follow from the error (Retry-After, and
+// on every 401 the bearer challenge WWW-Authenticate) are set here and
+// nowhere else. A server fault (5xx) hands its cause to the access
 // log. If the response has already started, WriteError only records the fault.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	e := domain.AsError(err)
@@ -149,6 +150,9 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	setRetryAfter(w.Header(), e)
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", bearerChallenge(r, e))
+	}
 	writeBody(w, status, encodeRESTError(e))
 }
 

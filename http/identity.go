@@ -1,9 +1,355 @@
 package httpapi
 
-import "github.com/gorilla/mux"
+import (
+	"context"
+	"net/http"
+	"time"
 
-// IdentityDeps is what the routes of API keys (spec 5.3) and the key-management routes need.
-type IdentityDeps struct{}
+	"github.com/gorilla/mux"
 
-// registerIdentityRoutes mounts the routes of API keys (spec 5.3) and the key-management routes on the /v1 router.
-func (s *Server) registerIdentityRoutes(r *mux.Router) {}
+	"phonefleet/commands"
+	"phonefleet/domain"
+	"phonefleet/internal/identity"
+	"phonefleet/projections"
+)
+
+// IdentityDeps is what the routes of API keys (spec 5.3), the discovery
+// documents (spec 5.2), CORS (spec 9.2) and the rate limits (spec 8) need.
+// The zero value serves local mode without key management: key routes
+// answer 503, discovery 404, no origin is allowed and nothing is limited.
+type IdentityDeps struct {
+	// PublicURL is {base_url}; the bearer challenge and the discovery
+	// documents name addresses under it. Empty derives it from the request.
+	PublicURL string
+	// Issuer is the authorization server named by the discovery documents;
+	// empty (and local mode) answers them 404.
+	Issuer string
+	// CORSOrigins are the browser origins allowed to call the service.
+	CORSOrigins []string
+	// RateLimiter counts requests (hosted only); nil disables rate limits.
+	RateLimiter RateLimiter
+	// RateLimitAuthenticated and RateLimitAnonymous are the per-minute
+	// budgets of callers with and without Authorization.
+	RateLimitAuthenticated, RateLimitAnonymous int
+	// Keys serves key management; nil answers those routes 503.
+	Keys *APIKeyDeps
+}
+
+// APIKeyDeps are the key-management routes' command handlers and the key
+// store they answer from.
+type APIKeyDeps struct {
+	Mint   commands.MintAPIKeyHandler
+	Rotate commands.RotateAPIKeyHandler
+	Renew  commands.RenewAPIKeyHandler
+	Narrow commands.NarrowAPIKeyHandler
+	Revoke commands.RevokeAPIKeyHandler
+	Reader projections.APIKeyReader
+	// Now is the clock for the state reported on key records; nil means
+	// time.Now.
+	Now func() time.Time
+}
+
+// RateLimiter counts one request of a caller's bucket against its budget
+// (identity.RateLimiter satisfies it).
+type RateLimiter interface {
+	Take(ctx context.Context, bucket string, limit int) (identity.RateDecision, error)
+}
+
+// registerIdentityRoutes mounts the API key routes on the /v1 router.
+// Management needs a signed-in session (spec 5.3.4); /current is the
+// calling key's own record. "current" is registered before {id} so it is
+// never read as a key id.
+func (s *Server) registerIdentityRoutes(r *mux.Router) {
+	r.Handle("/api-keys", handlerFunc(s.listAPIKeys)).Methods(http.MethodGet)
+	r.Handle("/api-keys", handlerFunc(s.mintAPIKey)).Methods(http.MethodPost)
+	r.Handle("/api-keys/current", handlerFunc(s.getCurrentAPIKey)).Methods(http.MethodGet)
+	r.Handle("/api-keys/current", handlerFunc(s.revokeCurrentAPIKey)).Methods(http.MethodDelete)
+	r.Handle("/api-keys/{id}", handlerFunc(s.getAPIKey)).Methods(http.MethodGet)
+	r.Handle("/api-keys/{id}", handlerFunc(s.updateAPIKey)).Methods(http.MethodPatch)
+	r.Handle("/api-keys/{id}", handlerFunc(s.revokeAPIKey)).Methods(http.MethodDelete)
+	r.Handle("/api-keys/{id}/rotate", handlerFunc(s.rotateAPIKey)).Methods(http.MethodPost)
+}
+
+// apiKeyJSON is the key record of the key routes.
+type apiKeyJSON struct {
+	ID     string         `json:"id"`
+	Name   string         `json:"name"`
+	Scopes []domain.Scope `json:"scopes"`
+	// DeviceIDs is null when the key reaches every device.
+	DeviceIDs []string `json:"deviceIds"`
+	State     string   `json:"state"`
+	// TokenPrefix is the part of the token before the secret, which is
+	// not secret, so a person can tell their keys apart.
+	TokenPrefix              string     `json:"tokenPrefix"`
+	MintedBy                 mintedBy   `json:"mintedBy"`
+	CreatedAt                time.Time  `json:"createdAt"`
+	ExpiresAt                time.Time  `json:"expiresAt"`
+	RotatedAt                *time.Time `json:"rotatedAt"`
+	PreviousSecretValidUntil *time.Time `json:"previousSecretValidUntil"`
+	RenewedAt                *time.Time `json:"renewedAt"`
+	NarrowedAt               *time.Time `json:"narrowedAt"`
+	RevokedAt                *time.Time `json:"revokedAt"`
+}
+
+type mintedBy struct {
+	UserID string `json:"userId"`
+	Role   string `json:"role"`
+}
+
+// apiKeyWithToken is the answer of mint and rotate: the only time the token
+// is ever shown.
+type apiKeyWithToken struct {
+	Key   apiKeyJSON `json:"key"`
+	Token string     `json:"token"`
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+func (d *APIKeyDeps) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
+}
+
+func (d *APIKeyDeps) toJSON(k projections.APIKeyRecord) apiKeyJSON {
+	out := apiKeyJSON{
+		ID: k.ID, Name: k.Name, Scopes: k.Scopes, DeviceIDs: k.DeviceIDs, State: k.State(d.now()),
+		TokenPrefix: identity.APIKeyPrefix + k.ID[len(domain.PrefixAPIKey)+1:] + "_",
+		MintedBy:    mintedBy{UserID: k.MintedBy, Role: k.MintedByRole},
+		CreatedAt:   k.MintedAt.UTC(), ExpiresAt: k.ExpiresAt.UTC(),
+		RotatedAt: optTime(k.RotatedAt), RenewedAt: optTime(k.RenewedAt), NarrowedAt: optTime(k.NarrowedAt),
+		RevokedAt: optTime(k.RevokedAt),
+	}
+	if !k.RotatedAt.IsZero() && d.now().Before(k.PreviousValidUntil) {
+		out.PreviousSecretValidUntil = optTime(k.PreviousValidUntil)
+	}
+	if out.Scopes == nil {
+		out.Scopes = []domain.Scope{}
+	}
+	return out
+}
+
+// keys returns the key-management dependencies, or 503 when the
+// deployment was started without them.
+func (s *Server) keys() (*APIKeyDeps, error) {
+	if s.deps.Identity.Keys == nil {
+		return nil, domain.Errorf(domain.CodeServiceUnavailable, "API keys are not served by this deployment")
+	}
+	return s.deps.Identity.Keys, nil
+}
+
+func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
+	if err := a.RequireSession("API keys"); err != nil {
+		return err
+	}
+	d, err := s.keys()
+	if err != nil {
+		return err
+	}
+	rows, err := d.Reader.List(r.Context(), a)
+	if err != nil {
+		return err
+	}
+	out := make([]apiKeyJSON, len(rows))
+	for i, k := range rows {
+		out[i] = d.toJSON(k)
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"keys": out})
+}
+
+type mintAPIKeyBody struct {
+	Name          string         `json:"name"`
+	Scopes        []domain.Scope `json:"scopes"`
+	DeviceIDs     []string       `json:"deviceIds"`
+	ExpiresInDays *int           `json:"expiresInDays"`
+}
+
+// lifetimeOf turns expiresInDays into a lifetime (zero: the default).
+func lifetimeOf(days *int) (time.Duration, error) {
+	if days == nil {
+		return 0, nil
+	}
+	if *days < 1 || *days > int(domain.MaxAPIKeyLifetime/(24*time.Hour)) {
+		return 0, domain.Errorf(domain.CodeInvalidArgument, "expiresInDays must be from 1 to %d", int(domain.MaxAPIKeyLifetime/(24*time.Hour))).
+			With("field", "expiresInDays")
+	}
+	return time.Duration(*days) * 24 * time.Hour, nil
+}
+
+func (s *Server) mintAPIKey(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
+	if err := a.RequireSession("API keys"); err != nil {
+		return err
+	}
+	d, err := s.keys()
+	if err != nil {
+		return err
+	}
+	var body mintAPIKeyBody
+	if err := decodeJSON(r, &body); err != nil {
+		return err
+	}
+	lifetime, err := lifetimeOf(body.ExpiresInDays)
+	if err != nil {
+		return err
+	}
+	minted, err := d.Mint.Handle(r.Context(), commands.MintAPIKey{Auth: a, RequestID: RequestID(r.Context()),
+		Name: body.Name, Scopes: body.Scopes, DeviceIDs: body.DeviceIDs, Lifetime: lifetime})
+	if err != nil {
+		return err
+	}
+	k, err := d.Reader.Get(r.Context(), a, minted.KeyID)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, apiKeyWithToken{Key: d.toJSON(k), Token: minted.Token})
+}
+
+func (s *Server) getAPIKey(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
+	if err := a.RequireSession("API keys"); err != nil {
+		return err
+	}
+	d, err := s.keys()
+	if err != nil {
+		return err
+	}
+	k, err := d.Reader.Get(r.Context(), a, mux.Vars(r)["id"])
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, d.toJSON(k))
+}
+
+type updateAPIKeyBody struct {
+	Scopes        []domain.Scope `json:"scopes"`
+	DeviceIDs     []string       `json:"deviceIds"`
+	ExpiresInDays *int           `json:"expiresInDays"`
+}
+
+// updateAPIKey narrows (scopes, deviceIds) or renews (expiresInDays) a key:
+// one change per request, so each is one event and one answer.
+func (s *Server) updateAPIKey(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
+	if err := a.RequireSession("API keys"); err != nil {
+		return err
+	}
+	d, err := s.keys()
+	if err != nil {
+		return err
+	}
+	var body updateAPIKeyBody
+	if err := decodeJSON(r, &body); err != nil {
+		return err
+	}
+	id := mux.Vars(r)["id"]
+	narrow := body.Scopes != nil || body.DeviceIDs != nil
+	switch {
+	case narrow && body.ExpiresInDays != nil:
+		return domain.Errorf(domain.CodeInvalidArgument, "narrow (scopes, deviceIds) and renew (expiresInDays) in separate requests")
+	case narrow:
+		err = d.Narrow.Handle(r.Context(), commands.NarrowAPIKey{Auth: a, RequestID: RequestID(r.Context()), KeyID: id,
+			Scopes: body.Scopes, DeviceIDs: body.DeviceIDs})
+	case body.ExpiresInDays != nil:
+		lifetime, lerr := lifetimeOf(body.ExpiresInDays)
+		if lerr != nil {
+			return lerr
+		}
+		err = d.Renew.Handle(r.Context(), commands.RenewAPIKey{Auth: a, RequestID: RequestID(r.Context()), KeyID: id, Lifetime: lifetime})
+	default:
+		return domain.Errorf(domain.CodeInvalidArgument, "send scopes and/or deviceIds to narrow the key, or expiresInDays to renew it")
+	}
+	if err != nil {
+		return err
+	}
+	k, err := d.Reader.Get(r.Context(), a, id)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, d.toJSON(k))
+}
+
+func (s *Server) rotateAPIKey(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
+	if err := a.RequireSession("API keys"); err != nil {
+		return err
+	}
+	d, err := s.keys()
+	if err != nil {
+		return err
+	}
+	id := mux.Vars(r)["id"]
+	rotated, err := d.Rotate.Handle(r.Context(), commands.RotateAPIKey{Auth: a, RequestID: RequestID(r.Context()), KeyID: id})
+	if err != nil {
+		return err
+	}
+	k, err := d.Reader.Get(r.Context(), a, id)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, apiKeyWithToken{Key: d.toJSON(k), Token: rotated.Token})
+}
+
+func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
+	if err := a.RequireSession("API keys"); err != nil {
+		return err
+	}
+	d, err := s.keys()
+	if err != nil {
+		return err
+	}
+	err = d.Revoke.Handle(r.Context(), commands.RevokeAPIKey{Auth: a, RequestID: RequestID(r.Context()), KeyID: mux.Vars(r)["id"]})
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// notAKey is the answer of /current to a caller that is not an API key.
+func notAKey() *domain.Error {
+	return domain.NotFound("this request was not made with an API key, so there is no current key")
+}
+
+func (s *Server) getCurrentAPIKey(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
+	if a.Kind != domain.PrincipalAPIKey {
+		return notAKey()
+	}
+	d, err := s.keys()
+	if err != nil {
+		return err
+	}
+	// The key reads itself as its organisation's admin would read it.
+	k, err := d.Reader.Get(r.Context(), domain.Auth{OrgID: a.OrgID, Role: domain.RoleAdmin}, a.APIKeyID)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, d.toJSON(k))
+}
+
+func (s *Server) revokeCurrentAPIKey(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
+	if a.Kind != domain.PrincipalAPIKey {
+		return notAKey()
+	}
+	d, err := s.keys()
+	if err != nil {
+		return err
+	}
+	err = d.Revoke.Handle(r.Context(), commands.RevokeAPIKey{Auth: a, RequestID: RequestID(r.Context()), KeyID: a.APIKeyID, Self: true})
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -111,6 +111,7 @@ func New(deps Deps) *Server {
 	s.router.MethodNotAllowedHandler = handlerFunc(s.notFound)
 	s.registerHealthRoutes(s.router)
 	s.registerOpenAPIRoutes(s.router)
+	s.registerDiscoveryRoutes(s.router)
 	if s.auth == nil {
 		s.auth = localOperator{orgID: deps.LocalOrgID}
 	}
@@ -129,8 +130,8 @@ func New(deps Deps) *Server {
 	//   request id → access log → panic recovery → body limit → [seam] → router.
 	var h http.Handler = s.router
 	// ---- Seam: later work wraps h here, in this order in code ----
-	//   h = s.rateLimit(h) // hosted only; refused before any work (spec 8)
-	//   h = s.cors(h)      // preflight answers and origin_not_allowed (spec 9.2)
+	h = s.rateLimit(h) // hosted only; refused before any work (spec 8)
+	h = s.cors(h)      // preflight answers and origin_not_allowed (spec 9.2)
 	// so that on the wire CORS comes before rate limiting. Authentication is
 	// not a wrap here: it goes on the /v1 and /mcp subrouters (Router.Use),
 	// because /healthz, /openapi.json, discovery and /vrx take no bearer token.

@@ -2,12 +2,126 @@ package app
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
+	"phonefleet/commands"
+	httpapi "phonefleet/http"
+	"phonefleet/internal/identity"
 	"phonefleet/projections"
 )
 
 // identityProjections are the read models of API keys and OAuth verification.
-func identityProjections() []projections.Projection { return nil }
+func identityProjections() []projections.Projection {
+	return []projections.Projection{projections.APIKeys{}}
+}
 
-// wireIdentity prepares API keys and OAuth verification: it fills a.deps and adds workers.
-func (a *App) wireIdentity(ctx context.Context) error { return nil }
+// wireIdentity prepares API keys and OAuth verification: the authenticator,
+// the key-management routes, CORS, discovery and (hosted) the shared rate
+// limiter with its sweeper.
+//
+// In local mode without OAuth the unauthenticated local operator is a
+// signed-in session for key management (domain.Auth.IsSession), so a local
+// user can mint narrowed keys for an MCP client.
+func (a *App) wireIdentity(ctx context.Context) error {
+	pepper, path, err := identity.LoadOrCreatePepper(a.cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("API key pepper: %w", err)
+	}
+	hasher, err := identity.NewHasher(pepper)
+	if err != nil {
+		return fmt.Errorf("API key pepper %s: %w", path, err)
+	}
+	if err := a.checkPepper(ctx, hasher, path); err != nil {
+		return err
+	}
+	reader := projections.APIKeyReader{DB: a.db.Pool}
+	auth := &identity.Authenticator{
+		Mode:       a.cfg.Mode,
+		LocalOrgID: a.orgID,
+		DevToken:   a.cfg.DevToken,
+		Keys:       &identity.KeyVerifier{Lookup: reader, Hasher: hasher},
+	}
+	hosted := a.cfg.Mode == "hosted"
+	if a.cfg.OAuthIssuer != "" && a.cfg.OAuthJWKSURL != "" {
+		var roles *identity.RoleClient
+		if a.cfg.OAuthRoleURL != "" {
+			roles = &identity.RoleClient{URL: a.cfg.OAuthRoleURL}
+		}
+		// The key set is refreshed in the background until ctx ends (for
+		// serve, until shutdown); an unknown key id refreshes it on demand.
+		auth.OAuth, err = identity.NewOAuthVerifier(ctx, identity.OAuthConfig{
+			Issuer:            a.cfg.OAuthIssuer,
+			JWKSURL:           a.cfg.OAuthJWKSURL,
+			Audience:          a.cfg.PublicURL + "/mcp",
+			FirstPartyClients: a.cfg.FirstPartyClients(),
+			Roles:             roles,
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if hosted {
+		auth.Bindings = &identity.Bindings{Store: a.store}
+	}
+	a.deps.Auth = auth
+
+	keyDeps := commands.APIKeyDeps{Store: a.store, Wait: a.runner}
+	a.deps.Identity = httpapi.IdentityDeps{
+		PublicURL:   a.cfg.PublicURL,
+		CORSOrigins: a.cfg.Origins(),
+		Keys: &httpapi.APIKeyDeps{
+			Mint:   commands.MintAPIKeyHandler{APIKeyDeps: keyDeps, Hasher: hasher},
+			Rotate: commands.RotateAPIKeyHandler{APIKeyDeps: keyDeps, Hasher: hasher, Grace: a.cfg.KeyRotationGrace},
+			Renew:  commands.RenewAPIKeyHandler{APIKeyDeps: keyDeps},
+			Narrow: commands.NarrowAPIKeyHandler{APIKeyDeps: keyDeps},
+			Revoke: commands.RevokeAPIKeyHandler{APIKeyDeps: keyDeps},
+			Reader: reader,
+		},
+	}
+	if hosted {
+		limiter := &identity.RateLimiter{DB: a.db.Pool}
+		a.deps.Identity.Issuer = a.cfg.OAuthIssuer
+		a.deps.Identity.RateLimiter = limiter
+		a.deps.Identity.RateLimitAuthenticated = a.cfg.RateLimitAuthenticated
+		a.deps.Identity.RateLimitAnonymous = a.cfg.RateLimitAnonymous
+		a.workers = append(a.workers, func(ctx context.Context) { a.sweepRateLimits(ctx, limiter) })
+	}
+	return nil
+}
+
+// checkPepper makes every instance on one database hold the same pepper:
+// the first records its fingerprint; one holding another refuses to start,
+// since it would refuse every key minted elsewhere.
+func (a *App) checkPepper(ctx context.Context, h *identity.Hasher, path string) error {
+	var recorded string
+	err := a.db.Pool.QueryRow(ctx, `WITH ins AS (
+			INSERT INTO identity_settings (name, value) VALUES ('api_key_pepper', $1) ON CONFLICT (name) DO NOTHING RETURNING value)
+		SELECT value FROM ins UNION ALL SELECT value FROM identity_settings WHERE name = 'api_key_pepper' LIMIT 1`,
+		h.Fingerprint()).Scan(&recorded)
+	if err != nil {
+		return fmt.Errorf("API key pepper: %w", err)
+	}
+	if recorded != h.Fingerprint() {
+		return errors.New("API key pepper: " + path + " differs from the pepper this database's keys were minted with; " +
+			"copy that file from an instance already serving this database")
+	}
+	return nil
+}
+
+// sweepRateLimits removes ended rate-limit windows once a minute.
+func (a *App) sweepRateLimits(ctx context.Context, l *identity.RateLimiter) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := l.Sweep(ctx); err != nil && ctx.Err() == nil {
+				a.logger.Warn("rate limit sweep failed", "err", err)
+			}
+		}
+	}
+}
