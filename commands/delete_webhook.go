@@ -1,0 +1,28 @@
+package commands
+
+import (
+	"context"
+
+	"phonefleet/domain"
+)
+
+// DeleteWebhook removes a subscription; its delivery rows leave the read
+// side with it, its events remain.
+type DeleteWebhook struct {
+	Auth      domain.Auth
+	RequestID string
+	WebhookID string
+}
+
+// DeleteWebhookHandler handles DeleteWebhook.
+type DeleteWebhookHandler struct {
+	Webhooks
+}
+
+// Handle answers not_found for a subscription the caller may not see.
+func (h DeleteWebhookHandler) Handle(ctx context.Context, cmd DeleteWebhook) error {
+	_, err := h.decide(ctx, cmd.Auth.OrgID, webhookMetadata(cmd.Auth, cmd.RequestID), func(set *domain.WebhookSet) ([]domain.Event, error) {
+		return set.Delete(cmd.Auth, cmd.WebhookID)
+	})
+	return err
+}

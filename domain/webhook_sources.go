@@ -1,0 +1,66 @@
+package domain
+
+// WebhookSource says how one domain event type causes a webhook event. The
+// outbox projection looks every event up in webhookSources and, for each
+// enabled subscription of the event's organisation that names Event (or the
+// one subscription Build targets), records a delivery.
+type WebhookSource struct {
+	// Event is the webhook event sent (one of WebhookEventNames).
+	Event string
+	// Build returns the delivery's data object (shallow: ids, not nested
+	// records) for one occurrence of the domain event. target, when not
+	// empty, aims the delivery at that one subscription whatever events it
+	// names (a test). ok false means this occurrence sends nothing (for
+	// example a fulfilment cancelled in a way that sends no event, spec 3.2).
+	Build func(e Event) (data map[string]any, target string, ok bool)
+}
+
+// webhookSources is the explicit map from domain event type to the webhook
+// event it causes. It is the one place a capability connects its events to
+// webhooks; a domain event type not listed here causes none.
+//
+//	domain event               webhook event            added by
+//	webhook.test_requested     run.ended (data.test)    webhooks (this issue)
+//	run.* terminal transitions run.ended                the runs issue
+//	run parked awaiting_user   run.needs_user_control   the runs issue
+//	schedule fired with device schedule.triggered       the schedules issue
+//	fulfilment provisioned /   fulfilment.changed       the provisioning issue
+//	awaiting / cancelled (the
+//	cases of spec 3.2 that send)
+//
+// The later rows name domain events that do not exist yet; each issue that
+// adds one adds its row here with a Build that returns exactly the data
+// fields of spec 6 (run.ended: agentRunId, runId, deviceId, state, goal,
+// stepSeq, reason, detail; run.needs_user_control: agentRunId, deviceId,
+// goal, deadlineAt; schedule.triggered: scheduleId, name, agentRunId,
+// scheduledFor; fulfilment.changed: fulfilmentId, state, deviceId).
+var webhookSources = map[string]WebhookSource{
+	WebhookTestRequested{}.EventName(): {Event: WebhookRunEnded, Build: testRunEnded},
+}
+
+// WebhookSourceFor returns how events of type eventType cause a webhook, if
+// they do.
+func WebhookSourceFor(eventType string) (WebhookSource, bool) {
+	s, ok := webhookSources[eventType]
+	return s, ok
+}
+
+// testRunEnded is the data of a test delivery: a run.ended with every field
+// of spec 6 present and data.test true.
+func testRunEnded(e Event) (map[string]any, string, bool) {
+	t, ok := e.(WebhookTestRequested)
+	if !ok {
+		return nil, "", false
+	}
+	return map[string]any{
+		"agentRunId": t.AgentRunID,
+		"runId":      t.RunID,
+		"deviceId":   nil,
+		"state":      "succeeded",
+		"goal":       "Test delivery from phonefleet",
+		"stepSeq":    0,
+		"reason":     nil,
+		"detail":     nil,
+		"test":       true,
+	}, t.WebhookID, true
+}

@@ -1,0 +1,112 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"flag"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"phonefleet/http/webhooksig"
+	"phonefleet/internal/config"
+	"phonefleet/testutil"
+)
+
+// TestLocalModeDeliversToALoopbackReceiverTrustedByTheCAFile starts the
+// service as `phonefleet serve` would, in local mode with
+// SERVICE_WEBHOOK_CA_FILE naming a local receiver's certificate: a webhook
+// to that loopback receiver is accepted, its test delivery arrives signed
+// with the secret the API returned once, and the server key was created
+// in the data directory.
+func TestLocalModeDeliversToALoopbackReceiverTrustedByTheCAFile(t *testing.T) {
+	var mu sync.Mutex
+	var got []*http.Request
+	var bodies [][]byte
+	rcv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got, bodies = append(got, r), append(bodies, b)
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer rcv.Close()
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "receiver-ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rcv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"DATABASE_URL": testutil.DatabaseURL(t), "SERVICE_ADDR": "127.0.0.1:0", "SERVICE_DATA_DIR": filepath.Join(dir, "data"),
+		"SERVICE_WEBHOOK_CA_FILE": ca, "SERVICE_SIM_DEVICES": "0",
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg, err := config.Load(fs, nil, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := New(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	if st, err := os.Stat(filepath.Join(dir, "data", WebhookKeyFile)); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("server key: got %v (%v); want a 0600 file in the data directory", st, err)
+	}
+
+	base := "http://" + a.Addr()
+	post := func(path, body string) map[string]any {
+		t.Helper()
+		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("POST %s: got %d %v", path, resp.StatusCode, out)
+		}
+		return out
+	}
+	created := post("/v1/webhooks", `{"url":"`+rcv.URL+`/in","events":["run.ended"]}`)
+	id := created["webhook"].(map[string]any)["webhookId"].(string)
+	secret := created["secret"].(string)
+	queued := post("/v1/webhooks/"+id+"/test", "")
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the test delivery never arrived")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	r, body := got[0], bodies[0]
+	mu.Unlock()
+	if r.Header.Get(webhooksig.DeliveryHeader) != queued["deliveryId"] {
+		t.Errorf("got Service-Delivery %q; want %v", r.Header.Get(webhooksig.DeliveryHeader), queued["deliveryId"])
+	}
+	if err := webhooksig.Verify(body, r.Header.Get(webhooksig.SignatureHeader), secret, time.Now(), 0); err != nil {
+		t.Errorf("signature: %v", err)
+	}
+}
