@@ -281,29 +281,17 @@ type consumer struct {
 
 	cancel   context.CancelFunc
 	done     chan struct{}
-	idleMu   sync.Mutex
-	idle     chan struct{} // closed when the consumer finds nothing new to read
+	idle     *eventstore.Signal // woken when the consumer finds nothing new to read
 	stopOnce sync.Once
 }
 
 func newConsumer(r *Runner, p Projection, version int) *consumer {
 	return &consumer{r: r, p: p, version: version, group: Group(p.Name(), version),
-		schema: Schema(p.Name(), version), done: make(chan struct{}), idle: make(chan struct{})}
+		schema: Schema(p.Name(), version), done: make(chan struct{}), idle: eventstore.NewSignal()}
 }
 
 // caughtUp returns a channel closed the next time the consumer reads nothing new.
-func (c *consumer) caughtUp() <-chan struct{} {
-	c.idleMu.Lock()
-	defer c.idleMu.Unlock()
-	return c.idle
-}
-
-func (c *consumer) markIdle() {
-	c.idleMu.Lock()
-	close(c.idle)
-	c.idle = make(chan struct{})
-	c.idleMu.Unlock()
-}
+func (c *consumer) caughtUp() <-chan struct{} { return c.idle.C() }
 
 func (c *consumer) run(parent context.Context) {
 	ctx, cancel := context.WithCancel(parent)
@@ -356,7 +344,7 @@ func (c *consumer) session(ctx context.Context) error {
 		ConsumerGroup:  c.group,
 		SchemaAdapter:  feedSchema{batchSize: c.r.batchSize},
 		OffsetsAdapter: checkpoints{},
-		BackoffManager: &wakeBackoff{ctx: sctx, signal: c.r.store.Signal(), poll: c.r.poll, idle: c.markIdle},
+		BackoffManager: &wakeBackoff{ctx: sctx, signal: c.r.store.Signal(), poll: c.r.poll, idle: c.idle.Wake},
 		AckDeadline:    &noDeadline,
 		ResendInterval: time.Second,
 	}, watermill.NewSlogLoggerWithLevelMapping(c.r.logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug}))
