@@ -1,9 +1,156 @@
 package httpapi
 
-import "github.com/gorilla/mux"
+import (
+	"net/http"
+	"strconv"
+	"time"
 
-// FleetDeps is what the routes of devices, leases, actions, frames and receipts need.
-type FleetDeps struct{}
+	"github.com/gorilla/mux"
+
+	"phonefleet/commands"
+	"phonefleet/domain"
+	"phonefleet/projections"
+)
+
+// FleetDeps is what the routes of devices, leases, actions, frames and
+// receipts need. With Fleet nil (the fleet not wired) every route answers
+// service_unavailable.
+type FleetDeps struct {
+	Fleet *commands.Fleet
+}
 
 // registerFleetRoutes mounts the routes of devices, leases, actions, frames and receipts on the /v1 router.
-func (s *Server) registerFleetRoutes(r *mux.Router) {}
+func (s *Server) registerFleetRoutes(r *mux.Router) {
+	r.Handle("/devices", s.fleetRoute(s.listDevices)).Methods(http.MethodGet)
+	r.Handle("/devices/{deviceId}", s.fleetRoute(s.getDevice)).Methods(http.MethodGet)
+	r.Handle("/devices/{deviceId}", s.fleetRoute(s.renameDevice)).Methods(http.MethodPatch)
+	r.Handle("/devices/{deviceId}/driving", s.fleetRoute(s.getDriving)).Methods(http.MethodGet)
+	r.Handle("/devices/{deviceId}/wake", s.fleetRoute(s.powerDevice(true))).Methods(http.MethodPost)
+	r.Handle("/devices/{deviceId}/stop", s.fleetRoute(s.powerDevice(false))).Methods(http.MethodPost)
+	r.Handle("/devices/{deviceId}/screenshot", s.fleetRoute(s.getScreenshot)).Methods(http.MethodGet)
+	r.Handle("/devices/{deviceId}/snapshot", s.fleetRoute(s.getUISnapshot)).Methods(http.MethodGet)
+	r.Handle("/devices/{deviceId}/lease", s.fleetRoute(s.acquireLease)).Methods(http.MethodPost)
+	r.Handle("/devices/{deviceId}/lease", s.fleetRoute(s.renewLease)).Methods(http.MethodPatch)
+	r.Handle("/devices/{deviceId}/lease", s.fleetRoute(s.releaseLease)).Methods(http.MethodDelete)
+	r.Handle("/devices/{deviceId}/actions", s.fleetRoute(s.performAction)).Methods(http.MethodPost)
+	r.Handle("/leases", s.fleetRoute(s.listLeases)).Methods(http.MethodGet)
+	r.Handle("/frames/{frameId}", s.fleetRoute(s.getFrame)).Methods(http.MethodGet)
+	r.Handle("/receipts", s.fleetRoute(s.listReceipts)).Methods(http.MethodGet)
+	r.Handle("/receipts/{idempotencyKey}", s.fleetRoute(s.getReceipt)).Methods(http.MethodGet)
+	r.Handle("/receipts/{idempotencyKey}/reviewed", s.fleetRoute(s.reviewReceipt)).Methods(http.MethodPost)
+}
+
+// fleetHandler is a fleet route's handler: it gets the fleet and the
+// caller's authorization context; the fleet enforces scopes and tenancy.
+type fleetHandler func(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error
+
+// fleetRoute answers service_unavailable while the fleet is not wired.
+func (s *Server) fleetRoute(h fleetHandler) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		f := s.deps.Fleet.Fleet
+		if f == nil {
+			return domain.Errorf(domain.CodeServiceUnavailable, "the device fleet is not served by this deployment")
+		}
+		return h(w, r, f, authOf(r))
+	}
+}
+
+// devicePage is the answer of GET /v1/devices.
+type devicePage struct {
+	Devices   []projections.DeviceView `json:"devices"`
+	NextAfter string                   `json:"nextAfter,omitempty"`
+}
+
+func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
+	q := r.URL.Query()
+	dq := commands.DeviceQuery{Status: q.Get("status"), Backend: q.Get("backend"), After: q.Get("after")}
+	var err error
+	if dq.Limit, err = intParam(q.Get("limit"), "limit"); err != nil {
+		return err
+	}
+	if v := q.Get("leased"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return domain.Errorf(domain.CodeInvalidArgument, "leased must be true or false")
+		}
+		dq.Leased = &b
+	}
+	page, err := f.ListDevices(r.Context(), a, dq)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, devicePage{Devices: page.Devices, NextAfter: page.NextAfter})
+}
+
+func (s *Server) getDevice(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
+	d, err := f.GetDevice(r.Context(), a, mux.Vars(r)["deviceId"])
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, d)
+}
+
+// renameRequest is the body of PATCH /v1/devices/{deviceId}.
+type renameRequest struct {
+	Name *string `json:"name"`
+}
+
+func (s *Server) renameDevice(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
+	var body renameRequest
+	if err := decodeJSON(r, &body); err != nil {
+		return err
+	}
+	if body.Name == nil {
+		return domain.Errorf(domain.CodeInvalidArgument, "name is required")
+	}
+	d, err := f.RenameDevice().Handle(r.Context(), commands.RenameDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"], Name: *body.Name})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Server) getDriving(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
+	d, err := f.Driving(r.Context(), a, mux.Vars(r)["deviceId"])
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, d)
+}
+
+// leaseBody carries a lease id where a route takes one in its body.
+type leaseBody struct {
+	LeaseID    string `json:"leaseId"`
+	TTLSeconds int    `json:"ttlSeconds"`
+}
+
+func (s *Server) powerDevice(wake bool) fleetHandler {
+	return func(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
+		var body leaseBody
+		if _, err := decodeOptionalJSON(r, &body); err != nil {
+			return err
+		}
+		d, err := f.PowerDevice().Handle(r.Context(), commands.PowerDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"], Wake: wake,
+			LeaseID: body.LeaseID})
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusOK, d)
+	}
+}
+
+// intParam reads an optional integer query parameter (0 when absent).
+func intParam(v, name string) (int, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, domain.Errorf(domain.CodeInvalidArgument, "%s must be an integer", name)
+	}
+	return n, nil
+}
+
+// cursorTime formats a receipt cursor: RFC 3339 in UTC with exactly
+// microseconds, the precision the store keeps, so it round-trips exactly.
+func cursorTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z07:00") }

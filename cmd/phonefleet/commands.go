@@ -88,6 +88,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return withDB(ctx, "events tail", rest[1:], extra, func(ctx context.Context, _ *flag.FlagSet, db *app.DB, logger *slog.Logger) error {
 			return eventsTail(ctx, db, logger, from, follow, asJSON, out)
 		})
+	case "devices":
+		return devicesCmd(ctx, rest, out)
+	case "receipts":
+		return receiptsCmd(ctx, rest, out)
 	case "version":
 		fmt.Fprintln(out, "phonefleet", app.Version)
 		return nil

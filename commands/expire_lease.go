@@ -1,0 +1,33 @@
+package commands
+
+import (
+	"context"
+
+	"phonefleet/domain"
+)
+
+// ExpireLease records the expiry of a device's lease that has run out (the
+// lease expiry worker sends it).
+type ExpireLease struct {
+	DeviceID string
+}
+
+// ExpireLeaseHandler handles ExpireLease.
+type ExpireLeaseHandler struct{ f *Fleet }
+
+// ExpireLease returns the handler of ExpireLease.
+func (f *Fleet) ExpireLease() ExpireLeaseHandler { return ExpireLeaseHandler{f} }
+
+// Handle appends lease.expired if the device's lease has run out by now,
+// and reports whether it did. A lease renewed, released or replaced in the
+// meantime is left alone.
+func (h ExpireLeaseHandler) Handle(ctx context.Context, cmd ExpireLease) (bool, error) {
+	now := h.f.now()
+	_, a, err := h.f.repo.update(ctx, cmd.DeviceID, fleetMeta(fleetSystemActor, ""), func(d *domain.Device) ([]domain.Event, error) {
+		if !d.Registered() {
+			return nil, nil
+		}
+		return d.ExpireLease(now), nil
+	})
+	return a.LastPosition > 0, err
+}

@@ -1,0 +1,280 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+	"phonefleet/projections"
+)
+
+// The fleet's reads. They answer from the read models (projections), which
+// the commands above wait for before answering, so a caller reads its own
+// writes.
+
+// DeviceQuery filters GET /v1/devices.
+type DeviceQuery struct {
+	// Status is online or asleep ("" = any).
+	Status string
+	// Backend is a backend kind ("" = any).
+	Backend string
+	// Leased keeps devices (not) leased now; nil = any.
+	Leased *bool
+	// After is the cursor from the previous page (nextAfter).
+	After string
+	// Limit is 1 to 200; 0 means 50, more is clamped to 200.
+	Limit int
+}
+
+// DevicePage is one page of devices; NextAfter is "" on the last.
+type DevicePage struct {
+	Devices   []projections.DeviceView
+	NextAfter string
+}
+
+// ListDevices lists the devices the credential can see (devices:read).
+// Errors: permission_denied, invalid_argument.
+func (f *Fleet) ListDevices(ctx context.Context, auth domain.Auth, q DeviceQuery) (DevicePage, error) {
+	if err := auth.Require(domain.ScopeDevicesRead); err != nil {
+		return DevicePage{}, err
+	}
+	if q.Status != "" && q.Status != domain.DeviceOnline && q.Status != domain.DeviceAsleep {
+		return DevicePage{}, domain.Errorf(domain.CodeInvalidArgument, "status must be online or asleep")
+	}
+	if q.Backend != "" && !slices.Contains(domain.BackendKinds, q.Backend) {
+		return DevicePage{}, domain.Errorf(domain.CodeInvalidArgument, "backend must be sim, adb or robot")
+	}
+	if q.Limit < 0 {
+		return DevicePage{}, domain.Errorf(domain.CodeInvalidArgument, "limit must be at least 1")
+	}
+	devs, next, err := projections.ListDevices(ctx, f.pool, projections.DeviceFilter{OrgID: auth.OrgID, Devices: auth.Devices,
+		Status: q.Status, Backend: q.Backend, Leased: q.Leased, After: q.After, Limit: q.Limit, Now: f.now()})
+	return DevicePage{Devices: devs, NextAfter: next}, err
+}
+
+// GetDevice reads one device (devices:read). A device of another
+// organisation or outside the credential's subset answers not_found, as
+// an unknown one does.
+func (f *Fleet) GetDevice(ctx context.Context, auth domain.Auth, deviceID string) (projections.DeviceView, error) {
+	if err := auth.Require(domain.ScopeDevicesRead); err != nil {
+		return projections.DeviceView{}, err
+	}
+	if !auth.CanSeeDevice(deviceID) {
+		return projections.DeviceView{}, deviceNotFound(deviceID)
+	}
+	d, err := projections.GetDevice(ctx, f.pool, auth.OrgID, deviceID, f.now())
+	if errors.Is(err, projections.ErrNoRow) {
+		return d, deviceNotFound(deviceID)
+	}
+	return d, err
+}
+
+func deviceNotFound(deviceID string) error {
+	return domain.Errorf(domain.CodeNotFound, "no device %s", deviceID)
+}
+
+// Driving says who holds a device now.
+type Driving struct {
+	DeviceID string                       `json:"deviceId"`
+	Driving  bool                         `json:"driving"`
+	Lease    *projections.DeviceLeaseView `json:"lease,omitempty"`
+}
+
+// Driving answers who is driving a device (devices:read): the holder of
+// its lease in force and until when, or nobody.
+func (f *Fleet) Driving(ctx context.Context, auth domain.Auth, deviceID string) (Driving, error) {
+	d, err := f.GetDevice(ctx, auth, deviceID)
+	if err != nil {
+		return Driving{}, err
+	}
+	return Driving{DeviceID: d.DeviceID, Driving: d.Leased, Lease: d.Lease}, nil
+}
+
+// LeaseQuery filters GET /v1/leases.
+type LeaseQuery struct {
+	DeviceID string
+	After    string
+	Limit    int
+}
+
+// LeasePage is one page of leases in force; NextAfter is "" on the last.
+type LeasePage struct {
+	Leases    []projections.LeaseView
+	NextAfter string
+}
+
+// ListLeases lists the organisation's leases in force (devices:read),
+// within the credential's device subset.
+func (f *Fleet) ListLeases(ctx context.Context, auth domain.Auth, q LeaseQuery) (LeasePage, error) {
+	if err := auth.Require(domain.ScopeDevicesRead); err != nil {
+		return LeasePage{}, err
+	}
+	if q.Limit < 0 {
+		return LeasePage{}, domain.Errorf(domain.CodeInvalidArgument, "limit must be at least 1")
+	}
+	ls, next, err := projections.ListLeases(ctx, f.pool, projections.LeaseFilter{OrgID: auth.OrgID, Devices: auth.Devices,
+		DeviceID: q.DeviceID, After: q.After, Limit: q.Limit, Now: f.now()})
+	return LeasePage{Leases: ls, NextAfter: next}, err
+}
+
+// ReceiptQuery is GET /v1/receipts's query (spec 4.3), as sent.
+type ReceiptQuery struct {
+	DeviceID      string
+	AgentRunID    *string
+	Status        string
+	ActorUserID   *string
+	ActorAPIKeyID *string
+	// Limit nil means 50; values above 200 are clamped; below 1 refused.
+	Limit *int
+	// Before and BeforeKey are the cursor (nextBefore, nextBeforeKey),
+	// passed back unchanged.
+	Before    string
+	BeforeKey string
+}
+
+// ReceiptPage is one page of receipts, newest first; NextBefore is zero on
+// the last page.
+type ReceiptPage = projections.ReceiptPage
+
+// ListReceipts reads the receipt feed (devices:read; not open to OAuth
+// apps). Both actor filters at once, an empty agentRunId or actor filter,
+// an unknown status, a limit below 1 or an unreadable before answer
+// invalid_argument.
+func (f *Fleet) ListReceipts(ctx context.Context, auth domain.Auth, q ReceiptQuery) (ReceiptPage, error) {
+	if err := auth.Require(domain.ScopeDevicesRead); err != nil {
+		return ReceiptPage{}, err
+	}
+	if auth.Kind == domain.PrincipalApp {
+		return ReceiptPage{}, domain.Errorf(domain.CodePermissionDenied, "the receipt feed is not open to OAuth apps; read a receipt by its idempotency key instead")
+	}
+	if q.ActorUserID != nil && q.ActorAPIKeyID != nil {
+		return ReceiptPage{}, domain.Errorf(domain.CodeInvalidArgument, "actorUserId and actorApiKeyId are mutually exclusive; send one")
+	}
+	filter := projections.ReceiptFilter{OrgID: auth.OrgID, Devices: auth.Devices, DeviceID: q.DeviceID, BeforeKey: q.BeforeKey}
+	for name, p := range map[string]*string{"agentRunId": q.AgentRunID, "actorUserId": q.ActorUserID, "actorApiKeyId": q.ActorAPIKeyID} {
+		if p != nil && *p == "" {
+			return ReceiptPage{}, domain.Errorf(domain.CodeInvalidArgument, "%s must not be empty", name)
+		}
+	}
+	deref := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	filter.AgentRunID, filter.ActorUserID, filter.ActorAPIKeyID = deref(q.AgentRunID), deref(q.ActorUserID), deref(q.ActorAPIKeyID)
+	if q.Status != "" && !slices.Contains(domain.ReceiptStates, q.Status) {
+		return ReceiptPage{}, domain.Errorf(domain.CodeInvalidArgument, "status must be pending, committed or failed")
+	}
+	filter.Status = q.Status
+	if q.Limit != nil {
+		if *q.Limit < 1 {
+			return ReceiptPage{}, domain.Errorf(domain.CodeInvalidArgument, "limit must be at least 1")
+		}
+		filter.Limit = *q.Limit
+	}
+	if q.Before != "" {
+		t, err := time.Parse(time.RFC3339Nano, q.Before)
+		if err != nil {
+			return ReceiptPage{}, domain.Errorf(domain.CodeInvalidArgument, "before must be an RFC 3339 date-time, as nextBefore gives it")
+		}
+		filter.Before = t
+	} else if q.BeforeKey != "" {
+		return ReceiptPage{}, domain.Errorf(domain.CodeInvalidArgument, "beforeKey needs before")
+	}
+	return projections.ListReceipts(ctx, f.pool, filter)
+}
+
+// GetReceipt reads one receipt by its idempotency key (devices:read).
+// receipt_not_found when none under the key belongs to the organisation
+// (or is visible to the credential: another device subset, or for an
+// OAuth app another person's).
+//
+// Actions answer from the command side without waiting for the receipts
+// read model; this read gives read-your-writes instead: when the
+// idempotency record shows an outcome (or a request) the read model does
+// not show yet, it waits for the read model to catch up first.
+func (f *Fleet) GetReceipt(ctx context.Context, auth domain.Auth, key string) (domain.Receipt, error) {
+	if err := auth.Require(domain.ScopeDevicesRead); err != nil {
+		return domain.Receipt{}, err
+	}
+	r, err := projections.GetReceipt(ctx, f.pool, auth.OrgID, key)
+	if err != nil && !errors.Is(err, projections.ErrNoRow) {
+		return r, err
+	}
+	if behind, berr := f.receiptBehind(ctx, auth.OrgID, key, r, err == nil); berr != nil {
+		return r, berr
+	} else if behind {
+		if werr := f.waitForHead(ctx, "receipts"); werr != nil {
+			return r, werr
+		}
+		r, err = projections.GetReceipt(ctx, f.pool, auth.OrgID, key)
+	}
+	if errors.Is(err, projections.ErrNoRow) || err == nil && !receiptVisible(auth, r) {
+		return domain.Receipt{}, receiptNotFound(key)
+	}
+	return r, err
+}
+
+// receiptBehind reports whether the command side records more of the
+// action under key than the read model's row r (found says whether there
+// is one) shows.
+func (f *Fleet) receiptBehind(ctx context.Context, orgID, key string, r domain.Receipt, found bool) (bool, error) {
+	var state string
+	err := f.pool.QueryRow(ctx, `SELECT state FROM action_idempotency WHERE org_id = $1 AND idempotency_key = $2`, orgID, key).Scan(&state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case !found:
+		return true, nil
+	case state == "committed":
+		return r.State != domain.ReceiptCommitted, nil
+	case state == "failed":
+		return r.State != domain.ReceiptFailed, nil
+	case state == "unknown":
+		return !r.OutcomeUnknown, nil
+	}
+	return false, nil
+}
+
+// waitForHead waits until the named read model has applied every event
+// committed so far.
+func (f *Fleet) waitForHead(ctx context.Context, name string) error {
+	var a eventstore.Appended
+	var txid int64
+	err := f.pool.QueryRow(ctx, `SELECT transaction_id::text::bigint, position FROM events
+		ORDER BY transaction_id DESC, position DESC LIMIT 1`).Scan(&txid, &a.LastPosition)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	a.TransactionID = uint64(txid)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return f.waitFor(ctx, a, name)
+}
+
+func receiptVisible(auth domain.Auth, r domain.Receipt) bool {
+	if !auth.CanSeeDevice(r.DeviceID) {
+		return false
+	}
+	if auth.Kind == domain.PrincipalApp {
+		return r.Actor.UserID != "" && r.Actor.UserID == auth.UserID
+	}
+	return true
+}
+
+func receiptNotFound(key string) error {
+	return domain.Errorf(domain.CodeReceiptNotFound, "no receipt under idempotencyKey %q", key)
+}

@@ -1,0 +1,216 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"phonefleet/domain"
+)
+
+// frameRow is one frame as stored in table frames.
+type frameRow struct {
+	ID         string
+	OrgID      string
+	DeviceID   string
+	Backend    string
+	ScreenHash string
+	Width      int
+	Height     int
+	CapturedAt time.Time
+	ExpiresAt  time.Time
+	PNG        []byte
+	Snapshot   json.RawMessage
+	Replay     []byte
+	// stored marks a row that is already in the table (reused as the
+	// before frame of a later action).
+	stored bool
+}
+
+func (r frameRow) ref() *domain.FrameRef {
+	return &domain.FrameRef{FrameID: r.ID, ScreenHash: r.ScreenHash, CapturedAt: r.CapturedAt}
+}
+
+// frameMeta is what resolving an observedFrame needs.
+type frameMeta struct {
+	OrgID      string
+	DeviceID   string
+	ScreenHash string
+	ExpiresAt  time.Time
+}
+
+// recentFramesCap bounds the in-memory index of frames this process stored.
+const recentFramesCap = 20000
+
+// frameStore writes and reads table frames, and remembers the frames this
+// process stored recently so that an action's observedFrame is usually
+// resolved without a query.
+type frameStore struct {
+	pool *pgxpool.Pool
+
+	mu     sync.Mutex
+	recent map[string]frameMeta
+	ring   []string
+	next   int
+}
+
+func newFrameStore(pool *pgxpool.Pool) *frameStore {
+	return &frameStore{pool: pool, recent: map[string]frameMeta{}, ring: make([]string, recentFramesCap)}
+}
+
+const insertFrameSQL = `INSERT INTO frames (frame_id, org_id, device_id, backend, screen_hash, width, height, captured_at, expires_at,
+	png, snapshot, replay) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+
+// queue adds the insert of row to batch b.
+func (s *frameStore) queue(b *pgx.Batch, row frameRow) {
+	var snap any
+	if row.Snapshot != nil {
+		snap = string(row.Snapshot)
+	}
+	b.Queue(insertFrameSQL, row.ID, row.OrgID, row.DeviceID, row.Backend, row.ScreenHash, row.Width, row.Height,
+		row.CapturedAt, row.ExpiresAt, row.PNG, snap, row.Replay)
+}
+
+// remember indexes rows after their transaction committed.
+func (s *frameStore) remember(rows ...frameRow) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range rows {
+		if old := s.ring[s.next]; old != "" {
+			delete(s.recent, old)
+		}
+		s.ring[s.next] = r.ID
+		s.next = (s.next + 1) % len(s.ring)
+		s.recent[r.ID] = frameMeta{OrgID: r.OrgID, DeviceID: r.DeviceID, ScreenHash: r.ScreenHash, ExpiresAt: r.ExpiresAt}
+	}
+}
+
+// lookup resolves a frame id of the organisation that is still readable
+// at now; ok is false for a frame that is absent, another organisation's
+// or past retention (one answer for the three).
+func (s *frameStore) lookup(ctx context.Context, orgID, frameID string, now time.Time) (frameMeta, bool, error) {
+	s.mu.Lock()
+	m, ok := s.recent[frameID]
+	s.mu.Unlock()
+	if !ok {
+		err := s.pool.QueryRow(ctx, `SELECT org_id, device_id, screen_hash, expires_at FROM frames WHERE frame_id = $1`, frameID).
+			Scan(&m.OrgID, &m.DeviceID, &m.ScreenHash, &m.ExpiresAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return m, false, nil
+		}
+		if err != nil {
+			return m, false, err
+		}
+	}
+	if m.OrgID != orgID || !now.Before(m.ExpiresAt) {
+		return frameMeta{}, false, nil
+	}
+	return m, true, nil
+}
+
+// frameNotFound is the one answer for a frame that is absent, another
+// organisation's or past retention.
+func frameNotFound(frameID string) error {
+	return domain.Errorf(domain.CodeFrameNotFound, "no frame %s is readable", frameID).With("frameId", frameID)
+}
+
+// Frame is a stored frame as read back: what a device showed at one
+// moment.
+type Frame struct {
+	FrameID    string    `json:"frameId"`
+	DeviceID   string    `json:"deviceId"`
+	ScreenHash string    `json:"screenHash"`
+	Width      int       `json:"width"`
+	Height     int       `json:"height"`
+	CapturedAt time.Time `json:"capturedAt"`
+	ExpiresAt  time.Time `json:"expiresAt"`
+	// PNG is the screenshot (when asked for); it is not rendered in JSON
+	// except as the base64 image of the JSON forms.
+	PNG []byte `json:"-"`
+	// Snapshot is the UI element tree (domain.UIElement) as JSON.
+	Snapshot json.RawMessage `json:"snapshot,omitempty"`
+}
+
+// FrameOptions says which parts of a frame a read wants.
+type FrameOptions struct {
+	Image    bool
+	Snapshot bool
+	// MaxWidth, when positive, shrinks the PNG to at most that width.
+	MaxWidth int
+}
+
+// GetFrame reads a frame (GET /v1/frames/{frameId}); it needs devices:read.
+// A frame of another organisation, outside the credential's device subset,
+// never stored or past retention answers frame_not_found alike. A sim
+// frame whose PNG or snapshot was not drawn when it was captured is drawn
+// now, from the phone state it was taken in, and kept.
+func (f *Fleet) GetFrame(ctx context.Context, auth domain.Auth, frameID string, opts FrameOptions) (Frame, error) {
+	if err := auth.Require(domain.ScopeDevicesRead); err != nil {
+		return Frame{}, err
+	}
+	if !domain.HasPrefix(frameID, domain.PrefixFrame) {
+		return Frame{}, frameNotFound(frameID)
+	}
+	var fr Frame
+	var backend string
+	var png, replay []byte
+	var snap *string
+	err := f.pool.QueryRow(ctx, `SELECT device_id, backend, screen_hash, width, height, captured_at, expires_at,
+			CASE WHEN $3 THEN png END, CASE WHEN $4 THEN snapshot::text END,
+			CASE WHEN $6 OR ($3 AND png IS NULL) OR ($4 AND snapshot IS NULL) THEN replay END
+		FROM frames WHERE frame_id = $1 AND org_id = $2 AND expires_at > $5`,
+		frameID, auth.OrgID, opts.Image && opts.MaxWidth <= 0, opts.Snapshot, f.now(), opts.Image && opts.MaxWidth > 0).
+		Scan(&fr.DeviceID, &backend, &fr.ScreenHash, &fr.Width, &fr.Height, &fr.CapturedAt, &fr.ExpiresAt, &png, &snap, &replay)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && !auth.CanSeeDevice(fr.DeviceID) {
+		return Frame{}, frameNotFound(frameID)
+	}
+	if err != nil {
+		return Frame{}, err
+	}
+	fr.FrameID, fr.PNG = frameID, png
+	if snap != nil {
+		fr.Snapshot = json.RawMessage(*snap)
+	}
+	needImage := opts.Image && (fr.PNG == nil || opts.MaxWidth > 0)
+	needSnap := opts.Snapshot && fr.Snapshot == nil
+	if !needImage && !needSnap {
+		return fr, nil
+	}
+	r, ok := f.cfg.Backends.Renderer(backend)
+	if !ok || replay == nil {
+		// A backend that cannot redraw stored what it captured; what it
+		// did not capture does not exist.
+		return Frame{}, domain.Errorf(domain.CodeFrameNotFound, "frame %s holds no such picture", frameID).With("frameId", frameID)
+	}
+	obs, err := r.RenderFrame(ctx, replay, domain.ObserveOptions{Image: needImage, MaxWidth: opts.MaxWidth, Snapshot: needSnap})
+	if err != nil {
+		return Frame{}, err
+	}
+	if needImage {
+		fr.PNG = obs.PNG
+	}
+	if needSnap {
+		fr.Snapshot = obs.Snapshot
+	}
+	// Keep what was drawn at full size, so the next read is a plain read.
+	var keepPNG []byte
+	if needImage && opts.MaxWidth <= 0 {
+		keepPNG = obs.PNG
+	}
+	var keepSnap any
+	if needSnap {
+		keepSnap = string(obs.Snapshot)
+	}
+	if keepPNG != nil || keepSnap != nil {
+		if _, err := f.pool.Exec(ctx, `UPDATE frames SET png = coalesce(png, $2), snapshot = coalesce(snapshot, $3::json) WHERE frame_id = $1`,
+			frameID, keepPNG, keepSnap); err != nil {
+			return Frame{}, err
+		}
+	}
+	return fr, nil
+}

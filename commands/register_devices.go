@@ -1,0 +1,133 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+	"phonefleet/internal/backends"
+)
+
+// RegisterDevices adds Count devices of one backend kind to an
+// organisation's fleet (the operator command `phonefleet devices add`,
+// and a local deployment's first start).
+type RegisterDevices struct {
+	OrgID   string
+	Backend string
+	Count   int
+	// Model is the sim model (empty = the default); other kinds record it.
+	Model string
+	// NamePrefix names the devices NamePrefix-1, NamePrefix-2, …; empty
+	// means the backend kind.
+	NamePrefix string
+	// SeedMarker, when set, also appends FleetSeeded to this stream in the
+	// same transaction, and the command does nothing if the stream exists:
+	// a local deployment registers its starting phones exactly once.
+	SeedMarker string
+	Actor      domain.Actor
+}
+
+// MaxRegisterCount bounds one registration.
+const MaxRegisterCount = 1000
+
+// RegisterDevicesHandler handles RegisterDevices.
+type RegisterDevicesHandler struct{ f *Fleet }
+
+// RegisterDevices returns the handler of RegisterDevices.
+func (f *Fleet) RegisterDevices() RegisterDevicesHandler { return RegisterDevicesHandler{f} }
+
+// Handle registers the devices in one transaction, each as a
+// device.registered event on its own new stream; a sim phone's starting
+// state is saved beside it. It returns the new device ids (none when
+// SeedMarker says it was done before).
+func (h RegisterDevicesHandler) Handle(ctx context.Context, cmd RegisterDevices) ([]string, error) {
+	if cmd.OrgID == "" {
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "an organisation is required")
+	}
+	if !slices.Contains(domain.BackendKinds, cmd.Backend) {
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "backend must be one of %s", strings.Join(domain.BackendKinds, ", "))
+	}
+	if cmd.Count < 0 || cmd.Count > MaxRegisterCount {
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "count must be between 0 and %d", MaxRegisterCount)
+	}
+	prefix := cmd.NamePrefix
+	if prefix == "" {
+		prefix = cmd.Backend
+	}
+	now := h.f.now()
+	m := fleetMeta(cmd.Actor, "")
+	ids := make([]string, 0, cmd.Count)
+	err := h.f.store.InTx(ctx, func(tx pgx.Tx) error {
+		if cmd.SeedMarker != "" {
+			var exists bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE stream_id = $1)`, cmd.SeedMarker).Scan(&exists); err != nil || exists {
+				return err
+			}
+		}
+		for i := 0; i < cmd.Count; i++ {
+			id := domain.NewID(domain.PrefixDevice)
+			reg := domain.DeviceRegistered{DeviceID: id, OrgID: cmd.OrgID, Name: fmt.Sprintf("%s-%d", prefix, i+1),
+				Backend: cmd.Backend, Model: cmd.Model, RegisteredAt: now}
+			if cmd.Backend == domain.BackendSim {
+				reg.Serial = simSerialFor(id)
+				state, model, err := backends.NewSimState(cmd.Model, reg.Serial)
+				if err != nil {
+					return err
+				}
+				reg.Model, reg.Width, reg.Height = model.Name, model.Width, model.Height
+				if _, err := tx.Exec(ctx, `INSERT INTO device_states (device_id, org_id, backend, model, state, updated_at)
+					VALUES ($1, $2, $3, $4, $5, $6)`, id, cmd.OrgID, cmd.Backend, model.Name, state, now); err != nil {
+					return err
+				}
+			}
+			var d domain.Device
+			evs, err := d.Register(reg)
+			if err != nil {
+				return err
+			}
+			news, err := fleetEncode(cmd.OrgID, m, evs...)
+			if err != nil {
+				return err
+			}
+			if _, err := h.f.store.AppendTx(ctx, tx, domain.DeviceStream(id), eventstore.NoStream, news...); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		if cmd.SeedMarker != "" {
+			news, err := fleetEncode(cmd.OrgID, m, domain.FleetSeeded{OrgID: cmd.OrgID, DeviceIDs: ids})
+			if err != nil {
+				return err
+			}
+			if _, err := h.f.store.AppendTx(ctx, tx, cmd.SeedMarker, eventstore.NoStream, news...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, eventstore.ErrConflict) && cmd.SeedMarker != "" {
+		return nil, nil // a concurrent first start seeded the fleet
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// simSerialFor derives a readable serial from a device id.
+func simSerialFor(id string) string {
+	return "SIM-" + strings.ToUpper(id[len(id)-8:])
+}
+
+// SeedLocalFleet registers a local deployment's starting sim phones on its
+// first start (SERVICE_SIM_DEVICES) and never again.
+func (f *Fleet) SeedLocalFleet(ctx context.Context, orgID string, count int) ([]string, error) {
+	return f.RegisterDevices().Handle(ctx, RegisterDevices{OrgID: orgID, Backend: domain.BackendSim, Count: count,
+		NamePrefix: "sim", SeedMarker: domain.LocalFleetStream(orgID), Actor: fleetSystemActor})
+}

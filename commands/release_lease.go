@@ -1,0 +1,40 @@
+package commands
+
+import (
+	"context"
+
+	"phonefleet/domain"
+)
+
+// ReleaseLease gives a device back (DELETE /v1/devices/{deviceId}/lease).
+type ReleaseLease struct {
+	Auth     domain.Auth
+	DeviceID string
+	LeaseID  string
+}
+
+// ReleaseLeaseHandler handles ReleaseLease.
+type ReleaseLeaseHandler struct{ f *Fleet }
+
+// ReleaseLease returns the handler of ReleaseLease.
+func (f *Fleet) ReleaseLease() ReleaseLeaseHandler { return ReleaseLeaseHandler{f} }
+
+// Handle ends the caller's lease now. It needs devices:lease. Errors:
+// lease_required, lease_mismatch, device_unavailable (not_found).
+func (h ReleaseLeaseHandler) Handle(ctx context.Context, cmd ReleaseLease) error {
+	if err := cmd.Auth.Require(domain.ScopeDevicesLease); err != nil {
+		return err
+	}
+	if _, err := h.f.visibleDevice(ctx, cmd.Auth, cmd.DeviceID); err != nil {
+		return err
+	}
+	actor := domain.ActorOf(cmd.Auth)
+	now := h.f.now()
+	_, a, err := h.f.repo.update(ctx, cmd.DeviceID, fleetMeta(actor, cmd.LeaseID), func(d *domain.Device) ([]domain.Event, error) {
+		return d.ReleaseLease(now, actor, cmd.LeaseID)
+	})
+	if err != nil {
+		return err
+	}
+	return h.f.waitFor(ctx, a, "devices", "leases")
+}

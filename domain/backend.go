@@ -1,0 +1,194 @@
+package domain
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Backend drives one device. Adapters (internal/backends) implement it for
+// each backend kind; the executor is its only caller for Act, Wake and Stop,
+// one call at a time per device, outside any database transaction. Observe
+// may be called concurrently with the others and must be safe for that.
+//
+// Every error an implementation returns is a *Error with one of the codes
+// named on the method, so callers never classify by message.
+type Backend interface {
+	// Capabilities says what the device can do. It never fails and does not
+	// touch the device.
+	Capabilities() Capabilities
+
+	// Observe looks at the screen now. It returns the screen hash always,
+	// and the PNG and UI snapshot when asked for (or Replay, from which a
+	// FrameRenderer draws them later). Errors: device_disconnected (the
+	// device dropped off its transport), backend_command_failed (the
+	// transport failed), capability_unsupported (screenshots or snapshots
+	// asked of a device that has none), invalid_argument (a bad MaxWidth).
+	Observe(ctx context.Context, opts ObserveOptions) (Observation, error)
+
+	// Act performs one action. A refused action changes nothing. Errors:
+	// invalid_argument (the device refused the arguments or, with a
+	// reason, the action in its current state: element_not_found,
+	// no_focused_field, app_not_installed, not_in_catalog),
+	// device_unavailable with reason asleep (the screen is off),
+	// capability_unsupported, device_disconnected (dropped before the
+	// action was dispatched: it did not happen), action_outcome_unknown
+	// (dispatched, no outcome came back: it may have happened),
+	// backend_command_failed.
+	Act(ctx context.Context, a Action) (ActionResult, error)
+
+	// Wake turns the screen on. Errors: capability_unsupported,
+	// device_disconnected, backend_command_failed.
+	Wake(ctx context.Context) error
+
+	// Stop puts the device to sleep (screen off). Errors:
+	// capability_unsupported, device_disconnected, backend_command_failed.
+	Stop(ctx context.Context) error
+}
+
+// StatefulBackend is a Backend whose whole device state can be saved, so
+// that it survives a restart of the service (the sim). The executor saves
+// it in the same transaction that records an action's outcome.
+type StatefulBackend interface {
+	Backend
+	// SaveState returns the device's state as opaque bytes.
+	SaveState() ([]byte, error)
+}
+
+// FrameRenderer draws a frame later from the Replay bytes an Observation
+// carried, so a backend that can re-render a past screen exactly (the sim)
+// need not encode a PNG for every action. Errors: internal_error when the
+// bytes are not a state this renderer wrote.
+type FrameRenderer interface {
+	RenderFrame(ctx context.Context, replay []byte, opts ObserveOptions) (Observation, error)
+}
+
+// Resolver finds the backend of a device: backend_resolution_failed when
+// the device names no valid kind, backend_not_implemented when the kind has
+// no adapter yet, device_unavailable (offline) when this instance does not
+// host it.
+type Resolver interface {
+	Resolve(ctx context.Context, d *Device) (Backend, error)
+}
+
+// ObserveOptions says what an observation should include.
+type ObserveOptions struct {
+	// Image asks for a PNG screenshot.
+	Image bool
+	// MaxWidth, when positive and smaller than the screen, shrinks the PNG
+	// to that width, keeping the aspect ratio.
+	MaxWidth int
+	// Snapshot asks for the UI element tree.
+	Snapshot bool
+	// Replay asks for replay bytes (from which FrameRenderer draws the PNG
+	// and snapshot later) where the backend supports it.
+	Replay bool
+}
+
+// Observation is what a device showed at one moment.
+type Observation struct {
+	// ScreenHash changes exactly when the picture does.
+	ScreenHash string
+	Width      int
+	Height     int
+	ScreenOn   bool
+	// PNG is the screenshot, when asked for.
+	PNG []byte
+	// Snapshot is the UI element tree as JSON (UIElement), when asked for.
+	Snapshot json.RawMessage
+	// Replay, when not nil, lets the backend's FrameRenderer draw PNG and
+	// Snapshot of this moment later.
+	Replay []byte
+}
+
+// ActionResult says what an action did, as the device reports it.
+type ActionResult struct {
+	// Description says in words what happened, e.g. "turned Wi-Fi off".
+	Description string `json:"description"`
+	// Target is the element that received the input, if any.
+	Target     string `json:"target,omitempty"`
+	TargetID   string `json:"targetId,omitempty"`
+	TargetText string `json:"targetText,omitempty"`
+	// Changed reports whether the device's lasting state changed.
+	Changed bool `json:"changed"`
+	// Foreground is the package in front after the action.
+	Foreground string `json:"foreground,omitempty"`
+	// ScreenHash is the screen after the action.
+	ScreenHash string `json:"screenHash,omitempty"`
+	// ScreenOn reports whether the screen is on after the action (a POWER
+	// key turns it off).
+	ScreenOn bool `json:"screenOn"`
+}
+
+// FrameRef names a stored frame and what it showed.
+type FrameRef struct {
+	FrameID    string    `json:"frameId"`
+	ScreenHash string    `json:"screenHash"`
+	CapturedAt time.Time `json:"capturedAt"`
+}
+
+// Capabilities says what a device's backend can do.
+type Capabilities struct {
+	Actions    []ActionType `json:"actions"`
+	Screenshot bool         `json:"screenshot"`
+	UISnapshot bool         `json:"uiSnapshot"`
+	Wake       bool         `json:"wake"`
+	Stop       bool         `json:"stop"`
+	// Width and Height bound coordinates, when known (0 = unchecked).
+	Width  int `json:"width,omitempty"`
+	Height int `json:"height,omitempty"`
+	// Keys lists the key names the key action accepts (empty = any).
+	Keys []string `json:"keys,omitempty"`
+}
+
+// Check refuses, before anything is recorded, an action the backend cannot
+// do at all (capability_unsupported, naming the capability) or whose
+// coordinates or key it cannot accept (invalid_argument).
+func (c Capabilities) Check(a Action) error {
+	if !slices.Contains(c.Actions, a.Type) {
+		return Errorf(CodeCapabilityUnsupported, "this device cannot %s", strings.ReplaceAll(string(a.Type), "_", " ")).
+			With("capability", string(a.Type))
+	}
+	inside := func(x, y int) bool { return c.Width == 0 || x < c.Width && y < c.Height }
+	switch a.Type {
+	case ActionTap, ActionDoubleTap, ActionLongPress:
+		if a.Ref == "" && !inside(a.X, a.Y) {
+			return Errorf(CodeInvalidArgument, "(%d, %d) is outside the %d×%d screen", a.X, a.Y, c.Width, c.Height)
+		}
+	case ActionSwipe:
+		if !inside(a.X1, a.Y1) || !inside(a.X2, a.Y2) {
+			return Errorf(CodeInvalidArgument, "the swipe leaves the %d×%d screen", c.Width, c.Height)
+		}
+	case ActionKey:
+		k := strings.TrimPrefix(a.Key, "KEYCODE_")
+		if len(c.Keys) > 0 && !slices.Contains(c.Keys, k) {
+			return Errorf(CodeInvalidArgument, "unknown key %q; keys: %s", a.Key, strings.Join(c.Keys, ", "))
+		}
+	}
+	return nil
+}
+
+// UIElement is one node of a UI snapshot, the accessibility-style element
+// tree whose bounds match the screenshot. Observation.Snapshot holds a
+// root UIElement as JSON.
+type UIElement struct {
+	Ref           string      `json:"ref"`
+	Class         string      `json:"class"`
+	Package       string      `json:"package,omitempty"`
+	ResourceID    string      `json:"resourceId,omitempty"`
+	Text          string      `json:"text,omitempty"`
+	Hint          string      `json:"hint,omitempty"`
+	ContentDesc   string      `json:"contentDesc,omitempty"`
+	Bounds        [4]int      `json:"bounds"`
+	Clickable     bool        `json:"clickable,omitempty"`
+	LongClickable bool        `json:"longClickable,omitempty"`
+	Focusable     bool        `json:"focusable,omitempty"`
+	Focused       bool        `json:"focused,omitempty"`
+	Enabled       bool        `json:"enabled"`
+	Checkable     bool        `json:"checkable,omitempty"`
+	Checked       bool        `json:"checked,omitempty"`
+	Scrollable    bool        `json:"scrollable,omitempty"`
+	Children      []UIElement `json:"children,omitempty"`
+}

@@ -1,0 +1,199 @@
+package domain
+
+import (
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Backend kinds a device row may name (ARCHITECTURE.md, "Devices").
+const (
+	BackendSim   = "sim"
+	BackendADB   = "adb"
+	BackendRobot = "robot"
+)
+
+// BackendKinds lists the kinds a device may be registered with.
+var BackendKinds = []string{BackendSim, BackendADB, BackendRobot}
+
+// Device statuses as the read model reports them.
+const (
+	DeviceOnline = "online"
+	DeviceAsleep = "asleep"
+)
+
+// Reasons carried by device_unavailable (spec 7.2).
+const (
+	ReasonNotFound      = "not_found"
+	ReasonOffline       = "offline"
+	ReasonAlreadyLeased = "already_leased"
+	ReasonAsleep        = "asleep"
+)
+
+// MaxDeviceNameRunes bounds a device's display name.
+const MaxDeviceNameRunes = 64
+
+// DeviceStream returns the stream holding a device's registration, power
+// state and leases. The fencing token is derived from it, so it only grows.
+func DeviceStream(deviceID string) string { return "device-" + deviceID }
+
+// LocalFleetStream is the stream of the FleetSeeded marker of a local
+// deployment's organisation.
+func LocalFleetStream(orgID string) string { return "fleet-seeded-" + orgID }
+
+// Device is the aggregate of one device's stream. Command methods check
+// the request against the current state and return the events to append;
+// Apply is the only place its state changes.
+type Device struct {
+	ID           string
+	OrgID        string
+	Name         string
+	Backend      string
+	Model        string
+	Serial       string
+	Width        int
+	Height       int
+	Asleep       bool
+	RegisteredAt time.Time
+	// Lease is the last lease acquired and neither released nor recorded
+	// as expired; it may already be past its expiry (see ActiveLease).
+	Lease *Lease
+	// FencingCounter is the highest fencing token issued for the device.
+	FencingCounter int64
+	// Version is the stream version of the last applied event.
+	Version int64
+}
+
+// Registered reports whether the device exists (its stream starts with
+// device.registered, which always names an organisation).
+func (d *Device) Registered() bool { return d.OrgID != "" }
+
+// Apply changes state by one recorded event at stream version version.
+// Events of other kinds are ignored.
+func (d *Device) Apply(e Event, version int64) {
+	d.Version = version
+	switch e := e.(type) {
+	case DeviceRegistered:
+		d.ID, d.OrgID, d.Name, d.Backend = e.DeviceID, e.OrgID, e.Name, e.Backend
+		d.Model, d.Serial, d.Width, d.Height = e.Model, e.Serial, e.Width, e.Height
+		d.RegisteredAt = e.RegisteredAt
+	case DeviceRenamed:
+		d.Name = e.Name
+	case DeviceWoken:
+		d.Asleep = false
+	case DeviceStopped:
+		d.Asleep = true
+	case LeaseAcquired:
+		d.Lease = &Lease{ID: e.LeaseID, DeviceID: e.DeviceID, FencingToken: e.FencingToken, Holder: e.Holder,
+			AcquiredAt: e.AcquiredAt, ExpiresAt: e.ExpiresAt}
+		d.FencingCounter = max(d.FencingCounter, e.FencingToken)
+	case LeaseRenewed:
+		if d.Lease != nil && d.Lease.ID == e.LeaseID {
+			d.Lease.ExpiresAt = e.ExpiresAt
+		}
+	case LeaseReleased:
+		if d.Lease != nil && d.Lease.ID == e.LeaseID {
+			d.Lease = nil
+		}
+	case LeaseExpired:
+		if d.Lease != nil && d.Lease.ID == e.LeaseID {
+			d.Lease = nil
+		}
+	}
+}
+
+// Status is online or asleep.
+func (d *Device) Status() string {
+	if d.Asleep {
+		return DeviceAsleep
+	}
+	return DeviceOnline
+}
+
+// ErrDeviceNotFound is the answer for a device that does not exist, belongs
+// to another organisation, or lies outside the credential's device subset:
+// the three are indistinguishable.
+func ErrDeviceNotFound(deviceID string) *Error {
+	return Errorf(CodeDeviceUnavailable, "no device %s is available to this credential", deviceID).
+		With("reason", ReasonNotFound).With("deviceId", deviceID)
+}
+
+// Register returns the event registering a new device. The caller appends
+// it to a stream that must not exist yet.
+func (d *Device) Register(e DeviceRegistered) ([]Event, error) {
+	if d.Registered() {
+		return nil, Errorf(CodeInvalidArgument, "device %s is already registered", e.DeviceID)
+	}
+	name, err := CheckDeviceName(e.Name)
+	if err != nil {
+		return nil, err
+	}
+	e.Name = name
+	if e.OrgID == "" {
+		return nil, Errorf(CodeInvalidArgument, "a device needs an organisation")
+	}
+	if strings.TrimSpace(e.Backend) == "" {
+		return nil, Errorf(CodeInvalidArgument, "a device needs a backend kind")
+	}
+	return []Event{e}, nil
+}
+
+// Rename returns the event giving the device a new display name.
+func (d *Device) Rename(name string) ([]Event, error) {
+	name, err := CheckDeviceName(name)
+	if err != nil {
+		return nil, err
+	}
+	if name == d.Name {
+		return nil, nil
+	}
+	return []Event{DeviceRenamed{DeviceID: d.ID, Name: name}}, nil
+}
+
+// CheckDeviceName trims name and refuses an empty or over-long one, or one
+// holding control characters, with invalid_argument.
+func CheckDeviceName(name string) (string, error) {
+	name = strings.TrimSpace(name)
+	switch {
+	case name == "":
+		return "", Errorf(CodeInvalidArgument, "name must not be empty")
+	case !utf8.ValidString(name):
+		return "", Errorf(CodeInvalidArgument, "name must be valid UTF-8")
+	case utf8.RuneCountInString(name) > MaxDeviceNameRunes:
+		return "", Errorf(CodeInvalidArgument, "name must be at most %d characters", MaxDeviceNameRunes)
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return "", Errorf(CodeInvalidArgument, "name must not hold control characters")
+		}
+	}
+	return name, nil
+}
+
+// CheckPower decides whether actor may wake or stop the device now: when
+// the device is leased, only its holder, presenting the lease, may.
+// It answers lease_required, lease_mismatch or device_unavailable
+// (already_leased).
+func (d *Device) CheckPower(now time.Time, actor Actor, leaseID string) error {
+	l := d.ActiveLease(now)
+	if l == nil {
+		return nil
+	}
+	if l.Holder != actor {
+		return Errorf(CodeDeviceUnavailable, "device %s is leased by someone else", d.ID).
+			With("reason", ReasonAlreadyLeased).With("deviceId", d.ID).WithRetryable(true)
+	}
+	_, err := d.CheckLease(now, actor, leaseID)
+	return err
+}
+
+// Wake returns the event recording that the screen was turned on.
+func (d *Device) Wake(now time.Time) []Event {
+	return []Event{DeviceWoken{DeviceID: d.ID, At: now}}
+}
+
+// Stop returns the event recording that the device was put to sleep.
+func (d *Device) Stop(now time.Time) []Event {
+	return []Event{DeviceStopped{DeviceID: d.ID, At: now}}
+}

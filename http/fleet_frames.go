@@ -1,0 +1,129 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"phonefleet/commands"
+	"phonefleet/domain"
+)
+
+// screenshotJSON is the JSON form of a screenshot: the frame it was stored
+// as, and the PNG in base64.
+type screenshotJSON struct {
+	FrameID    string    `json:"frameId"`
+	DeviceID   string    `json:"deviceId"`
+	ScreenHash string    `json:"screenHash"`
+	CapturedAt time.Time `json:"capturedAt"`
+	Width      int       `json:"width"`
+	Height     int       `json:"height"`
+	ScreenOn   bool      `json:"screenOn"`
+	MimeType   string    `json:"mimeType"`
+	Image      []byte    `json:"image"`
+}
+
+// uiSnapshotJSON is the answer of GET /v1/devices/{deviceId}/snapshot.
+type uiSnapshotJSON struct {
+	FrameID    string          `json:"frameId"`
+	DeviceID   string          `json:"deviceId"`
+	ScreenHash string          `json:"screenHash"`
+	CapturedAt time.Time       `json:"capturedAt"`
+	Width      int             `json:"width"`
+	Height     int             `json:"height"`
+	ScreenOn   bool            `json:"screenOn"`
+	Root       json.RawMessage `json:"root"`
+}
+
+// formatParam reads the format query parameter, one of allowed (the first
+// is the default).
+func formatParam(r *http.Request, allowed ...string) (string, error) {
+	v := r.URL.Query().Get("format")
+	if v == "" {
+		return allowed[0], nil
+	}
+	for _, a := range allowed {
+		if v == a {
+			return v, nil
+		}
+	}
+	return "", domain.Errorf(domain.CodeInvalidArgument, "format must be %s or %s", allowed[0], allowed[1])
+}
+
+func maxWidthParam(r *http.Request) (int, error) {
+	n, err := intParam(r.URL.Query().Get("maxWidth"), "maxWidth")
+	if err == nil && n < 0 {
+		err = domain.Errorf(domain.CodeInvalidArgument, "maxWidth must be positive")
+	}
+	return n, err
+}
+
+// writePNG answers a PNG with the frame it shows in Frame-Id.
+func writePNG(w http.ResponseWriter, frameID, screenHash string, png []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "image/png")
+	h.Set("Content-Length", strconv.Itoa(len(png)))
+	h.Set("Cache-Control", "no-store")
+	h.Set("Frame-Id", frameID)
+	h.Set("Screen-Hash", screenHash)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(png)
+}
+
+func (s *Server) getScreenshot(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
+	format, err := formatParam(r, "png", "json")
+	if err != nil {
+		return err
+	}
+	maxWidth, err := maxWidthParam(r)
+	if err != nil {
+		return err
+	}
+	obs, err := f.ObserveDevice().Handle(r.Context(), commands.ObserveDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
+		Image: true, MaxWidth: maxWidth, LeaseID: r.URL.Query().Get("leaseId")})
+	if err != nil {
+		return err
+	}
+	if format == "png" {
+		writePNG(w, obs.Frame.FrameID, obs.Frame.ScreenHash, obs.PNG)
+		return nil
+	}
+	return writeJSON(w, http.StatusOK, screenshotJSON{FrameID: obs.Frame.FrameID, DeviceID: obs.DeviceID,
+		ScreenHash: obs.Frame.ScreenHash, CapturedAt: obs.Frame.CapturedAt, Width: obs.Width, Height: obs.Height,
+		ScreenOn: obs.ScreenOn, MimeType: "image/png", Image: obs.PNG})
+}
+
+func (s *Server) getUISnapshot(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
+	obs, err := f.ObserveDevice().Handle(r.Context(), commands.ObserveDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
+		Snapshot: true, LeaseID: r.URL.Query().Get("leaseId")})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, uiSnapshotJSON{FrameID: obs.Frame.FrameID, DeviceID: obs.DeviceID,
+		ScreenHash: obs.Frame.ScreenHash, CapturedAt: obs.Frame.CapturedAt, Width: obs.Width, Height: obs.Height,
+		ScreenOn: obs.ScreenOn, Root: obs.Snapshot})
+}
+
+func (s *Server) getFrame(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
+	format, err := formatParam(r, "json", "png")
+	if err != nil {
+		return err
+	}
+	maxWidth, err := maxWidthParam(r)
+	if err != nil {
+		return err
+	}
+	fr, err := f.GetFrame(r.Context(), a, mux.Vars(r)["frameId"], commands.FrameOptions{Image: format == "png",
+		Snapshot: format == "json", MaxWidth: maxWidth})
+	if err != nil {
+		return err
+	}
+	if format == "png" {
+		writePNG(w, fr.FrameID, fr.ScreenHash, fr.PNG)
+		return nil
+	}
+	return writeJSON(w, http.StatusOK, fr)
+}

@@ -1,0 +1,151 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+	"phonefleet/internal/fleettest"
+)
+
+// seedReceipts records n requested actions, all at the same instant (so
+// their receipts share one timestamp to the microsecond), by two people and
+// two API keys, and waits for the receipts read model.
+func seedReceipts(t *testing.T, env *fleettest.Env, n int, at time.Time) map[string]domain.Actor {
+	t.Helper()
+	actors := []domain.Actor{{Kind: "user", ID: "user_ann"}, {Kind: "user", ID: "user_bob"},
+		{Kind: "api_key", ID: "key_one"}, {Kind: "api_key", ID: "key_two"}}
+	rng := rand.New(rand.NewPCG(1, 2))
+	byKey := map[string]domain.Actor{}
+	for i := 0; i < n; i++ {
+		// Keys in no particular order, some sharing long prefixes.
+		key := fmt.Sprintf("k-%03d-%08x", rng.IntN(50), rng.Uint32())
+		actor := actors[rng.IntN(len(actors))]
+		byKey[key] = actor
+		req := domain.ActionRequested{ActionID: domain.NewID(domain.PrefixAction), DeviceID: env.DeviceIDs[0], IdempotencyKey: key,
+			Action: domain.ActionTap, Arguments: []byte(`{"x":1,"y":1}`), Actor: actor, LeaseID: "lse_x", FencingToken: 1, RequestedAt: at}
+		name, version, data, err := domain.Events.Encode(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := env.Store.Append(context.Background(), domain.ActionStream(req.ActionID), eventstore.NoStream, eventstore.NewEvent{
+			Type: name, SchemaVersion: version, OrgID: env.OrgID, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.Settle(t)
+	return byKey
+}
+
+// TestReceiptsPageWithoutSkipOrRepeat pages through 1,000 receipts whose
+// timestamps are equal to the microsecond: every receipt appears once, in
+// (timestamp, key) order newest first, whatever the page size.
+func TestReceiptsPageWithoutSkipOrRepeat(t *testing.T) {
+	fs := newFleetServer(t, fleettest.Options{Devices: 1})
+	at := time.Date(2026, 3, 1, 12, 0, 0, 123456000, time.UTC)
+	byKey := seedReceipts(t, fs.env, 1000, at)
+	all := make([]string, 0, len(byKey))
+	for k := range byKey {
+		all = append(all, k)
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(all)))
+
+	type page struct {
+		Receipts []struct {
+			IdempotencyKey string            `json:"idempotencyKey"`
+			Timestamp      time.Time         `json:"timestamp"`
+			Actor          map[string]string `json:"actor"`
+		} `json:"receipts"`
+		NextBefore    string `json:"nextBefore"`
+		NextBeforeKey string `json:"nextBeforeKey"`
+	}
+	walk := func(t *testing.T, query url.Values) []string {
+		t.Helper()
+		var got []string
+		for pages := 0; ; pages++ {
+			if pages > 2000 {
+				t.Fatal("paging does not end")
+			}
+			_, b := fs.do(t, "GET", "/v1/receipts?"+query.Encode(), "", 200)
+			p := decodeInto[page](t, b)
+			for _, r := range p.Receipts {
+				if !r.Timestamp.Equal(at) {
+					t.Fatalf("got timestamp %s; want %s", r.Timestamp, at)
+				}
+				got = append(got, r.IdempotencyKey)
+			}
+			if p.NextBefore == "" {
+				return got
+			}
+			if want := "2026-03-01T12:00:00.123456Z"; p.NextBefore != want {
+				t.Fatalf("got nextBefore %q; want %q (microseconds, UTC)", p.NextBefore, want)
+			}
+			query.Set("before", p.NextBefore)
+			query.Set("beforeKey", p.NextBeforeKey)
+		}
+	}
+	for _, limit := range []int{1, 7, 37, 50, 200, 999} {
+		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
+			got := walk(t, url.Values{"limit": {fmt.Sprint(limit)}})
+			if !slices.Equal(got, all) {
+				t.Fatalf("got %d keys (%d distinct); want all %d once, newest first", len(got), len(slices.Compact(slices.Sorted(slices.Values(got)))), len(all))
+			}
+		})
+	}
+	t.Run("default limit is 50", func(t *testing.T) {
+		_, b := fs.do(t, "GET", "/v1/receipts", "", 200)
+		if got := len(decodeInto[page](t, b).Receipts); got != 50 {
+			t.Errorf("got %d receipts; want 50", got)
+		}
+	})
+	t.Run("limit is clamped to 200", func(t *testing.T) {
+		_, b := fs.do(t, "GET", "/v1/receipts?limit=5000", "", 200)
+		if got := len(decodeInto[page](t, b).Receipts); got != 200 {
+			t.Errorf("got %d receipts; want 200", got)
+		}
+	})
+	t.Run("before alone is a strict time bound", func(t *testing.T) {
+		_, b := fs.do(t, "GET", "/v1/receipts?before="+url.QueryEscape("2026-03-01T12:00:00.123456Z"), "", 200)
+		if got := len(decodeInto[page](t, b).Receipts); got != 0 {
+			t.Errorf("got %d receipts strictly before their own timestamp; want 0", got)
+		}
+		_, b = fs.do(t, "GET", "/v1/receipts?before="+url.QueryEscape("2026-03-01T12:00:00.123457Z"), "", 200)
+		if got := len(decodeInto[page](t, b).Receipts); got != 50 {
+			t.Errorf("got %d receipts one microsecond later; want a full page of 50", got)
+		}
+	})
+	for _, f := range []struct{ param, kind, id string }{
+		{"actorUserId", "user", "user_ann"}, {"actorApiKeyId", "api_key", "key_two"},
+	} {
+		t.Run("filter "+f.param, func(t *testing.T) {
+			want := 0
+			for _, a := range byKey {
+				if a.Kind == f.kind && a.ID == f.id {
+					want++
+				}
+			}
+			got := walk(t, url.Values{f.param: {f.id}, "limit": {"13"}})
+			if len(got) != want {
+				t.Fatalf("got %d receipts; want %d", len(got), want)
+			}
+			for _, k := range got {
+				if a := byKey[k]; a.Kind != f.kind || a.ID != f.id {
+					t.Errorf("receipt %s is by %v; want %s:%s", k, a, f.kind, f.id)
+				}
+			}
+		})
+	}
+	t.Run("both actor filters are refused", func(t *testing.T) {
+		_, b := fs.do(t, "GET", "/v1/receipts?actorUserId=user_ann&actorApiKeyId=key_one", "", 400)
+		if got := errorCode(t, b); got != "invalid_argument" {
+			t.Errorf("got %s; want invalid_argument", got)
+		}
+	})
+}

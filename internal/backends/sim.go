@@ -1,0 +1,341 @@
+package backends
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"phonefleet/domain"
+	"phonefleet/internal/sim"
+)
+
+// simHostLock is the advisory lock held by the one process that drives the
+// sim phones of a database. Two processes driving copies of one phone would
+// let them diverge, and each would take the other's in-flight actions for
+// abandoned ones.
+const simHostLock = "phonefleet:sim-host"
+
+// SimHost drives the sim phones of every organisation in this process. A
+// phone is restored from its saved state (table device_states) on first
+// use, or created new when it has none.
+type SimHost struct {
+	pool    *pgxpool.Pool
+	hosting atomic.Bool
+
+	lockMu sync.Mutex
+	// lockConn is a connection of its own, outside the pool, so that
+	// closing the pool never waits for it.
+	lockConn *pgx.Conn
+
+	mu     sync.Mutex
+	phones map[string]*SimDevice
+}
+
+// NewSimHost returns a host over pool that drives nothing until TryHost
+// succeeds.
+func NewSimHost(pool *pgxpool.Pool) *SimHost {
+	return &SimHost{pool: pool, phones: map[string]*SimDevice{}}
+}
+
+// TryHost takes the database's sim host lock on a connection it keeps, and
+// reports whether this process now drives the sim phones. While another
+// process holds the lock, sim devices answer device_unavailable (offline)
+// here.
+func (h *SimHost) TryHost(ctx context.Context) (bool, error) {
+	h.lockMu.Lock()
+	defer h.lockMu.Unlock()
+	if h.lockConn != nil {
+		if err := h.lockConn.Ping(ctx); err == nil {
+			return true, nil
+		}
+		// The connection, and the lock with it, is gone.
+		h.dropLocked()
+	}
+	conn, err := pgx.ConnectConfig(ctx, h.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return false, err
+	}
+	var got bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, simHostLock).Scan(&got); err != nil || !got {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return false, err
+	}
+	h.lockConn = conn
+	h.mu.Lock()
+	clear(h.phones) // another process may have moved them on since
+	h.mu.Unlock()
+	h.hosting.Store(true)
+	return true, nil
+}
+
+// Hosting reports whether this process drives the sim phones.
+func (h *SimHost) Hosting() bool { return h.hosting.Load() }
+
+// Release gives the host lock back (at shutdown).
+func (h *SimHost) Release() {
+	h.lockMu.Lock()
+	defer h.lockMu.Unlock()
+	if h.lockConn != nil {
+		_, _ = h.lockConn.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext($1))`, simHostLock)
+	}
+	h.dropLocked()
+}
+
+func (h *SimHost) dropLocked() {
+	h.hosting.Store(false)
+	if h.lockConn != nil {
+		_ = h.lockConn.Close(context.Background())
+		h.lockConn = nil
+	}
+}
+
+// Device returns the adapter of sim device d, restoring the phone from its
+// saved state the first time.
+func (h *SimHost) Device(ctx context.Context, d *domain.Device) (*SimDevice, error) {
+	if !h.Hosting() {
+		return nil, offline(d.ID)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s, ok := h.phones[d.ID]; ok {
+		return s, nil
+	}
+	var model string
+	var state []byte
+	err := h.pool.QueryRow(ctx, `SELECT model, state FROM device_states WHERE device_id = $1`, d.ID).Scan(&model, &state)
+	var p *sim.Phone
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		m := d.Model
+		if m == "" {
+			m = sim.DefaultModel
+		}
+		p, err = sim.New(m, serialOf(d))
+	case err == nil:
+		p, err = sim.Restore(model, state)
+	}
+	if err != nil {
+		return nil, domain.Errorf(domain.CodeInternal, "sim device %s cannot be loaded", d.ID).Wrap(err)
+	}
+	s := newSimDevice(p)
+	h.phones[d.ID] = s
+	return s, nil
+}
+
+func serialOf(d *domain.Device) string {
+	if d.Serial != "" {
+		return d.Serial
+	}
+	return d.ID
+}
+
+// NewSimState returns the saved state of a brand-new sim phone of model
+// (empty = sim.DefaultModel) with serial, and the model's screen size, for
+// registering a device.
+func NewSimState(model, serial string) (state []byte, m sim.Model, err error) {
+	if model == "" {
+		model = sim.DefaultModel
+	}
+	p, err := sim.New(model, serial)
+	if err != nil {
+		if errors.Is(err, sim.ErrUnknownModel) {
+			return nil, sim.Model{}, domain.Errorf(domain.CodeInvalidArgument, "unknown sim model %q", model)
+		}
+		return nil, sim.Model{}, err
+	}
+	st, err := p.State()
+	return st, p.Model(), err
+}
+
+// SimDevice adapts one sim.Phone to domain.Backend. It also saves the
+// phone's state (domain.StatefulBackend) and redraws past frames
+// (domain.FrameRenderer).
+type SimDevice struct {
+	phone *sim.Phone
+	caps  domain.Capabilities
+}
+
+func newSimDevice(p *sim.Phone) *SimDevice {
+	m := p.Model()
+	keys := append(sim.Keys(), "BACKSPACE", "RETURN", "RECENTS", "OVERVIEW")
+	return &SimDevice{phone: p, caps: domain.Capabilities{
+		Actions:    domain.ActionTypes,
+		Screenshot: true, UISnapshot: true, Wake: true, Stop: true,
+		Width: m.Width, Height: m.Height, Keys: keys,
+	}}
+}
+
+// Phone returns the simulated phone (tests read its state directly).
+func (s *SimDevice) Phone() *sim.Phone { return s.phone }
+
+// Capabilities implements domain.Backend: every action, screenshots, UI
+// snapshots, wake and stop.
+func (s *SimDevice) Capabilities() domain.Capabilities { return s.caps }
+
+// Observe implements domain.Backend. A screenshot or snapshot is taken so
+// that it shows the screen the returned hash names: if an input lands
+// between the pieces, they are taken again. The hash and replay state alone
+// need no such care: inputs reach a phone only through its executor, which
+// is also the only caller that asks for them alone.
+func (s *SimDevice) Observe(_ context.Context, opts domain.ObserveOptions) (domain.Observation, error) {
+	m := s.phone.Model()
+	for attempt := 0; ; attempt++ {
+		obs := domain.Observation{Width: m.Width, Height: m.Height}
+		pictures := opts.Image || opts.Snapshot
+		var before string
+		if pictures {
+			before = s.phone.ScreenHash()
+		}
+		var err error
+		if opts.Replay {
+			if obs.Replay, err = s.phone.State(); err != nil {
+				return obs, internal(err)
+			}
+		}
+		if opts.Image {
+			if opts.MaxWidth > 0 {
+				obs.PNG, err = s.phone.ScreenshotScaled(opts.MaxWidth)
+			} else {
+				obs.PNG, err = s.phone.Screenshot()
+			}
+			if err != nil {
+				return obs, mapSimError(err)
+			}
+		}
+		if opts.Snapshot {
+			if obs.Snapshot, err = json.Marshal(s.phone.Snapshot()); err != nil {
+				return obs, internal(err)
+			}
+		}
+		obs.ScreenOn = s.phone.ScreenOn()
+		obs.ScreenHash = s.phone.ScreenHash()
+		if !pictures || obs.ScreenHash == before || attempt == 4 {
+			return obs, nil
+		}
+	}
+}
+
+// Act implements domain.Backend.
+func (s *SimDevice) Act(_ context.Context, a domain.Action) (domain.ActionResult, error) {
+	var eff sim.Effect
+	var err error
+	p := s.phone
+	switch a.Type {
+	case domain.ActionTap:
+		if a.Ref != "" {
+			eff, err = p.TapElement(a.Ref)
+		} else {
+			eff, err = p.Tap(a.X, a.Y)
+		}
+	case domain.ActionDoubleTap:
+		eff, err = p.DoubleTap(a.X, a.Y)
+	case domain.ActionLongPress:
+		eff, err = p.LongPress(a.X, a.Y, a.DurationMs)
+	case domain.ActionSwipe:
+		eff, err = p.Swipe(a.X1, a.Y1, a.X2, a.Y2, a.DurationMs)
+	case domain.ActionTypeText:
+		eff, err = p.TypeText(a.Text)
+	case domain.ActionKey:
+		eff, err = p.PressKey(a.Key)
+	case domain.ActionOpenApp:
+		eff, err = p.OpenApp(a.Package)
+	case domain.ActionInstallApp:
+		eff, err = p.InstallApp(a.Package)
+	default:
+		return domain.ActionResult{}, domain.Errorf(domain.CodeCapabilityUnsupported, "a sim phone cannot %s", a.Type).
+			With("capability", string(a.Type))
+	}
+	if err != nil {
+		return domain.ActionResult{}, mapSimError(err)
+	}
+	return domain.ActionResult{Description: eff.Description, Target: eff.Target, TargetID: eff.TargetID,
+		TargetText: eff.TargetText, Changed: eff.Changed, Foreground: eff.Foreground, ScreenHash: eff.ScreenHash,
+		ScreenOn: p.ScreenOn()}, nil
+}
+
+// Wake implements domain.Backend.
+func (s *SimDevice) Wake(context.Context) error {
+	_, err := s.phone.Wake()
+	return mapSimError(err)
+}
+
+// Stop implements domain.Backend: the screen goes off.
+func (s *SimDevice) Stop(context.Context) error {
+	_, err := s.phone.ScreenOff()
+	return mapSimError(err)
+}
+
+// SaveState implements domain.StatefulBackend.
+func (s *SimDevice) SaveState() ([]byte, error) { return s.phone.State() }
+
+// simRenderer redraws a sim frame from the phone state it was taken in.
+type simRenderer struct{}
+
+// RenderFrame implements domain.FrameRenderer.
+func (simRenderer) RenderFrame(ctx context.Context, replay []byte, opts domain.ObserveOptions) (domain.Observation, error) {
+	var head struct {
+		Model string `json:"model"`
+	}
+	if err := json.Unmarshal(replay, &head); err != nil {
+		return domain.Observation{}, internal(err)
+	}
+	p, err := sim.Restore(head.Model, replay)
+	if err != nil {
+		return domain.Observation{}, internal(err)
+	}
+	opts.Replay = false
+	return newSimDevice(p).Observe(ctx, opts)
+}
+
+// mapSimError turns the sim's typed refusals into domain errors (see
+// domain.Backend.Act for the codes).
+func mapSimError(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := simMessage(err)
+	withReason := func(reason string) error {
+		return domain.Errorf(domain.CodeInvalidArgument, "%s", msg).With("reason", reason).Wrap(err)
+	}
+	switch {
+	case errors.Is(err, sim.ErrOutOfBounds), errors.Is(err, sim.ErrUnknownKey), errors.Is(err, sim.ErrInvalidArgument):
+		return domain.Errorf(domain.CodeInvalidArgument, "%s", msg).Wrap(err)
+	case errors.Is(err, sim.ErrNoFocusedField):
+		return withReason("no_focused_field")
+	case errors.Is(err, sim.ErrAppNotInstalled):
+		return withReason("app_not_installed")
+	case errors.Is(err, sim.ErrNotInCatalog):
+		return withReason("not_in_catalog")
+	case errors.Is(err, sim.ErrElementNotFound):
+		return withReason("element_not_found")
+	case errors.Is(err, sim.ErrScreenOff):
+		return domain.Errorf(domain.CodeDeviceUnavailable, "the screen is off; wake the device first").
+			With("reason", domain.ReasonAsleep).Wrap(err)
+	}
+	return domain.Errorf(domain.CodeBackendCommandFailed, "the sim phone failed the command").Wrap(err)
+}
+
+// simMessage strips the sim's "sim: " prefix so the message reads as the
+// service's own.
+func simMessage(err error) string {
+	s := err.Error()
+	if len(s) > 5 && s[:5] == "sim: " {
+		s = s[5:]
+	}
+	return s
+}
+
+func internal(err error) error {
+	return domain.Errorf(domain.CodeInternal, "internal error").Wrap(fmt.Errorf("sim: %w", err))
+}
+
+var (
+	_ domain.StatefulBackend = (*SimDevice)(nil)
+	_ domain.FrameRenderer   = simRenderer{}
+)

@@ -1,0 +1,230 @@
+// Package fleettest assembles the device fleet (event store, fleet read
+// models, sim backends, the per-device executor, commands) on a real
+// PostgreSQL database for tests of the packages that build on it. It is
+// test support only: the service wires the same parts in internal/app.
+package fleettest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"phonefleet/commands"
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+	"phonefleet/internal/backends"
+	"phonefleet/projections"
+	"phonefleet/testutil"
+	"phonefleet/workers"
+)
+
+// Quiet discards logs.
+var Quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// Clock is a settable clock for tests that must not wait for wall time.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a clock stopped at t.
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// Options configure Start.
+type Options struct {
+	// DatabaseURL is the database; empty means a fresh one for the test.
+	DatabaseURL string
+	// MaxConns sizes the pool; zero means 10 (the test server is shared).
+	MaxConns int32
+	// OrgID is the organisation; empty means a new id.
+	OrgID string
+	// Devices is how many sim phones to register in OrgID (only when the
+	// organisation has none yet, so a restarted environment keeps its own).
+	Devices int
+	// QueueLimit bounds each device's queue (zero = the default).
+	QueueLimit int
+	// Clock, when set, is the fleet's clock.
+	Clock *Clock
+	// Wrap wraps every resolved backend (fault injection).
+	Wrap func(d *domain.Device, b domain.Backend) domain.Backend
+	// WaitForReceipts sets FleetConfig.WaitForReceipts.
+	WaitForReceipts bool
+	// FrameRetention sets FleetConfig.FrameRetention.
+	FrameRetention time.Duration
+}
+
+// Env is a running fleet.
+type Env struct {
+	URL       string
+	Pool      *pgxpool.Pool
+	Store     *eventstore.Store
+	Runner    *projections.Runner
+	Registry  *backends.Registry
+	Sim       *backends.SimHost
+	Fleet     *commands.Fleet
+	Executor  *workers.Executor
+	OrgID     string
+	DeviceIDs []string
+	// Auth is the organisation's local operator (every scope).
+	Auth domain.Auth
+	Now  func() time.Time
+
+	stop     context.CancelFunc
+	done     sync.WaitGroup
+	stopOnce sync.Once
+}
+
+// Start assembles and runs the fleet; it stops at the end of the test.
+func Start(t testing.TB, opts Options) *Env {
+	t.Helper()
+	if opts.DatabaseURL == "" {
+		opts.DatabaseURL = testutil.DatabaseURL(t)
+	}
+	if opts.MaxConns == 0 {
+		opts.MaxConns = 10
+	}
+	if opts.OrgID == "" {
+		opts.OrgID = domain.NewID(domain.PrefixOrganisation)
+	}
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(opts.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = opts.MaxConns
+	cfg.MaxConnIdleTime = 5 * time.Second
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{URL: opts.DatabaseURL, Pool: pool, OrgID: opts.OrgID, Now: time.Now}
+	if opts.Clock != nil {
+		e.Now = opts.Clock.Now
+	}
+	e.Store = eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
+	e.Runner, err = projections.NewRunner(e.Store, Quiet, projections.Fleet(), projections.WithPollInterval(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Runner.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.Sim = backends.NewSimHost(pool)
+	e.Registry = &backends.Registry{Sim: e.Sim, Wrap: opts.Wrap}
+	e.Fleet = commands.NewFleet(commands.FleetConfig{Store: e.Store, Runner: e.Runner, Backends: e.Registry, Now: e.Now,
+		WaitForReceipts: opts.WaitForReceipts, FrameRetention: opts.FrameRetention})
+	e.Executor = workers.NewExecutor(e.Fleet, e.Sim, workers.ExecutorOptions{QueueLimit: opts.QueueLimit, Logger: Quiet})
+	if err := e.Executor.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.Auth = domain.LocalOperator(e.OrgID)
+	if opts.Devices > 0 {
+		ids, err := e.Fleet.RegisterDevices().Handle(ctx, commands.RegisterDevices{OrgID: e.OrgID, Backend: domain.BackendSim,
+			Count: opts.Devices, NamePrefix: "sim", SeedMarker: "test-fleet-" + e.OrgID, Actor: domain.Actor{Kind: "system", ID: "test"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.DeviceIDs = ids
+	}
+	if e.DeviceIDs == nil {
+		e.DeviceIDs = e.existingDevices(t)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	e.stop = cancel
+	e.done.Add(2)
+	go func() { defer e.done.Done(); _ = e.Runner.Run(runCtx) }()
+	go func() { defer e.done.Done(); e.Executor.Run(runCtx) }()
+	t.Cleanup(e.Close)
+	// Let the read models show the registered devices.
+	e.Settle(t)
+	return e
+}
+
+func (e *Env) existingDevices(t testing.TB) []string {
+	t.Helper()
+	rows, err := e.Pool.Query(context.Background(), `SELECT device_id FROM device_states WHERE org_id = $1 ORDER BY device_id`, e.OrgID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// Settle waits until every fleet read model has applied every event
+// written so far.
+func (e *Env) Settle(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var pos int64
+	var txid uint64
+	err := e.Pool.QueryRow(ctx, `SELECT coalesce(max(position), 0), coalesce(max(transaction_id::text::bigint), 0) FROM events`).Scan(&pos, &txid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos == 0 {
+		return
+	}
+	for _, name := range e.Runner.Names() {
+		if err := e.Runner.WaitFor(ctx, name, eventstore.Appended{LastPosition: pos, TransactionID: txid}); err != nil {
+			t.Fatalf("read model %s did not catch up: %v", name, err)
+		}
+	}
+}
+
+// Close stops the fleet and closes its pool (once).
+func (e *Env) Close() {
+	e.stopOnce.Do(func() {
+		e.stop()
+		e.done.Wait()
+		e.Pool.Close()
+	})
+}
+
+// Lease acquires a lease on device for the operator.
+func (e *Env) Lease(t testing.TB, deviceID string) projections.LeaseView {
+	t.Helper()
+	l, err := e.Fleet.AcquireLease().Handle(context.Background(), commands.AcquireLease{Auth: e.Auth, DeviceID: deviceID})
+	if err != nil {
+		t.Fatalf("acquire lease on %s: %v", deviceID, err)
+	}
+	return l
+}
+
+// Phone returns the sim adapter of a device (its phone's state is the
+// ground truth of what happened on it).
+func (e *Env) Phone(t testing.TB, deviceID string) *backends.SimDevice {
+	t.Helper()
+	d := &domain.Device{ID: deviceID, Backend: domain.BackendSim, OrgID: e.OrgID}
+	s, err := e.Sim.Device(context.Background(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

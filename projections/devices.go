@@ -1,0 +1,213 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+)
+
+// Devices is the devices read model: one row per device with its name,
+// backend, screen, power status and current lease. It consumes device.*,
+// lease.* and action.committed (whose result says whether the screen is on)
+// and emits nothing.
+type Devices struct{}
+
+// Name implements Projection.
+func (Devices) Name() string { return "devices" }
+
+// Tables implements Projection.
+func (Devices) Tables() []string { return []string{"devices"} }
+
+// Setup implements Projection.
+func (Devices) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
+	_, err := tx.Exec(ctx, `CREATE TABLE `+schema+`.devices (
+		device_id          text PRIMARY KEY,
+		org_id             text NOT NULL,
+		name               text NOT NULL,
+		backend            text NOT NULL,
+		model              text NOT NULL DEFAULT '',
+		serial             text NOT NULL DEFAULT '',
+		width              integer NOT NULL DEFAULT 0,
+		height             integer NOT NULL DEFAULT 0,
+		status             text NOT NULL DEFAULT 'online',
+		lease_id           text,
+		lease_holder_kind  text,
+		lease_holder_id    text,
+		fencing_token      bigint NOT NULL DEFAULT 0,
+		lease_acquired_at  timestamptz,
+		lease_expires_at   timestamptz,
+		registered_at      timestamptz NOT NULL,
+		updated_at         timestamptz NOT NULL
+	);
+	CREATE INDEX ON `+schema+`.devices (org_id, device_id);`)
+	return err
+}
+
+var deviceEvents = typeSet(nameOf(domain.DeviceRegistered{}), nameOf(domain.DeviceRenamed{}), nameOf(domain.DeviceWoken{}),
+	nameOf(domain.DeviceStopped{}), nameOf(domain.LeaseAcquired{}), nameOf(domain.LeaseRenewed{}),
+	nameOf(domain.LeaseReleased{}), nameOf(domain.LeaseExpired{}), nameOf(domain.ActionCommitted{}))
+
+// Apply implements Projection.
+func (Devices) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eventstore.Event) error {
+	t := schema + `.devices`
+	return applyBatch(ctx, tx, events, deviceEvents, func(b *pgx.Batch, e eventstore.Event, ev domain.Event) error {
+		at := e.OccurredAt
+		switch ev := ev.(type) {
+		case domain.DeviceRegistered:
+			b.Queue(`INSERT INTO `+t+` (device_id, org_id, name, backend, model, serial, width, height, registered_at, updated_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+				ev.DeviceID, e.OrgID, ev.Name, ev.Backend, ev.Model, ev.Serial, ev.Width, ev.Height, ev.RegisteredAt, at)
+		case domain.DeviceRenamed:
+			b.Queue(`UPDATE `+t+` SET name = $2, updated_at = $3 WHERE device_id = $1`, ev.DeviceID, ev.Name, at)
+		case domain.DeviceWoken:
+			b.Queue(`UPDATE `+t+` SET status = 'online', updated_at = $2 WHERE device_id = $1`, ev.DeviceID, at)
+		case domain.DeviceStopped:
+			b.Queue(`UPDATE `+t+` SET status = 'asleep', updated_at = $2 WHERE device_id = $1`, ev.DeviceID, at)
+		case domain.LeaseAcquired:
+			b.Queue(`UPDATE `+t+` SET lease_id = $2, lease_holder_kind = $3, lease_holder_id = $4, fencing_token = $5,
+				lease_acquired_at = $6, lease_expires_at = $7, updated_at = $8 WHERE device_id = $1`,
+				ev.DeviceID, ev.LeaseID, ev.Holder.Kind, ev.Holder.ID, ev.FencingToken, ev.AcquiredAt, ev.ExpiresAt, at)
+		case domain.LeaseRenewed:
+			b.Queue(`UPDATE `+t+` SET lease_expires_at = $3, updated_at = $4 WHERE device_id = $1 AND lease_id = $2`,
+				ev.DeviceID, ev.LeaseID, ev.ExpiresAt, at)
+		case domain.LeaseReleased:
+			b.Queue(`UPDATE `+t+` SET lease_id = NULL, lease_holder_kind = NULL, lease_holder_id = NULL, lease_acquired_at = NULL,
+				lease_expires_at = NULL, updated_at = $3 WHERE device_id = $1 AND lease_id = $2`, ev.DeviceID, ev.LeaseID, at)
+		case domain.LeaseExpired:
+			b.Queue(`UPDATE `+t+` SET lease_id = NULL, lease_holder_kind = NULL, lease_holder_id = NULL, lease_acquired_at = NULL,
+				lease_expires_at = NULL, updated_at = $3 WHERE device_id = $1 AND lease_id = $2`, ev.DeviceID, ev.LeaseID, at)
+		case domain.ActionCommitted:
+			status := domain.DeviceAsleep
+			if ev.Result.ScreenOn {
+				status = domain.DeviceOnline
+			}
+			b.Queue(`UPDATE `+t+` SET status = $2, updated_at = $3 WHERE device_id = $1 AND status <> $2`, ev.DeviceID, status, at)
+		}
+		return nil
+	})
+}
+
+// DeviceView is a device as the devices read model shows it.
+type DeviceView struct {
+	DeviceID     string           `json:"deviceId"`
+	Name         string           `json:"name"`
+	Backend      string           `json:"backend"`
+	Model        string           `json:"model,omitempty"`
+	Width        int              `json:"width,omitempty"`
+	Height       int              `json:"height,omitempty"`
+	Status       string           `json:"status"`
+	Leased       bool             `json:"leased"`
+	Lease        *DeviceLeaseView `json:"lease,omitempty"`
+	RegisteredAt time.Time        `json:"registeredAt"`
+	UpdatedAt    time.Time        `json:"updatedAt"`
+	// OrgID is the owning organisation (never rendered).
+	OrgID string `json:"-"`
+
+	leaseID string
+	holder  domain.Actor
+	fencing int64
+}
+
+// DeviceLeaseView is who holds a device and until when; the lease id is
+// not shown here (it is the holder's, from the lease routes).
+type DeviceLeaseView struct {
+	Holder     domain.ReceiptActor `json:"holder"`
+	AcquiredAt time.Time           `json:"acquiredAt"`
+	ExpiresAt  time.Time           `json:"expiresAt"`
+}
+
+// LeaseID returns the id of the lease in force, if any.
+func (d DeviceView) LeaseID() string { return d.leaseID }
+
+// Holder returns the holder of the lease in force, if any.
+func (d DeviceView) Holder() domain.Actor { return d.holder }
+
+// DeviceFilter narrows a device list.
+type DeviceFilter struct {
+	OrgID string
+	// Devices, when not nil, is the credential's device subset.
+	Devices []string
+	Status  string
+	Backend string
+	// Leased, when not nil, keeps only devices (not) leased now.
+	Leased *bool
+	// After is the last device id of the previous page.
+	After string
+	Limit int
+	Now   time.Time
+}
+
+const deviceColumns = `device_id, org_id, name, backend, model, width, height, status, lease_id, lease_holder_kind,
+	lease_holder_id, fencing_token, lease_acquired_at, lease_expires_at, registered_at, updated_at`
+
+func scanDevice(row pgx.Row, now time.Time) (DeviceView, error) {
+	var d DeviceView
+	var leaseID, hk, hid *string
+	var acq, exp *time.Time
+	err := row.Scan(&d.DeviceID, &d.OrgID, &d.Name, &d.Backend, &d.Model, &d.Width, &d.Height, &d.Status, &leaseID, &hk, &hid,
+		&d.fencing, &acq, &exp, &d.RegisteredAt, &d.UpdatedAt)
+	if err != nil {
+		return d, err
+	}
+	if leaseID != nil && exp != nil && now.Before(*exp) {
+		d.Leased, d.leaseID = true, *leaseID
+		d.holder = domain.Actor{Kind: *hk, ID: *hid}
+		d.Lease = &DeviceLeaseView{Holder: d.holder.ForReceipt(), AcquiredAt: *acq, ExpiresAt: *exp}
+	}
+	return d, nil
+}
+
+// ListDevices returns one page of the organisation's devices in id order
+// (ids are time-ordered, so oldest first) and the cursor of the next page
+// ("" on the last).
+func ListDevices(ctx context.Context, pool *pgxpool.Pool, f DeviceFilter) ([]DeviceView, string, error) {
+	limit := ClampLimit(f.Limit)
+	rows, err := pool.Query(ctx, `SELECT `+deviceColumns+` FROM public.devices
+		WHERE org_id = $1 AND device_id > $2
+		  AND ($3::text[] IS NULL OR device_id = ANY($3))
+		  AND ($4 = '' OR status = $4)
+		  AND ($5 = '' OR backend = $5)
+		  AND ($6::boolean IS NULL OR (lease_id IS NOT NULL AND lease_expires_at > $7) = $6)
+		ORDER BY device_id LIMIT $8`,
+		f.OrgID, f.After, f.Devices, f.Status, f.Backend, f.Leased, f.Now, limit+1)
+	if err != nil {
+		return nil, "", err
+	}
+	defer rows.Close()
+	out := []DeviceView{}
+	for rows.Next() {
+		d, err := scanDevice(rows, f.Now)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		next = out[limit-1].DeviceID
+	}
+	return out, next, nil
+}
+
+// ErrNoRow is returned by single-row reads that find nothing.
+var ErrNoRow = errors.New("projections: no such row")
+
+// GetDevice returns one device of the organisation, or ErrNoRow.
+func GetDevice(ctx context.Context, pool *pgxpool.Pool, orgID, deviceID string, now time.Time) (DeviceView, error) {
+	d, err := scanDevice(pool.QueryRow(ctx, `SELECT `+deviceColumns+` FROM public.devices WHERE device_id = $1 AND org_id = $2`,
+		deviceID, orgID), now)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return d, ErrNoRow
+	}
+	return d, err
+}

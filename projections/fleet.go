@@ -1,0 +1,85 @@
+package projections
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+)
+
+// Fleet returns the read models of devices, leases, receipts and frames.
+func Fleet() []Projection {
+	return []Projection{Devices{}, Leases{}, Receipts{}, FrameIndex{}}
+}
+
+// applyBatch decodes the events named in types and queues the statements
+// add writes for each into one pipelined batch, so a batch of events costs
+// one round trip. Events of other types are skipped without decoding.
+func applyBatch(ctx context.Context, tx pgx.Tx, events []eventstore.Event, types map[string]bool,
+	add func(b *pgx.Batch, e eventstore.Event, ev domain.Event) error) error {
+	b := &pgx.Batch{}
+	for _, e := range events {
+		if !types[e.Type] {
+			continue
+		}
+		ev, err := domain.Events.Decode(e.Type, e.SchemaVersion, e.Data)
+		if err != nil {
+			return fmt.Errorf("decode %s at %d: %w", e.Type, e.Position, err)
+		}
+		if err := add(b, e, ev); err != nil {
+			return err
+		}
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return tx.SendBatch(ctx, b).Close()
+}
+
+func typeSet(names ...string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+func nameOf(e domain.Event) string { return e.EventName() }
+
+// nullTime maps the zero time to NULL.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// nullString maps "" to NULL.
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// Page limits shared by the fleet's list reads.
+const (
+	DefaultPageLimit = 50
+	MaxPageLimit     = 200
+)
+
+// ClampLimit applies the list limit rules: 0 means the default, values
+// above MaxPageLimit are clamped; a negative one is the caller's to refuse.
+func ClampLimit(n int) int {
+	switch {
+	case n <= 0:
+		return DefaultPageLimit
+	case n > MaxPageLimit:
+		return MaxPageLimit
+	}
+	return n
+}

@@ -1,0 +1,259 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+)
+
+// Receipts is the receipts read model (spec 2.5, 4.3): one row per action,
+// keyed by (organisation, idempotency key), ordered for paging by (timestamp,
+// key). It consumes action.* and receipt.reviewed and emits nothing. The
+// lease id and fencing token of an action are never copied into it.
+type Receipts struct{}
+
+// Name implements Projection.
+func (Receipts) Name() string { return "receipts" }
+
+// Tables implements Projection.
+func (Receipts) Tables() []string { return []string{"receipts"} }
+
+// Setup implements Projection. The key is collated "C" so that paging by
+// (ts, key) is a plain byte order, identical in ORDER BY and the cursor.
+func (Receipts) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
+	_, err := tx.Exec(ctx, `CREATE TABLE `+schema+`.receipts (
+		org_id            text NOT NULL,
+		idempotency_key   text COLLATE "C" NOT NULL,
+		action_id         text NOT NULL UNIQUE,
+		device_id         text NOT NULL,
+		agent_run_id      text,
+		state             text NOT NULL,
+		outcome_unknown   boolean NOT NULL DEFAULT false,
+		actor_kind        text NOT NULL,
+		actor_id          text NOT NULL,
+		action            text NOT NULL,
+		arguments         jsonb NOT NULL,
+		result            jsonb,
+		error_code        text,
+		error_message     text,
+		error_reason      text,
+		observed_frame    text,
+		frame_before      text,
+		frame_after       text,
+		ts                timestamptz NOT NULL,
+		started_at        timestamptz,
+		finished_at       timestamptz,
+		reviewed_at       timestamptz,
+		reviewer_kind     text,
+		reviewer_id       text,
+		review_note       text,
+		PRIMARY KEY (org_id, idempotency_key)
+	);
+	CREATE INDEX ON `+schema+`.receipts (org_id, ts DESC, idempotency_key DESC);
+	CREATE INDEX ON `+schema+`.receipts (org_id, device_id, ts DESC, idempotency_key DESC);`)
+	return err
+}
+
+var receiptEvents = typeSet(nameOf(domain.ActionRequested{}), nameOf(domain.ActionCommitted{}), nameOf(domain.ActionFailed{}),
+	nameOf(domain.ActionOutcomeUnknown{}), nameOf(domain.ReceiptReviewed{}))
+
+// Apply implements Projection.
+func (Receipts) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eventstore.Event) error {
+	t := schema + `.receipts`
+	return applyBatch(ctx, tx, events, receiptEvents, func(b *pgx.Batch, e eventstore.Event, ev domain.Event) error {
+		switch ev := ev.(type) {
+		case domain.ActionRequested:
+			b.Queue(`INSERT INTO `+t+` (org_id, idempotency_key, action_id, device_id, agent_run_id, state, actor_kind, actor_id,
+				action, arguments, observed_frame, ts) VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8, $9, $10, $11)`,
+				e.OrgID, ev.IdempotencyKey, ev.ActionID, ev.DeviceID, nullString(ev.AgentRunID), ev.Actor.Kind, ev.Actor.ID,
+				string(ev.Action), []byte(ev.Arguments), nullString(ev.ObservedFrame), ev.RequestedAt)
+		case domain.ActionCommitted:
+			res, err := json.Marshal(ev.Result)
+			if err != nil {
+				return err
+			}
+			b.Queue(`UPDATE `+t+` SET state = 'committed', result = $2, frame_before = $3, frame_after = $4, started_at = $5,
+				finished_at = $6 WHERE action_id = $1`,
+				ev.ActionID, res, frameID(ev.FrameBefore), frameID(ev.FrameAfter), ev.StartedAt, ev.FinishedAt)
+		case domain.ActionFailed:
+			b.Queue(`UPDATE `+t+` SET state = 'failed', error_code = $2, error_message = $3, error_reason = $4, frame_before = $5,
+				frame_after = $6, started_at = $7, finished_at = $8 WHERE action_id = $1`,
+				ev.ActionID, string(ev.Code), ev.Message, nullString(ev.Reason), frameID(ev.FrameBefore), frameID(ev.FrameAfter),
+				ev.StartedAt, ev.FinishedAt)
+		case domain.ActionOutcomeUnknown:
+			b.Queue(`UPDATE `+t+` SET outcome_unknown = true, error_code = $2, error_message = $3, error_reason = $4
+				WHERE action_id = $1`, ev.ActionID, string(domain.CodeActionOutcomeUnknown),
+				"the outcome of this action is unknown", nullString(ev.Reason))
+		case domain.ReceiptReviewed:
+			b.Queue(`UPDATE `+t+` SET reviewed_at = $2, reviewer_kind = $3, reviewer_id = $4, review_note = $5 WHERE action_id = $1`,
+				ev.ActionID, ev.At, ev.Reviewer.Kind, ev.Reviewer.ID, nullString(ev.Note))
+		}
+		return nil
+	})
+}
+
+func frameID(f *domain.FrameRef) *string {
+	if f == nil {
+		return nil
+	}
+	return &f.FrameID
+}
+
+// ReceiptFilter is the query of GET /v1/receipts (spec 4.3). The caller
+// has checked that at most one actor filter is set.
+type ReceiptFilter struct {
+	OrgID string
+	// Devices, when not nil, is the credential's device subset.
+	Devices       []string
+	DeviceID      string
+	AgentRunID    string
+	Status        string
+	ActorUserID   string
+	ActorAPIKeyID string
+	// Before, when not zero, keeps receipts strictly before it; with
+	// BeforeKey, strictly before (Before, BeforeKey) in (timestamp, key)
+	// order, which is the cursor of the previous page.
+	Before    time.Time
+	BeforeKey string
+	Limit     int
+}
+
+// ReceiptPage is one page of receipts, newest first. NextBefore is zero on
+// the last page.
+type ReceiptPage struct {
+	Receipts      []domain.Receipt
+	NextBefore    time.Time
+	NextBeforeKey string
+}
+
+const receiptColumns = `idempotency_key, action_id, device_id, agent_run_id, state, outcome_unknown, actor_kind, actor_id,
+	action, arguments, result, error_code, error_message, error_reason, observed_frame, frame_before, frame_after, ts,
+	started_at, finished_at, reviewed_at, reviewer_kind, reviewer_id, review_note`
+
+// ListReceipts returns one page of the organisation's receipts, newest
+// first, ties broken by idempotency key (descending), so equal timestamps
+// page without skipping or repeating.
+func ListReceipts(ctx context.Context, pool *pgxpool.Pool, f ReceiptFilter) (ReceiptPage, error) {
+	limit := ClampLimit(f.Limit)
+	var where []string
+	args := []any{f.OrgID}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", fmt.Sprintf("$%d", len(args))))
+	}
+	where = append(where, "org_id = $1")
+	if f.Devices != nil {
+		add("device_id = ANY(?)", f.Devices)
+	}
+	if f.DeviceID != "" {
+		add("device_id = ?", f.DeviceID)
+	}
+	if f.AgentRunID != "" {
+		add("agent_run_id = ?", f.AgentRunID)
+	}
+	if f.Status != "" {
+		add("state = ?", f.Status)
+	}
+	if f.ActorUserID != "" {
+		add("actor_kind = 'user' AND actor_id = ?", f.ActorUserID)
+	}
+	if f.ActorAPIKeyID != "" {
+		add("actor_kind = 'api_key' AND actor_id = ?", f.ActorAPIKeyID)
+	}
+	switch {
+	case !f.Before.IsZero() && f.BeforeKey != "":
+		args = append(args, f.Before, f.BeforeKey)
+		where = append(where, fmt.Sprintf("(ts, idempotency_key) < ($%d, $%d)", len(args)-1, len(args)))
+	case !f.Before.IsZero():
+		add("ts < ?", f.Before)
+	}
+	args = append(args, limit+1)
+	q := `SELECT ` + receiptColumns + ` FROM public.receipts WHERE ` + strings.Join(where, " AND ") +
+		fmt.Sprintf(` ORDER BY ts DESC, idempotency_key DESC LIMIT $%d`, len(args))
+	rows, err := pool.Query(ctx, q, args...)
+	if err != nil {
+		return ReceiptPage{}, err
+	}
+	defer rows.Close()
+	page := ReceiptPage{Receipts: []domain.Receipt{}}
+	for rows.Next() {
+		r, err := scanReceipt(rows)
+		if err != nil {
+			return ReceiptPage{}, err
+		}
+		page.Receipts = append(page.Receipts, r)
+	}
+	if err := rows.Err(); err != nil {
+		return ReceiptPage{}, err
+	}
+	if len(page.Receipts) > limit {
+		page.Receipts = page.Receipts[:limit]
+		last := page.Receipts[limit-1]
+		page.NextBefore, page.NextBeforeKey = last.Timestamp, last.IdempotencyKey
+	}
+	return page, nil
+}
+
+// GetReceipt returns the organisation's receipt under key, or ErrNoRow.
+func GetReceipt(ctx context.Context, pool *pgxpool.Pool, orgID, key string) (domain.Receipt, error) {
+	r, err := scanReceipt(pool.QueryRow(ctx, `SELECT `+receiptColumns+` FROM public.receipts WHERE org_id = $1 AND idempotency_key = $2`,
+		orgID, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, ErrNoRow
+	}
+	return r, err
+}
+
+func scanReceipt(row pgx.Row) (domain.Receipt, error) {
+	var r domain.Receipt
+	var run, code, msg, reason, observed, before, after, rk, rid, note *string
+	var actorKind, actorID, action string
+	var args, result []byte
+	var started, finished, reviewed *time.Time
+	err := row.Scan(&r.IdempotencyKey, &r.ActionID, &r.DeviceID, &run, &r.State, &r.OutcomeUnknown, &actorKind, &actorID,
+		&action, &args, &result, &code, &msg, &reason, &observed, &before, &after, &r.Timestamp, &started, &finished,
+		&reviewed, &rk, &rid, &note)
+	if err != nil {
+		return r, err
+	}
+	str := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	r.AgentRunID, r.ObservedFrame = str(run), str(observed)
+	r.Frames = domain.ReceiptFrames{Before: str(before), After: str(after)}
+	r.Actor = domain.Actor{Kind: actorKind, ID: actorID}.ForReceipt()
+	r.Action, r.Arguments = domain.ActionType(action), args
+	if result != nil {
+		var res domain.ActionResult
+		if err := json.Unmarshal(result, &res); err != nil {
+			return r, err
+		}
+		r.Result = &res
+	}
+	if code != nil {
+		r.Error = &domain.ReceiptError{Code: domain.Code(*code), Message: str(msg), Reason: str(reason)}
+	}
+	if started != nil && finished != nil {
+		s, f := started.UTC(), finished.UTC()
+		r.StartedAt, r.FinishedAt = &s, &f
+		d := float64(f.Sub(s).Microseconds()) / 1000
+		r.DurationMs = &d
+	}
+	r.Timestamp = r.Timestamp.UTC()
+	if reviewed != nil {
+		r.Reviewed = &domain.ReceiptReview{At: reviewed.UTC(), By: domain.Actor{Kind: str(rk), ID: str(rid)}.ForReceipt(), Note: str(note)}
+	}
+	return r, nil
+}
