@@ -52,6 +52,9 @@ type Deps struct {
 	Identity IdentityDeps
 	Fleet    FleetDeps
 	Webhooks WebhookDeps
+	// MCP is the agent tool surface (package mcp), served at /mcp behind
+	// authentication; nil answers service_unavailable there.
+	MCP http.Handler
 }
 
 // Server is the HTTP edge. Areas register their routes on Router; Handler is
@@ -122,6 +125,7 @@ func New(deps Deps) *Server {
 	s.registerIdentityRoutes(s.v1)
 	s.registerFleetRoutes(s.v1)
 	s.registerWebhookRoutes(s.v1)
+	s.registerMCPRoutes(s.router)
 	// /tasks and /runs (spec 9.4) are deliberately not mounted: they answer
 	// not_found like any other unserved path.
 

@@ -1,0 +1,30 @@
+package app
+
+import (
+	"context"
+
+	httpapi "phonefleet/http"
+	"phonefleet/mcp"
+)
+
+// wireMCP builds the agent tool surface (POST /mcp) over the fleet and the
+// webhook handlers wired before it, so every tool runs the same command
+// handlers and queries as the /v1 routes, and hands it to the HTTP edge.
+func (a *App) wireMCP(context.Context) error {
+	w := a.deps.Webhooks
+	srv, err := mcp.New(mcp.Deps{
+		Fleet: a.deps.Fleet.Fleet,
+		Webhooks: mcp.WebhookDeps{Create: w.Create, Enable: w.Enable, Rotate: w.Rotate, Delete: w.Delete, Test: w.Test,
+			Queries: w.Queries},
+		Mode:      a.cfg.Mode,
+		Logger:    a.logger.With("surface", "mcp"),
+		RequestID: httpapi.RequestID,
+	})
+	if err != nil {
+		return err
+	}
+	a.deps.MCP = srv
+	// Stop the transport's session sweeper when the service stops.
+	a.workers = append(a.workers, func(ctx context.Context) { <-ctx.Done(); _ = srv.Close() })
+	return nil
+}

@@ -1,0 +1,226 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"phonefleet/commands"
+	"phonefleet/domain"
+	"phonefleet/projections"
+)
+
+// fleetTools are the device, lease, observation, action, frame and receipt
+// tools, in the order they are defined (tools/list sorts by name).
+func (s *Server) fleetTools() []*tool {
+	out := []*tool{
+		s.listDevicesTool(), s.getDeviceTool(),
+		s.acquireLeaseTool(), s.renewLeaseTool(), s.releaseLeaseTool(), s.listLeasesTool(),
+		s.observeTool(), s.getFrameTool(), s.getReceiptTool(), s.wakeDeviceTool(),
+	}
+	out = append(out, s.actionTools()...)
+	return append(out, s.tapElementTool(), s.batchActionsTool())
+}
+
+// fleet returns the fleet, or the refusal of a deployment that does not
+// wire it (rendered as internal_error).
+func (s *Server) fleet() (*commands.Fleet, error) {
+	if s.deps.Fleet == nil {
+		return nil, domain.Errorf(domain.CodeServiceUnavailable, "the device fleet is not served by this deployment")
+	}
+	return s.deps.Fleet, nil
+}
+
+// fleetRun adapts a typed fleet tool body to tool.run: it decodes the
+// arguments into A and hands over the fleet.
+func fleetRun[A any](s *Server, body func(ctx context.Context, f *commands.Fleet, a domain.Auth, args A) (*mcpgo.CallToolResult, error)) func(context.Context, domain.Auth, json.RawMessage) (*mcpgo.CallToolResult, error) {
+	return func(ctx context.Context, a domain.Auth, raw json.RawMessage) (*mcpgo.CallToolResult, error) {
+		f, err := s.fleet()
+		if err != nil {
+			return nil, err
+		}
+		var args A
+		if err := decode(raw, &args); err != nil {
+			return nil, err
+		}
+		return body(ctx, f, a, args)
+	}
+}
+
+// deviceNotFound turns the read side's not_found for a device into the
+// MCP answer for one: device_unavailable with reason not_found, as the
+// command side answers it (spec 7.2).
+func deviceNotFound(err error, deviceID string) error {
+	var de *domain.Error
+	if errors.As(err, &de) && de.Code == domain.CodeNotFound {
+		return domain.ErrDeviceNotFound(deviceID)
+	}
+	return err
+}
+
+type listDevicesArgs struct {
+	Status  string `json:"status"`
+	Backend string `json:"backend"`
+	Leased  *bool  `json:"leased"`
+	After   string `json:"after"`
+	Limit   int    `json:"limit"`
+}
+
+func (s *Server) listDevicesTool() *tool {
+	t := newTool("list_devices", "List devices",
+		"List the phones this credential can use, oldest first: id, name, backend, screen size, status (online/asleep) and whether someone holds a lease. "+
+			"Filter with status, backend and leased (false = free to lease). Page with after = the nextAfter of the previous answer.",
+		object(nil,
+			prop{"status", `{"type":"string","enum":["online","asleep"],"description":"Only devices in this state."}`},
+			prop{"backend", `{"type":"string","enum":["sim","adb","robot"],"description":"Only devices of this backend kind."}`},
+			prop{"leased", `{"type":"boolean","description":"true: only devices leased now; false: only devices free to lease."}`},
+			prop{"after", `{"type":"string","maxLength":64,"description":"The nextAfter of the previous page."}`},
+			prop{"limit", sLimit}),
+		hints{readOnly: true}, domain.ScopeDevicesRead)
+	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args listDevicesArgs) (*mcpgo.CallToolResult, error) {
+		page, err := f.ListDevices(ctx, a, commands.DeviceQuery{Status: args.Status, Backend: args.Backend, Leased: args.Leased,
+			After: args.After, Limit: args.Limit})
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(struct {
+			Devices   []projections.DeviceView `json:"devices"`
+			NextAfter string                   `json:"nextAfter,omitempty"`
+		}{page.Devices, page.NextAfter})
+	})
+	return t
+}
+
+type deviceArgs struct {
+	DeviceID string `json:"deviceId"`
+}
+
+func (s *Server) getDeviceTool() *tool {
+	t := newTool("get_device", "Get a device",
+		"Read one device: name, backend, model, screen width and height in pixels, status, and who holds its lease until when.",
+		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}),
+		hints{readOnly: true}, domain.ScopeDevicesRead)
+	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args deviceArgs) (*mcpgo.CallToolResult, error) {
+		d, err := f.GetDevice(ctx, a, args.DeviceID)
+		if err != nil {
+			return nil, deviceNotFound(err, args.DeviceID)
+		}
+		return jsonResult(d)
+	})
+	return t
+}
+
+type leaseArgs struct {
+	DeviceID   string `json:"deviceId"`
+	LeaseID    string `json:"leaseId"`
+	TTLSeconds int    `json:"ttlSeconds"`
+}
+
+func (s *Server) acquireLeaseTool() *tool {
+	t := newTool("acquire_lease", "Acquire a lease",
+		"Take exclusive use of a device before acting on it. Returns leaseId (pass it to every action) and expiresAt; renew_lease before then, "+
+			"release_lease when done. A device someone else holds answers device_unavailable with reason already_leased (retryable later).",
+		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}, prop{"ttlSeconds", sTTL}),
+		hints{}, domain.ScopeDevicesLease)
+	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
+		l, err := f.AcquireLease().Handle(ctx, commands.AcquireLease{Auth: a, DeviceID: args.DeviceID, TTLSeconds: args.TTLSeconds})
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(l)
+	})
+	return t
+}
+
+func (s *Server) renewLeaseTool() *tool {
+	t := newTool("renew_lease", "Renew a lease",
+		"Extend your lease so it expires ttlSeconds from now. An expired or foreign lease answers lease_mismatch: acquire a new one.",
+		object([]string{"deviceId", "leaseId"}, prop{"deviceId", sDeviceID}, prop{"leaseId", sLeaseID}, prop{"ttlSeconds", sTTL}),
+		hints{idempotent: true}, domain.ScopeDevicesLease)
+	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
+		l, err := f.RenewLease().Handle(ctx, commands.RenewLease{Auth: a, DeviceID: args.DeviceID, LeaseID: args.LeaseID, TTLSeconds: args.TTLSeconds})
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(l)
+	})
+	return t
+}
+
+func (s *Server) releaseLeaseTool() *tool {
+	t := newTool("release_lease", "Release a lease",
+		"Give the device back now, so others can lease it. Your leaseId stops working.",
+		object([]string{"deviceId", "leaseId"}, prop{"deviceId", sDeviceID}, prop{"leaseId", sLeaseID}),
+		hints{}, domain.ScopeDevicesLease)
+	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
+		if err := f.ReleaseLease().Handle(ctx, commands.ReleaseLease{Auth: a, DeviceID: args.DeviceID, LeaseID: args.LeaseID}); err != nil {
+			return nil, err
+		}
+		return jsonResult(map[string]any{"deviceId": args.DeviceID, "leaseId": args.LeaseID, "released": true})
+	})
+	return t
+}
+
+type listLeasesArgs struct {
+	DeviceID string `json:"deviceId"`
+	After    string `json:"after"`
+	Limit    int    `json:"limit"`
+}
+
+func (s *Server) listLeasesTool() *tool {
+	t := newTool("list_leases", "List leases",
+		"List the organisation's leases in force: leaseId, deviceId, holder, fencingToken, expiresAt. Use it to find a leaseId you hold.",
+		object(nil, prop{"deviceId", sDeviceID},
+			prop{"after", `{"type":"string","maxLength":64,"description":"The nextAfter of the previous page."}`},
+			prop{"limit", sLimit}),
+		hints{readOnly: true}, domain.ScopeDevicesRead)
+	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args listLeasesArgs) (*mcpgo.CallToolResult, error) {
+		page, err := f.ListLeases(ctx, a, commands.LeaseQuery{DeviceID: args.DeviceID, After: args.After, Limit: args.Limit})
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(struct {
+			Leases    []projections.LeaseView `json:"leases"`
+			NextAfter string                  `json:"nextAfter,omitempty"`
+		}{page.Leases, page.NextAfter})
+	})
+	return t
+}
+
+type receiptArgs struct {
+	IdempotencyKey string `json:"idempotencyKey"`
+}
+
+func (s *Server) getReceiptTool() *tool {
+	t := newTool("get_receipt", "Get a receipt",
+		"Read the receipt of an action by its idempotencyKey: state (pending, committed, failed), what happened, the frames before and after, "+
+			"who did it and when. Use it to learn the outcome of an action whose call was interrupted.",
+		object([]string{"idempotencyKey"}, prop{"idempotencyKey", `{"type":"string","minLength":1,"maxLength":255,"pattern":"^[ -~]+$","description":"The idempotencyKey the action was sent with."}`}),
+		hints{readOnly: true}, domain.ScopeDevicesRead)
+	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args receiptArgs) (*mcpgo.CallToolResult, error) {
+		r, err := f.GetReceipt(ctx, a, args.IdempotencyKey)
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(r)
+	})
+	return t
+}
+
+func (s *Server) wakeDeviceTool() *tool {
+	t := newTool("wake_device", "Wake a device",
+		"Turn the screen on. Actions on a sleeping device fail with device_unavailable reason asleep. "+
+			"A device you lease needs your leaseId; one leased by someone else answers already_leased.",
+		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}, prop{"leaseId", sLeaseID}),
+		hints{idempotent: true}, domain.ScopeDevicesAct)
+	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
+		d, err := f.PowerDevice().Handle(ctx, commands.PowerDevice{Auth: a, DeviceID: args.DeviceID, Wake: true, LeaseID: args.LeaseID})
+		if err != nil {
+			return nil, deviceNotFound(err, args.DeviceID)
+		}
+		return jsonResult(d)
+	})
+	return t
+}

@@ -1,0 +1,298 @@
+package mcp
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"phonefleet/commands"
+	"phonefleet/domain"
+)
+
+// maxElements bounds the elements one observation returns; the rest are
+// counted in elementsOmitted.
+const maxElements = 300
+
+// observeOptions say what an observation (or a frame read) returns.
+type observeOptions struct {
+	MaxWidth     int    `json:"maxWidth"`
+	Screenshot   *bool  `json:"screenshot"`
+	Elements     string `json:"elements"`
+	OnScreenOnly *bool  `json:"onScreenOnly"`
+}
+
+func (o observeOptions) image() bool    { return o.Screenshot == nil || *o.Screenshot }
+func (o observeOptions) snapshot() bool { return o.Elements != "none" }
+func (o observeOptions) onScreen() bool { return o.OnScreenOnly == nil || *o.OnScreenOnly }
+
+// observeProps are the option properties observe and get_frame share.
+var observeProps = []prop{{"screenshot", sShot}, {"maxWidth", sMaxW}, {"elements", sElements}, {"onScreenOnly", sOnScreen}}
+
+// screen is what observe and get_frame answer beside the image.
+type screen struct {
+	DeviceID   string    `json:"deviceId"`
+	FrameID    string    `json:"frameId"`
+	ScreenHash string    `json:"screenHash"`
+	CapturedAt time.Time `json:"capturedAt"`
+	// Width and Height are the screen in device pixels: the coordinate
+	// space of every action and of element bounds.
+	Width    int   `json:"width"`
+	Height   int   `json:"height"`
+	ScreenOn *bool `json:"screenOn,omitempty"`
+	// Image is the size of the attached screenshot, when it differs from
+	// the screen (maxWidth).
+	Image *imageSize `json:"image,omitempty"`
+	// App is the package of the window in front.
+	App             string    `json:"app,omitempty"`
+	Elements        []element `json:"elements,omitempty"`
+	ElementsOmitted int       `json:"elementsOmitted,omitempty"`
+}
+
+type imageSize struct {
+	Width  int `json:"width"`
+	Height int `json:"height"`
+	// Scale is device pixels per image pixel: multiply a point read off the
+	// image by it to get the coordinate to send.
+	Scale float64 `json:"scale"`
+}
+
+// element is one UI element, compacted for an agent: the short class and
+// resource id, the texts, the bounds in device pixels, and only the flags
+// that are set.
+type element struct {
+	Ref   string `json:"ref"`
+	Class string `json:"class,omitempty"`
+	ID    string `json:"id,omitempty"`
+	Text  string `json:"text,omitempty"`
+	Hint  string `json:"hint,omitempty"`
+	Desc  string `json:"desc,omitempty"`
+	// Label is, for an element with no text or description of its own
+	// (a clickable row), what its content says: the texts of the
+	// descendants no input acts on, joined with " · ".
+	Label         string `json:"label,omitempty"`
+	Bounds        [4]int `json:"bounds"`
+	Clickable     bool   `json:"clickable,omitempty"`
+	LongClickable bool   `json:"longClickable,omitempty"`
+	Editable      bool   `json:"editable,omitempty"`
+	Focusable     bool   `json:"focusable,omitempty"`
+	Focused       bool   `json:"focused,omitempty"`
+	Checkable     bool   `json:"checkable,omitempty"`
+	Checked       bool   `json:"checked,omitempty"`
+	Scrollable    bool   `json:"scrollable,omitempty"`
+	Disabled      bool   `json:"disabled,omitempty"`
+}
+
+// interactive reports whether an input acts on e.
+func interactive(e domain.UIElement) bool {
+	return e.Clickable || e.LongClickable || e.Focusable || e.Checkable || e.Scrollable
+}
+
+// compactElements flattens a UI snapshot (a domain.UIElement tree as JSON)
+// depth first, in drawing order, keeping per mode: "all" every element
+// with text, a hint, a description or an action (pure layout containers
+// dropped); "interactive" only those an input acts on. With onScreen, an
+// element whose bounds are empty or outside the w×h screen is dropped too.
+// It returns the root's package, at most max elements and how many more
+// there were.
+func compactElements(snapshot json.RawMessage, mode string, onScreen bool, w, h, max int) (string, []element, int, error) {
+	if len(snapshot) == 0 || mode == "none" {
+		return "", nil, 0, nil
+	}
+	var root domain.UIElement
+	if err := json.Unmarshal(snapshot, &root); err != nil {
+		return "", nil, 0, err
+	}
+	out := []element{}
+	omitted := 0
+	var walk func(e domain.UIElement)
+	walk = func(e domain.UIElement) {
+		keep := interactive(e) || mode != "interactive" && (e.Text != "" || e.Hint != "" || e.ContentDesc != "")
+		if keep && onScreen && !visible(e.Bounds, w, h) {
+			keep = false
+		}
+		if keep {
+			if len(out) < max {
+				out = append(out, compact(e))
+			} else {
+				omitted++
+			}
+		}
+		for _, c := range e.Children {
+			walk(c)
+		}
+	}
+	walk(root)
+	return root.Package, out, omitted, nil
+}
+
+// visible reports whether bounds enclose a pixel of the w×h screen (w or h
+// 0: the screen size is unknown, and any non-empty bounds count).
+func visible(b [4]int, w, h int) bool {
+	if b[0] >= b[2] || b[1] >= b[3] {
+		return false
+	}
+	if w <= 0 || h <= 0 {
+		return true
+	}
+	return b[2] > 0 && b[3] > 0 && b[0] < w && b[1] < h
+}
+
+func compact(e domain.UIElement) element {
+	c := element{Ref: e.Ref, Class: e.Class, ID: e.ResourceID, Text: e.Text, Hint: e.Hint, Desc: e.ContentDesc, Bounds: e.Bounds,
+		Clickable: e.Clickable, LongClickable: e.LongClickable, Editable: e.Focusable && isEditText(e.Class), Focused: e.Focused,
+		Checkable: e.Checkable, Checked: e.Checked, Scrollable: e.Scrollable, Disabled: !e.Enabled}
+	if i := strings.LastIndexByte(c.Class, '.'); i >= 0 {
+		c.Class = c.Class[i+1:]
+	}
+	if _, id, ok := strings.Cut(c.ID, ":id/"); ok {
+		c.ID = id
+	}
+	if c.Desc == c.Text {
+		c.Desc = ""
+	}
+	if e.Text == "" && e.ContentDesc == "" && interactive(e) {
+		c.Label = label(e)
+	}
+	c.Focusable = e.Focusable && !c.Editable
+	return c
+}
+
+// maxLabel bounds a derived label, in bytes.
+const maxLabel = 120
+
+// label joins the texts (or descriptions) of e's descendants that no input
+// acts on, depth first, as a screen reader announces a clickable row.
+func label(e domain.UIElement) string {
+	var parts []string
+	n := 0
+	var walk func(c domain.UIElement)
+	walk = func(c domain.UIElement) {
+		if n >= maxLabel {
+			return
+		}
+		if !interactive(c) {
+			t := c.Text
+			if t == "" {
+				t = c.ContentDesc
+			}
+			if t != "" {
+				parts = append(parts, t)
+				n += len(t) + 3
+			}
+		}
+		for _, k := range c.Children {
+			if !interactive(k) {
+				walk(k)
+			}
+		}
+	}
+	for _, k := range e.Children {
+		if !interactive(k) {
+			walk(k)
+		}
+	}
+	out := strings.Join(parts, " · ")
+	if len(out) > maxLabel {
+		cut := maxLabel
+		for cut > 0 && !utf8.RuneStart(out[cut]) {
+			cut--
+		}
+		out = out[:cut] + "…"
+	}
+	return out
+}
+
+func isEditText(class string) bool {
+	return strings.HasSuffix(class, "EditText") || strings.HasSuffix(class, "AutoCompleteTextView")
+}
+
+// pngSize reads a PNG's width and height from its header.
+func pngSize(b []byte) (int, int, bool) {
+	if len(b) < 24 || string(b[1:4]) != "PNG" || string(b[12:16]) != "IHDR" {
+		return 0, 0, false
+	}
+	return int(binary.BigEndian.Uint32(b[16:20])), int(binary.BigEndian.Uint32(b[20:24])), true
+}
+
+// render builds the observe / get_frame answer.
+func render(sc screen, png []byte, snapshot json.RawMessage, o observeOptions) (*mcpgo.CallToolResult, error) {
+	if png != nil {
+		if iw, ih, ok := pngSize(png); ok && iw != sc.Width && iw > 0 {
+			sc.Image = &imageSize{Width: iw, Height: ih, Scale: float64(int(float64(sc.Width)/float64(iw)*1000)) / 1000}
+		}
+	}
+	if o.snapshot() {
+		mode := o.Elements
+		if mode == "" {
+			mode = "all"
+		}
+		app, els, omitted, err := compactElements(snapshot, mode, o.onScreen(), sc.Width, sc.Height, maxElements)
+		if err != nil {
+			return nil, domain.Errorf(domain.CodeInternal, "the UI snapshot could not be read").Wrap(err)
+		}
+		sc.App, sc.Elements, sc.ElementsOmitted = app, els, omitted
+	}
+	return imageResult(png, sc)
+}
+
+type observeArgs struct {
+	DeviceID string `json:"deviceId"`
+	LeaseID  string `json:"leaseId"`
+	observeOptions
+}
+
+func (s *Server) observeTool() *tool {
+	props := append([]prop{{"deviceId", sDeviceID}, {"leaseId", `{"type":"string","pattern":"^lse_[0-9a-f]{32}$","description":"Optional: your lease, checked to be in force. Observing needs no lease."}`}}, observeProps...)
+	t := newTool("observe", "Observe the screen",
+		"Look at a device's screen now. Returns the screenshot (PNG) and a compact list of the UI elements on screen — ref, class, id, text, "+
+			"bounds [left,top,right,bottom] in device pixels, flags — plus frameId. Act on what you see with tap_element (by ref) or tap "+
+			"(by coordinates), passing observedFrame = frameId so a changed screen is refused rather than tapped blind. "+
+			"To save tokens: maxWidth shrinks the image, elements=interactive keeps only what inputs act on, screenshot=false skips the image.",
+		object([]string{"deviceId"}, props...),
+		hints{readOnly: true}, domain.ScopeDevicesRead)
+	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args observeArgs) (*mcpgo.CallToolResult, error) {
+		obs, err := f.ObserveDevice().Handle(ctx, commands.ObserveDevice{Auth: a, DeviceID: args.DeviceID, Image: args.image(),
+			MaxWidth: args.MaxWidth, Snapshot: args.snapshot(), LeaseID: args.LeaseID})
+		if err != nil {
+			return nil, err
+		}
+		on := obs.ScreenOn
+		sc := screen{DeviceID: obs.DeviceID, FrameID: obs.Frame.FrameID, ScreenHash: obs.Frame.ScreenHash, CapturedAt: obs.Frame.CapturedAt,
+			Width: obs.Width, Height: obs.Height, ScreenOn: &on}
+		return render(sc, obs.PNG, obs.Snapshot, args.observeOptions)
+	})
+	return t
+}
+
+type frameArgs struct {
+	FrameID string `json:"frameId"`
+	observeOptions
+}
+
+func (s *Server) getFrameTool() *tool {
+	props := append([]prop{{"frameId", sFrameID}}, observeProps...)
+	t := newTool("get_frame", "Get a stored frame",
+		"Read a stored frame — an earlier observation, or the before/after frame of a receipt — as observe returns a live one: "+
+			"screenshot and UI elements as they were then. A frame past retention or not yours answers frame_not_found.",
+		object([]string{"frameId"}, props...),
+		hints{readOnly: true}, domain.ScopeDevicesRead)
+	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args frameArgs) (*mcpgo.CallToolResult, error) {
+		fr, err := f.GetFrame(ctx, a, args.FrameID, commands.FrameOptions{Image: args.image(), Snapshot: args.snapshot(), MaxWidth: args.MaxWidth})
+		if err != nil {
+			return nil, err
+		}
+		sc := screen{DeviceID: fr.DeviceID, FrameID: fr.FrameID, ScreenHash: fr.ScreenHash, CapturedAt: fr.CapturedAt,
+			Width: fr.Width, Height: fr.Height}
+		var png []byte
+		if args.image() {
+			png = fr.PNG
+		}
+		return render(sc, png, fr.Snapshot, args.observeOptions)
+	})
+	return t
+}

@@ -1,0 +1,272 @@
+// Package mcp is phonefleet's agent tool surface: the Model Context Protocol
+// served at POST /mcp (spec 1, 2.3, 5.5, 7.1). An agent lists devices,
+// leases one, observes its screen and acts on it one tool call at a time,
+// with the same bearer token as REST.
+//
+// Every tool calls the same command handlers and reads as the /v1 routes
+// (commands.Fleet, the webhook handlers), so receipts, idempotency, leases
+// and stale-frame protection apply identically; there is no separate path
+// for agents.
+//
+// The server is mark3labs/mcp-go over Streamable HTTP. It serves both the
+// session-based protocol revisions (initialize, then Mcp-Session-Id) and the
+// sessionless 2026-07-28 revision (server/discover, _meta on every request)
+// on the one endpoint. It never authenticates: httpapi mounts it behind the
+// service's authentication, body limit and rate limits, and every tool reads
+// the caller's domain.Auth from the request context.
+//
+// # Which tools a credential sees (spec 5.5)
+//
+// The rule, decided per request from the credential alone (never per
+// connection, so the list is the same however the client connects):
+//
+//  1. tools/list answers exactly the tools the credential can use: those
+//     whose scopes it holds all of, and, for a third-party OAuth app's
+//     token, only device tools (spec 5.2: apps see device and run tools;
+//     webhook tools are REST-only for apps).
+//  2. tools/call of a tool that exists but the credential cannot use (one
+//     rule 1 hides from it) answers a tool error permission_denied naming
+//     the missing scope in `scope` (or, for an app, where to do it in
+//     `where`), and runs nothing.
+//  3. tools/call of a name that is no tool at all is the JSON-RPC error
+//     -32601 (method not found), at the protocol level: HTTP 200 on the
+//     session-based revisions, HTTP 404 on 2026-07-28 (SEP-2575).
+//
+// The scope check comes before the input schema: a credential that cannot
+// use a tool learns nothing about its arguments.
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"phonefleet/commands"
+	"phonefleet/domain"
+	"phonefleet/projections"
+)
+
+// ServerName is the serverInfo name every client sees at connect time.
+const ServerName = "phonefleet"
+
+// ToolSurfaceVersion is the version of the tool surface, reported as
+// serverInfo.version (spec 9.8, 9.9). Tools keep their names; an additive
+// change (a new tool, an optional argument, a result field) keeps the
+// version, and only removing or renaming something bumps its major number.
+const ToolSurfaceVersion = "1.0.0"
+
+// instructions is what an agent reads first (initialize / server/discover).
+const instructions = `phonefleet controls real and simulated phones. A typical session:
+list_devices → acquire_lease (keep the leaseId) → observe (screenshot + UI elements + frameId) →
+tap_element / tap / swipe / type_text / press_key with leaseId and observedFrame = that frameId →
+observe again → release_lease. Every action takes an idempotencyKey (generated and returned when
+omitted): retrying a call with the same key never acts twice. An action refused with stale_frame
+did nothing: observe again and decide anew. Failed calls carry a JSON error with a stable "code".`
+
+// WebhookDeps are the webhook command handlers and queries the webhook
+// tools call: the same ones the /v1/webhooks routes call. With Queries nil
+// the webhook tools are not offered.
+type WebhookDeps struct {
+	Create  commands.CreateWebhookHandler
+	Enable  commands.SetWebhookEnabledHandler
+	Rotate  commands.RotateWebhookSecretHandler
+	Delete  commands.DeleteWebhookHandler
+	Test    commands.TestWebhookHandler
+	Queries *projections.WebhookQueries
+}
+
+// Deps is what the tool surface needs.
+type Deps struct {
+	// Fleet runs the device, lease, action, frame and receipt tools. With
+	// Fleet nil those tools are still listed (the surface does not change
+	// shape with the deployment) and answer internal_error.
+	Fleet *commands.Fleet
+	// Webhooks runs the webhook tools.
+	Webhooks WebhookDeps
+	// Mode is "local" (the default) or "hosted". Local mode keeps the
+	// transport's DNS-rebinding protection (a request reaching the loopback
+	// listener must name a loopback Host); hosted deployments sit behind
+	// proxies that forward their public Host, so it is off there.
+	Mode string
+	// Logger receives the cause of every internal_error a tool answers;
+	// nil discards.
+	Logger *slog.Logger
+	// RequestID returns the id of the HTTP request a call arrived in, for
+	// the metadata of the events it records; nil records none.
+	RequestID func(context.Context) string
+}
+
+// Server is the tool surface: an http.Handler for /mcp.
+type Server struct {
+	deps   Deps
+	logger *slog.Logger
+	tools  map[string]*tool
+	order  []string
+	mcp    *server.MCPServer
+	http   *server.StreamableHTTPServer
+}
+
+// New builds the tool surface. It fails only on a defect of the build (a
+// tool whose input schema does not compile), which the package tests catch.
+func New(deps Deps) (*Server, error) {
+	s := &Server{deps: deps, logger: deps.Logger, tools: map[string]*tool{}}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	if s.deps.RequestID == nil {
+		s.deps.RequestID = func(context.Context) string { return "" }
+	}
+	s.mcp = server.NewMCPServer(ServerName, ToolSurfaceVersion,
+		server.WithTitle("phonefleet"),
+		server.WithInstructions(instructions),
+		server.WithToolCapabilities(false),
+		server.WithToolFilter(s.filterTools),
+	)
+	defs := s.fleetTools()
+	if deps.Webhooks.Queries != nil {
+		defs = append(defs, s.webhookTools()...)
+	}
+	for _, t := range defs {
+		if err := t.compile(); err != nil {
+			return nil, err
+		}
+		if _, dup := s.tools[t.def.Name]; dup {
+			return nil, fmt.Errorf("mcp: tool %s is defined twice", t.def.Name)
+		}
+		s.tools[t.def.Name] = t
+		s.order = append(s.order, t.def.Name)
+		s.mcp.AddTool(t.def, s.handle(t))
+	}
+	slices.Sort(s.order)
+	s.http = server.NewStreamableHTTPServer(s.mcp,
+		// Nothing is ever pushed to a client (the tool list is fixed and no
+		// tool asks the client anything), so there is no standalone GET
+		// stream to hold open: GET answers 405, which the transport allows.
+		server.WithDisableStreaming(true),
+		// Session ids are only checked for shape (any instance serves any
+		// session); what the transport keeps per session is dropped after
+		// this long idle, so clients that never send DELETE leak nothing.
+		server.WithSessionIdleTTL(sessionIdleTTL),
+		server.WithDisableLocalhostProtection(deps.Mode == "hosted"),
+		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
+			if a, ok := domain.AuthFrom(r.Context()); ok {
+				ctx = domain.WithAuth(ctx, a)
+			}
+			return ctx
+		}),
+		server.WithStreamableHTTPLogger(s.logger),
+	)
+	return s, nil
+}
+
+// ToolNames lists every tool the surface has, in name order, whatever the
+// credential.
+func (s *Server) ToolNames() []string { return slices.Clone(s.order) }
+
+// sessionIdleTTL is how long a session-based client may stay silent before
+// the transport forgets its session's state (it is rebuilt on its next
+// request).
+const sessionIdleTTL = 10 * time.Minute
+
+// Close stops the transport's session sweeper and forgets every session.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return s.http.Shutdown(ctx)
+}
+
+// rpcMethodKey carries the JSON-RPC method of the request being served.
+type rpcMethodKey struct{}
+
+func rpcMethod(ctx context.Context) string {
+	m, _ := ctx.Value(rpcMethodKey{}).(string)
+	return m
+}
+
+// ServeHTTP serves /mcp. Before the transport sees a POST it reads the
+// JSON-RPC method: the scope filter shapes only tools/list, and a
+// tools/call naming no tool is answered -32601 here (the transport would
+// answer -32602).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && r.Body != nil {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			writeRPCError(w, r, nil, mcpgo.PARSE_ERROR, "the request body could not be read")
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var head struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(body, &head) == nil {
+			r = r.WithContext(context.WithValue(r.Context(), rpcMethodKey{}, head.Method))
+			if head.Method == string(mcpgo.MethodToolsCall) && len(head.ID) > 0 && s.tools[head.Params.Name] == nil {
+				writeRPCError(w, r, head.ID, mcpgo.METHOD_NOT_FOUND, fmt.Sprintf("tool %q does not exist; tools/list names every tool", head.Params.Name))
+				return
+			}
+		}
+	}
+	s.http.ServeHTTP(w, r)
+}
+
+// writeRPCError answers a JSON-RPC error the way the transport would: HTTP
+// 200 on the session-based revisions; on 2026-07-28 and later the status
+// SEP-2575 maps the code to (404 for -32601, 400 for -32700).
+func writeRPCError(w http.ResponseWriter, r *http.Request, id json.RawMessage, code int, message string) {
+	status := http.StatusOK
+	if mcpgo.IsModernProtocol(r.Header.Get(mcpgo.HeaderProtocolVersion)) {
+		switch code {
+		case mcpgo.METHOD_NOT_FOUND:
+			status = http.StatusNotFound
+		case mcpgo.PARSE_ERROR, mcpgo.INVALID_PARAMS, mcpgo.INVALID_REQUEST:
+			status = http.StatusBadRequest
+		}
+	}
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}{JSONRPC: mcpgo.JSONRPC_VERSION, ID: id, Error: struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}{code, message}})
+}
+
+// filterTools is rule 1 of the package comment: on tools/list only the
+// tools the credential can use. Every other method sees every tool, so a
+// call to a hidden tool reaches its handler, which refuses it naming the
+// scope (rule 2).
+func (s *Server) filterTools(ctx context.Context, tools []mcpgo.Tool) []mcpgo.Tool {
+	if rpcMethod(ctx) != string(mcpgo.MethodToolsList) {
+		return tools
+	}
+	a, _ := domain.AuthFrom(ctx)
+	out := make([]mcpgo.Tool, 0, len(tools))
+	for _, t := range tools {
+		if def, ok := s.tools[t.Name]; ok && def.permit(a) == nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}

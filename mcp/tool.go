@@ -1,0 +1,210 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"runtime/debug"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"phonefleet/domain"
+)
+
+// tool is one tool of the surface: its published definition, what a
+// credential needs to use it, its compiled input schema and what it does.
+type tool struct {
+	def mcpgo.Tool
+	// scopes must all be held to use the tool.
+	scopes []domain.Scope
+	// noApps hides the tool from third-party OAuth apps (spec 5.2: they see
+	// device and run tools only).
+	noApps bool
+	schema *jsonschema.Schema
+	// run does the work; arguments have passed the input schema. It
+	// returns the result, or an error the envelope renders.
+	run func(ctx context.Context, a domain.Auth, args json.RawMessage) (*mcpgo.CallToolResult, error)
+}
+
+// hints are a tool's behaviour annotations (MCP ToolAnnotation).
+type hints struct {
+	readOnly, destructive, idempotent, openWorld bool
+}
+
+// newTool defines a tool. schema is its JSON Schema (draft 2020-12) for the
+// arguments object; title and description are what the agent reads.
+func newTool(name, title, description, schema string, h hints, scopes ...domain.Scope) *tool {
+	def := mcpgo.NewToolWithRawSchema(name, description, json.RawMessage(schema))
+	def.Title = title
+	def.Annotations = mcpgo.ToolAnnotation{
+		Title:           title,
+		ReadOnlyHint:    mcpgo.ToBoolPtr(h.readOnly),
+		DestructiveHint: mcpgo.ToBoolPtr(h.destructive && !h.readOnly),
+		IdempotentHint:  mcpgo.ToBoolPtr(h.idempotent || h.readOnly),
+		OpenWorldHint:   mcpgo.ToBoolPtr(h.openWorld),
+	}
+	return &tool{def: def, scopes: scopes}
+}
+
+// compile compiles the tool's input schema.
+func (t *tool) compile() error {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(t.def.RawInputSchema))
+	if err != nil {
+		return fmt.Errorf("mcp: tool %s: input schema: %w", t.def.Name, err)
+	}
+	url := "mem:///phonefleet/tools/" + t.def.Name + ".json"
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	if err := c.AddResource(url, doc); err != nil {
+		return fmt.Errorf("mcp: tool %s: input schema: %w", t.def.Name, err)
+	}
+	if t.schema, err = c.Compile(url); err != nil {
+		return fmt.Errorf("mcp: tool %s: input schema: %w", t.def.Name, err)
+	}
+	return nil
+}
+
+// permit returns nil when a may use the tool, else the permission_denied
+// that names what is missing: the first missing scope (in `scope`), or for
+// an OAuth app a tool closed to apps (with `where`).
+func (t *tool) permit(a domain.Auth) error {
+	if err := a.Require(t.scopes...); err != nil {
+		return err
+	}
+	if t.noApps {
+		return a.DenyApp("the "+t.def.Name+" tool", "the REST API (/v1/webhooks)")
+	}
+	return nil
+}
+
+// handle adapts a tool to mcp-go: the caller's credential, then the scope
+// guard, then the input schema, then the work. Every refusal and failure is
+// a tool result with isError, a panic included (internal_error, its value
+// and stack logged); nothing here is a protocol error.
+func (s *Server) handle(t *tool) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcpgo.CallToolRequest) (res *mcpgo.CallToolResult, _ error) {
+		defer func() {
+			if p := recover(); p != nil {
+				res = s.failure(ctx, t.def.Name, fmt.Errorf("panic: %v\n%s", p, debug.Stack()))
+			}
+		}()
+		a, ok := domain.AuthFrom(ctx)
+		if !ok {
+			return s.failure(ctx, t.def.Name, domain.Errorf(domain.CodeUnauthorized, "this call carried no credential")), nil
+		}
+		if err := t.permit(a); err != nil {
+			return s.failure(ctx, t.def.Name, err), nil
+		}
+		args, err := argumentsOf(req)
+		if err != nil {
+			return invalidParams(t.def.Name, err.Error()), nil
+		}
+		if msg := t.validate(args); msg != "" {
+			return invalidParams(t.def.Name, msg), nil
+		}
+		out, err := t.run(ctx, a, args)
+		if err != nil {
+			return s.failure(ctx, t.def.Name, err), nil
+		}
+		return out, nil
+	}
+}
+
+// argumentsOf returns the call's arguments as a JSON object; absent
+// arguments are the empty object.
+func argumentsOf(req mcpgo.CallToolRequest) (json.RawMessage, error) {
+	raw := req.Params.RawArguments
+	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		if req.Params.Arguments == nil {
+			return json.RawMessage("{}"), nil
+		}
+		b, err := json.Marshal(req.Params.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("arguments are not JSON")
+		}
+		raw = b
+	}
+	return raw, nil
+}
+
+var englishPrinter = message.NewPrinter(language.English)
+
+// validate checks args against the input schema and returns "" when they
+// match, else one line naming every violation.
+func (t *tool) validate(args json.RawMessage) string {
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	if err != nil {
+		return "arguments are not valid JSON"
+	}
+	err = t.schema.Validate(inst)
+	if err == nil {
+		return ""
+	}
+	verr, ok := err.(*jsonschema.ValidationError)
+	if !ok {
+		return err.Error()
+	}
+	var parts []string
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			at := "arguments"
+			if len(e.InstanceLocation) > 0 {
+				at = strings.Join(e.InstanceLocation, ".")
+			}
+			parts = append(parts, at+": "+e.ErrorKind.LocalizedString(englishPrinter))
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(verr)
+	return strings.Join(parts, "; ")
+}
+
+// invalidParams is a call refused because its arguments do not match the
+// published input schema (spec 2.3): isError, and a plain sentence that
+// begins with the protocol error number, not the JSON envelope.
+func invalidParams(tool, detail string) *mcpgo.CallToolResult {
+	return &mcpgo.CallToolResult{IsError: true, Content: []mcpgo.Content{
+		mcpgo.NewTextContent(fmt.Sprintf("%d: invalid params: the arguments of %s do not match its input schema (%s).",
+			mcpgo.INVALID_PARAMS, tool, detail)),
+	}}
+}
+
+// decode reads validated arguments into v.
+func decode(args json.RawMessage, v any) error {
+	if err := json.Unmarshal(args, v); err != nil {
+		return domain.Errorf(domain.CodeInvalidArgument, "arguments could not be read: %v", err)
+	}
+	return nil
+}
+
+// jsonResult is a successful result: v as compact JSON in one text block.
+func jsonResult(v any) (*mcpgo.CallToolResult, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return &mcpgo.CallToolResult{Content: []mcpgo.Content{mcpgo.NewTextContent(string(b))}}, nil
+}
+
+// imageResult is a successful result with a PNG first and v as JSON after.
+func imageResult(png []byte, v any) (*mcpgo.CallToolResult, error) {
+	res, err := jsonResult(v)
+	if err != nil || png == nil {
+		return res, err
+	}
+	img := mcpgo.NewImageContent(base64.StdEncoding.EncodeToString(png), "image/png")
+	res.Content = append([]mcpgo.Content{img}, res.Content...)
+	return res, nil
+}

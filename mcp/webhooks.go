@@ -1,0 +1,260 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"phonefleet/commands"
+	"phonefleet/domain"
+	"phonefleet/projections"
+)
+
+// The webhook tools run the handlers and queries of /v1/webhooks (spec
+// 4.4) and answer the same shapes. Like those routes they need scope
+// devices:read and nothing else; OAuth apps use the REST routes instead.
+
+const sWebhookID = `{"type":"string","pattern":"^whk_[0-9a-f]{32}$","description":"The webhook (whk_…), as list_webhooks names it."}`
+
+// webhookJSON is a subscription as GET /v1/webhooks shows it (spec 2.6).
+type webhookJSON struct {
+	WebhookID       string   `json:"webhookId"`
+	URL             string   `json:"url"`
+	Events          []string `json:"events"`
+	Enabled         bool     `json:"enabled"`
+	DisabledReason  *string  `json:"disabledReason"`
+	SecretHint      string   `json:"secretHint"`
+	CreatedAt       string   `json:"createdAt"`
+	SecretRotatedAt *string  `json:"secretRotatedAt"`
+}
+
+func toWebhookJSON(v projections.WebhookView) webhookJSON {
+	out := webhookJSON{WebhookID: v.ID, URL: v.URL, Events: v.Events, Enabled: v.Enabled, SecretHint: v.SecretHint,
+		CreatedAt: domain.FormatWebhookTime(v.CreatedAt), SecretRotatedAt: optionalTime(v.SecretRotatedAt)}
+	if out.Events == nil {
+		out.Events = []string{}
+	}
+	if v.DisabledReason != "" {
+		out.DisabledReason = &v.DisabledReason
+	}
+	return out
+}
+
+func optionalTime(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := domain.FormatWebhookTime(*t)
+	return &s
+}
+
+// webhookWithSecret answers create and rotate: the secret appears only here.
+type webhookWithSecret struct {
+	Webhook webhookJSON `json:"webhook"`
+	Secret  string      `json:"secret"`
+}
+
+// webhookRun adapts a typed webhook tool body to tool.run.
+func webhookRun[A any](s *Server, body func(ctx context.Context, w WebhookDeps, a domain.Auth, reqID string, args A) (*mcpgo.CallToolResult, error)) func(context.Context, domain.Auth, json.RawMessage) (*mcpgo.CallToolResult, error) {
+	return func(ctx context.Context, a domain.Auth, raw json.RawMessage) (*mcpgo.CallToolResult, error) {
+		var args A
+		if err := decode(raw, &args); err != nil {
+			return nil, err
+		}
+		return body(ctx, s.deps.Webhooks, a, s.deps.RequestID(ctx), args)
+	}
+}
+
+// webhookTool defines a webhook tool: scope devices:read, closed to apps.
+func webhookTool(name, title, description, schema string, h hints) *tool {
+	t := newTool(name, title, description, schema, h, domain.ScopeDevicesRead)
+	t.noApps = true
+	return t
+}
+
+type webhookArgs struct {
+	WebhookID  string   `json:"webhookId"`
+	URL        string   `json:"url"`
+	Events     []string `json:"events"`
+	Enabled    *bool    `json:"enabled"`
+	Limit      int      `json:"limit"`
+	NextBefore string   `json:"nextBefore"`
+}
+
+func (s *Server) webhookTools() []*tool {
+	list := webhookTool("list_webhooks", "List webhooks",
+		"List the organisation's webhook subscriptions: url, events, enabled, secretHint (last four characters of the signing secret).",
+		object(nil), hints{readOnly: true})
+	list.run = webhookRun(s, func(ctx context.Context, w WebhookDeps, a domain.Auth, _ string, _ webhookArgs) (*mcpgo.CallToolResult, error) {
+		views, err := w.Queries.List(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]webhookJSON, len(views))
+		for i, v := range views {
+			out[i] = toWebhookJSON(v)
+		}
+		return jsonResult(map[string]any{"webhooks": out})
+	})
+
+	events, _ := json.Marshal(domain.WebhookEventNames)
+	create := webhookTool("create_webhook", "Create a webhook",
+		"Subscribe an https endpoint to events ("+strings.Join(domain.WebhookEventNames, ", ")+"). The url must be public https without "+
+			"credentials, at most 2000 characters; a refusal is invalid_argument with reason not_a_url, scheme_not_https, has_credentials, "+
+			"private_address, too_long, unknown_event or too_many_webhooks (20 per organisation). The signing secret is returned this once.",
+		object([]string{"url", "events"},
+			prop{"url", `{"type":"string","minLength":1,"maxLength":2000,"description":"The receiver, https://…"}`},
+			prop{"events", `{"type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":` + string(events) + `}}`}),
+		hints{openWorld: true})
+	create.run = webhookRun(s, func(ctx context.Context, w WebhookDeps, a domain.Auth, reqID string, args webhookArgs) (*mcpgo.CallToolResult, error) {
+		c, err := w.Create.Handle(ctx, commands.CreateWebhook{Auth: a, RequestID: reqID, URL: args.URL, Events: args.Events})
+		if err != nil {
+			return nil, err
+		}
+		v, err := w.Queries.Get(ctx, a, c.WebhookID)
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(webhookWithSecret{Webhook: toWebhookJSON(v), Secret: c.Secret})
+	})
+
+	update := webhookTool("update_webhook", "Switch a webhook on or off",
+		"Set enabled. false stops delivery at once and abandons the retries already queued; true resumes with new events.",
+		object([]string{"webhookId", "enabled"}, prop{"webhookId", sWebhookID}, prop{"enabled", `{"type":"boolean"}`}),
+		hints{destructive: true, idempotent: true})
+	update.run = webhookRun(s, func(ctx context.Context, w WebhookDeps, a domain.Auth, reqID string, args webhookArgs) (*mcpgo.CallToolResult, error) {
+		if err := w.Enable.Handle(ctx, commands.SetWebhookEnabled{Auth: a, RequestID: reqID, WebhookID: args.WebhookID, Enabled: *args.Enabled}); err != nil {
+			return nil, err
+		}
+		v, err := w.Queries.Get(ctx, a, args.WebhookID)
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(toWebhookJSON(v))
+	})
+
+	rotate := webhookTool("rotate_webhook_secret", "Rotate a webhook's secret",
+		"Replace the signing secret; the new one is returned this once and the old one stops working immediately (no overlap).",
+		object([]string{"webhookId"}, prop{"webhookId", sWebhookID}), hints{destructive: true})
+	rotate.run = webhookRun(s, func(ctx context.Context, w WebhookDeps, a domain.Auth, reqID string, args webhookArgs) (*mcpgo.CallToolResult, error) {
+		secret, err := w.Rotate.Handle(ctx, commands.RotateWebhookSecret{Auth: a, RequestID: reqID, WebhookID: args.WebhookID})
+		if err != nil {
+			return nil, err
+		}
+		v, err := w.Queries.Get(ctx, a, args.WebhookID)
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(webhookWithSecret{Webhook: toWebhookJSON(v), Secret: secret})
+	})
+
+	test := webhookTool("test_webhook", "Send a test delivery",
+		"Queue one run.ended delivery with data.test true on the real path (same signature, headers and retries); "+
+			"follow it with list_webhook_deliveries. A disabled webhook answers invalid_argument with reason wrong_state.",
+		object([]string{"webhookId"}, prop{"webhookId", sWebhookID}), hints{openWorld: true})
+	test.run = webhookRun(s, func(ctx context.Context, w WebhookDeps, a domain.Auth, reqID string, args webhookArgs) (*mcpgo.CallToolResult, error) {
+		id, err := w.Test.Handle(ctx, commands.TestWebhook{Auth: a, RequestID: reqID, WebhookID: args.WebhookID})
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(map[string]string{"deliveryId": id, "status": domain.DeliveryPending})
+	})
+
+	del := webhookTool("delete_webhook", "Delete a webhook",
+		"Remove the subscription and its delivery records.",
+		object([]string{"webhookId"}, prop{"webhookId", sWebhookID}), hints{destructive: true})
+	del.run = webhookRun(s, func(ctx context.Context, w WebhookDeps, a domain.Auth, reqID string, args webhookArgs) (*mcpgo.CallToolResult, error) {
+		if err := w.Delete.Handle(ctx, commands.DeleteWebhook{Auth: a, RequestID: reqID, WebhookID: args.WebhookID}); err != nil {
+			return nil, err
+		}
+		return jsonResult(map[string]any{"webhookId": args.WebhookID, "deleted": true})
+	})
+
+	deliveries := webhookTool("list_webhook_deliveries", "List a webhook's deliveries",
+		"List deliveries newest first: status (pending, delivered, failed), attempts, responseStatus, error, payloadPreview, "+
+			"lastAttemptAt, nextAttemptAt. Page with nextBefore from the previous answer.",
+		object([]string{"webhookId"}, prop{"webhookId", sWebhookID},
+			prop{"limit", `{"type":"integer","minimum":1,"maximum":100,"description":"Page size (default 50)."}`},
+			prop{"nextBefore", `{"type":"string","pattern":"^[0-9]+_dlv_[0-9a-f]{32}$","description":"The nextBefore of the previous page."}`}),
+		hints{readOnly: true})
+	deliveries.run = webhookRun(s, func(ctx context.Context, w WebhookDeps, a domain.Auth, _ string, args webhookArgs) (*mcpgo.CallToolResult, error) {
+		limit := args.Limit
+		if limit == 0 {
+			limit = 50
+		}
+		var before *projections.DeliveryCursor
+		if args.NextBefore != "" {
+			c, ok := parseDeliveryCursor(args.NextBefore)
+			if !ok {
+				return nil, domain.Errorf(domain.CodeInvalidArgument, "nextBefore must be a value returned as nextBefore")
+			}
+			before = &c
+		}
+		rows, next, err := w.Queries.Deliveries(ctx, a, args.WebhookID, limit, before)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]deliveryJSON, len(rows))
+		for i, d := range rows {
+			out[i] = toDeliveryJSON(d)
+		}
+		page := map[string]any{"deliveries": out}
+		if next != nil {
+			page["nextBefore"] = strconv.FormatInt(next.CreatedAt.UnixMicro(), 10) + "_" + next.DeliveryID
+		}
+		return jsonResult(page)
+	})
+	return []*tool{list, create, update, rotate, test, del, deliveries}
+}
+
+// deliveryJSON is a delivery row as GET /v1/webhooks/{id}/deliveries shows it.
+type deliveryJSON struct {
+	DeliveryID     string  `json:"deliveryId"`
+	WebhookID      string  `json:"webhookId"`
+	Event          string  `json:"event"`
+	Status         string  `json:"status"`
+	Attempts       int     `json:"attempts"`
+	ResponseStatus *int    `json:"responseStatus"`
+	Error          *string `json:"error"`
+	PayloadPreview string  `json:"payloadPreview"`
+	CreatedAt      string  `json:"createdAt"`
+	LastAttemptAt  *string `json:"lastAttemptAt"`
+	NextAttemptAt  *string `json:"nextAttemptAt"`
+}
+
+// payloadPreviewBytes is how much of the delivered body a row shows.
+const payloadPreviewBytes = 1000
+
+func toDeliveryJSON(d projections.DeliveryView) deliveryJSON {
+	body := d.Payload
+	preview := string(body)
+	if len(body) > payloadPreviewBytes {
+		cut := payloadPreviewBytes
+		for cut > 0 && !utf8.RuneStart(body[cut]) {
+			cut--
+		}
+		preview = string(body[:cut]) + "…"
+	}
+	return deliveryJSON{DeliveryID: d.ID, WebhookID: d.WebhookID, Event: d.Event, Status: d.Status, Attempts: d.Attempts,
+		ResponseStatus: d.ResponseStatus, Error: d.Error, PayloadPreview: preview, CreatedAt: domain.FormatWebhookTime(d.CreatedAt),
+		LastAttemptAt: optionalTime(d.LastAttemptAt), NextAttemptAt: optionalTime(d.NextAttemptAt)}
+}
+
+// parseDeliveryCursor reads "<unix microseconds>_<delivery id>", the
+// cursor format of the REST route.
+func parseDeliveryCursor(s string) (projections.DeliveryCursor, bool) {
+	micros, id, ok := strings.Cut(s, "_")
+	if !ok {
+		return projections.DeliveryCursor{}, false
+	}
+	n, err := strconv.ParseInt(micros, 10, 64)
+	if err != nil || !domain.HasPrefix(id, domain.PrefixDelivery) {
+		return projections.DeliveryCursor{}, false
+	}
+	return projections.DeliveryCursor{CreatedAt: time.UnixMicro(n).UTC(), DeliveryID: id}, true
+}
