@@ -28,6 +28,11 @@ type tenancyClient struct {
 	t     *testing.T
 	base  string
 	token string
+	// app is the running service, for fixtures that need an operator
+	// command (devices arrive by `devices add`, not by a route).
+	app *App
+	// org is the organisation the token names.
+	org string
 }
 
 // do sends a request and returns the status, headers and body.
@@ -212,7 +217,7 @@ func TestTenancyEveryRoute(t *testing.T) {
 	idp := identitytest.New(t)
 	a, base := startHosted(t, idp)
 	aud := "http://tenancy.test/mcp"
-	orgA := &tenancyClient{t: t, base: base, token: idp.Console(t, aud, "user_a", "org_a", "admin")}
+	orgA := &tenancyClient{t: t, base: base, token: idp.Console(t, aud, "user_a", "org_a", "admin"), app: a, org: "org_a"}
 	orgB := &tenancyClient{t: t, base: base, token: idp.Console(t, aud, "user_b", "org_b", "admin")}
 
 	routes := apitest.RoutesOf(a.server.Router())
