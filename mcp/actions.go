@@ -124,7 +124,7 @@ func (s *Server) actionTools() []*tool {
 			prop{"key", `{"type":"string","minLength":1,"maxLength":64,"pattern":"^[A-Za-z0-9_]+$","description":"The key name, e.g. BACK."}`}),
 		s.actionTool("open_app", "Open an app", "Bring an installed app to the front by its package name, e.g. com.android.settings."+actionTail,
 			domain.ActionOpenApp, hints{openWorld: true}, []string{"package"}, prop{"package", sPackage}),
-		s.actionTool("install_app", "Install an app", "Install an app by its package name from the device's catalog; "+
+		s.actionTool("install_catalog_app", "Install an app", "Install an app by its package name from the device's catalog (not the retired app-library install_app tool); "+
 			"an unknown package answers invalid_argument with reason not_in_catalog."+actionTail,
 			domain.ActionInstallApp, hints{openWorld: true}, []string{"package"}, prop{"package", sPackage}),
 	}
@@ -162,7 +162,7 @@ type batchStep struct {
 var batchActionTypes = map[string]domain.ActionType{
 	"tap": domain.ActionTap, "tap_element": domain.ActionTap, "double_tap": domain.ActionDoubleTap, "long_press": domain.ActionLongPress,
 	"swipe": domain.ActionSwipe, "type_text": domain.ActionTypeText, "press_key": domain.ActionKey, "open_app": domain.ActionOpenApp,
-	"install_app": domain.ActionInstallApp,
+	"install_catalog_app": domain.ActionInstallApp,
 }
 
 type batchArgs struct {
@@ -189,7 +189,7 @@ type stepReport struct {
 const maxBatch = 20
 
 const sBatchStep = `{"type":"object","additionalProperties":false,"required":["action"],"properties":{` +
-	`"action":{"type":"string","enum":["tap","tap_element","double_tap","long_press","swipe","type_text","press_key","open_app","install_app"],` +
+	`"action":{"type":"string","enum":["tap","tap_element","double_tap","long_press","swipe","type_text","press_key","open_app","install_catalog_app"],` +
 	`"description":"The action, named as its own tool; its arguments as that tool takes them."},` +
 	`"idempotencyKey":{"type":"string","minLength":1,"maxLength":255,"pattern":"^[ -~]+$","description":"This step's key; default <batch key>.<index>."},` +
 	`"x":{"type":"integer","minimum":0,"maximum":100000},"y":{"type":"integer","minimum":0,"maximum":100000},` +

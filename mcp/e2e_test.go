@@ -21,7 +21,7 @@ var (
 	webhookTools = []string{"create_webhook", "delete_webhook", "list_webhook_deliveries", "list_webhooks", "rotate_webhook_secret",
 		"test_webhook", "update_webhook"}
 	leaseTools = []string{"acquire_lease", "release_lease", "renew_lease"}
-	actTools   = []string{"batch_actions", "double_tap", "install_app", "long_press", "open_app", "press_key", "swipe", "tap",
+	actTools   = []string{"batch_actions", "double_tap", "install_catalog_app", "long_press", "open_app", "press_key", "swipe", "tap",
 		"tap_element", "type_text", "wake_device"}
 )
 

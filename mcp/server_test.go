@@ -108,7 +108,7 @@ func TestToolVisibility(t *testing.T) {
 		{
 			name: "OAuth app with every device scope",
 			auth: domain.Auth{OrgID: "org_1", Kind: domain.PrincipalApp, UserID: "u", ClientID: "c", Scopes: []domain.Scope{read, lease, act}},
-			see: []string{"acquire_lease", "batch_actions", "double_tap", "get_device", "get_frame", "get_receipt", "install_app",
+			see: []string{"acquire_lease", "batch_actions", "double_tap", "get_device", "get_frame", "get_receipt", "install_catalog_app",
 				"list_devices", "list_leases", "long_press", "observe", "open_app", "press_key", "release_lease", "renew_lease", "swipe",
 				"tap", "tap_element", "type_text", "wake_device"},
 			refusal: func(string) map[string]any { return map[string]any{"where": "the REST API (/v1/webhooks)"} },
