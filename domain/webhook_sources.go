@@ -1,5 +1,7 @@
 package domain
 
+import "sort"
+
 // WebhookSource says how one domain event type causes a webhook event. The
 // outbox projection looks every event up in webhookSources and, for each
 // enabled subscription of the event's organisation that names Event (or the
@@ -36,6 +38,16 @@ type WebhookSource struct {
 // scheduledFor; fulfilment.changed: fulfilmentId, state, deviceId).
 var webhookSources = map[string]WebhookSource{
 	WebhookTestRequested{}.EventName(): {Event: WebhookRunEnded, Build: testRunEnded},
+}
+
+// WebhookSourceTypes lists the event types that cause webhooks, sorted.
+func WebhookSourceTypes() []string {
+	out := make([]string, 0, len(webhookSources))
+	for t := range webhookSources {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // WebhookSourceFor returns how events of type eventType cause a webhook, if

@@ -33,6 +33,10 @@ const feedTopic = "events"
 // scanning and sorting the whole unread backlog.
 type feedSchema struct {
 	batchSize int
+	// types are SQL LIKE patterns of the event types the projection reads;
+	// nil reads every type. Other events are scanned (the checkpoint passes
+	// them) but not transferred.
+	types []string
 }
 
 const feedSelect = `
@@ -42,36 +46,55 @@ WITH cp AS (
     FOR UPDATE
 ), page AS (
     SELECT e.position, e.transaction_id, e.event_id, e.stream_id, e.stream_version, e.event_type,
-           e.schema_version, e.org_id, e.data, e.metadata, e.occurred_at
+           e.schema_version, e.org_id, e.data, e.metadata, e.occurred_at,
+           ($3::text[] IS NULL OR e.event_type LIKE ANY ($3::text[])) AS wanted
     FROM events e
     -- scalar subqueries, so the seek is an index condition, not a join filter
     WHERE (e.transaction_id, e.position) > ((SELECT tx FROM cp), (SELECT pos FROM cp))
       AND e.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
     ORDER BY e.transaction_id, e.position
     LIMIT $2
+), last AS (
+    SELECT transaction_id, position FROM page ORDER BY transaction_id DESC, position DESC LIMIT 1
 )
-SELECT array_agg(position), array_agg(transaction_id::text::bigint), array_agg(event_id),
-       array_agg(stream_id), array_agg(stream_version), array_agg(event_type),
-       array_agg(schema_version), array_agg(org_id), array_agg(data), array_agg(metadata),
-       array_agg(occurred_at)
+SELECT (SELECT transaction_id::text::bigint FROM last), (SELECT position FROM last), count(*),
+       array_agg(position) FILTER (WHERE wanted), array_agg(transaction_id::text::bigint) FILTER (WHERE wanted),
+       array_agg(event_id) FILTER (WHERE wanted), array_agg(stream_id) FILTER (WHERE wanted),
+       array_agg(stream_version) FILTER (WHERE wanted), array_agg(event_type) FILTER (WHERE wanted),
+       array_agg(schema_version) FILTER (WHERE wanted), array_agg(org_id) FILTER (WHERE wanted),
+       array_agg(data) FILTER (WHERE wanted), array_agg(metadata) FILTER (WHERE wanted),
+       array_agg(occurred_at) FILTER (WHERE wanted)
 FROM page
 HAVING count(*) > 0`
 
 func (a feedSchema) SelectQuery(p wsql.SelectQueryParams) (wsql.Query, error) {
-	return wsql.Query{Query: feedSelect, Args: []any{p.ConsumerGroup, a.batchSize}}, nil
+	var types any // NULL: every type
+	if a.types != nil {
+		types = a.types
+	}
+	return wsql.Query{Query: feedSelect, Args: []any{p.ConsumerGroup, a.batchSize, types}}, nil
+}
+
+// batchHeader is where a batch ends in the feed and how many events it
+// scanned, whether or not they were transferred.
+type batchHeader struct {
+	lastTx  uint64
+	lastPos int64
+	scanned int
 }
 
 func (a feedSchema) UnmarshalMessage(p wsql.UnmarshalMessageParams) (wsql.Row, error) {
 	var (
-		pos, txid, vers []int64
-		ids             [][16]byte
-		streams, types  []string
-		schemas         []int16
-		orgs            []string
-		datas, metas    [][]byte
-		ats             []time.Time
+		lastTx, lastPos, scanned int64
+		pos, txid, vers          []int64
+		ids                      [][16]byte
+		streams, types           []string
+		schemas                  []int16
+		orgs                     []string
+		datas, metas             [][]byte
+		ats                      []time.Time
 	)
-	if err := p.Row.Scan(&pos, &txid, &ids, &streams, &vers, &types, &schemas, &orgs, &datas, &metas, &ats); err != nil {
+	if err := p.Row.Scan(&lastTx, &lastPos, &scanned, &pos, &txid, &ids, &streams, &vers, &types, &schemas, &orgs, &datas, &metas, &ats); err != nil {
 		return wsql.Row{}, err
 	}
 	evs := make([]eventstore.Event, len(pos))
@@ -79,9 +102,8 @@ func (a feedSchema) UnmarshalMessage(p wsql.UnmarshalMessageParams) (wsql.Row, e
 		evs[i] = eventstore.Event{
 			Position: pos[i], TransactionID: uint64(txid[i]), ID: uuid.UUID(ids[i]),
 			StreamID: streams[i], StreamVersion: vers[i], Type: types[i], SchemaVersion: int(schemas[i]),
-			OrgID: orgs[i], Data: datas[i], OccurredAt: ats[i],
+			OrgID: orgs[i], Data: datas[i], Metadata: metas[i], OccurredAt: ats[i],
 		}
-		evs[i].Metadata = metas[i]
 	}
 	// Aggregation normally keeps the page order; sort to be certain.
 	sort.SliceStable(evs, func(i, j int) bool {
@@ -90,15 +112,13 @@ func (a feedSchema) UnmarshalMessage(p wsql.UnmarshalMessageParams) (wsql.Row, e
 		}
 		return evs[i].Position < evs[j].Position
 	})
-	last := evs[len(evs)-1]
-	msg := message.NewMessage(fmt.Sprintf("batch-%d-%d", last.TransactionID, last.Position), encodeBatch(evs))
+	h := batchHeader{lastTx: uint64(lastTx), lastPos: lastPos, scanned: int(scanned)}
+	msg := message.NewMessage(fmt.Sprintf("batch-%d-%d", h.lastTx, h.lastPos), encodeBatch(h, evs))
 	return wsql.Row{
-		Offset: last.Position,
-		UUID:   []byte(msg.UUID),
-		Msg:    msg,
-		ExtraData: map[string]any{
-			"transaction_id": strconv.FormatUint(last.TransactionID, 10),
-		},
+		Offset:    h.lastPos,
+		UUID:      []byte(msg.UUID),
+		Msg:       msg,
+		ExtraData: map[string]any{"transaction_id": strconv.FormatUint(h.lastTx, 10)},
 	}, nil
 }
 
@@ -146,12 +166,15 @@ func (checkpoints) BeforeSubscribingQueries(p wsql.BeforeSubscribingQueriesParam
 
 // The batch codec: length-prefixed fields, no reflection. Metadata stays raw
 // JSON and is decoded lazily by projections that need it.
-func encodeBatch(evs []eventstore.Event) []byte {
-	size := 0
+func encodeBatch(h batchHeader, evs []eventstore.Event) []byte {
+	size := 32
 	for _, e := range evs {
 		size += 64 + len(e.StreamID) + len(e.Type) + len(e.OrgID) + len(e.Data) + len(e.Metadata)
 	}
 	b := make([]byte, 0, size)
+	b = binary.AppendUvarint(b, h.lastTx)
+	b = binary.AppendVarint(b, h.lastPos)
+	b = binary.AppendUvarint(b, uint64(h.scanned))
 	b = binary.AppendUvarint(b, uint64(len(evs)))
 	for _, e := range evs {
 		b = binary.AppendVarint(b, e.Position)
@@ -217,12 +240,17 @@ func (r *reader) fail() {
 	r.b = nil
 }
 
-func decodeBatch(b []byte) ([]eventstore.Event, error) {
+func decodeBatch(b []byte) (batchHeader, []eventstore.Event, error) {
 	r := &reader{b: b}
+	var h batchHeader
+	h.lastTx = r.uvarint()
+	h.lastPos = r.varint()
+	scanned := r.uvarint()
 	n := r.uvarint()
-	if r.err != nil || n > uint64(len(b)) {
-		return nil, errors.New("projections: corrupt batch payload")
+	if r.err != nil || n > uint64(len(b)) || scanned > 1<<31 {
+		return h, nil, errors.New("projections: corrupt batch payload")
 	}
+	h.scanned = int(scanned)
 	evs := make([]eventstore.Event, 0, n)
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		var e eventstore.Event
@@ -245,7 +273,7 @@ func decodeBatch(b []byte) ([]eventstore.Event, error) {
 		evs = append(evs, e)
 	}
 	if r.err != nil {
-		return nil, r.err
+		return h, nil, r.err
 	}
-	return evs, nil
+	return h, evs, nil
 }

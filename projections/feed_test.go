@@ -23,28 +23,29 @@ func sampleBatch() []eventstore.Event {
 
 func TestBatchCodecRoundTrip(t *testing.T) {
 	in := sampleBatch()
-	out, err := decodeBatch(encodeBatch(in))
+	h := batchHeader{lastTx: 1 << 40, lastPos: 9, scanned: 7}
+	gotH, out, err := decodeBatch(encodeBatch(h, in))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(in, out) {
-		t.Fatalf("got %+v; want %+v", out, in)
+	if !reflect.DeepEqual(in, out) || gotH != h {
+		t.Fatalf("got %+v %+v; want %+v %+v", gotH, out, h, in)
 	}
 }
 
 // FuzzDecodeBatch: arbitrary bytes never panic, and whatever decodes
 // re-encodes to the same bytes' meaning.
 func FuzzDecodeBatch(f *testing.F) {
-	f.Add(encodeBatch(sampleBatch()))
+	f.Add(encodeBatch(batchHeader{lastTx: 5, lastPos: 2, scanned: 2}, sampleBatch()))
 	f.Add([]byte{})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		evs, err := decodeBatch(b)
+		h, evs, err := decodeBatch(b)
 		if err != nil {
 			return
 		}
-		again, err := decodeBatch(encodeBatch(evs))
+		_, again, err := decodeBatch(encodeBatch(h, evs))
 		if err != nil {
 			t.Fatalf("re-encoded batch does not decode: %v", err)
 		}

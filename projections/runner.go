@@ -47,6 +47,15 @@ type Projection interface {
 	Apply(ctx context.Context, tx pgx.Tx, schema string, events []eventstore.Event) error
 }
 
+// Selective is implemented by a projection that reads only some event
+// types. The feed then transfers only those; the checkpoint still passes
+// the others. Each pattern is an SQL LIKE pattern ('api_key.%' or an exact
+// name); a pattern may admit more than needed (`_` matches any character),
+// so Apply still skips what it does not handle.
+type Selective interface {
+	EventTypes() []string
+}
+
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,40}$`)
 
 // Group returns the consumer group of a projection version.
@@ -342,7 +351,7 @@ func (c *consumer) session(ctx context.Context) error {
 	noDeadline := time.Duration(0) // batches are short; a deadline would cancel mid-batch
 	sub, err := wsql.NewSubscriber(detached{wsql.BeginnerFromPgx(c.r.pool)}, wsql.SubscriberConfig{
 		ConsumerGroup:  c.group,
-		SchemaAdapter:  feedSchema{batchSize: c.r.batchSize},
+		SchemaAdapter:  feedSchema{batchSize: c.r.batchSize, types: eventTypesOf(c.p)},
 		OffsetsAdapter: checkpoints{},
 		BackoffManager: &wakeBackoff{ctx: sctx, signal: c.r.store.Signal(), poll: c.r.poll, idle: c.idle.Wake},
 		AckDeadline:    &noDeadline,
@@ -385,12 +394,9 @@ func (c *consumer) session(ctx context.Context) error {
 // subscriber then decides: it commits both or neither.
 func (c *consumer) handle(msg *message.Message) error {
 	ctx := context.WithoutCancel(msg.Context()) // a started batch finishes (see detached)
-	evs, err := decodeBatch(msg.Payload)
+	h, evs, err := decodeBatch(msg.Payload)
 	if err != nil {
 		return err
-	}
-	if len(evs) == 0 {
-		return nil
 	}
 	for i := range evs {
 		if err := c.r.store.Upcast(&evs[i]); err != nil {
@@ -413,17 +419,26 @@ func (c *consumer) handle(msg *message.Message) error {
 	default:
 		return fmt.Errorf("projections: unexpected transaction type %T", wtx)
 	}
-	last := evs[len(evs)-1]
 	return pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
-		if err := c.p.Apply(ctx, sp, c.schema, evs); err != nil {
-			return err
+		if len(evs) > 0 {
+			if err := c.p.Apply(ctx, sp, c.schema, evs); err != nil {
+				return err
+			}
 		}
 		_, err := sp.Exec(ctx, `UPDATE projection_checkpoints
 			SET last_transaction_id = $1::text::xid8, last_position = $2, events_applied = events_applied + $3,
 			    updated_at = now(), last_error = NULL, last_error_at = NULL
-			WHERE consumer_group = $4`, strconv.FormatUint(last.TransactionID, 10), last.Position, len(evs), c.group)
+			WHERE consumer_group = $4`, strconv.FormatUint(h.lastTx, 10), h.lastPos, h.scanned, c.group)
 		return err
 	})
+}
+
+// eventTypesOf returns p's event type patterns, or nil for every type.
+func eventTypesOf(p Projection) []string {
+	if s, ok := p.(Selective); ok {
+		return s.EventTypes()
+	}
+	return nil
 }
 
 // wakeBackoff is the subscriber's BackoffManager: when the feed has nothing
@@ -470,8 +485,16 @@ func (b *wakeBackoff) HandleError(logger watermill.LoggerAdapter, noMsg bool, er
 type detached struct{ wsql.Beginner }
 
 func (d detached) BeginTx(ctx context.Context, opts *stdsql.TxOptions) (wsql.Tx, error) {
-	tx, err := d.Beginner.BeginTx(context.WithoutCancel(ctx), opts)
+	ctx = context.WithoutCancel(ctx)
+	tx, err := d.Beginner.BeginTx(ctx, opts)
 	if err != nil {
+		return nil, err
+	}
+	// A projection's batch is re-derivable from the durable events, and its
+	// rows and checkpoint are lost or kept together, so its commit need not
+	// wait for the WAL flush: after a crash the batch is simply applied again.
+	if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+		_ = tx.Rollback()
 		return nil, err
 	}
 	return detachedTx{tx}, nil
