@@ -140,6 +140,11 @@ func (b *bench) pgbench(ctx context.Context, db *database, script string, client
 			return 0, fmt.Errorf("pgbench not found (it comes with the PostgreSQL packages)")
 		}
 	}
+	// Release every section's idle connections: pgbench's clients need
+	// room under the server's max_connections.
+	for _, d := range b.dbs {
+		d.pool.Reset()
+	}
 	threads := min(clients, b.cpus)
 	cmd := exec.CommandContext(ctx, bin, "-n", "-M", "prepared", "-f", f.Name(), "-c", strconv.Itoa(clients),
 		"-j", strconv.Itoa(threads), "-T", strconv.Itoa(int(d.Seconds())), db.url)
