@@ -68,10 +68,11 @@ type Server struct {
 	bodyLimit       int64
 	shutdownTimeout time.Duration
 
-	router  *mux.Router
-	v1      *mux.Router // /v1, behind authentication
-	handler http.Handler
-	openapi []byte
+	router       *mux.Router
+	v1           *mux.Router // /v1, behind authentication
+	fingerprints []byte      // spec 9.7, computed from the document once
+	handler      http.Handler
+	openapi      []byte
 }
 
 // New builds the server and mounts every area's routes. It panics if the
@@ -105,6 +106,9 @@ func New(deps Deps) *Server {
 		panic(fmt.Sprintf("httpapi: %v", err))
 	}
 	s.openapi = doc
+	if s.fingerprints, err = contractFingerprints(doc); err != nil {
+		panic(fmt.Sprintf("httpapi: contract fingerprints: %v", err))
+	}
 
 	// SkipClean: a non-canonical path (//healthz, /v1/../x) answers the
 	// not_found envelope instead of mux's bare 301 redirect, which no
@@ -114,6 +118,7 @@ func New(deps Deps) *Server {
 	s.router.MethodNotAllowedHandler = handlerFunc(s.notFound)
 	s.registerHealthRoutes(s.router)
 	s.registerOpenAPIRoutes(s.router)
+	s.registerContractRoutes(s.router)
 	s.registerDiscoveryRoutes(s.router)
 	if s.auth == nil {
 		s.auth = localOperator{orgID: deps.LocalOrgID}
