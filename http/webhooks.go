@@ -3,9 +3,6 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
-	"strings"
-	"time"
-	"unicode/utf8"
 
 	"github.com/gorilla/mux"
 
@@ -53,44 +50,6 @@ func (s *Server) webhookRoute(h func(w http.ResponseWriter, r *http.Request, a d
 	}
 }
 
-// webhookJSON is a subscription (spec 2.6), plus disabledReason.
-type webhookJSON struct {
-	WebhookID       string   `json:"webhookId"`
-	URL             string   `json:"url"`
-	Events          []string `json:"events"`
-	Enabled         bool     `json:"enabled"`
-	DisabledReason  *string  `json:"disabledReason"`
-	SecretHint      string   `json:"secretHint"`
-	CreatedAt       string   `json:"createdAt"`
-	SecretRotatedAt *string  `json:"secretRotatedAt"`
-}
-
-func toWebhookJSON(v projections.WebhookView) webhookJSON {
-	out := webhookJSON{WebhookID: v.ID, URL: v.URL, Events: v.Events, Enabled: v.Enabled, SecretHint: v.SecretHint,
-		CreatedAt: domain.FormatWebhookTime(v.CreatedAt), SecretRotatedAt: optionalTime(v.SecretRotatedAt)}
-	if out.Events == nil {
-		out.Events = []string{}
-	}
-	if v.DisabledReason != "" {
-		out.DisabledReason = &v.DisabledReason
-	}
-	return out
-}
-
-func optionalTime(t *time.Time) *string {
-	if t == nil {
-		return nil
-	}
-	s := domain.FormatWebhookTime(*t)
-	return &s
-}
-
-// webhookWithSecret answers create and rotate: the secret appears only here.
-type webhookWithSecret struct {
-	Webhook webhookJSON `json:"webhook"`
-	Secret  string      `json:"secret"`
-}
-
 type createWebhookRequest struct {
 	URL    string   `json:"url"`
 	Events []string `json:"events"`
@@ -110,7 +69,7 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, a domain.
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, webhookWithSecret{Webhook: toWebhookJSON(v), Secret: created.Secret})
+	return writeJSON(w, http.StatusCreated, projections.WebhookWithSecret{Webhook: v.JSON(), Secret: created.Secret})
 }
 
 func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request, a domain.Auth) error {
@@ -118,11 +77,7 @@ func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request, a domain.A
 	if err != nil {
 		return err
 	}
-	out := make([]webhookJSON, len(views))
-	for i, v := range views {
-		out[i] = toWebhookJSON(v)
-	}
-	return writeJSON(w, http.StatusOK, map[string]any{"webhooks": out})
+	return writeJSON(w, http.StatusOK, projections.NewWebhooksJSON(views))
 }
 
 // webhookID returns the path's webhookId; one that cannot name a webhook
@@ -159,7 +114,7 @@ func (s *Server) patchWebhook(w http.ResponseWriter, r *http.Request, a domain.A
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toWebhookJSON(v))
+	return writeJSON(w, http.StatusOK, v.JSON())
 }
 
 func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request, a domain.Auth) error {
@@ -187,7 +142,7 @@ func (s *Server) rotateWebhook(w http.ResponseWriter, r *http.Request, a domain.
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, webhookWithSecret{Webhook: toWebhookJSON(v), Secret: secret})
+	return writeJSON(w, http.StatusOK, projections.WebhookWithSecret{Webhook: v.JSON(), Secret: secret})
 }
 
 func (s *Server) testWebhook(w http.ResponseWriter, r *http.Request, a domain.Auth) error {
@@ -206,48 +161,7 @@ func (s *Server) testWebhook(w http.ResponseWriter, r *http.Request, a domain.Au
 const (
 	defaultDeliveryLimit = 50
 	maxDeliveryLimit     = 100
-	// payloadPreviewBytes is how much of the delivered body a row shows.
-	payloadPreviewBytes = 1000
 )
-
-// deliveryJSON is a delivery row (spec 2.6), plus webhookId, event and createdAt.
-type deliveryJSON struct {
-	DeliveryID     string  `json:"deliveryId"`
-	WebhookID      string  `json:"webhookId"`
-	Event          string  `json:"event"`
-	Status         string  `json:"status"`
-	Attempts       int     `json:"attempts"`
-	ResponseStatus *int    `json:"responseStatus"`
-	Error          *string `json:"error"`
-	PayloadPreview string  `json:"payloadPreview"`
-	CreatedAt      string  `json:"createdAt"`
-	LastAttemptAt  *string `json:"lastAttemptAt"`
-	NextAttemptAt  *string `json:"nextAttemptAt"`
-}
-
-type deliveryPage struct {
-	Deliveries []deliveryJSON `json:"deliveries"`
-	NextBefore string         `json:"nextBefore,omitempty"`
-}
-
-func toDeliveryJSON(d projections.DeliveryView) deliveryJSON {
-	return deliveryJSON{DeliveryID: d.ID, WebhookID: d.WebhookID, Event: d.Event, Status: d.Status, Attempts: d.Attempts,
-		ResponseStatus: d.ResponseStatus, Error: d.Error, PayloadPreview: preview(d.Payload, payloadPreviewBytes),
-		CreatedAt: domain.FormatWebhookTime(d.CreatedAt), LastAttemptAt: optionalTime(d.LastAttemptAt), NextAttemptAt: optionalTime(d.NextAttemptAt)}
-}
-
-// preview returns body cut to at most n bytes on a character boundary,
-// with "…" when it was cut.
-func preview(body []byte, n int) string {
-	if len(body) <= n {
-		return string(body)
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(body[cut]) {
-		cut--
-	}
-	return string(body[:cut]) + "…"
-}
 
 func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request, a domain.Auth) error {
 	id, err := webhookID(r)
@@ -265,7 +179,7 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request, a domain
 	}
 	var before *projections.DeliveryCursor
 	if raw := q.Get("nextBefore"); raw != "" {
-		c, ok := parseDeliveryCursor(raw)
+		c, ok := projections.ParseDeliveryCursor(raw)
 		if !ok {
 			return domain.Errorf(domain.CodeInvalidArgument, "nextBefore must be a value returned as nextBefore by this route")
 		}
@@ -275,30 +189,5 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request, a domain
 	if err != nil {
 		return err
 	}
-	page := deliveryPage{Deliveries: make([]deliveryJSON, len(rows))}
-	for i, d := range rows {
-		page.Deliveries[i] = toDeliveryJSON(d)
-	}
-	if next != nil {
-		page.NextBefore = formatDeliveryCursor(*next)
-	}
-	return writeJSON(w, http.StatusOK, page)
-}
-
-// The delivery cursor is "<unix microseconds>_<delivery id>": opaque to
-// clients, exact to the microsecond so no row is skipped or repeated.
-func formatDeliveryCursor(c projections.DeliveryCursor) string {
-	return strconv.FormatInt(c.CreatedAt.UnixMicro(), 10) + "_" + c.DeliveryID
-}
-
-func parseDeliveryCursor(s string) (projections.DeliveryCursor, bool) {
-	micros, id, ok := strings.Cut(s, "_")
-	if !ok {
-		return projections.DeliveryCursor{}, false
-	}
-	n, err := strconv.ParseInt(micros, 10, 64)
-	if err != nil || !domain.HasPrefix(id, domain.PrefixDelivery) {
-		return projections.DeliveryCursor{}, false
-	}
-	return projections.DeliveryCursor{CreatedAt: time.UnixMicro(n).UTC(), DeliveryID: id}, true
+	return writeJSON(w, http.StatusOK, projections.NewDeliveryPage(rows, next))
 }

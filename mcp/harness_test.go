@@ -38,7 +38,7 @@ type service struct {
 }
 
 // startService starts the edge on 127.0.0.1 with devices sim phones.
-func startService(t *testing.T, devices int) *service {
+func startService(t testing.TB, devices int) *service {
 	t.Helper()
 	fe := fleettest.Start(t, fleettest.Options{Devices: devices, WaitForReceipts: true})
 	ctx := context.Background()
@@ -110,7 +110,7 @@ func startService(t *testing.T, devices int) *service {
 }
 
 // key mints an API key of the local organisation holding scopes.
-func (s *service) key(t *testing.T, scopes ...domain.Scope) string {
+func (s *service) key(t testing.TB, scopes ...domain.Scope) string {
 	t.Helper()
 	k, err := s.mint.Handle(context.Background(), commands.MintAPIKey{Auth: s.fleet.Auth, Name: "mcp test", Scopes: scopes})
 	if err != nil {

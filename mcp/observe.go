@@ -1,10 +1,12 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -130,6 +132,64 @@ func compactElements(snapshot json.RawMessage, mode string, onScreen bool, w, h,
 	return root.Package, out, omitted, nil
 }
 
+// elementCache remembers the last few compactions: an agent observes the
+// same screen again and again (before each action, after a stale_frame),
+// and the UI snapshot of an unchanged screen is the same bytes, so its
+// element list is answered without decoding the tree again. An entry is
+// used only when the snapshot bytes and every option are equal, so the
+// answer is exactly what compactElements would return. The cached slices
+// are shared and must only be read.
+type elementCache struct {
+	mu      sync.Mutex
+	entries [elementCacheSize]*compaction
+	next    int
+}
+
+// elementCacheSize is how many compactions are remembered (a few devices
+// observed in turn); at most that many snapshots are held.
+const elementCacheSize = 8
+
+// maxCachedSnapshot bounds the snapshots remembered, in bytes; a larger
+// one is compacted every time.
+const maxCachedSnapshot = 1 << 20
+
+// compaction is one remembered compactElements call and its answer.
+type compaction struct {
+	snapshot  []byte
+	mode      string
+	onScreen  bool
+	w, h, max int
+	app       string
+	elements  []element
+	omitted   int
+}
+
+// compact is compactElements, answered from the cache when it can be.
+func (c *elementCache) compact(snapshot json.RawMessage, mode string, onScreen bool, w, h, max int) (string, []element, int, error) {
+	if len(snapshot) == 0 || mode == "none" || len(snapshot) > maxCachedSnapshot {
+		return compactElements(snapshot, mode, onScreen, w, h, max)
+	}
+	c.mu.Lock()
+	for _, e := range c.entries {
+		if e != nil && e.mode == mode && e.onScreen == onScreen && e.w == w && e.h == h && e.max == max && bytes.Equal(e.snapshot, snapshot) {
+			c.mu.Unlock()
+			return e.app, e.elements, e.omitted, nil
+		}
+	}
+	c.mu.Unlock()
+	app, els, omitted, err := compactElements(snapshot, mode, onScreen, w, h, max)
+	if err != nil {
+		return app, els, omitted, err
+	}
+	e := &compaction{snapshot: bytes.Clone(snapshot), mode: mode, onScreen: onScreen, w: w, h: h, max: max,
+		app: app, elements: els, omitted: omitted}
+	c.mu.Lock()
+	c.entries[c.next] = e
+	c.next = (c.next + 1) % elementCacheSize
+	c.mu.Unlock()
+	return app, els, omitted, nil
+}
+
 // visible reports whether bounds enclose a pixel of the w×h screen (w or h
 // 0: the screen size is unknown, and any non-empty bounds count).
 func visible(b [4]int, w, h int) bool {
@@ -220,7 +280,7 @@ func pngSize(b []byte) (int, int, bool) {
 }
 
 // render builds the observe / get_frame answer.
-func render(sc screen, png []byte, snapshot json.RawMessage, o observeOptions) (*mcpgo.CallToolResult, error) {
+func (s *Server) render(sc screen, png []byte, snapshot json.RawMessage, o observeOptions) (*mcpgo.CallToolResult, error) {
 	if png != nil {
 		if iw, ih, ok := pngSize(png); ok && iw != sc.Width && iw > 0 {
 			sc.Image = &imageSize{Width: iw, Height: ih, Scale: float64(int(float64(sc.Width)/float64(iw)*1000)) / 1000}
@@ -231,7 +291,7 @@ func render(sc screen, png []byte, snapshot json.RawMessage, o observeOptions) (
 		if mode == "" {
 			mode = "all"
 		}
-		app, els, omitted, err := compactElements(snapshot, mode, o.onScreen(), sc.Width, sc.Height, maxElements)
+		app, els, omitted, err := s.elements.compact(snapshot, mode, o.onScreen(), sc.Width, sc.Height, maxElements)
 		if err != nil {
 			return nil, domain.Errorf(domain.CodeInternal, "the UI snapshot could not be read").Wrap(err)
 		}
@@ -264,7 +324,7 @@ func (s *Server) observeTool() *tool {
 		on := obs.ScreenOn
 		sc := screen{DeviceID: obs.DeviceID, FrameID: obs.Frame.FrameID, ScreenHash: obs.Frame.ScreenHash, CapturedAt: obs.Frame.CapturedAt,
 			Width: obs.Width, Height: obs.Height, ScreenOn: &on}
-		return render(sc, obs.PNG, obs.Snapshot, args.observeOptions)
+		return s.render(sc, obs.PNG, obs.Snapshot, args.observeOptions)
 	})
 	return t
 }
@@ -292,7 +352,7 @@ func (s *Server) getFrameTool() *tool {
 		if args.image() {
 			png = fr.PNG
 		}
-		return render(sc, png, fr.Snapshot, args.observeOptions)
+		return s.render(sc, png, fr.Snapshot, args.observeOptions)
 	})
 	return t
 }

@@ -113,6 +113,8 @@ type Server struct {
 	order  []string
 	mcp    *server.MCPServer
 	http   *server.StreamableHTTPServer
+	// elements remembers recent element lists (observe, get_frame).
+	elements elementCache
 }
 
 // New builds the tool surface. It fails only on a defect of the build (a

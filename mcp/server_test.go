@@ -245,20 +245,36 @@ func TestCompactElements(t *testing.T) {
 		{"capped", "all", true, 1, `[{"ref":"title","class":"TextView","text":"Notes","bounds":[0,100,1080,200]}]`, 6},
 		{"none", "none", true, 10, `null`, 0},
 	}
+	// One cache serves every case, twice each: it must tell the options
+	// apart and answer a repeat exactly as a fresh compaction.
+	var cache elementCache
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			app, els, omitted, err := compactElements(snapshot, tt.mode, tt.onScreen, 1080, 2400, tt.max)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := json.Marshal(els)
-			if string(got) != tt.want || omitted != tt.omitted {
-				t.Errorf("got %s (%d omitted); want %s (%d omitted)", got, omitted, tt.want, tt.omitted)
-			}
-			if tt.mode != "none" && app != "com.example.notes" {
-				t.Errorf("got app %q; want com.example.notes", app)
+			for _, compact := range []func(json.RawMessage, string, bool, int, int, int) (string, []element, int, error){
+				compactElements, cache.compact, cache.compact,
+			} {
+				app, els, omitted, err := compact(snapshot, tt.mode, tt.onScreen, 1080, 2400, tt.max)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, _ := json.Marshal(els)
+				if string(got) != tt.want || omitted != tt.omitted {
+					t.Errorf("got %s (%d omitted); want %s (%d omitted)", got, omitted, tt.want, tt.omitted)
+				}
+				if tt.mode != "none" && app != "com.example.notes" {
+					t.Errorf("got app %q; want com.example.notes", app)
+				}
 			}
 		})
+	}
+	// Other bytes are another screen, whatever the options.
+	changed := json.RawMessage(strings.Replace(string(snapshot), `"text":"Notes"`, `"text":"Other"`, 1))
+	_, els, _, err := cache.compact(changed, "all", true, 1080, 2400, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := json.Marshal(els); !strings.Contains(string(got), `"text":"Other"`) {
+		t.Errorf("a changed snapshot was answered from the cache: %s", got)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
+	"unsafe"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
@@ -195,16 +196,32 @@ func jsonResult(v any) (*mcpgo.CallToolResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &mcpgo.CallToolResult{Content: []mcpgo.Content{mcpgo.NewTextContent(string(b))}}, nil
+	return &mcpgo.CallToolResult{Content: []mcpgo.Content{mcpgo.NewTextContent(ownedString(b))}}, nil
 }
 
 // imageResult is a successful result with a PNG first and v as JSON after.
 func imageResult(png []byte, v any) (*mcpgo.CallToolResult, error) {
-	res, err := jsonResult(v)
-	if err != nil || png == nil {
-		return res, err
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
 	}
-	img := mcpgo.NewImageContent(base64.StdEncoding.EncodeToString(png), "image/png")
-	res.Content = append([]mcpgo.Content{img}, res.Content...)
-	return res, nil
+	text := mcpgo.NewTextContent(ownedString(b))
+	if png == nil {
+		return &mcpgo.CallToolResult{Content: []mcpgo.Content{text}}, nil
+	}
+	// The base64 text is written once, into a buffer the string then owns
+	// (EncodeToString would copy it a second time).
+	enc := make([]byte, base64.StdEncoding.EncodedLen(len(png)))
+	base64.StdEncoding.Encode(enc, png)
+	img := mcpgo.NewImageContent(ownedString(enc), "image/png")
+	return &mcpgo.CallToolResult{Content: []mcpgo.Content{img, text}}, nil
+}
+
+// ownedString returns b as a string without copying it. b must be a fresh
+// buffer nothing else holds or writes afterwards (as json.Marshal returns).
+func ownedString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }

@@ -3,10 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"strings"
-	"time"
-	"unicode/utf8"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
@@ -20,44 +17,6 @@ import (
 // devices:read and nothing else; OAuth apps use the REST routes instead.
 
 const sWebhookID = `{"type":"string","pattern":"^whk_[0-9a-f]{32}$","description":"The webhook (whk_…), as list_webhooks names it."}`
-
-// webhookJSON is a subscription as GET /v1/webhooks shows it (spec 2.6).
-type webhookJSON struct {
-	WebhookID       string   `json:"webhookId"`
-	URL             string   `json:"url"`
-	Events          []string `json:"events"`
-	Enabled         bool     `json:"enabled"`
-	DisabledReason  *string  `json:"disabledReason"`
-	SecretHint      string   `json:"secretHint"`
-	CreatedAt       string   `json:"createdAt"`
-	SecretRotatedAt *string  `json:"secretRotatedAt"`
-}
-
-func toWebhookJSON(v projections.WebhookView) webhookJSON {
-	out := webhookJSON{WebhookID: v.ID, URL: v.URL, Events: v.Events, Enabled: v.Enabled, SecretHint: v.SecretHint,
-		CreatedAt: domain.FormatWebhookTime(v.CreatedAt), SecretRotatedAt: optionalTime(v.SecretRotatedAt)}
-	if out.Events == nil {
-		out.Events = []string{}
-	}
-	if v.DisabledReason != "" {
-		out.DisabledReason = &v.DisabledReason
-	}
-	return out
-}
-
-func optionalTime(t *time.Time) *string {
-	if t == nil {
-		return nil
-	}
-	s := domain.FormatWebhookTime(*t)
-	return &s
-}
-
-// webhookWithSecret answers create and rotate: the secret appears only here.
-type webhookWithSecret struct {
-	Webhook webhookJSON `json:"webhook"`
-	Secret  string      `json:"secret"`
-}
 
 // webhookRun adapts a typed webhook tool body to tool.run.
 func webhookRun[A any](s *Server, body func(ctx context.Context, w WebhookDeps, a domain.Auth, reqID string, args A) (*mcpgo.CallToolResult, error)) func(context.Context, domain.Auth, json.RawMessage) (*mcpgo.CallToolResult, error) {
@@ -95,11 +54,7 @@ func (s *Server) webhookTools() []*tool {
 		if err != nil {
 			return nil, err
 		}
-		out := make([]webhookJSON, len(views))
-		for i, v := range views {
-			out[i] = toWebhookJSON(v)
-		}
-		return jsonResult(map[string]any{"webhooks": out})
+		return jsonResult(projections.NewWebhooksJSON(views))
 	})
 
 	events, _ := json.Marshal(domain.WebhookEventNames)
@@ -120,7 +75,7 @@ func (s *Server) webhookTools() []*tool {
 		if err != nil {
 			return nil, err
 		}
-		return jsonResult(webhookWithSecret{Webhook: toWebhookJSON(v), Secret: c.Secret})
+		return jsonResult(projections.WebhookWithSecret{Webhook: v.JSON(), Secret: c.Secret})
 	})
 
 	update := webhookTool("update_webhook", "Switch a webhook on or off",
@@ -135,7 +90,7 @@ func (s *Server) webhookTools() []*tool {
 		if err != nil {
 			return nil, err
 		}
-		return jsonResult(toWebhookJSON(v))
+		return jsonResult(v.JSON())
 	})
 
 	rotate := webhookTool("rotate_webhook_secret", "Rotate a webhook's secret",
@@ -150,7 +105,7 @@ func (s *Server) webhookTools() []*tool {
 		if err != nil {
 			return nil, err
 		}
-		return jsonResult(webhookWithSecret{Webhook: toWebhookJSON(v), Secret: secret})
+		return jsonResult(projections.WebhookWithSecret{Webhook: v.JSON(), Secret: secret})
 	})
 
 	test := webhookTool("test_webhook", "Send a test delivery",
@@ -189,7 +144,7 @@ func (s *Server) webhookTools() []*tool {
 		}
 		var before *projections.DeliveryCursor
 		if args.NextBefore != "" {
-			c, ok := parseDeliveryCursor(args.NextBefore)
+			c, ok := projections.ParseDeliveryCursor(args.NextBefore)
 			if !ok {
 				return nil, domain.Errorf(domain.CodeInvalidArgument, "nextBefore must be a value returned as nextBefore")
 			}
@@ -199,62 +154,7 @@ func (s *Server) webhookTools() []*tool {
 		if err != nil {
 			return nil, err
 		}
-		out := make([]deliveryJSON, len(rows))
-		for i, d := range rows {
-			out[i] = toDeliveryJSON(d)
-		}
-		page := map[string]any{"deliveries": out}
-		if next != nil {
-			page["nextBefore"] = strconv.FormatInt(next.CreatedAt.UnixMicro(), 10) + "_" + next.DeliveryID
-		}
-		return jsonResult(page)
+		return jsonResult(projections.NewDeliveryPage(rows, next))
 	})
 	return []*tool{list, create, update, rotate, test, del, deliveries}
-}
-
-// deliveryJSON is a delivery row as GET /v1/webhooks/{id}/deliveries shows it.
-type deliveryJSON struct {
-	DeliveryID     string  `json:"deliveryId"`
-	WebhookID      string  `json:"webhookId"`
-	Event          string  `json:"event"`
-	Status         string  `json:"status"`
-	Attempts       int     `json:"attempts"`
-	ResponseStatus *int    `json:"responseStatus"`
-	Error          *string `json:"error"`
-	PayloadPreview string  `json:"payloadPreview"`
-	CreatedAt      string  `json:"createdAt"`
-	LastAttemptAt  *string `json:"lastAttemptAt"`
-	NextAttemptAt  *string `json:"nextAttemptAt"`
-}
-
-// payloadPreviewBytes is how much of the delivered body a row shows.
-const payloadPreviewBytes = 1000
-
-func toDeliveryJSON(d projections.DeliveryView) deliveryJSON {
-	body := d.Payload
-	preview := string(body)
-	if len(body) > payloadPreviewBytes {
-		cut := payloadPreviewBytes
-		for cut > 0 && !utf8.RuneStart(body[cut]) {
-			cut--
-		}
-		preview = string(body[:cut]) + "…"
-	}
-	return deliveryJSON{DeliveryID: d.ID, WebhookID: d.WebhookID, Event: d.Event, Status: d.Status, Attempts: d.Attempts,
-		ResponseStatus: d.ResponseStatus, Error: d.Error, PayloadPreview: preview, CreatedAt: domain.FormatWebhookTime(d.CreatedAt),
-		LastAttemptAt: optionalTime(d.LastAttemptAt), NextAttemptAt: optionalTime(d.NextAttemptAt)}
-}
-
-// parseDeliveryCursor reads "<unix microseconds>_<delivery id>", the
-// cursor format of the REST route.
-func parseDeliveryCursor(s string) (projections.DeliveryCursor, bool) {
-	micros, id, ok := strings.Cut(s, "_")
-	if !ok {
-		return projections.DeliveryCursor{}, false
-	}
-	n, err := strconv.ParseInt(micros, 10, 64)
-	if err != nil || !domain.HasPrefix(id, domain.PrefixDelivery) {
-		return projections.DeliveryCursor{}, false
-	}
-	return projections.DeliveryCursor{CreatedAt: time.UnixMicro(n).UTC(), DeliveryID: id}, true
 }
