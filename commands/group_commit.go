@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -103,42 +104,56 @@ type requestWrite struct {
 	news  []eventstore.NewEvent
 }
 
-// flushRequests writes request records in one transaction: every
-// idempotency row first (the primary key decides duplicates, within the
-// group too), then the events of those inserted. inserted[i] is false when
-// the key was taken. If the group fails, each write is retried alone, so
-// one write's failure is not another's.
+// flushRequests writes request records in one round trip: one batch, run
+// by the server as one implicit transaction — every idempotency row first
+// (the primary key decides duplicates, within the group too), then each
+// action.requested event, appended only if its action owns the key's row.
+// inserted[i] is false when the key was taken. If the group fails, each
+// write is retried alone, so one write's failure is not another's.
 func (f *Fleet) flushRequests(ctx context.Context, ws []requestWrite) ([]bool, []error) {
 	inserted := make([]bool, len(ws))
-	err := f.store.InTx(ctx, func(tx pgx.Tx) error {
+	err := func() error {
 		b := &pgx.Batch{}
 		for _, w := range ws {
 			b.Queue(`INSERT INTO action_idempotency (org_id, idempotency_key, action_id, device_id, fingerprint, state, requested_at)
 				VALUES ($1, $2, $3, $4, $5, 'requested', $6) ON CONFLICT (org_id, idempotency_key) DO NOTHING`,
 				w.orgID, w.req.IdempotencyKey, w.req.ActionID, w.req.DeviceID, w.fp, w.req.RequestedAt)
 		}
-		br := tx.SendBatch(ctx, b)
+		qs := make([]*eventstore.QueuedAppend, len(ws))
+		for i, w := range ws {
+			if len(w.news) != 1 {
+				return errors.New("commands: a request record is one event")
+			}
+			var err error
+			qs[i], err = f.store.QueueAppend(b, domain.ActionStream(w.req.ActionID), eventstore.NoStream, w.news[0],
+				`EXISTS (SELECT 1 FROM action_idempotency WHERE org_id = $9 AND idempotency_key = $10 AND action_id = $11)`,
+				w.orgID, w.req.IdempotencyKey, w.req.ActionID)
+			if err != nil {
+				return err
+			}
+		}
+		br := f.pool.SendBatch(ctx, b)
+		defer br.Close()
 		for i := range ws {
 			tag, err := br.Exec()
 			if err != nil {
-				br.Close()
 				return err
 			}
 			inserted[i] = tag.RowsAffected() == 1
 		}
-		if err := br.Close(); err != nil {
-			return err
-		}
-		for i, w := range ws {
-			if inserted[i] {
-				if _, err := f.store.AppendTx(ctx, tx, domain.ActionStream(w.req.ActionID), eventstore.NoStream, w.news...); err != nil {
-					return err
-				}
+		for i := range ws {
+			_, appended, err := qs[i].Read(br)
+			if err != nil {
+				return err
+			}
+			if appended != inserted[i] {
+				return errors.New("commands: request record out of step with its idempotency row")
 			}
 		}
-		return nil
-	})
+		return br.Close()
+	}()
 	if err == nil {
+		f.store.Committed()
 		return inserted, make([]error, len(ws))
 	}
 	if len(ws) == 1 {
@@ -168,20 +183,25 @@ type outcomeWrite struct {
 	finished time.Time
 }
 
-// flushOutcomes writes outcome records in one transaction; a group that
-// fails (a review landed on one action's stream meanwhile) is retried one
-// write at a time, so only that write sees its conflict.
+// flushOutcomes writes outcome records in one round trip (one batch, one
+// implicit transaction); a group that fails (a review landed on one
+// action's stream meanwhile) is retried one write at a time, so only that
+// write sees its conflict.
 func (f *Fleet) flushOutcomes(ctx context.Context, ws []outcomeWrite) ([]eventstore.Appended, []error) {
 	as := make([]eventstore.Appended, len(ws))
-	err := f.store.InTx(ctx, func(tx pgx.Tx) error {
+	err := func() error {
+		b := &pgx.Batch{}
+		qs := make([]*eventstore.QueuedAppend, len(ws))
+		extra := make([]int, len(ws)) // statements queued after each append
 		for i, w := range ws {
+			if len(w.news) != 1 {
+				return errors.New("commands: an outcome record is one event")
+			}
 			var err error
-			if as[i], err = f.store.AppendTx(ctx, tx, domain.ActionStream(w.actionID), w.version, w.news...); err != nil {
+			if qs[i], err = f.store.QueueAppend(b, domain.ActionStream(w.actionID), w.version, w.news[0], ""); err != nil {
 				return err
 			}
-		}
-		b := &pgx.Batch{}
-		for _, w := range ws {
+			n := b.Len()
 			for _, r := range w.rows {
 				f.frames.queue(b, r)
 			}
@@ -193,10 +213,25 @@ func (f *Fleet) flushOutcomes(ctx context.Context, ws []outcomeWrite) ([]eventst
 			}
 			b.Queue(`UPDATE action_idempotency SET state = $3, finished_at = $4 WHERE org_id = $1 AND idempotency_key = $2`,
 				w.orgID, w.key, w.state, w.finished)
+			extra[i] = b.Len() - n
 		}
-		return tx.SendBatch(ctx, b).Close()
-	})
+		br := f.pool.SendBatch(ctx, b)
+		defer br.Close()
+		for i := range ws {
+			var err error
+			if as[i], _, err = qs[i].Read(br); err != nil {
+				return err
+			}
+			for range extra[i] {
+				if _, err := br.Exec(); err != nil {
+					return err
+				}
+			}
+		}
+		return br.Close()
+	}()
 	if err == nil {
+		f.store.Committed()
 		return as, make([]error, len(ws))
 	}
 	if len(ws) == 1 {

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -288,9 +289,13 @@ type consumer struct {
 	schema   string
 	building bool
 
-	cancel   context.CancelFunc
-	done     chan struct{}
-	idle     *eventstore.Signal // woken when the consumer finds nothing new to read
+	cancel context.CancelFunc
+	done   chan struct{}
+	idle   *eventstore.Signal // woken when the consumer finds nothing new to read
+	// drained is set when the last batch applied was not full: the feed
+	// held nothing more, so the subscriber waits for a commit instead of
+	// querying again at once.
+	drained  atomic.Bool
 	stopOnce sync.Once
 }
 
@@ -353,7 +358,7 @@ func (c *consumer) session(ctx context.Context) error {
 		ConsumerGroup:  c.group,
 		SchemaAdapter:  feedSchema{batchSize: c.r.batchSize, types: eventTypesOf(c.p)},
 		OffsetsAdapter: checkpoints{},
-		BackoffManager: &wakeBackoff{ctx: sctx, signal: c.r.store.Signal(), poll: c.r.poll, idle: c.idle.Wake},
+		BackoffManager: &wakeBackoff{ctx: sctx, signal: c.r.store.Signal(), poll: c.r.poll, idle: c.idle.Wake, drained: &c.drained},
 		AckDeadline:    &noDeadline,
 		ResendInterval: time.Second,
 	}, watermill.NewSlogLoggerWithLevelMapping(c.r.logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug}))
@@ -419,6 +424,7 @@ func (c *consumer) handle(msg *message.Message) error {
 	default:
 		return fmt.Errorf("projections: unexpected transaction type %T", wtx)
 	}
+	c.drained.Store(h.scanned < c.r.batchSize)
 	return pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
 		if len(evs) > 0 {
 			if err := c.p.Apply(ctx, sp, c.schema, evs); err != nil {
@@ -450,6 +456,9 @@ type wakeBackoff struct {
 	poll   time.Duration
 	idle   func()
 	next   <-chan struct{}
+	// drained, when set, reports that the batch just applied was not full
+	// (see consumer.drained).
+	drained *atomic.Bool
 }
 
 func (b *wakeBackoff) HandleError(logger watermill.LoggerAdapter, noMsg bool, err error) time.Duration {
@@ -460,7 +469,21 @@ func (b *wakeBackoff) HandleError(logger watermill.LoggerAdapter, noMsg bool, er
 		b.next = nil
 		return time.Second
 	}
-	if noMsg {
+	woken := false
+	drained := b.drained != nil && b.drained.Swap(false)
+	if !noMsg && drained && b.next != nil {
+		// The batch read the feed to its end: a query now would find only
+		// what was committed since that batch's query started, which wakes
+		// b.next (taken before it), or events held back behind a
+		// transaction then in flight, whose commit wakes it too (or, if it
+		// wrote no events, the poll finds them). Wait instead of querying.
+		select {
+		case <-b.ctx.Done():
+		case <-b.next:
+			woken = true
+		case <-time.After(b.poll):
+		}
+	} else if noMsg {
 		b.idle()
 		if b.next == nil {
 			b.next = b.signal.C()
@@ -468,14 +491,27 @@ func (b *wakeBackoff) HandleError(logger watermill.LoggerAdapter, noMsg bool, er
 		select {
 		case <-b.ctx.Done():
 		case <-b.next:
+			woken = true
 		case <-time.After(b.poll):
 		}
 	}
 	// Take the channel for the next wait before the next query runs, so a
 	// commit landing during that query is not missed.
 	b.next = b.signal.C()
+	if woken {
+		// Let the commits of the next moment join this query: under load
+		// one query (one transaction per projection) then serves several
+		// commits instead of one each. Read models lag by this much more.
+		select {
+		case <-b.ctx.Done():
+		case <-time.After(wakeDebounce):
+		}
+	}
 	return 0
 }
+
+// wakeDebounce is how long a woken consumer waits before it queries.
+const wakeDebounce = 2 * time.Millisecond
 
 // detached makes the subscriber's transactions immune to cancellation: a
 // batch, once begun, runs to its commit or rollback. Shutdown still stops
@@ -493,16 +529,24 @@ func (d detached) BeginTx(ctx context.Context, opts *stdsql.TxOptions) (wsql.Tx,
 	// A projection's batch is re-derivable from the durable events, and its
 	// rows and checkpoint are lost or kept together, so its commit need not
 	// wait for the WAL flush: after a crash the batch is simply applied again.
-	if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-		_ = tx.Rollback()
-		return nil, err
-	}
+	// The feed query itself turns synchronous_commit off for the transaction
+	// (feedSelect), sparing a round trip per poll.
 	return detachedTx{tx}, nil
 }
 
 type detachedTx struct{ wsql.Tx }
 
+// skippedAck is the result of the ack query that was not sent.
+type skippedAck struct{}
+
+func (skippedAck) RowsAffected() (int64, error) { return 1, nil }
+
 func (t detachedTx) ExecContext(ctx context.Context, query string, args ...any) (wsql.Result, error) {
+	if query == ackCheckpointSQL {
+		// The handler wrote this checkpoint in this transaction already
+		// (Ack follows only a successful consumer.handle).
+		return skippedAck{}, nil
+	}
 	return t.Tx.ExecContext(context.WithoutCancel(ctx), query, args...)
 }
 
