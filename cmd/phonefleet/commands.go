@@ -222,6 +222,15 @@ func eventsTail(ctx context.Context, db *app.DB, logger *slog.Logger, from int64
 	if follow {
 		go eventstore.Listen(ctx, db.Pool, "phonefleet_events", store.Signal(), logger)
 	}
+	// Without -follow, print every event committed before the command
+	// started. The feed is gap-safe: it holds back events newer than the
+	// oldest transaction still open anywhere in the cluster, so wait (at most
+	// a minute) until those have all become readable.
+	var maxTx uint64
+	if err := db.Pool.QueryRow(ctx, `SELECT coalesce(max(transaction_id)::text, '0')::bigint FROM events`).Scan(&maxTx); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(time.Minute)
 	var cur eventstore.Cursor
 	enc := json.NewEncoder(out)
 	for {
@@ -258,13 +267,26 @@ func eventsTail(ctx context.Context, db *app.DB, logger *slog.Logger, from int64
 			continue
 		}
 		if !follow {
-			return nil
+			var xmin uint64
+			if err := db.Pool.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`).Scan(&xmin); err != nil {
+				return err
+			}
+			if xmin > maxTx {
+				return nil // everything committed before we started has been printed
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("events tail: the feed is held back by a transaction open for over a minute (older than transaction %d); events after it are not printed", maxTx)
+			}
+		}
+		poll := time.Second
+		if !follow {
+			poll = 20 * time.Millisecond
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-wake:
-		case <-time.After(time.Second):
+		case <-time.After(poll):
 		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -15,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"phonefleet/eventstore"
 	"phonefleet/testutil"
 )
 
@@ -234,4 +238,48 @@ func dialable(port string) bool {
 		c.Close()
 	}
 	return err == nil
+}
+
+// TestEventsTailWaitsForOlderTransactions: the feed is gap-safe across the
+// whole cluster, so a transaction left open in another database holds back
+// newer events; a plain tail must still print everything committed before
+// it started, once that transaction ends.
+func TestEventsTailWaitsForOlderTransactions(t *testing.T) {
+	url := testutil.DatabaseURL(t)
+	env := []string{"DATABASE_URL=" + url, "SERVICE_DATA_DIR=" + t.TempDir()}
+	if out, err := runCmd(t, env, "migrate"); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	other := testutil.FreshPool(t) // another database on the same server
+	ctx := context.Background()
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil { // takes a transaction id
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := eventstore.New(pool).Append(ctx, "tail-test", eventstore.NoStream,
+		eventstore.NewEvent{Type: "test.tailed", SchemaVersion: 1, OrgID: "o", Data: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := command(env, "events", "tail")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the tail is waiting on the open transaction
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "test.tailed") {
+		t.Fatalf("events tail: %v\n%s\nwant the event committed before the tail started", err, out.String())
+	}
 }
