@@ -50,24 +50,8 @@ func (w FrameRetention) RunOnce(ctx context.Context) (int64, error) {
 
 // Run sweeps until ctx ends.
 func (w FrameRetention) Run(ctx context.Context) {
-	every := w.Interval
-	if every <= 0 {
-		every = time.Minute
-	}
-	logger := w.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if _, err := w.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			logger.Warn("frame retention sweep failed", "err", err)
-		}
-	}
+	sweepEvery(ctx, w.Interval, time.Minute, w.Logger, "frame retention sweep failed", func(ctx context.Context) error {
+		_, err := w.RunOnce(ctx)
+		return err
+	})
 }

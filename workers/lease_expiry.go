@@ -59,24 +59,8 @@ func (w LeaseExpiry) RunOnce(ctx context.Context) (int, error) {
 
 // Run sweeps until ctx ends.
 func (w LeaseExpiry) Run(ctx context.Context) {
-	every := w.Interval
-	if every <= 0 {
-		every = time.Second
-	}
-	logger := w.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if _, err := w.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			logger.Warn("lease expiry sweep failed", "err", err)
-		}
-	}
+	sweepEvery(ctx, w.Interval, time.Second, w.Logger, "lease expiry sweep failed", func(ctx context.Context) error {
+		_, err := w.RunOnce(ctx)
+		return err
+	})
 }
