@@ -60,14 +60,14 @@ type RateLimiter interface {
 // calling key's own record. "current" is registered before {id} so it is
 // never read as a key id.
 func (s *Server) registerIdentityRoutes(r *mux.Router) {
-	r.Handle("/api-keys", handlerFunc(s.listAPIKeys)).Methods(http.MethodGet)
-	r.Handle("/api-keys", handlerFunc(s.mintAPIKey)).Methods(http.MethodPost)
+	r.Handle("/api-keys", handlerFunc(s.keyRoute(s.listAPIKeys))).Methods(http.MethodGet)
+	r.Handle("/api-keys", handlerFunc(s.keyRoute(s.mintAPIKey))).Methods(http.MethodPost)
 	r.Handle("/api-keys/current", handlerFunc(s.getCurrentAPIKey)).Methods(http.MethodGet)
 	r.Handle("/api-keys/current", handlerFunc(s.revokeCurrentAPIKey)).Methods(http.MethodDelete)
-	r.Handle("/api-keys/{id}", handlerFunc(s.getAPIKey)).Methods(http.MethodGet)
-	r.Handle("/api-keys/{id}", handlerFunc(s.updateAPIKey)).Methods(http.MethodPatch)
-	r.Handle("/api-keys/{id}", handlerFunc(s.revokeAPIKey)).Methods(http.MethodDelete)
-	r.Handle("/api-keys/{id}/rotate", handlerFunc(s.rotateAPIKey)).Methods(http.MethodPost)
+	r.Handle("/api-keys/{id}", handlerFunc(s.keyRoute(s.getAPIKey))).Methods(http.MethodGet)
+	r.Handle("/api-keys/{id}", handlerFunc(s.keyRoute(s.updateAPIKey))).Methods(http.MethodPatch)
+	r.Handle("/api-keys/{id}", handlerFunc(s.keyRoute(s.revokeAPIKey))).Methods(http.MethodDelete)
+	r.Handle("/api-keys/{id}/rotate", handlerFunc(s.keyRoute(s.rotateAPIKey))).Methods(http.MethodPost)
 }
 
 // apiKeyJSON is the key record of the key routes.
@@ -138,6 +138,22 @@ func (d *APIKeyDeps) toJSON(k projections.APIKeyRecord) apiKeyJSON {
 
 // keys returns the key-management dependencies, or 503 when the
 // deployment was started without them.
+// keyRoute adapts a key-management handler: management needs a signed-in
+// session (spec 5.3.4, never an API key) and a deployment that serves keys.
+func (s *Server) keyRoute(h func(w http.ResponseWriter, r *http.Request, a domain.Auth, d *APIKeyDeps) error) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		a := authOf(r)
+		if err := a.RequireSession("API keys"); err != nil {
+			return err
+		}
+		d, err := s.keys()
+		if err != nil {
+			return err
+		}
+		return h(w, r, a, d)
+	}
+}
+
 func (s *Server) keys() (*APIKeyDeps, error) {
 	if s.deps.Identity.Keys == nil {
 		return nil, domain.Errorf(domain.CodeServiceUnavailable, "API keys are not served by this deployment")
@@ -145,15 +161,7 @@ func (s *Server) keys() (*APIKeyDeps, error) {
 	return s.deps.Identity.Keys, nil
 }
 
-func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request) error {
-	a := authOf(r)
-	if err := a.RequireSession("API keys"); err != nil {
-		return err
-	}
-	d, err := s.keys()
-	if err != nil {
-		return err
-	}
+func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request, a domain.Auth, d *APIKeyDeps) error {
 	rows, err := d.Reader.List(r.Context(), a)
 	if err != nil {
 		return err
@@ -184,15 +192,7 @@ func lifetimeOf(days *int) (time.Duration, error) {
 	return time.Duration(*days) * 24 * time.Hour, nil
 }
 
-func (s *Server) mintAPIKey(w http.ResponseWriter, r *http.Request) error {
-	a := authOf(r)
-	if err := a.RequireSession("API keys"); err != nil {
-		return err
-	}
-	d, err := s.keys()
-	if err != nil {
-		return err
-	}
+func (s *Server) mintAPIKey(w http.ResponseWriter, r *http.Request, a domain.Auth, d *APIKeyDeps) error {
 	var body mintAPIKeyBody
 	if err := decodeJSON(r, &body); err != nil {
 		return err
@@ -213,15 +213,7 @@ func (s *Server) mintAPIKey(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusCreated, apiKeyWithToken{Key: d.toJSON(k), Token: minted.Token})
 }
 
-func (s *Server) getAPIKey(w http.ResponseWriter, r *http.Request) error {
-	a := authOf(r)
-	if err := a.RequireSession("API keys"); err != nil {
-		return err
-	}
-	d, err := s.keys()
-	if err != nil {
-		return err
-	}
+func (s *Server) getAPIKey(w http.ResponseWriter, r *http.Request, a domain.Auth, d *APIKeyDeps) error {
 	k, err := d.Reader.Get(r.Context(), a, mux.Vars(r)["id"])
 	if err != nil {
 		return err
@@ -237,21 +229,14 @@ type updateAPIKeyBody struct {
 
 // updateAPIKey narrows (scopes, deviceIds) or renews (expiresInDays) a key:
 // one change per request, so each is one event and one answer.
-func (s *Server) updateAPIKey(w http.ResponseWriter, r *http.Request) error {
-	a := authOf(r)
-	if err := a.RequireSession("API keys"); err != nil {
-		return err
-	}
-	d, err := s.keys()
-	if err != nil {
-		return err
-	}
+func (s *Server) updateAPIKey(w http.ResponseWriter, r *http.Request, a domain.Auth, d *APIKeyDeps) error {
 	var body updateAPIKeyBody
 	if err := decodeJSON(r, &body); err != nil {
 		return err
 	}
 	id := mux.Vars(r)["id"]
 	narrow := body.Scopes != nil || body.DeviceIDs != nil
+	var err error
 	switch {
 	case narrow && body.ExpiresInDays != nil:
 		return domain.Errorf(domain.CodeInvalidArgument, "narrow (scopes, deviceIds) and renew (expiresInDays) in separate requests")
@@ -277,15 +262,7 @@ func (s *Server) updateAPIKey(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, d.toJSON(k))
 }
 
-func (s *Server) rotateAPIKey(w http.ResponseWriter, r *http.Request) error {
-	a := authOf(r)
-	if err := a.RequireSession("API keys"); err != nil {
-		return err
-	}
-	d, err := s.keys()
-	if err != nil {
-		return err
-	}
+func (s *Server) rotateAPIKey(w http.ResponseWriter, r *http.Request, a domain.Auth, d *APIKeyDeps) error {
 	id := mux.Vars(r)["id"]
 	rotated, err := d.Rotate.Handle(r.Context(), commands.RotateAPIKey{Auth: a, RequestID: RequestID(r.Context()), KeyID: id})
 	if err != nil {
@@ -298,16 +275,8 @@ func (s *Server) rotateAPIKey(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, apiKeyWithToken{Key: d.toJSON(k), Token: rotated.Token})
 }
 
-func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request) error {
-	a := authOf(r)
-	if err := a.RequireSession("API keys"); err != nil {
-		return err
-	}
-	d, err := s.keys()
-	if err != nil {
-		return err
-	}
-	err = d.Revoke.Handle(r.Context(), commands.RevokeAPIKey{Auth: a, RequestID: RequestID(r.Context()), KeyID: mux.Vars(r)["id"]})
+func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request, a domain.Auth, d *APIKeyDeps) error {
+	err := d.Revoke.Handle(r.Context(), commands.RevokeAPIKey{Auth: a, RequestID: RequestID(r.Context()), KeyID: mux.Vars(r)["id"]})
 	if err != nil {
 		return err
 	}
