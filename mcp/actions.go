@@ -20,26 +20,32 @@ import (
 // actionArgs are the arguments every action tool shares, plus each
 // action's own.
 type actionArgs struct {
-	DeviceID       string  `json:"deviceId"`
-	LeaseID        string  `json:"leaseId"`
-	ObservedFrame  string  `json:"observedFrame"`
-	IdempotencyKey string  `json:"idempotencyKey"`
-	X              *int    `json:"x"`
-	Y              *int    `json:"y"`
-	X1             *int    `json:"x1"`
-	Y1             *int    `json:"y1"`
-	X2             *int    `json:"x2"`
-	Y2             *int    `json:"y2"`
-	DurationMs     *int    `json:"durationMs"`
-	Text           *string `json:"text"`
-	Key            *string `json:"key"`
-	Package        *string `json:"package"`
-	Ref            *string `json:"ref"`
+	DeviceID       string `json:"deviceId"`
+	LeaseID        string `json:"leaseId"`
+	ObservedFrame  string `json:"observedFrame"`
+	IdempotencyKey string `json:"idempotencyKey"`
+	gesture
+}
+
+// gesture is an action's own arguments, as a tool call and a batch step
+// both carry them; absent ones stay nil.
+type gesture struct {
+	X          *int    `json:"x"`
+	Y          *int    `json:"y"`
+	X1         *int    `json:"x1"`
+	Y1         *int    `json:"y1"`
+	X2         *int    `json:"x2"`
+	Y2         *int    `json:"y2"`
+	DurationMs *int    `json:"durationMs"`
+	Text       *string `json:"text"`
+	Key        *string `json:"key"`
+	Package    *string `json:"package"`
+	Ref        *string `json:"ref"`
 }
 
 // arguments is the action's arguments object as POST …/actions takes it:
 // only the fields that were sent.
-func (a actionArgs) arguments() map[string]any {
+func (a gesture) arguments() map[string]any {
 	m := map[string]any{}
 	for name, v := range map[string]*int{"x": a.X, "y": a.Y, "x1": a.X1, "y1": a.Y1, "x2": a.X2, "y2": a.Y2, "durationMs": a.DurationMs} {
 		if v != nil {
@@ -143,19 +149,9 @@ func (s *Server) tapElementTool() *tool {
 
 // batchStep is one action of batch_actions.
 type batchStep struct {
-	Action         string  `json:"action"`
-	IdempotencyKey string  `json:"idempotencyKey"`
-	X              *int    `json:"x"`
-	Y              *int    `json:"y"`
-	X1             *int    `json:"x1"`
-	Y1             *int    `json:"y1"`
-	X2             *int    `json:"x2"`
-	Y2             *int    `json:"y2"`
-	DurationMs     *int    `json:"durationMs"`
-	Text           *string `json:"text"`
-	Key            *string `json:"key"`
-	Package        *string `json:"package"`
-	Ref            *string `json:"ref"`
+	Action         string `json:"action"`
+	IdempotencyKey string `json:"idempotencyKey"`
+	gesture
 }
 
 // batchActionTypes maps a step's action (the tool names) to the action type.
@@ -224,8 +220,7 @@ func (s *Server) batchActionsTool() *tool {
 		}
 		for i, st := range args.Actions {
 			one := actionArgs{DeviceID: args.DeviceID, LeaseID: args.LeaseID, IdempotencyKey: steps[i].IdempotencyKey,
-				X: st.X, Y: st.Y, X1: st.X1, Y1: st.Y1, X2: st.X2, Y2: st.Y2, DurationMs: st.DurationMs,
-				Text: st.Text, Key: st.Key, Package: st.Package, Ref: st.Ref}
+				gesture: st.gesture}
 			if i == 0 {
 				one.ObservedFrame = args.ObservedFrame
 			}
