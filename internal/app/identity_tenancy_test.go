@@ -2,22 +2,17 @@ package app
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"flag"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
-	"phonefleet/internal/config"
 	"phonefleet/internal/identity/identitytest"
 	"phonefleet/testutil"
 )
@@ -133,27 +128,7 @@ func startHosted(t *testing.T, idp *identitytest.IdP) (*App, string) {
 		"SERVICE_RATE_LIMIT_ANONYMOUS":     "100000",
 		"SERVICE_SIM_DEVICES":              "0",
 	}
-	cfg, err := config.Load(flag.NewFlagSet("test", flag.ContinueOnError), nil, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := New(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { a.Run(ctx); close(done) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Log("service did not stop within 30 s")
-		}
-	})
-	return a, "http://" + a.Addr()
+	return startApp(t, env)
 }
 
 var (

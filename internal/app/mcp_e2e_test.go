@@ -3,9 +3,6 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"flag"
-	"io"
-	"log/slog"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -18,7 +15,6 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"phonefleet/internal/config"
 	"phonefleet/mcp"
 	"phonefleet/testutil"
 )
@@ -41,22 +37,8 @@ func TestServeOffersTheToolSurface(t *testing.T) {
 	dir := t.TempDir()
 	env := map[string]string{"DATABASE_URL": testutil.DatabaseURL(t), "SERVICE_ADDR": "127.0.0.1:0",
 		"SERVICE_DATA_DIR": filepath.Join(dir, "data"), "SERVICE_SIM_DEVICES": "1"}
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	cfg, err := config.Load(fs, nil, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := New(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	base := "http://" + a.Addr()
+	_, base := startApp(t, env)
+	ctx := context.Background()
 
 	// mcp-go's client, as the local operator, on the sessionless revision.
 	tr, err := transport.NewStreamableHTTP(base + "/mcp")

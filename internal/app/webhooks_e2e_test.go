@@ -1,12 +1,9 @@
 package app
 
 import (
-	"context"
 	"encoding/json"
 	"encoding/pem"
-	"flag"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,7 +14,6 @@ import (
 	"time"
 
 	"phonefleet/http/webhooksig"
-	"phonefleet/internal/config"
 	"phonefleet/testutil"
 )
 
@@ -48,26 +44,11 @@ func TestLocalModeDeliversToALoopbackReceiverTrustedByTheCAFile(t *testing.T) {
 		"DATABASE_URL": testutil.DatabaseURL(t), "SERVICE_ADDR": "127.0.0.1:0", "SERVICE_DATA_DIR": filepath.Join(dir, "data"),
 		"SERVICE_WEBHOOK_CA_FILE": ca, "SERVICE_SIM_DEVICES": "0",
 	}
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	cfg, err := config.Load(fs, nil, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := New(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	_, base := startApp(t, env)
 	if st, err := os.Stat(filepath.Join(dir, "data", WebhookKeyFile)); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("server key: got %v (%v); want a 0600 file in the data directory", st, err)
 	}
 
-	base := "http://" + a.Addr()
 	post := func(path, body string) map[string]any {
 		t.Helper()
 		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
