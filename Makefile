@@ -2,7 +2,7 @@
 GO       ?= go
 BIN      := bin/phonefleet
 PKGS     := ./...
-TESTFLAGS ?= -count=1 -timeout 20m
+TESTFLAGS ?= -race -count=1 -timeout 20m
 
 .PHONY: run test build bench lint migrate deps clean fuzz
 

@@ -42,13 +42,13 @@ func (h AcquireLeaseHandler) Handle(ctx context.Context, cmd AcquireLease) (proj
 	actor := domain.ActorOf(cmd.Auth)
 	leaseID := domain.NewID(domain.PrefixLease)
 	now := h.f.now()
-	d, a, err := h.f.repo.update(ctx, cmd.DeviceID, fleetMeta(actor, leaseID), func(d *domain.Device) ([]domain.Event, error) {
+	d, c, err := h.f.devices.Update(ctx, cmd.DeviceID, func(d *domain.Device) ([]domain.Event, error) {
 		return d.AcquireLease(now, actor, leaseID, ttl)
 	})
 	if err != nil {
 		return projections.LeaseView{}, err
 	}
-	if err := h.f.waitFor(ctx, a, "devices", "leases"); err != nil {
+	if err := h.f.waitFor(ctx, c.Last(), "devices", "leases"); err != nil {
 		return projections.LeaseView{}, err
 	}
 	return toLeaseView(d.Lease), nil

@@ -37,7 +37,7 @@ func newKeyCmds(t *testing.T) *keyCmds {
 		t.Fatal(err)
 	}
 	cfg.MaxConns = 6
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pool, err := pgxpool.NewWithConfig(testutil.Context(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,10 +48,10 @@ func newKeyCmds(t *testing.T) *keyCmds {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := runner.Ensure(context.Background()); err != nil {
+	if err := runner.Ensure(testutil.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(testutil.Context(t))
 	done := make(chan struct{})
 	go func() { runner.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
@@ -68,7 +68,7 @@ func newKeyCmds(t *testing.T) *keyCmds {
 // eventsOf returns the event names of a key's stream.
 func (k *keyCmds) eventsOf(t *testing.T, keyID string) []string {
 	t.Helper()
-	evs, err := k.store.Load(context.Background(), domain.APIKeyStream(keyID), 1)
+	evs, err := k.store.Load(testutil.Context(t), domain.APIKeyStream(keyID), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,8 +81,9 @@ func (k *keyCmds) eventsOf(t *testing.T, keyID string) []string {
 
 func TestAPIKeyCommandsEmitEvents(t *testing.T) {
 	k := newKeyCmds(t)
-	ctx := context.Background()
 	admin := domain.LocalOperator("org_a")
+	// As the edge does: the authenticated principal is the events' actor.
+	ctx := eventstore.WithActor(testutil.Context(t), "user", admin.UserID)
 	minted, err := k.mint.Handle(ctx, commands.MintAPIKey{Auth: admin, Name: "ci", Scopes: []domain.Scope{domain.ScopeDevicesRead, domain.ScopeDevicesAct}})
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +128,7 @@ func TestAPIKeyCommandsEmitEvents(t *testing.T) {
 
 func TestAPIKeyCommandsRefuse(t *testing.T) {
 	k := newKeyCmds(t)
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 	admin := domain.LocalOperator("org_a")
 	minted, err := k.mint.Handle(ctx, commands.MintAPIKey{Auth: admin, Scopes: []domain.Scope{domain.ScopeDevicesRead}})
 	if err != nil {
@@ -172,7 +173,7 @@ func TestAPIKeyCommandsRefuse(t *testing.T) {
 
 func TestAPIKeyConcurrentChangesAreSerialised(t *testing.T) {
 	k := newKeyCmds(t)
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 	admin := domain.LocalOperator("org_a")
 	minted, err := k.mint.Handle(ctx, commands.MintAPIKey{Auth: admin, Scopes: []domain.Scope{domain.ScopeDevicesRead}})
 	if err != nil {

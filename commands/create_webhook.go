@@ -11,10 +11,9 @@ import (
 
 // CreateWebhook subscribes an https endpoint to webhook events (spec 4.4).
 type CreateWebhook struct {
-	Auth      domain.Auth
-	RequestID string
-	URL       string
-	Events    []string
+	Auth   domain.Auth
+	URL    string
+	Events []string
 }
 
 // CreatedWebhook is the new subscription's id and its signing secret,
@@ -41,6 +40,9 @@ const webhookResolveTimeout = 5 * time.Second
 // per-organisation cap, all as invalid_argument with a reason, then records
 // the subscription with a fresh secret sealed under the server key.
 func (h CreateWebhookHandler) Handle(ctx context.Context, cmd CreateWebhook) (CreatedWebhook, error) {
+	if err := cmd.Auth.Require(domain.ScopeDevicesRead); err != nil {
+		return CreatedWebhook{}, err
+	}
 	u, err := domain.CheckWebhookURL(cmd.URL, h.Addresses)
 	if err != nil {
 		return CreatedWebhook{}, err
@@ -61,7 +63,7 @@ func (h CreateWebhookHandler) Handle(ctx context.Context, cmd CreateWebhook) (Cr
 	id := domain.NewID(domain.PrefixWebhook)
 	secret := domain.NewWebhookSecret()
 	sealed := h.Box.Seal(id, secret)
-	_, err = h.decide(ctx, cmd.Auth.OrgID, webhookMetadata(cmd.Auth, cmd.RequestID), func(set *domain.WebhookSet) ([]domain.Event, error) {
+	_, err = h.decide(ctx, cmd.Auth.OrgID, func(set *domain.WebhookSet) ([]domain.Event, error) {
 		return set.Subscribe(cmd.Auth, id, u.String(), cmd.Events, sealed, domain.SecretHint(secret))
 	})
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 // side with it, its events remain.
 type DeleteWebhook struct {
 	Auth      domain.Auth
-	RequestID string
 	WebhookID string
 }
 
@@ -21,7 +20,10 @@ type DeleteWebhookHandler struct {
 
 // Handle answers not_found for a subscription the caller may not see.
 func (h DeleteWebhookHandler) Handle(ctx context.Context, cmd DeleteWebhook) error {
-	_, err := h.decide(ctx, cmd.Auth.OrgID, webhookMetadata(cmd.Auth, cmd.RequestID), func(set *domain.WebhookSet) ([]domain.Event, error) {
+	if err := cmd.Auth.Require(domain.ScopeDevicesRead); err != nil {
+		return err
+	}
+	_, err := h.decide(ctx, cmd.Auth.OrgID, func(set *domain.WebhookSet) ([]domain.Event, error) {
 		return set.Delete(cmd.Auth, cmd.WebhookID)
 	})
 	return err

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"phonefleet/domain"
-	"phonefleet/eventstore"
 )
 
 // DisableDepartedPersonWebhooks switches off every webhook an OAuth app
@@ -24,8 +23,7 @@ type DisableDepartedPersonWebhooksHandler struct {
 // Handle returns how many subscriptions it switched off.
 func (h DisableDepartedPersonWebhooksHandler) Handle(ctx context.Context, cmd DisableDepartedPersonWebhooks) (int, error) {
 	n := 0
-	meta := eventstore.Metadata{ActorKind: "system", ActorID: "identity:membership_deleted"}
-	_, err := h.decide(ctx, cmd.OrgID, meta, func(set *domain.WebhookSet) ([]domain.Event, error) {
+	_, err := h.decide(ctx, cmd.OrgID, func(set *domain.WebhookSet) ([]domain.Event, error) {
 		evs := set.PersonLeft(cmd.UserID)
 		n = len(evs)
 		return evs, nil

@@ -6,42 +6,83 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/devices"
 )
 
 // recordTimeout bounds recording an outcome once the device has acted; the
-// recording is not abandoned when the executor is asked to stop.
+// recording is not abandoned when the device runtime is asked to stop.
 const recordTimeout = 15 * time.Second
 
-// Execute runs one queued job on its device. The device executor calls it
-// for one job at a time per device, in arrival order. Device I/O happens
-// here, outside any database transaction; the outcome is then recorded in
-// one transaction.
-func (f *Fleet) Execute(ctx context.Context, job Job) JobResult {
-	switch job.Kind {
-	case JobAction:
-		return f.executeAction(ctx, job)
-	case JobWake, JobStop:
-		return f.executePower(ctx, job)
-	}
-	return JobResult{Err: fmt.Errorf("commands: unknown job kind %d", job.Kind)}
+// jobResult is what a job queued on a device came to.
+type jobResult struct {
+	// receipt is the action's receipt (action jobs).
+	receipt domain.Receipt
+	// appended is what the job recorded last, for read-your-writes waits.
+	appended eventstore.Appended
+	err      error
 }
 
-// executeAction carries out a recorded action: it checks that the lease it
-// was accepted under is still in force (fencing) and that the screen still
-// matches observedFrame, takes the before frame, acts, takes the after
-// frame and records committed, failed or outcome unknown.
-func (f *Fleet) executeAction(ctx context.Context, job Job) JobResult {
-	req := job.Requested
-	rec := &domain.ActionRecord{}
-	rec.Apply(job.OrgID, req, 1)
-	started := f.now()
-	o := outcome{f: f, ctx: ctx, job: job, rec: rec, started: started}
+// submit fills a reserved place with a job: run when its turn comes, or
+// abandon instead when the runtime stops first. Whichever ran answers on
+// the returned channel, which has room for the one result, so the device
+// never waits for a caller that gave up.
+func submit(slot *devices.Slot, run, abandon func(ctx context.Context) jobResult) <-chan jobResult {
+	done := make(chan jobResult, 1)
+	slot.Submit(func(ctx context.Context) { done <- run(ctx) }, func(ctx context.Context) { done <- abandon(ctx) })
+	return done
+}
 
-	d, err := f.repo.load(ctx, job.DeviceID)
+// await waits for a queued job's result, or until the caller gives up
+// (its context's error): the job goes on regardless.
+func await(ctx context.Context, done <-chan jobResult) (jobResult, error) {
+	select {
+	case res := <-done:
+		return res, nil
+	case <-ctx.Done():
+		return jobResult{}, ctx.Err()
+	}
+}
+
+// Why a recorded action never ran.
+const (
+	whyStopped  = "the service stopped before this action ran; nothing was done"
+	whyDatabase = "the database failed while this action was being accepted; nothing was done"
+)
+
+// neverRan is the failure of device work that never started:
+// device_unavailable (offline), since nothing was done — not an unknown
+// outcome.
+func neverRan(deviceID, why string) *domain.Error {
+	return domain.Errorf(domain.CodeDeviceUnavailable, "%s", why).With("reason", domain.ReasonOffline).With("deviceId", deviceID)
+}
+
+// actionJob is a recorded action waiting for its turn on its device.
+// Device I/O happens in run, outside any database transaction; the
+// outcome is then recorded in one transaction.
+type actionJob struct {
+	f      *Fleet
+	orgID  string
+	req    domain.ActionRequested
+	action domain.Action
+	// observedHash is the screen hash of the action's observedFrame, if any.
+	observedHash string
+	// meta is the metadata of the request that queued the action: the
+	// events recording its outcome carry it.
+	meta eventstore.Metadata
+}
+
+// run carries out the action: it checks that the lease it was accepted
+// under is still in force (fencing) and that the screen still matches
+// observedFrame, takes the before frame, acts, takes the after frame and
+// records committed, failed or outcome unknown.
+func (j *actionJob) run(ctx context.Context) jobResult {
+	f, req := j.f, j.req
+	started := f.now()
+	o := j.outcome(ctx, started)
+
+	d, _, err := f.devices.Load(ctx, req.DeviceID)
 	if err != nil {
 		return o.fail(domain.Errorf(domain.CodeInternal, "internal error").Wrap(err), nil)
 	}
@@ -49,7 +90,7 @@ func (f *Fleet) executeAction(ctx context.Context, job Job) JobResult {
 		return o.fail(domain.Errorf(domain.CodeLeaseMismatch, "the lease this action was accepted under ended before it ran; nothing was done").
 			With("deviceId", d.ID).With("reason", "lease_ended"), nil)
 	}
-	backend, err := f.cfg.Backends.Resolve(ctx, &d)
+	backend, err := f.runtime.Resolve(ctx, &d)
 	if err != nil {
 		return o.fail(err, nil)
 	}
@@ -60,13 +101,13 @@ func (f *Fleet) executeAction(ctx context.Context, job Job) JobResult {
 	}
 	before := f.frameFor(&d, obs, started)
 	o.before = &before
-	if job.ObservedHash != "" && obs.ScreenHash != job.ObservedHash {
+	if j.observedHash != "" && obs.ScreenHash != j.observedHash {
 		return o.fail(domain.Errorf(domain.CodeStaleFrame, "the screen changed since observedFrame %s; observe again and decide anew", req.ObservedFrame).
 			With("deviceId", d.ID).With("frameId", before.ID), nil)
 	}
 
 	actCtx, cancel := context.WithTimeout(ctx, f.cfg.ActTimeout)
-	res, err := backend.Act(actCtx, job.Action)
+	res, err := backend.Act(actCtx, j.action)
 	cancel()
 	if err != nil {
 		if domain.ErrorCode(err) == domain.CodeActionOutcomeUnknown || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
@@ -84,26 +125,26 @@ func (f *Fleet) executeAction(ctx context.Context, job Job) JobResult {
 	return o.commit(res, &after)
 }
 
-// frameFor returns the frame showing obs: the device's last stored frame
-// when it shows the same screen, else a new one (to be inserted).
-func (f *Fleet) frameFor(d *domain.Device, obs domain.Observation, at time.Time) frameRow {
-	f.lastMu.Lock()
-	last, ok := f.last[d.ID]
-	f.lastMu.Unlock()
-	if ok && last.ScreenHash == obs.ScreenHash && at.Before(last.ExpiresAt) {
-		last.stored = true
-		return last
-	}
-	return frameRow{ID: domain.NewID(domain.PrefixFrame), OrgID: d.OrgID, DeviceID: d.ID, Backend: d.Backend,
-		ScreenHash: obs.ScreenHash, Width: obs.Width, Height: obs.Height, CapturedAt: at,
-		ExpiresAt: at.Add(f.cfg.FrameRetention), PNG: obs.PNG, Snapshot: obs.Snapshot, Replay: obs.Replay}
+// abandon records that the action never started, for the reason why: it
+// fails with device_unavailable (offline), not retryable since this
+// action is over.
+func (j *actionJob) abandon(ctx context.Context, why string) jobResult {
+	o := j.outcome(ctx, j.f.now())
+	return o.fail(neverRan(j.req.DeviceID, why).WithRetryable(false), nil)
+}
+
+// outcome starts recording how the action ended, from its request.
+func (j *actionJob) outcome(ctx context.Context, started time.Time) *outcome {
+	rec := &domain.ActionRecord{}
+	rec.Apply(j.orgID, j.req, 1)
+	return &outcome{f: j.f, ctx: ctx, j: j, rec: rec, started: started}
 }
 
 // outcome records how one action ended.
 type outcome struct {
 	f       *Fleet
 	ctx     context.Context
-	job     Job
+	j       *actionJob
 	rec     *domain.ActionRecord
 	started time.Time
 	d       *domain.Device
@@ -111,10 +152,10 @@ type outcome struct {
 	before  *frameRow
 }
 
-func (o *outcome) fail(err error, after *frameRow) JobResult {
+func (o *outcome) fail(err error, after *frameRow) jobResult {
 	e := domain.AsError(err)
 	reason, _ := e.Extra["reason"].(string)
-	ev := domain.ActionFailed{ActionID: o.rec.Requested.ActionID, DeviceID: o.job.DeviceID, Code: e.Code, Message: e.Message,
+	ev := domain.ActionFailed{ActionID: o.rec.Requested.ActionID, DeviceID: o.j.req.DeviceID, Code: e.Code, Message: e.Message,
 		Reason: reason, StartedAt: o.started, FinishedAt: o.f.now()}
 	if e.Code == domain.CodeInternal {
 		ev.Message = "internal error"
@@ -128,13 +169,13 @@ func (o *outcome) fail(err error, after *frameRow) JobResult {
 	return o.record("failed", ev, false, o.before, after)
 }
 
-func (o *outcome) unknown(reason string) JobResult {
-	ev := domain.ActionOutcomeUnknown{ActionID: o.rec.Requested.ActionID, DeviceID: o.job.DeviceID, Reason: reason, At: o.f.now()}
+func (o *outcome) unknown(reason string) jobResult {
+	ev := domain.ActionOutcomeUnknown{ActionID: o.rec.Requested.ActionID, DeviceID: o.j.req.DeviceID, Reason: reason, At: o.f.now()}
 	return o.record("unknown", ev, true, o.before, nil)
 }
 
-func (o *outcome) commit(res domain.ActionResult, after *frameRow) JobResult {
-	ev := domain.ActionCommitted{ActionID: o.rec.Requested.ActionID, DeviceID: o.job.DeviceID, Result: res,
+func (o *outcome) commit(res domain.ActionResult, after *frameRow) jobResult {
+	ev := domain.ActionCommitted{ActionID: o.rec.Requested.ActionID, DeviceID: o.j.req.DeviceID, Result: res,
 		StartedAt: o.started, FinishedAt: o.f.now()}
 	if o.before != nil {
 		ev.FrameBefore = o.before.ref()
@@ -145,12 +186,19 @@ func (o *outcome) commit(res domain.ActionResult, after *frameRow) JobResult {
 	return o.record("committed", ev, true, o.before, after)
 }
 
-// record appends the outcome event and, in the same transaction, stores
-// the new frames, saves the device's state and closes the idempotency
-// row. It runs to the end even when the executor is being stopped.
-func (o *outcome) record(state string, ev domain.Event, saveState bool, frames ...*frameRow) JobResult {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), recordTimeout)
-	defer cancel()
+// record appends the outcome event, as the action aggregate decides it,
+// and, in the same unit, stores the new frames, saves the device's state
+// and closes the idempotency row.
+//
+// Once the device has acted the outcome is known, and only writing it can
+// fail: a write that fails for any reason but a decided conflict is tried
+// again, with backoff, until the database takes it. Meanwhile the device's
+// queue waits (its next action must see this one recorded), and a client
+// repeating the key hears that the action is still in progress. Only when
+// the runtime is stopping does recording give up, after recordTimeout;
+// the next start then marks the action outcome unknown, since no process
+// knows it any more.
+func (o *outcome) record(state string, ev domain.Event, saveState bool, frames ...*frameRow) jobResult {
 	f := o.f
 	var rows []frameRow
 	for _, r := range frames {
@@ -162,120 +210,84 @@ func (o *outcome) record(state string, ev domain.Event, saveState bool, frames .
 	if sb, ok := o.backend.(domain.StatefulBackend); ok && saveState {
 		s, err := sb.SaveState()
 		if err != nil {
-			return JobResult{Err: err}
+			return jobResult{err: err}
 		}
 		devState = s
 	}
 	req := o.rec.Requested
-	news, err := fleetEncode(o.job.OrgID, fleetMeta(req.Actor, req.ActionID), ev)
-	if err != nil {
-		return JobResult{Err: err}
-	}
 	finished := f.now()
-	var a eventstore.Appended
-	for attempt := 0; ; attempt++ {
-		a, err = f.outcomes.do(outcomeWrite{orgID: o.job.OrgID, key: req.IdempotencyKey, actionID: req.ActionID,
-			version: o.rec.Version, state: state, news: news, rows: rows, device: o.d, devState: devState, finished: finished})
-		if !errors.Is(err, eventstore.ErrConflict) || attempt > 0 {
+	decide := func(r *domain.ActionRecord, u *eventstore.Unit) ([]domain.Event, error) {
+		if r.Finished() {
+			return nil, nil // recorded already (a write that failed after its commit)
+		}
+		var evs []domain.Event
+		var err error
+		switch e := ev.(type) {
+		case domain.ActionCommitted:
+			evs, err = r.Commit(e)
+		case domain.ActionFailed:
+			evs, err = r.Fail(e)
+		case domain.ActionOutcomeUnknown:
+			evs, err = r.MarkOutcomeUnknown(e.Reason, e.At)
+		default:
+			err = fmt.Errorf("commands: %s is no action outcome", ev.EventName())
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, row := range rows {
+			queueFrame(u, row)
+		}
+		if devState != nil {
+			queueDeviceState(u, o.d, devState, finished)
+		}
+		closeIdempotency(u, o.j.orgID, req.IdempotencyKey, state, finished)
+		return evs, nil
+	}
+	ctx := eventstore.WithMetadata(context.WithoutCancel(o.ctx), o.j.meta)
+	var rec domain.ActionRecord
+	var c eventstore.Committed
+	var err error
+	var stopping time.Time
+	for pause := 10 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		actx, cancel := context.WithTimeout(ctx, recordTimeout)
+		rec, c, err = f.actions.UpdateFrom(actx, req.ActionID, *o.rec, o.rec.Version, decide)
+		cancel()
+		if err == nil || !eventstore.Transient(err) {
 			break
 		}
-		// A review landed on the stream meanwhile: record after it.
-		cur, lerr := f.loadAction(ctx, req.ActionID)
-		if lerr != nil {
-			return JobResult{Err: lerr}
+		if o.ctx.Err() != nil {
+			if stopping.IsZero() {
+				stopping = time.Now()
+			} else if time.Since(stopping) > recordTimeout {
+				break
+			}
 		}
-		if cur.Finished() {
-			return JobResult{Receipt: cur.Receipt(), Err: cur.OutcomeError()}
-		}
-		o.rec.Version = cur.Version
+		time.Sleep(pause)
 	}
 	if err != nil {
-		return JobResult{Err: err}
+		return jobResult{err: err}
 	}
-	f.frames.remember(rows...)
-	if len(rows) > 0 {
-		f.lastMu.Lock()
-		last := rows[len(rows)-1]
-		f.last[o.job.DeviceID] = frameRow{ID: last.ID, OrgID: last.OrgID, DeviceID: last.DeviceID, Backend: last.Backend,
-			ScreenHash: last.ScreenHash, Width: last.Width, Height: last.Height, CapturedAt: last.CapturedAt, ExpiresAt: last.ExpiresAt}
-		f.lastMu.Unlock()
+	if len(c.Appends) > 0 {
+		for _, row := range rows {
+			f.runtime.RememberFrames(row.Frame)
+		}
 	}
-	o.rec.Apply(o.job.OrgID, ev, a.Version)
-	return JobResult{Receipt: o.rec.Receipt(), Appended: a, Err: o.rec.OutcomeError()}
+	*o.rec = rec
+	return jobResult{receipt: rec.Receipt(), appended: c.Last(), err: rec.OutcomeError()}
 }
 
-// AbandonJob records that a queued job never started (the executor is
-// stopping): an action fails with device_unavailable (offline) — nothing
-// was done, so it is not an unknown outcome. Wake and stop jobs are
-// answered the same without a record.
-func (f *Fleet) AbandonJob(ctx context.Context, job Job) JobResult {
-	err := domain.Errorf(domain.CodeDeviceUnavailable, "the service stopped before this action ran; nothing was done").
-		With("reason", domain.ReasonOffline).With("deviceId", job.DeviceID).WithRetryable(false)
-	if job.Kind != JobAction {
-		return JobResult{Err: err.WithRetryable(true)}
-	}
-	rec := &domain.ActionRecord{}
-	rec.Apply(job.OrgID, job.Requested, 1)
-	now := f.now()
-	o := outcome{f: f, ctx: ctx, job: job, rec: rec, started: now}
-	return o.fail(err, nil)
+// queueDeviceState adds saving the device's state to the unit u, so that
+// the device comes back as it was recorded after a restart.
+func queueDeviceState(u *eventstore.Unit, d *domain.Device, state []byte, at time.Time) {
+	u.Exec(`INSERT INTO device_states (device_id, org_id, backend, model, state, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (device_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at`,
+		d.ID, d.OrgID, d.Backend, d.Model, state, at)
 }
 
-// MarkAbandonedActions gives every action recorded as requested but never
-// finished the outcome unknown: the process that was executing it ended
-// between the request and the outcome, so the action may or may not have
-// happened. Such an action is never executed again. The device executor
-// calls it when it takes over the devices, before it runs anything; it
-// returns how many it marked.
-func (f *Fleet) MarkAbandonedActions(ctx context.Context) (int, error) {
-	rows, err := f.pool.Query(ctx, `SELECT org_id, idempotency_key, action_id FROM action_idempotency WHERE state = 'requested'`)
-	if err != nil {
-		return 0, err
-	}
-	type open struct{ org, key, action string }
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (open, error) {
-		var o open
-		err := r.Scan(&o.org, &o.key, &o.action)
-		return o, err
-	})
-	if err != nil {
-		return 0, err
-	}
-	marked := 0
-	for _, op := range list {
-		rec, err := f.loadAction(ctx, op.action)
-		if err != nil {
-			return marked, err
-		}
-		state := "unknown"
-		var news []eventstore.NewEvent
-		if !rec.Finished() {
-			evs, err := rec.MarkOutcomeUnknown("the service stopped before the outcome was recorded", f.now())
-			if err != nil {
-				return marked, err
-			}
-			if news, err = fleetEncode(op.org, fleetMeta(fleetSystemActor, op.action), evs...); err != nil {
-				return marked, err
-			}
-		} else if !rec.OutcomeUnknown {
-			state = rec.State // the outcome is recorded; the row lagged behind
-		}
-		err = f.store.InTx(ctx, func(tx pgx.Tx) error {
-			if len(news) > 0 {
-				if _, err := f.store.AppendTx(ctx, tx, domain.ActionStream(op.action), rec.Version, news...); err != nil {
-					return err
-				}
-			}
-			_, err := tx.Exec(ctx, `UPDATE action_idempotency SET state = $3, finished_at = $4 WHERE org_id = $1 AND idempotency_key = $2`,
-				op.org, op.key, state, f.now())
-			return err
-		})
-		if err != nil {
-			return marked, err
-		}
-		if len(news) > 0 {
-			marked++
-		}
-	}
-	return marked, nil
+// closeIdempotency adds recording the action's final state (committed,
+// failed or unknown) in its idempotency row to the unit u.
+func closeIdempotency(u *eventstore.Unit, orgID, key, state string, at time.Time) {
+	u.Exec(`UPDATE action_idempotency SET state = $3, finished_at = $4 WHERE org_id = $1 AND idempotency_key = $2`,
+		orgID, key, state, at)
 }

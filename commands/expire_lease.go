@@ -23,11 +23,11 @@ func (f *Fleet) ExpireLease() ExpireLeaseHandler { return ExpireLeaseHandler{f} 
 // meantime is left alone.
 func (h ExpireLeaseHandler) Handle(ctx context.Context, cmd ExpireLease) (bool, error) {
 	now := h.f.now()
-	_, a, err := h.f.repo.update(ctx, cmd.DeviceID, fleetMeta(fleetSystemActor, ""), func(d *domain.Device) ([]domain.Event, error) {
+	_, c, err := h.f.devices.Update(ctx, cmd.DeviceID, func(d *domain.Device) ([]domain.Event, error) {
 		if !d.Registered() {
 			return nil, nil
 		}
 		return d.ExpireLease(now), nil
 	})
-	return a.LastPosition > 0, err
+	return len(c.Appends) > 0, err
 }

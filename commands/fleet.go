@@ -3,90 +3,59 @@ package commands
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/devices"
 	"phonefleet/projections"
 )
 
-// Backends resolves devices to their backend adapters and finds the frame
-// renderer of a backend kind (internal/backends.Registry implements it).
-type Backends interface {
-	domain.Resolver
+// DeviceRuntime is the device runtime as the fleet's commands use it
+// (internal/devices.Runtime implements it): where each device is hosted,
+// its backend adapter, its queue, and the caches of recently stored
+// frames. Commands run their device work as closures submitted to a
+// device's queue and record the outcome themselves; the runtime never
+// calls back into them.
+type DeviceRuntime interface {
+	// Reserve claims a place at the end of the device's queue; jobs run
+	// one at a time in the order their places were reserved. Nothing has
+	// been recorded yet when it refuses. Errors: device_busy (retryable,
+	// with retryAfterMs) when the queue is full; device_unavailable with
+	// reason offline (retryable) when the runtime is stopping.
+	Reserve(deviceID string) (*devices.Slot, error)
+	// Resolve returns the adapter of a device. Errors:
+	// backend_resolution_failed, backend_not_implemented,
+	// device_unavailable with reason offline (another process hosts it),
+	// internal_error.
+	Resolve(ctx context.Context, d *domain.Device) (domain.Backend, error)
+	// Renderer returns the frame renderer of a backend kind, if it has
+	// one. It never fails.
 	Renderer(kind string) (domain.FrameRenderer, bool)
-}
-
-// ActionQueue is the per-device executor seen from the commands that feed
-// it (workers.Executor implements it): one queue per device, run one job at
-// a time in arrival order.
-type ActionQueue interface {
-	// Reserve claims a place in the device's queue, or answers device_busy
-	// (with retryAfterMs) when the queue is full. Nothing has been recorded
-	// yet when it refuses.
-	Reserve(deviceID string) (Slot, error)
-}
-
-// Slot is a reserved place in a device's queue.
-type Slot interface {
-	// Submit queues job in the reserved place; its result arrives on job.Done.
-	Submit(job Job)
-	// Cancel gives the place back unused.
-	Cancel()
-}
-
-// JobKind says what a queued job does to its device.
-type JobKind int
-
-// Job kinds.
-const (
-	JobAction JobKind = iota + 1
-	JobWake
-	JobStop
-)
-
-// Job is one unit of device work, executed by Fleet.Execute on the device's
-// executor.
-type Job struct {
-	Kind     JobKind
-	OrgID    string
-	DeviceID string
-	// Requested is the recorded request of an action job, and Action its
-	// parsed action.
-	Requested domain.ActionRequested
-	Action    domain.Action
-	// ObservedHash is the screen hash of the action's observedFrame, if any.
-	ObservedHash string
-	// Actor and LeaseID ask for a wake or stop.
-	Actor   domain.Actor
-	LeaseID string
-	// Done receives the result; it must have room for one value.
-	Done chan JobResult
-}
-
-// JobResult is what a job came to.
-type JobResult struct {
-	// Receipt is the action's receipt (action jobs).
-	Receipt domain.Receipt
-	// Appended is what the job recorded last, for read-your-writes waits.
-	Appended eventstore.Appended
-	Err      error
+	// FrameFor names the frame showing obs: the device's last stored frame
+	// when it shows the same screen (stored is true), else a new one to
+	// store. It never fails.
+	FrameFor(d *domain.Device, obs domain.Observation, at time.Time) (frame devices.Frame, stored bool)
+	// RememberFrames records frames whose rows have committed. It never
+	// fails.
+	RememberFrames(frames ...devices.Frame)
+	// RecentFrame returns a frame this process stored recently; ok is
+	// false for any other (then the frames table answers). It never fails.
+	RecentFrame(frameID string) (frame devices.Frame, ok bool)
 }
 
 // FleetConfig is what the fleet's commands need.
 type FleetConfig struct {
 	Store *eventstore.Store
 	// Runner gives read-your-writes (WaitFor) on the fleet's read models.
-	Runner   *projections.Runner
-	Backends Backends
+	Runner *projections.Runner
+	// Runtime runs device work. Only a fleet that registers devices and
+	// nothing else (the operator command) may go without one.
+	Runtime DeviceRuntime
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// FrameRetention is how long frames stay readable; zero means
-	// DefaultFrameRetention.
-	FrameRetention time.Duration
 	// ActTimeout bounds one call to a backend's Act; past it the outcome is
 	// unknown. Zero means DefaultActTimeout.
 	ActTimeout time.Duration
@@ -95,61 +64,39 @@ type FleetConfig struct {
 	WaitForReceipts bool
 }
 
-// Defaults of FleetConfig.
-const (
-	DefaultFrameRetention = 7 * 24 * time.Hour
-	DefaultActTimeout     = 30 * time.Second
-)
+// DefaultActTimeout is FleetConfig.ActTimeout's default.
+const DefaultActTimeout = 30 * time.Second
 
 // Fleet is the device fleet's one entry point for every surface: the REST
 // routes, and the MCP tools (list and read devices, lease, observe, act,
 // frames, receipts). Each method takes the caller's authorization context,
 // enforces its scopes and device subset, and runs one command handler or
-// one read.
+// one read. It holds only what those share; device work goes through the
+// runtime.
 type Fleet struct {
-	cfg    FleetConfig
-	store  *eventstore.Store
-	pool   *pgxpool.Pool
-	runner *projections.Runner
-	repo   *deviceRepo
-	frames *frameStore
-	queue  ActionQueue
+	cfg     FleetConfig
+	store   *eventstore.Store
+	pool    *pgxpool.Pool
+	runner  *projections.Runner
+	runtime DeviceRuntime
 
-	requests groupCommit[requestWrite, bool]
-	outcomes groupCommit[outcomeWrite, eventstore.Appended]
-
-	lastMu sync.Mutex
-	// last is each device's last stored frame: an action whose screen has
-	// not changed since uses it as its before frame.
-	last map[string]frameRow
+	devices *eventstore.Repository[domain.Device, domain.Event]
+	actions *eventstore.Repository[domain.ActionRecord, domain.Event]
 }
 
-// NewFleet returns the fleet over cfg. It takes work through UseQueue's
-// executor, which must be set before actions, wake or stop are asked for.
+// NewFleet returns the fleet over cfg.
 func NewFleet(cfg FleetConfig) *Fleet {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.FrameRetention <= 0 {
-		cfg.FrameRetention = DefaultFrameRetention
-	}
 	if cfg.ActTimeout <= 0 {
 		cfg.ActTimeout = DefaultActTimeout
 	}
-	f := &Fleet{cfg: cfg, store: cfg.Store, pool: cfg.Store.Pool(), runner: cfg.Runner}
-	f.repo = newDeviceRepo(cfg.Store)
-	f.frames = newFrameStore(f.pool)
-	f.last = map[string]frameRow{}
-	f.requests.flush = f.flushRequests
-	f.outcomes.flush = f.flushOutcomes
+	f := &Fleet{cfg: cfg, store: cfg.Store, pool: cfg.Store.Pool(), runner: cfg.Runner, runtime: cfg.Runtime}
+	f.devices = eventstore.NewRepository(cfg.Store, deviceAggregate)
+	f.actions = eventstore.NewRepository(cfg.Store, actionAggregate)
 	return f
 }
-
-// UseQueue sets the executor that runs device work.
-func (f *Fleet) UseQueue(q ActionQueue) { f.queue = q }
-
-// Store returns the event store.
-func (f *Fleet) Store() *eventstore.Store { return f.store }
 
 // now is the clock at the event store's precision (microseconds, UTC), so
 // that times recorded in events equal the read models' copies.
@@ -168,34 +115,13 @@ func (f *Fleet) waitFor(ctx context.Context, a eventstore.Appended, names ...str
 	return nil
 }
 
-// fleetMeta is the metadata recorded with events caused by actor.
-func fleetMeta(actor domain.Actor, correlation string) eventstore.Metadata {
-	return eventstore.Metadata{ActorKind: actor.Kind, ActorID: actor.ID, CorrelationID: correlation}
-}
-
-// fleetSystemActor causes events no person or key asked for (expiry, sweeps).
-var fleetSystemActor = domain.Actor{Kind: "system", ID: "phonefleet"}
-
-// fleetEncode turns domain events into events to append.
-func fleetEncode(orgID string, m eventstore.Metadata, evs ...domain.Event) ([]eventstore.NewEvent, error) {
-	out := make([]eventstore.NewEvent, len(evs))
-	for i, e := range evs {
-		name, version, data, err := domain.Events.Encode(e)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = eventstore.NewEvent{Type: name, SchemaVersion: version, OrgID: orgID, Data: data, Metadata: m}
-	}
-	return out, nil
-}
-
 // visibleDevice loads a device the caller may use: in its organisation and
 // in its device subset. Anything else is domain.ErrDeviceNotFound.
 func (f *Fleet) visibleDevice(ctx context.Context, auth domain.Auth, deviceID string) (domain.Device, error) {
 	if !domain.HasPrefix(deviceID, domain.PrefixDevice) || !auth.CanSeeDevice(deviceID) {
 		return domain.Device{}, domain.ErrDeviceNotFound(deviceID)
 	}
-	d, err := f.repo.load(ctx, deviceID)
+	d, _, err := f.devices.Load(ctx, deviceID)
 	if err != nil {
 		return d, err
 	}

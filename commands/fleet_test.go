@@ -19,7 +19,7 @@ import (
 	"phonefleet/workers"
 )
 
-var bg = context.Background()
+var bg = testutil.Background
 
 func act(env *fleettest.Env, dev, lease, key, action, args string) (commands.ActOutcome, error) {
 	return env.Fleet.PerformAction().Handle(bg, commands.PerformAction{Auth: env.Auth, DeviceID: dev, Action: action,
@@ -358,10 +358,11 @@ func TestActionsRunInArrivalOrderAndQueueIsBounded(t *testing.T) {
 			continue
 		}
 		deadline := time.Now().Add(10 * time.Second)
-		for env.Executor.Waiting(dev) != i && time.Now().Before(deadline) {
+		waiting := func() int { return env.Unfinished(t, dev) - 1 } // one runs, at the gate
+		for waiting() != i && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
-		if got := env.Executor.Waiting(dev); got != i {
+		if got := waiting(); got != i {
 			t.Fatalf("after sending %d actions got %d waiting; want %d", i+1, got, i)
 		}
 	}

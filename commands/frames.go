@@ -4,29 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/domain"
+	"phonefleet/eventstore"
+	"phonefleet/internal/devices"
 )
 
-// frameRow is one frame as stored in table frames.
+// frameRow is one frame as stored in table frames: what the runtime
+// remembers of it, and its pictures.
 type frameRow struct {
-	ID         string
-	OrgID      string
-	DeviceID   string
-	Backend    string
-	ScreenHash string
-	Width      int
-	Height     int
-	CapturedAt time.Time
-	ExpiresAt  time.Time
-	PNG        []byte
-	Snapshot   json.RawMessage
-	Replay     []byte
+	devices.Frame
+	PNG      []byte
+	Snapshot json.RawMessage
+	Replay   []byte
 	// stored marks a row that is already in the table (reused as the
 	// before frame of a later action).
 	stored bool
@@ -36,69 +29,37 @@ func (r frameRow) ref() *domain.FrameRef {
 	return &domain.FrameRef{FrameID: r.ID, ScreenHash: r.ScreenHash, CapturedAt: r.CapturedAt}
 }
 
-// frameMeta is what resolving an observedFrame needs.
-type frameMeta struct {
-	OrgID      string
-	DeviceID   string
-	ScreenHash string
-	ExpiresAt  time.Time
-}
-
-// recentFramesCap bounds the in-memory index of frames this process stored.
-const recentFramesCap = 20000
-
-// frameStore writes and reads table frames, and remembers the frames this
-// process stored recently so that an action's observedFrame is usually
-// resolved without a query.
-type frameStore struct {
-	pool *pgxpool.Pool
-
-	mu     sync.Mutex
-	recent map[string]frameMeta
-	ring   []string
-	next   int
-}
-
-func newFrameStore(pool *pgxpool.Pool) *frameStore {
-	return &frameStore{pool: pool, recent: map[string]frameMeta{}, ring: make([]string, recentFramesCap)}
+// frameFor returns the frame showing obs: the device's last stored frame
+// when it shows the same screen, else a new one (to be inserted).
+func (f *Fleet) frameFor(d *domain.Device, obs domain.Observation, at time.Time) frameRow {
+	fr, stored := f.runtime.FrameFor(d, obs, at)
+	if stored {
+		return frameRow{Frame: fr, stored: true}
+	}
+	return frameRow{Frame: fr, PNG: obs.PNG, Snapshot: obs.Snapshot, Replay: obs.Replay}
 }
 
 const insertFrameSQL = `INSERT INTO frames (frame_id, org_id, device_id, backend, screen_hash, width, height, captured_at, expires_at,
 	png, snapshot, replay) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
 
-// queue adds the insert of row to batch b.
-func (s *frameStore) queue(b *pgx.Batch, row frameRow) {
+// queueFrame adds the insert of row to the unit u.
+func queueFrame(u *eventstore.Unit, row frameRow) {
 	var snap any
 	if row.Snapshot != nil {
 		snap = string(row.Snapshot)
 	}
-	b.Queue(insertFrameSQL, row.ID, row.OrgID, row.DeviceID, row.Backend, row.ScreenHash, row.Width, row.Height,
+	u.Exec(insertFrameSQL, row.ID, row.OrgID, row.DeviceID, row.Backend, row.ScreenHash, row.Width, row.Height,
 		row.CapturedAt, row.ExpiresAt, row.PNG, snap, row.Replay)
 }
 
-// remember indexes rows after their transaction committed.
-func (s *frameStore) remember(rows ...frameRow) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, r := range rows {
-		if old := s.ring[s.next]; old != "" {
-			delete(s.recent, old)
-		}
-		s.ring[s.next] = r.ID
-		s.next = (s.next + 1) % len(s.ring)
-		s.recent[r.ID] = frameMeta{OrgID: r.OrgID, DeviceID: r.DeviceID, ScreenHash: r.ScreenHash, ExpiresAt: r.ExpiresAt}
-	}
-}
-
-// lookup resolves a frame id of the organisation that is still readable
-// at now; ok is false for a frame that is absent, another organisation's
-// or past retention (one answer for the three).
-func (s *frameStore) lookup(ctx context.Context, orgID, frameID string, now time.Time) (frameMeta, bool, error) {
-	s.mu.Lock()
-	m, ok := s.recent[frameID]
-	s.mu.Unlock()
+// lookupFrame resolves a frame id of the organisation that is still
+// readable at now, from the runtime's recent frames or else the table; ok
+// is false for a frame that is absent, another organisation's or past
+// retention (one answer for the three).
+func (f *Fleet) lookupFrame(ctx context.Context, orgID, frameID string, now time.Time) (devices.Frame, bool, error) {
+	m, ok := f.runtime.RecentFrame(frameID)
 	if !ok {
-		err := s.pool.QueryRow(ctx, `SELECT org_id, device_id, screen_hash, expires_at FROM frames WHERE frame_id = $1`, frameID).
+		err := f.pool.QueryRow(ctx, `SELECT org_id, device_id, screen_hash, expires_at FROM frames WHERE frame_id = $1`, frameID).
 			Scan(&m.OrgID, &m.DeviceID, &m.ScreenHash, &m.ExpiresAt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return m, false, nil
@@ -108,7 +69,7 @@ func (s *frameStore) lookup(ctx context.Context, orgID, frameID string, now time
 		}
 	}
 	if m.OrgID != orgID || !now.Before(m.ExpiresAt) {
-		return frameMeta{}, false, nil
+		return devices.Frame{}, false, nil
 	}
 	return m, true, nil
 }
@@ -181,7 +142,7 @@ func (f *Fleet) GetFrame(ctx context.Context, auth domain.Auth, frameID string, 
 	if !needImage && !needSnap {
 		return fr, nil
 	}
-	r, ok := f.cfg.Backends.Renderer(backend)
+	r, ok := f.runtime.Renderer(backend)
 	if !ok || replay == nil {
 		// A backend that cannot redraw stored what it captured; what it
 		// did not capture does not exist.

@@ -2,19 +2,18 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"phonefleet/domain"
-	"phonefleet/eventstore"
 	"phonefleet/internal/identity"
 )
 
 // MintAPIKey asks for a new organisation API key for the session Auth.
 type MintAPIKey struct {
-	Auth      domain.Auth
-	RequestID string
-	Name      string
-	Scopes    []domain.Scope
+	Auth   domain.Auth
+	Name   string
+	Scopes []domain.Scope
 	// DeviceIDs narrows the key to these devices; nil means every device.
 	DeviceIDs []string
 	// Lifetime is how long the key lives; zero means the default (90 days).
@@ -52,7 +51,13 @@ func (h MintAPIKeyHandler) Handle(ctx context.Context, cmd MintAPIKey) (MintedAP
 	if err != nil {
 		return MintedAPIKey{}, err
 	}
-	if _, err := appendKeyEvent(ctx, h.APIKeyDeps, cmd.Auth, cmd.RequestID, ev.KeyID, ev.OrgID, eventstore.NoStream, ev); err != nil {
+	err = changeAPIKey(ctx, h.APIKeyDeps, ev.KeyID, func(k domain.APIKey, _ time.Time) (domain.Event, error) {
+		if k.Exists() {
+			return nil, errors.New("api key id drawn twice")
+		}
+		return ev, nil
+	})
+	if err != nil {
 		return MintedAPIKey{}, err
 	}
 	return MintedAPIKey{KeyID: tok.KeyID, Token: tok.Token}, nil

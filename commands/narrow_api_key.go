@@ -11,7 +11,6 @@ import (
 // nil field is left unchanged.
 type NarrowAPIKey struct {
 	Auth      domain.Auth
-	RequestID string
 	KeyID     string
 	Scopes    []domain.Scope
 	DeviceIDs []string
@@ -30,7 +29,7 @@ func (h NarrowAPIKeyHandler) Handle(ctx context.Context, cmd NarrowAPIKey) error
 	if err := cmd.Auth.RequireSession("API keys"); err != nil {
 		return err
 	}
-	return changeAPIKey(ctx, h.APIKeyDeps, cmd.Auth, cmd.RequestID, cmd.KeyID, func(k domain.APIKey, now time.Time) (domain.Event, error) {
+	return changeAPIKey(ctx, h.APIKeyDeps, cmd.KeyID, func(k domain.APIKey, now time.Time) (domain.Event, error) {
 		return k.Narrow(cmd.Auth, cmd.Scopes, cmd.DeviceIDs, now)
 	})
 }

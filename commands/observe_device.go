@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/jackc/pgx/v5"
-
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 )
@@ -65,7 +63,7 @@ func (h ObserveDeviceHandler) Handle(ctx context.Context, cmd ObserveDevice) (Ob
 			return Observation{}, err
 		}
 	}
-	backend, err := f.cfg.Backends.Resolve(ctx, &d)
+	backend, err := f.runtime.Resolve(ctx, &d)
 	if err != nil {
 		return Observation{}, err
 	}
@@ -89,26 +87,16 @@ func (h ObserveDeviceHandler) Handle(ctx context.Context, cmd ObserveDevice) (Ob
 		row.PNG = nil // only the full-size picture is kept; it can be redrawn
 	}
 	ev := domain.FrameCaptured{Frame: *row.ref(), DeviceID: d.ID, Reason: observeReason(cmd)}
-	news, err := fleetEncode(d.OrgID, fleetMeta(domain.ActorOf(cmd.Auth), row.ID), ev)
+	news, err := eventstore.Encode(domain.Events, d.OrgID, domain.Event(ev))
 	if err != nil {
 		return Observation{}, err
 	}
-	err = f.store.InTx(ctx, func(tx pgx.Tx) error {
-		if _, err := f.store.AppendTx(ctx, tx, "frame-"+row.ID, eventstore.NoStream, news...); err != nil {
-			return err
-		}
-		b := &pgx.Batch{}
-		f.frames.queue(b, row)
-		return tx.SendBatch(ctx, b).Close()
-	})
-	if err != nil {
+	u := (&eventstore.Unit{}).Append("frame-"+row.ID, eventstore.NoStream, news...)
+	queueFrame(u, row)
+	if _, err := f.store.Commit(ctx, u); err != nil {
 		return Observation{}, err
 	}
-	f.frames.remember(row)
-	f.lastMu.Lock()
-	f.last[d.ID] = frameRow{ID: row.ID, OrgID: row.OrgID, DeviceID: row.DeviceID, Backend: row.Backend, ScreenHash: row.ScreenHash,
-		Width: row.Width, Height: row.Height, CapturedAt: row.CapturedAt, ExpiresAt: row.ExpiresAt}
-	f.lastMu.Unlock()
+	f.runtime.RememberFrames(row.Frame)
 	return Observation{Frame: *row.ref(), DeviceID: d.ID, Width: obs.Width, Height: obs.Height, ScreenOn: obs.ScreenOn,
 		PNG: obs.PNG, Snapshot: obs.Snapshot}, nil
 }

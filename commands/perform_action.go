@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"phonefleet/domain"
+	"phonefleet/eventstore"
 )
 
 // PerformAction asks for one action on a leased device (POST
@@ -45,7 +48,7 @@ func (f *Fleet) PerformAction() PerformActionHandler { return PerformActionHandl
 
 // Handle records the action as requested — the receipt exists, pending —
 // in one transaction with its idempotency row, then hands it to the
-// device's executor and waits for the outcome. It needs devices:act.
+// device's queue and waits for the outcome. It needs devices:act.
 //
 // A key already used answers without acting: the recorded outcome when
 // that action finished (its receipt, or its failure), idempotency_conflict
@@ -84,7 +87,7 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 	if err != nil {
 		return refuse(err)
 	}
-	backend, err := f.cfg.Backends.Resolve(ctx, &d)
+	backend, err := f.runtime.Resolve(ctx, &d)
 	if err != nil {
 		return refuse(err)
 	}
@@ -102,7 +105,7 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 		if !domain.HasPrefix(cmd.ObservedFrame, domain.PrefixFrame) {
 			return refuse(frameNotFound(cmd.ObservedFrame))
 		}
-		m, ok, err := f.frames.lookup(ctx, auth.OrgID, cmd.ObservedFrame, now)
+		m, ok, err := f.lookupFrame(ctx, auth.OrgID, cmd.ObservedFrame, now)
 		if err != nil {
 			return ActOutcome{}, err
 		}
@@ -115,10 +118,7 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 		}
 		observedHash = m.ScreenHash
 	}
-	if f.queue == nil {
-		return ActOutcome{}, errors.New("commands: fleet has no executor")
-	}
-	slot, err := f.queue.Reserve(d.ID)
+	slot, err := f.runtime.Reserve(d.ID)
 	if err != nil {
 		return refuse(err)
 	}
@@ -126,7 +126,21 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 		IdempotencyKey: cmd.IdempotencyKey, Action: action.Type, Arguments: action.ArgumentsJSON(), Actor: actor,
 		AgentRunID: cmd.AgentRunID, LeaseID: lease.ID, FencingToken: lease.FencingToken,
 		ObservedFrame: cmd.ObservedFrame, RequestedAt: now}
-	inserted, err := h.record(ctx, auth.OrgID, req, fp)
+	meta, err := eventstore.MetadataFrom(ctx)
+	if err != nil {
+		slot.Cancel()
+		return ActOutcome{}, err
+	}
+	job := &actionJob{f: f, orgID: auth.OrgID, req: req, action: action, observedHash: observedHash, meta: meta}
+	requestedID, inserted, err := h.record(ctx, auth.OrgID, req, fp)
+	if eventstore.Transient(err) {
+		// The write may have committed before the connection failed. The
+		// device's queue settles it once the database answers, so that
+		// a request recorded here is never left pending: it never ran.
+		settle := func(ctx context.Context) jobResult { return job.abandon(ctx, whyDatabase) }
+		submit(slot, settle, settle)
+		return ActOutcome{}, err
+	}
 	if err != nil || !inserted {
 		slot.Cancel()
 		if err != nil {
@@ -136,37 +150,48 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 		out, _, err := h.replay(ctx, auth, cmd.IdempotencyKey, fp)
 		return out, err
 	}
-	job := Job{Kind: JobAction, OrgID: auth.OrgID, DeviceID: d.ID, Requested: req, Action: action,
-		ObservedHash: observedHash, Done: make(chan JobResult, 1)}
-	slot.Submit(job)
-	var res JobResult
-	select {
-	case res = <-job.Done:
-	case <-ctx.Done():
-		// The action goes on; a retry with the key answers its outcome.
-		return ActOutcome{}, ctx.Err()
+	// The outcome's events are caused by the request's event.
+	job.meta.CausationID = requestedID
+	done := submit(slot, job.run, func(ctx context.Context) jobResult { return job.abandon(ctx, whyStopped) })
+	res, err := await(ctx, done)
+	if err != nil {
+		return ActOutcome{}, err // the action goes on; a retry with the key answers its outcome
 	}
-	if f.cfg.WaitForReceipts && res.Appended.LastPosition > 0 {
-		if err := f.waitFor(ctx, res.Appended, "receipts"); err != nil {
+	if f.cfg.WaitForReceipts && res.appended.LastPosition > 0 {
+		if err := f.waitFor(ctx, res.appended, "receipts"); err != nil {
 			return ActOutcome{}, err
 		}
 	}
-	if res.Err != nil {
-		return ActOutcome{}, res.Err
+	if res.err != nil {
+		return ActOutcome{}, res.err
 	}
-	return ActOutcome{Receipt: res.Receipt}, nil
+	return ActOutcome{Receipt: res.receipt}, nil
 }
 
-// record inserts the idempotency row and appends action.requested in one
-// transaction (shared with concurrent requests: group commit); inserted is
-// false when the key was taken (by a concurrent duplicate, decided by the
-// primary key).
-func (h PerformActionHandler) record(ctx context.Context, orgID string, req domain.ActionRequested, fp string) (bool, error) {
-	news, err := fleetEncode(orgID, fleetMeta(req.Actor, req.ActionID), req)
+// record inserts the idempotency row and appends action.requested as one
+// unit (which concurrent requests share: group commit); inserted is false
+// when the key was taken (by a concurrent duplicate, decided by the
+// primary key). It returns the id of the action.requested event.
+func (h PerformActionHandler) record(ctx context.Context, orgID string, req domain.ActionRequested, fp string) (string, bool, error) {
+	news, err := eventstore.Encode(domain.Events, orgID, domain.Event(req))
 	if err != nil {
-		return false, err
+		return "", false, err
 	}
-	return h.f.requests.do(requestWrite{orgID: orgID, req: req, fp: fp, news: news})
+	news[0].ID = uuid.Must(uuid.NewV7())
+	u := (&eventstore.Unit{}).
+		Exec(`INSERT INTO action_idempotency (org_id, idempotency_key, action_id, device_id, fingerprint, state, requested_at)
+			VALUES ($1, $2, $3, $4, $5, 'requested', $6)`,
+			orgID, req.IdempotencyKey, req.ActionID, req.DeviceID, fp, req.RequestedAt).
+		Append(domain.ActionStream(req.ActionID), eventstore.NoStream, news...)
+	_, err = h.f.store.Commit(ctx, u)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "action_idempotency_pkey" {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return news[0].ID.String(), true, nil
 }
 
 // replay answers a request whose key was used before; found is false when
@@ -203,17 +228,6 @@ func (h PerformActionHandler) replay(ctx context.Context, auth domain.Auth, key,
 
 // loadAction folds an action's stream.
 func (f *Fleet) loadAction(ctx context.Context, actionID string) (*domain.ActionRecord, error) {
-	evs, err := f.store.Load(ctx, domain.ActionStream(actionID), 1)
-	if err != nil {
-		return nil, err
-	}
-	rec := &domain.ActionRecord{}
-	for _, e := range evs {
-		de, err := domain.Events.Decode(e.Type, e.SchemaVersion, e.Data)
-		if err != nil {
-			return nil, err
-		}
-		rec.Apply(e.OrgID, de, e.StreamVersion)
-	}
-	return rec, nil
+	rec, _, err := f.actions.Load(ctx, actionID)
+	return &rec, err
 }

@@ -3,9 +3,8 @@ package commands
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5"
-
 	"phonefleet/domain"
+	"phonefleet/eventstore"
 	"phonefleet/projections"
 )
 
@@ -26,7 +25,7 @@ type PowerDeviceHandler struct{ f *Fleet }
 // PowerDevice returns the handler of PowerDevice.
 func (f *Fleet) PowerDevice() PowerDeviceHandler { return PowerDeviceHandler{f} }
 
-// Handle queues the wake or stop on the device's executor, behind the
+// Handle queues the wake or stop on the device's queue, behind the
 // actions already waiting, and answers the device once done. It needs
 // devices:act. A leased device may be woken or stopped only by its holder
 // presenting the lease. Errors: device_unavailable (not_found, offline,
@@ -47,7 +46,7 @@ func (h PowerDeviceHandler) Handle(ctx context.Context, cmd PowerDevice) (projec
 	if err := d.CheckPower(f.now(), actor, cmd.LeaseID); err != nil {
 		return projections.DeviceView{}, err
 	}
-	backend, err := f.cfg.Backends.Resolve(ctx, &d)
+	backend, err := f.runtime.Resolve(ctx, &d)
 	if err != nil {
 		return projections.DeviceView{}, err
 	}
@@ -56,75 +55,86 @@ func (h PowerDeviceHandler) Handle(ctx context.Context, cmd PowerDevice) (projec
 		what := map[bool]string{true: "wake", false: "stop"}[cmd.Wake]
 		return projections.DeviceView{}, domain.Errorf(domain.CodeCapabilityUnsupported, "this device cannot %s", what).With("capability", what)
 	}
-	slot, err := f.queue.Reserve(d.ID)
+	slot, err := f.runtime.Reserve(d.ID)
 	if err != nil {
 		return projections.DeviceView{}, err
 	}
-	kind := JobStop
-	if cmd.Wake {
-		kind = JobWake
+	meta, err := eventstore.MetadataFrom(ctx)
+	if err != nil {
+		slot.Cancel()
+		return projections.DeviceView{}, err
 	}
-	job := Job{Kind: kind, OrgID: d.OrgID, DeviceID: d.ID, Actor: actor, LeaseID: cmd.LeaseID, Done: make(chan JobResult, 1)}
-	slot.Submit(job)
-	var res JobResult
-	select {
-	case res = <-job.Done:
-	case <-ctx.Done():
-		return projections.DeviceView{}, ctx.Err()
+	job := powerJob{f: f, deviceID: d.ID, wake: cmd.Wake, actor: actor, leaseID: cmd.LeaseID, meta: meta}
+	done := submit(slot, job.run, func(context.Context) jobResult {
+		return jobResult{err: neverRan(d.ID, whyStopped).WithRetryable(true)}
+	})
+	res, err := await(ctx, done)
+	if err == nil {
+		err = res.err
 	}
-	if res.Err != nil {
-		return projections.DeviceView{}, res.Err
+	if err != nil {
+		return projections.DeviceView{}, err
 	}
-	if err := f.waitFor(ctx, res.Appended, "devices"); err != nil {
+	if err := f.waitFor(ctx, res.appended, "devices"); err != nil {
 		return projections.DeviceView{}, err
 	}
 	return f.GetDevice(ctx, cmd.Auth, d.ID)
 }
 
-// executePower wakes or stops the device, then records device.woken or
-// device.stopped and the device's saved state in one transaction.
-func (f *Fleet) executePower(ctx context.Context, job Job) JobResult {
-	d, err := f.repo.load(ctx, job.DeviceID)
+// powerJob is a wake or stop waiting for its turn on its device.
+type powerJob struct {
+	f        *Fleet
+	deviceID string
+	// wake is true to turn the screen on, false to turn it off.
+	wake    bool
+	actor   domain.Actor
+	leaseID string
+	// meta is the metadata of the request: the events recording the
+	// change carry it.
+	meta eventstore.Metadata
+}
+
+// run checks the lease again (it may have changed while the job waited),
+// wakes or stops the device, then records device.woken or device.stopped
+// and the device's saved state in one transaction.
+func (j powerJob) run(ctx context.Context) jobResult {
+	f := j.f
+	d, _, err := f.devices.Load(ctx, j.deviceID)
 	if err != nil {
-		return JobResult{Err: err}
+		return jobResult{err: err}
 	}
-	if err := d.CheckPower(f.now(), job.Actor, job.LeaseID); err != nil {
-		return JobResult{Err: err}
+	if err := d.CheckPower(f.now(), j.actor, j.leaseID); err != nil {
+		return jobResult{err: err}
 	}
-	backend, err := f.cfg.Backends.Resolve(ctx, &d)
+	backend, err := f.runtime.Resolve(ctx, &d)
 	if err != nil {
-		return JobResult{Err: err}
+		return jobResult{err: err}
 	}
-	if job.Kind == JobWake {
+	if j.wake {
 		err = backend.Wake(ctx)
 	} else {
 		err = backend.Stop(ctx)
 	}
 	if err != nil {
-		return JobResult{Err: err}
+		return jobResult{err: err}
 	}
 	var state []byte
 	if sb, ok := backend.(domain.StatefulBackend); ok {
 		if state, err = sb.SaveState(); err != nil {
-			return JobResult{Err: err}
+			return jobResult{err: err}
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	ctx, cancel := context.WithTimeout(eventstore.WithMetadata(context.WithoutCancel(ctx), j.meta), recordTimeout)
 	defer cancel()
 	now := f.now()
-	_, a, err := f.repo.updateTx(ctx, job.DeviceID, fleetMeta(job.Actor, ""), func(d *domain.Device) ([]domain.Event, error) {
-		if job.Kind == JobWake {
+	_, c, err := f.devices.UpdateWith(ctx, j.deviceID, func(d *domain.Device, u *eventstore.Unit) ([]domain.Event, error) {
+		if state != nil {
+			queueDeviceState(u, d, state, now)
+		}
+		if j.wake {
 			return d.Wake(now), nil
 		}
 		return d.Stop(now), nil
-	}, func(tx pgx.Tx) error {
-		if state == nil {
-			return nil
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO device_states (device_id, org_id, backend, model, state, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
-			ON CONFLICT (device_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at`,
-			d.ID, d.OrgID, d.Backend, d.Model, state, now)
-		return err
 	})
-	return JobResult{Appended: a, Err: err}
+	return jobResult{appended: c.Last(), err: err}
 }

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/backends"
@@ -30,7 +28,6 @@ type RegisterDevices struct {
 	// same transaction, and the command does nothing if the stream exists:
 	// a local deployment registers its starting phones exactly once.
 	SeedMarker string
-	Actor      domain.Actor
 }
 
 // MaxRegisterCount bounds one registration.
@@ -61,56 +58,51 @@ func (h RegisterDevicesHandler) Handle(ctx context.Context, cmd RegisterDevices)
 		prefix = cmd.Backend
 	}
 	now := h.f.now()
-	m := fleetMeta(cmd.Actor, "")
+	if cmd.SeedMarker != "" {
+		seeded, err := h.f.store.Load(ctx, cmd.SeedMarker, 1)
+		if err != nil || len(seeded) > 0 {
+			return nil, err
+		}
+	}
+	u := &eventstore.Unit{}
 	ids := make([]string, 0, cmd.Count)
-	err := h.f.store.InTx(ctx, func(tx pgx.Tx) error {
-		if cmd.SeedMarker != "" {
-			var exists bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE stream_id = $1)`, cmd.SeedMarker).Scan(&exists); err != nil || exists {
-				return err
-			}
-		}
-		for i := 0; i < cmd.Count; i++ {
-			id := domain.NewID(domain.PrefixDevice)
-			reg := domain.DeviceRegistered{DeviceID: id, OrgID: cmd.OrgID, Name: fmt.Sprintf("%s-%d", prefix, i+1),
-				Backend: cmd.Backend, Model: cmd.Model, RegisteredAt: now}
-			if cmd.Backend == domain.BackendSim {
-				reg.Serial = simSerialFor(id)
-				state, model, err := backends.NewSimState(cmd.Model, reg.Serial)
-				if err != nil {
-					return err
-				}
-				reg.Model, reg.Width, reg.Height = model.Name, model.Width, model.Height
-				if _, err := tx.Exec(ctx, `INSERT INTO device_states (device_id, org_id, backend, model, state, updated_at)
-					VALUES ($1, $2, $3, $4, $5, $6)`, id, cmd.OrgID, cmd.Backend, model.Name, state, now); err != nil {
-					return err
-				}
-			}
-			var d domain.Device
-			evs, err := d.Register(reg)
+	for i := 0; i < cmd.Count; i++ {
+		id := domain.NewID(domain.PrefixDevice)
+		reg := domain.DeviceRegistered{DeviceID: id, OrgID: cmd.OrgID, Name: fmt.Sprintf("%s-%d", prefix, i+1),
+			Backend: cmd.Backend, Model: cmd.Model, RegisteredAt: now}
+		if cmd.Backend == domain.BackendSim {
+			reg.Serial = simSerialFor(id)
+			state, model, err := backends.NewSimState(cmd.Model, reg.Serial)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			news, err := fleetEncode(cmd.OrgID, m, evs...)
-			if err != nil {
-				return err
-			}
-			if _, err := h.f.store.AppendTx(ctx, tx, domain.DeviceStream(id), eventstore.NoStream, news...); err != nil {
-				return err
-			}
-			ids = append(ids, id)
+			reg.Model, reg.Width, reg.Height = model.Name, model.Width, model.Height
+			u.Exec(`INSERT INTO device_states (device_id, org_id, backend, model, state, updated_at)
+				VALUES ($1, $2, $3, $4, $5, $6)`, id, cmd.OrgID, cmd.Backend, model.Name, state, now)
 		}
-		if cmd.SeedMarker != "" {
-			news, err := fleetEncode(cmd.OrgID, m, domain.FleetSeeded{OrgID: cmd.OrgID, DeviceIDs: ids})
-			if err != nil {
-				return err
-			}
-			if _, err := h.f.store.AppendTx(ctx, tx, cmd.SeedMarker, eventstore.NoStream, news...); err != nil {
-				return err
-			}
+		var d domain.Device
+		evs, err := d.Register(reg)
+		if err != nil {
+			return nil, err
 		}
-		return nil
-	})
+		news, err := eventstore.Encode(domain.Events, cmd.OrgID, evs...)
+		if err != nil {
+			return nil, err
+		}
+		u.Append(domain.DeviceStream(id), eventstore.NoStream, news...)
+		ids = append(ids, id)
+	}
+	if cmd.SeedMarker != "" {
+		news, err := eventstore.Encode(domain.Events, cmd.OrgID, domain.Event(domain.FleetSeeded{OrgID: cmd.OrgID, DeviceIDs: ids}))
+		if err != nil {
+			return nil, err
+		}
+		u.Append(cmd.SeedMarker, eventstore.NoStream, news...)
+	}
+	if u.Empty() {
+		return ids, nil
+	}
+	_, err := h.f.store.Commit(ctx, u)
 	if errors.Is(err, eventstore.ErrConflict) && cmd.SeedMarker != "" {
 		return nil, nil // a concurrent first start seeded the fleet
 	}
@@ -129,5 +121,5 @@ func simSerialFor(id string) string {
 // first start (SERVICE_SIM_DEVICES) and never again.
 func (f *Fleet) SeedLocalFleet(ctx context.Context, orgID string, count int) ([]string, error) {
 	return f.RegisterDevices().Handle(ctx, RegisterDevices{OrgID: orgID, Backend: domain.BackendSim, Count: count,
-		NamePrefix: "sim", SeedMarker: domain.LocalFleetStream(orgID), Actor: fleetSystemActor})
+		NamePrefix: "sim", SeedMarker: domain.LocalFleetStream(orgID)})
 }

@@ -30,11 +30,11 @@ func (h ReleaseLeaseHandler) Handle(ctx context.Context, cmd ReleaseLease) error
 	}
 	actor := domain.ActorOf(cmd.Auth)
 	now := h.f.now()
-	_, a, err := h.f.repo.update(ctx, cmd.DeviceID, fleetMeta(actor, cmd.LeaseID), func(d *domain.Device) ([]domain.Event, error) {
+	_, c, err := h.f.devices.Update(ctx, cmd.DeviceID, func(d *domain.Device) ([]domain.Event, error) {
 		return d.ReleaseLease(now, actor, cmd.LeaseID)
 	})
 	if err != nil {
 		return err
 	}
-	return h.f.waitFor(ctx, a, "devices", "leases")
+	return h.f.waitFor(ctx, c.Last(), "devices", "leases")
 }

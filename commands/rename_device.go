@@ -38,13 +38,13 @@ func (h RenameDeviceHandler) Handle(ctx context.Context, cmd RenameDevice) (proj
 	if _, err := f.visibleDevice(ctx, cmd.Auth, cmd.DeviceID); err != nil {
 		return projections.DeviceView{}, deviceNotFound(cmd.DeviceID)
 	}
-	_, a, err := f.repo.update(ctx, cmd.DeviceID, fleetMeta(domain.ActorOf(cmd.Auth), ""), func(d *domain.Device) ([]domain.Event, error) {
+	_, c, err := f.devices.Update(ctx, cmd.DeviceID, func(d *domain.Device) ([]domain.Event, error) {
 		return d.Rename(cmd.Name)
 	})
 	if err != nil {
 		return projections.DeviceView{}, err
 	}
-	if err := f.waitFor(ctx, a, "devices"); err != nil {
+	if err := f.waitFor(ctx, c.Last(), "devices"); err != nil {
 		return projections.DeviceView{}, err
 	}
 	return f.GetDevice(ctx, cmd.Auth, cmd.DeviceID)

@@ -10,10 +10,9 @@ import (
 // RenewAPIKey asks for a key's expiry to be set Lifetime from now (zero:
 // the default lifetime).
 type RenewAPIKey struct {
-	Auth      domain.Auth
-	RequestID string
-	KeyID     string
-	Lifetime  time.Duration
+	Auth     domain.Auth
+	KeyID    string
+	Lifetime time.Duration
 }
 
 // RenewAPIKeyHandler handles RenewAPIKey.
@@ -29,7 +28,7 @@ func (h RenewAPIKeyHandler) Handle(ctx context.Context, cmd RenewAPIKey) error {
 	if err := cmd.Auth.RequireSession("API keys"); err != nil {
 		return err
 	}
-	return changeAPIKey(ctx, h.APIKeyDeps, cmd.Auth, cmd.RequestID, cmd.KeyID, func(k domain.APIKey, now time.Time) (domain.Event, error) {
+	return changeAPIKey(ctx, h.APIKeyDeps, cmd.KeyID, func(k domain.APIKey, now time.Time) (domain.Event, error) {
 		return k.Renew(cmd.Auth, cmd.Lifetime, now)
 	})
 }

@@ -38,13 +38,13 @@ func (h RenewLeaseHandler) Handle(ctx context.Context, cmd RenewLease) (projecti
 	}
 	actor := domain.ActorOf(cmd.Auth)
 	now := h.f.now()
-	d, a, err := h.f.repo.update(ctx, cmd.DeviceID, fleetMeta(actor, cmd.LeaseID), func(d *domain.Device) ([]domain.Event, error) {
+	d, c, err := h.f.devices.Update(ctx, cmd.DeviceID, func(d *domain.Device) ([]domain.Event, error) {
 		return d.RenewLease(now, actor, cmd.LeaseID, ttl)
 	})
 	if err != nil {
 		return projections.LeaseView{}, err
 	}
-	if err := h.f.waitFor(ctx, a, "devices", "leases"); err != nil {
+	if err := h.f.waitFor(ctx, c.Last(), "devices", "leases"); err != nil {
 		return projections.LeaseView{}, err
 	}
 	return toLeaseView(d.Lease), nil

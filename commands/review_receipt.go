@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"phonefleet/domain"
-	"phonefleet/eventstore"
+	"phonefleet/projections"
 )
 
 // ReviewReceipt records that a person reviewed a receipt (POST
@@ -49,30 +49,13 @@ func (h ReviewReceiptHandler) Handle(ctx context.Context, cmd ReviewReceipt) (do
 		return domain.Receipt{}, err
 	}
 	reviewer := domain.ActorOf(auth)
-	var a eventstore.Appended
-	for attempt := 0; ; attempt++ {
-		rec, err := f.loadAction(ctx, actionID)
-		if err != nil {
-			return domain.Receipt{}, err
-		}
-		evs, err := rec.MarkReviewed(reviewer, cmd.Note, f.now())
-		if err != nil {
-			return domain.Receipt{}, err
-		}
-		news, err := fleetEncode(auth.OrgID, fleetMeta(reviewer, actionID), evs...)
-		if err != nil {
-			return domain.Receipt{}, err
-		}
-		a, err = f.store.Append(ctx, domain.ActionStream(actionID), rec.Version, news...)
-		if errors.Is(err, eventstore.ErrConflict) && attempt < deviceConflictRetries {
-			continue
-		}
-		if err != nil {
-			return domain.Receipt{}, err
-		}
-		break
+	_, c, err := f.actions.Update(ctx, actionID, func(rec *domain.ActionRecord) ([]domain.Event, error) {
+		return rec.MarkReviewed(reviewer, cmd.Note, f.now())
+	})
+	if err != nil {
+		return domain.Receipt{}, err
 	}
-	if err := f.waitFor(ctx, a, "receipts"); err != nil {
+	if err := f.waitFor(ctx, c.Last(), projections.ReceiptsName); err != nil {
 		return domain.Receipt{}, err
 	}
 	return f.GetReceipt(ctx, auth, cmd.IdempotencyKey)

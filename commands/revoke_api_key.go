@@ -11,10 +11,9 @@ import (
 // Self marks a key revoking itself (DELETE /v1/api-keys/current), which
 // needs no session.
 type RevokeAPIKey struct {
-	Auth      domain.Auth
-	RequestID string
-	KeyID     string
-	Self      bool
+	Auth  domain.Auth
+	KeyID string
+	Self  bool
 }
 
 // RevokeAPIKeyHandler handles RevokeAPIKey.
@@ -36,7 +35,7 @@ func (h RevokeAPIKeyHandler) Handle(ctx context.Context, cmd RevokeAPIKey) error
 	} else if err := cmd.Auth.RequireSession("API keys"); err != nil {
 		return err
 	}
-	return changeAPIKey(ctx, h.APIKeyDeps, cmd.Auth, cmd.RequestID, cmd.KeyID, func(k domain.APIKey, now time.Time) (domain.Event, error) {
+	return changeAPIKey(ctx, h.APIKeyDeps, cmd.KeyID, func(k domain.APIKey, now time.Time) (domain.Event, error) {
 		if cmd.Self {
 			// The key acts on itself: as its organisation's admin would.
 			owner = domain.Auth{OrgID: k.OrgID, Role: domain.RoleAdmin}

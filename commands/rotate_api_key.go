@@ -10,9 +10,8 @@ import (
 
 // RotateAPIKey asks for a new secret for a key.
 type RotateAPIKey struct {
-	Auth      domain.Auth
-	RequestID string
-	KeyID     string
+	Auth  domain.Auth
+	KeyID string
 }
 
 // RotateAPIKeyHandler handles RotateAPIKey.
@@ -33,7 +32,7 @@ func (h RotateAPIKeyHandler) Handle(ctx context.Context, cmd RotateAPIKey) (Mint
 		return MintedAPIKey{}, err
 	}
 	var tok identity.APIKeyToken
-	err := changeAPIKey(ctx, h.APIKeyDeps, cmd.Auth, cmd.RequestID, cmd.KeyID, func(k domain.APIKey, now time.Time) (domain.Event, error) {
+	err := changeAPIKey(ctx, h.APIKeyDeps, cmd.KeyID, func(k domain.APIKey, now time.Time) (domain.Event, error) {
 		if !k.Exists() {
 			return nil, domain.APIKeyNotFound()
 		}

@@ -10,7 +10,6 @@ import (
 // Switching it off abandons the deliveries still queued for it.
 type SetWebhookEnabled struct {
 	Auth      domain.Auth
-	RequestID string
 	WebhookID string
 	Enabled   bool
 }
@@ -24,7 +23,10 @@ type SetWebhookEnabledHandler struct {
 // permission_denied when switching on one that only the person it was made
 // for may switch on again. Setting the state it already has is a no-op.
 func (h SetWebhookEnabledHandler) Handle(ctx context.Context, cmd SetWebhookEnabled) error {
-	_, err := h.decide(ctx, cmd.Auth.OrgID, webhookMetadata(cmd.Auth, cmd.RequestID), func(set *domain.WebhookSet) ([]domain.Event, error) {
+	if err := cmd.Auth.Require(domain.ScopeDevicesRead); err != nil {
+		return err
+	}
+	_, err := h.decide(ctx, cmd.Auth.OrgID, func(set *domain.WebhookSet) ([]domain.Event, error) {
 		return set.SetEnabled(cmd.Auth, cmd.WebhookID, cmd.Enabled)
 	})
 	return err

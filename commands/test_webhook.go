@@ -4,14 +4,16 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"phonefleet/domain"
+	"phonefleet/eventstore"
 )
 
 // TestWebhook queues one test delivery to a subscription: a real run.ended
 // delivery (same signature, headers and retries) with data.test true.
 type TestWebhook struct {
 	Auth      domain.Auth
-	RequestID string
 	WebhookID string
 }
 
@@ -29,7 +31,10 @@ func webhookTestStream(webhookID string) string { return "webhook-tests-" + webh
 // event's id. It answers not_found for a subscription the caller may not
 // see and wrong_state (state "disabled") for one switched off.
 func (h TestWebhookHandler) Handle(ctx context.Context, cmd TestWebhook) (string, error) {
-	set, _, err := h.loadSet(ctx, cmd.Auth.OrgID)
+	if err := cmd.Auth.Require(domain.ScopeDevicesRead); err != nil {
+		return "", err
+	}
+	set, err := h.loadSet(ctx, cmd.Auth.OrgID)
 	if err != nil {
 		return "", err
 	}
@@ -37,11 +42,15 @@ func (h TestWebhookHandler) Handle(ctx context.Context, cmd TestWebhook) (string
 	if err != nil {
 		return "", err
 	}
-	out, err := encodeWebhookEvents(cmd.Auth.OrgID, webhookMetadata(cmd.Auth, cmd.RequestID), h.now(), evs)
+	out, err := eventstore.Encode(domain.Events, cmd.Auth.OrgID, evs...)
 	if err != nil {
 		return "", err
 	}
-	a, err := h.Store.Append(ctx, webhookTestStream(cmd.WebhookID), -1, out...)
+	// The delivery id derives from the event id, so it is drawn here.
+	for i := range out {
+		out[i].ID, out[i].OccurredAt = uuid.Must(uuid.NewV7()), h.now()
+	}
+	a, err := h.Store.Append(ctx, webhookTestStream(cmd.WebhookID), eventstore.AnyVersion, out...)
 	if err != nil {
 		return "", fmt.Errorf("test webhook %s: %w", cmd.WebhookID, err)
 	}

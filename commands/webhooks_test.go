@@ -23,7 +23,7 @@ func TestWebhookCapHoldsUnderConcurrentCreates(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pool, err := pgxpool.NewWithConfig(testutil.Context(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestWebhookCapHoldsUnderConcurrentCreates(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(testutil.Context(t), 30*time.Second)
 			defer cancel()
 			// An IP literal: no name resolution in a test.
 			_, err := h.Handle(ctx, commands.CreateWebhook{Auth: auth, URL: "https://93.184.216.34/in", Events: []string{domain.WebhookRunEnded}})
@@ -63,7 +63,7 @@ func TestWebhookCapHoldsUnderConcurrentCreates(t *testing.T) {
 	if created != domain.MaxWebhooksPerOrg || refused != tries-domain.MaxWebhooksPerOrg || len(other) > 0 {
 		t.Fatalf("got %d created, %d refused by the cap, other errors %v; want exactly %d created", created, refused, other, domain.MaxWebhooksPerOrg)
 	}
-	evs, err := eventstore.New(pool).Load(context.Background(), domain.WebhookStream("org_cap"), 1)
+	evs, err := eventstore.New(pool).Load(testutil.Context(t), domain.WebhookStream("org_cap"), 1)
 	if err != nil || len(evs) != domain.MaxWebhooksPerOrg {
 		t.Fatalf("got %d subscribed events (%v); want %d", len(evs), err, domain.MaxWebhooksPerOrg)
 	}

@@ -288,11 +288,6 @@ func (a Action) Fingerprint(deviceID string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// DecodeAction rebuilds an action from its recorded type and arguments.
-func DecodeAction(t ActionType, args json.RawMessage) (Action, error) {
-	return ParseAction(string(t), args)
-}
-
 // CheckIdempotencyKey refuses a key that is empty, longer than 255
 // characters or not printable ASCII, with invalid_argument.
 func CheckIdempotencyKey(key string) error {

@@ -114,10 +114,9 @@ func (r *ActionRecord) OutcomeError() error {
 		return Errorf(CodeActionOutcomeUnknown, "the outcome of this action is unknown; observe the device again and use a new idempotencyKey").
 			WithRetryable(false).With("idempotencyKey", key).With("deviceId", dev)
 	case r.Failed != nil:
-		e := &Error{Code: r.Failed.Code, Message: r.Failed.Message}
-		e.With("idempotencyKey", key).With("deviceId", dev)
+		e := (&Error{Code: r.Failed.Code, Message: r.Failed.Message}).With("idempotencyKey", key).With("deviceId", dev)
 		if r.Failed.Reason != "" {
-			e.With("reason", r.Failed.Reason)
+			e = e.With("reason", r.Failed.Reason)
 		}
 		return e
 	}

@@ -5,6 +5,7 @@ package domain
 import (
 	"errors"
 	"fmt"
+	"maps"
 )
 
 // Code is one member of the closed set of error codes the service answers with.
@@ -92,8 +93,18 @@ var RESTCodes = []Code{
 	CodeNotSettled,
 }
 
-// MCPCodes lists the 18 codes a tool call may answer with (spec 7.1).
-var MCPCodes = RESTCodes[:18]
+// MCPCodes lists the 18 codes a tool call may answer with (spec 7.1): the
+// codes marked MCP in spec 7.2, in spec order. It is written out rather than
+// sliced from RESTCodes so that it is its own list: the MCP set does not
+// depend on where codes sit in RESTCodes, and appending to one list can
+// never overwrite the other.
+var MCPCodes = []Code{
+	CodeBackendResolutionFailed, CodeBackendNotImplemented, CodeDeviceUnavailable,
+	CodeDeviceDisconnected, CodeLeaseMismatch, CodeLeaseRequired, CodeCapabilityUnsupported,
+	CodeInvalidArgument, CodeBackendCommandFailed, CodeIdempotencyConflict,
+	CodeActionOutcomeUnknown, CodeStaleFrame, CodeInternal, CodeUnauthorized,
+	CodePermissionDenied, CodeRunNotFound, CodeFrameNotFound, CodeDeviceBusy,
+}
 
 // VrxCodes lists the ten device-surface codes.
 var VrxCodes = []Code{
@@ -129,25 +140,36 @@ func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// WithRetryable records whether re-issuing the same call unchanged is meaningful.
+// The builders below (WithRetryable, With, Wrap) are copy-on-write: each
+// returns a new *Error and never modifies the one it is called on, whose
+// Extra map in particular stays untouched. An error value may be shared (a
+// package-level sentinel, or one error reported to several callers), so
+// builders on it may run concurrently. Always use the result:
+// e = e.With(k, v).
+
+// WithRetryable returns a copy of e recording whether re-issuing the same
+// call unchanged is meaningful.
 func (e *Error) WithRetryable(r bool) *Error {
-	e.Retryable = &r
-	return e
+	c := *e
+	c.Retryable = &r
+	return &c
 }
 
-// With adds one extra field to the envelope.
+// With returns a copy of e with one extra field added to the envelope; the
+// copy has its own Extra map.
 func (e *Error) With(key string, value any) *Error {
-	if e.Extra == nil {
-		e.Extra = map[string]any{}
-	}
-	e.Extra[key] = value
-	return e
+	c := *e
+	c.Extra = make(map[string]any, len(e.Extra)+1)
+	maps.Copy(c.Extra, e.Extra)
+	c.Extra[key] = value
+	return &c
 }
 
-// Wrap keeps cause for logs without exposing it.
+// Wrap returns a copy of e that keeps cause for logs without exposing it.
 func (e *Error) Wrap(cause error) *Error {
-	e.Err = cause
-	return e
+	c := *e
+	c.Err = cause
+	return &c
 }
 
 // ErrorCode returns the code of err, or internal_error when err carries none.

@@ -44,17 +44,6 @@ const (
 	AnyVersion int64 = -1
 )
 
-// Metadata travels with every event: who caused it and in answer to what.
-type Metadata struct {
-	// ActorKind is "user", "api_key", "operator", "system" or "run".
-	ActorKind string `json:"actorKind,omitempty"`
-	// ActorID is the person's subject id, the key id, or a system name.
-	ActorID       string `json:"actorId,omitempty"`
-	RequestID     string `json:"requestId,omitempty"`
-	CorrelationID string `json:"correlationId,omitempty"`
-	CausationID   string `json:"causationId,omitempty"`
-}
-
 // NewEvent is an event to append. Type and SchemaVersion name the event
 // explicitly (see domain.Registry); Data is its JSON body.
 type NewEvent struct {
@@ -135,7 +124,7 @@ type Store struct {
 	signal   *Signal // readers wait on it
 	local    *Signal // commits made here, for Relay
 	now      func() time.Time
-	group    *groupCommit // nil: every append is its own statement
+	group    *groupCommit // nil: every unit is its own batch
 }
 
 // Option configures a Store.
@@ -144,10 +133,10 @@ type Option func(*Store)
 // WithUpcaster applies u to every event read.
 func WithUpcaster(u Upcaster) Option { return func(s *Store) { s.upcaster = u } }
 
-// WithGroupCommit lets concurrent single-event appends share one statement
-// and commit, with up to flushes statements in flight (see groupCommit).
-func WithGroupCommit(flushes int) Option {
-	return func(s *Store) { s.group = &groupCommit{s: s, maxFlushes: max(1, flushes), maxBatch: 1000} }
+// WithGroupCommit lets units committed concurrently share one batch and
+// one commit (see Commit).
+func WithGroupCommit() Option {
+	return func(s *Store) { s.group = &groupCommit{s: s} }
 }
 
 // WithClock replaces the clock used for OccurredAt defaults.
@@ -171,8 +160,7 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 func (s *Store) Signal() *Signal { return s.signal }
 
 // Committed tells readers, here and (through Relay) in other instances, that
-// events were committed. Append and InTx call it; a caller committing its own
-// transaction after AppendTx calls it once after the commit.
+// events were committed. Commit calls it after every commit.
 func (s *Store) Committed() {
 	s.signal.Wake()
 	s.local.Wake()
@@ -184,39 +172,25 @@ func (s *Store) Relay(ctx context.Context, logger *slog.Logger) {
 	Relay(ctx, s.pool, s.local, s.signal, logger)
 }
 
-// Append appends events to one stream in one statement (so atomically) with
-// the pool's implicit transaction, then wakes local feed readers.
-// expected is the stream's current version, NoStream, or AnyVersion. A stream
-// not at the expected version fails with *ConflictError.
+// Append appends events to one stream atomically: Commit of a unit with
+// that one append. expected is the stream's current version, NoStream, or
+// AnyVersion. A stream not at the expected version fails with
+// *ConflictError.
 func (s *Store) Append(ctx context.Context, streamID string, expected int64, events ...NewEvent) (Appended, error) {
-	if s.group != nil && len(events) == 1 && expected >= 0 && streamID != "" {
-		req, err := s.prepareGrouped(streamID, expected, events[0])
-		if err != nil {
-			return Appended{}, err
-		}
-		return s.group.append(ctx, req)
+	c, err := s.Commit(ctx, (&Unit{}).Append(streamID, expected, events...))
+	if err != nil {
+		return Appended{}, err
 	}
-	a, err := s.AppendTx(ctx, s.pool, streamID, expected, events...)
-	if err == nil {
-		s.Committed()
-	}
-	return a, err
-}
-
-// InTx runs fn in one transaction; events appended with AppendTx(ctx, tx, …)
-// inside it commit or roll back together with fn's other writes.
-func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	err := pgx.BeginFunc(ctx, s.pool, fn)
-	if err == nil {
-		s.Committed()
-	}
-	return err
+	return c.Appends[0], nil
 }
 
 // The append statements, one per case, so each is a plain statement the
 // server plans once: the unique (stream_id, stream_version) constraint is
 // the concurrency guard; an exact expected version must also exist, so a
-// wrong expectation cannot leave a gap in the stream.
+// wrong expectation cannot leave a gap in the stream. Every refusal is an
+// error, never "no row": the exact variants take their version from the
+// expected event itself, which is NULL (a not-null violation) when it is
+// missing. So a unit's batch never commits with one of its appends skipped.
 // Parameters: $1 stream id, $2–$8 the event fields (id, type, schema
 // version, organisation, data, metadata, occurred at; arrays for several
 // events), $9 the exact expected version (exact variants only).
@@ -225,133 +199,16 @@ const (
 	returning     = ` RETURNING position, transaction_id::text::bigint, stream_version`
 	unnestRows    = ` FROM unnest($2::uuid[], $3::text[], $4::smallint[], $5::text[], $6::jsonb[], $7::jsonb[], $8::timestamptz[])
 	                   WITH ORDINALITY AS u(id, typ, ver, org, data, meta, at, ord)`
-	exactGuard = ` WHERE EXISTS (SELECT 1 FROM events WHERE stream_id = $1 AND stream_version = $9)`
+	exactBase  = `(SELECT stream_version FROM events WHERE stream_id = $1 AND stream_version = $9)`
 	endVersion = `coalesce((SELECT max(stream_version) FROM events WHERE stream_id = $1), 0)`
 
 	appendOneNew   = insertColumns + `VALUES ($2, $1, 1, $3, $4, $5, $6, $7, $8)` + returning
-	appendOneExact = insertColumns + `SELECT $2, $1, $9::bigint + 1, $3, $4, $5, $6, $7, $8` + exactGuard + returning
+	appendOneExact = insertColumns + `SELECT $2, $1, ` + exactBase + ` + 1, $3, $4, $5, $6, $7, $8` + returning
 	appendOneAny   = insertColumns + `SELECT $2, $1, ` + endVersion + ` + 1, $3, $4, $5, $6, $7, $8` + returning
 	appendNew      = insertColumns + `SELECT u.id, $1, u.ord, u.typ, u.ver, u.org, u.data, u.meta, u.at` + unnestRows + returning
-	appendExact    = insertColumns + `SELECT u.id, $1, $9::bigint + u.ord, u.typ, u.ver, u.org, u.data, u.meta, u.at` + unnestRows + exactGuard + returning
+	appendExact    = insertColumns + `SELECT u.id, $1, ` + exactBase + ` + u.ord, u.typ, u.ver, u.org, u.data, u.meta, u.at` + unnestRows + returning
 	appendAny      = insertColumns + `SELECT u.id, $1, ` + endVersion + ` + u.ord, u.typ, u.ver, u.org, u.data, u.meta, u.at` + unnestRows + returning
 )
-
-// AppendTx appends within db, which may be a transaction the caller commits;
-// the caller then calls Committed after its commit (InTx does).
-func (s *Store) AppendTx(ctx context.Context, db DB, streamID string, expected int64, events ...NewEvent) (Appended, error) {
-	if len(events) == 0 {
-		return Appended{}, errors.New("eventstore: append of no events")
-	}
-	if streamID == "" {
-		return Appended{}, errors.New("eventstore: empty stream id")
-	}
-	if expected < AnyVersion {
-		return Appended{}, fmt.Errorf("eventstore: invalid expected version %d", expected)
-	}
-	n := len(events)
-	ids := make([]uuid.UUID, n)
-	types := make([]string, n)
-	vers := make([]int16, n)
-	orgs := make([]string, n)
-	datas := make([][]byte, n)
-	metas := make([][]byte, n)
-	ats := make([]time.Time, n)
-	now := s.now().UTC().Truncate(time.Microsecond)
-	var err error
-	for i, e := range events {
-		if e.Type == "" || e.SchemaVersion <= 0 {
-			return Appended{}, fmt.Errorf("eventstore: event %d has no type or schema version", i)
-		}
-		ids[i] = e.ID
-		if e.ID == uuid.Nil {
-			ids[i] = uuid.Must(uuid.NewV7())
-		}
-		types[i], vers[i], orgs[i] = e.Type, int16(e.SchemaVersion), e.OrgID
-		datas[i] = e.Data
-		if len(datas[i]) == 0 {
-			datas[i] = []byte("{}")
-		}
-		if i > 0 && e.Metadata == events[i-1].Metadata {
-			metas[i] = metas[i-1] // a command's events usually share their metadata
-		} else if metas[i], err = json.Marshal(e.Metadata); err != nil {
-			return Appended{}, err
-		}
-		ats[i] = e.OccurredAt
-		if ats[i].IsZero() {
-			ats[i] = now
-		}
-	}
-	var query string
-	var args []any
-	if n == 1 {
-		args = []any{streamID, ids[0], types[0], vers[0], orgs[0], datas[0], metas[0], ats[0]}
-		query = pick(expected, appendOneNew, appendOneExact, appendOneAny)
-	} else {
-		args = []any{streamID, ids, types, vers, orgs, datas, metas, ats}
-		query = pick(expected, appendNew, appendExact, appendAny)
-	}
-	if expected > 0 {
-		args = append(args, expected)
-	}
-	rows, err := db.Query(ctx, query, args...)
-	if err != nil {
-		return Appended{}, err
-	}
-	var out Appended
-	count := 0
-	for rows.Next() {
-		var pos, txid, ver int64
-		if err := rows.Scan(&pos, &txid, &ver); err != nil {
-			rows.Close()
-			return Appended{}, err
-		}
-		if count == 0 || pos < out.FirstPosition {
-			out.FirstPosition = pos
-		}
-		if pos > out.LastPosition {
-			out.LastPosition = pos
-		}
-		if ver > out.Version {
-			out.Version = ver
-		}
-		out.TransactionID = uint64(txid)
-		count++
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "events_stream_version" {
-			return Appended{}, &ConflictError{StreamID: streamID, Expected: expected}
-		}
-		return Appended{}, err
-	}
-	if count != n {
-		return Appended{}, &ConflictError{StreamID: streamID, Expected: expected}
-	}
-	return out, nil
-}
-
-func (s *Store) prepareGrouped(streamID string, expected int64, e NewEvent) (*groupedAppend, error) {
-	if e.Type == "" || e.SchemaVersion <= 0 {
-		return nil, errors.New("eventstore: event has no type or schema version")
-	}
-	meta, err := json.Marshal(e.Metadata)
-	if err != nil {
-		return nil, err
-	}
-	r := &groupedAppend{stream: streamID, expected: expected, id: e.ID, typ: e.Type, ver: int16(e.SchemaVersion),
-		org: e.OrgID, data: e.Data, meta: meta, at: e.OccurredAt}
-	if r.id == uuid.Nil {
-		r.id = uuid.Must(uuid.NewV7())
-	}
-	if len(r.data) == 0 {
-		r.data = []byte("{}")
-	}
-	if r.at.IsZero() {
-		r.at = s.now().UTC().Truncate(time.Microsecond)
-	}
-	return r, nil
-}
 
 func pick(expected int64, noStream, exact, any string) string {
 	switch {

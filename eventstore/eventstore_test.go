@@ -12,8 +12,6 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/testutil"
-
-	"github.com/jackc/pgx/v5"
 )
 
 func ev(typ string, data string) eventstore.NewEvent {
@@ -29,7 +27,7 @@ func variants(t *testing.T, test func(t *testing.T, s *eventstore.Store)) {
 		opts []eventstore.Option
 	}{
 		{"direct", nil},
-		{"group commit", []eventstore.Option{eventstore.WithGroupCommit(2)}},
+		{"group commit", []eventstore.Option{eventstore.WithGroupCommit()}},
 	} {
 		t.Run(v.name, func(t *testing.T) { test(t, eventstore.New(testutil.FreshPool(t), v.opts...)) })
 	}
@@ -171,19 +169,16 @@ func TestAnyVersionAppendsAtTheEnd(t *testing.T) {
 	}
 }
 
-func TestInTxAppendsSeveralStreamsAtomically(t *testing.T) {
+func TestUnitAppendsSeveralStreamsAtomically(t *testing.T) {
 	ctx := context.Background()
 	s := eventstore.New(testutil.FreshPool(t))
 	if _, err := s.Append(ctx, "b", eventstore.NoStream, ev("x", `{}`)); err != nil {
 		t.Fatal(err)
 	}
-	err := s.InTx(ctx, func(tx pgx.Tx) error {
-		if _, err := s.AppendTx(ctx, tx, "a", eventstore.NoStream, ev("x", `{}`)); err != nil {
-			return err
-		}
-		_, err := s.AppendTx(ctx, tx, "b", eventstore.NoStream, ev("x", `{}`)) // conflicts
-		return err
-	})
+	u := (&eventstore.Unit{}).
+		Append("a", eventstore.NoStream, ev("x", `{}`)).
+		Append("b", eventstore.NoStream, ev("x", `{}`)) // conflicts
+	_, err := s.Commit(ctx, u)
 	if !errors.Is(err, eventstore.ErrConflict) {
 		t.Fatalf("got %v; want conflict", err)
 	}
@@ -215,7 +210,8 @@ func TestReadFeedIsOrderedAndGapSafe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AppendTx(ctx, slow, "slow", eventstore.NoStream, ev("x", `{}`)); err != nil {
+	if _, err := slow.Exec(ctx, `INSERT INTO events (event_id, stream_id, stream_version, event_type, schema_version, org_id, data, metadata, occurred_at)
+		VALUES (gen_random_uuid(), 'slow', 1, 'x', 1, 'org_test', '{}', '{}', now())`); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
@@ -282,7 +278,7 @@ func TestUpcastingAnOldSchemaEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := eventstore.New(testutil.FreshPool(t), eventstore.WithUpcaster(reg))
-	old := eventstore.NewEvent{Type: "note.saved", SchemaVersion: 1, OrgID: "o", Data: json.RawMessage(`{"text":"hello"}`)}
+	old := eventstore.NewEvent{Type: "note.saved", SchemaVersion: 1, OrgID: "o", Data: json.RawMessage(`{"text":"hello"}`), Metadata: ev("", "").Metadata}
 	if _, err := s.Append(ctx, "note-1", eventstore.NoStream, old); err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +305,7 @@ func TestUpcastingAnOldSchemaEvent(t *testing.T) {
 
 func TestGroupCommitManyWritersKeepTheirOwnOutcomes(t *testing.T) {
 	ctx := context.Background()
-	s := eventstore.New(testutil.FreshPool(t), eventstore.WithGroupCommit(2))
+	s := eventstore.New(testutil.FreshPool(t), eventstore.WithGroupCommit())
 	const writers, each = 64, 50
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)

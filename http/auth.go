@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"phonefleet/domain"
+	"phonefleet/eventstore"
 	"phonefleet/internal/identity"
 )
 
@@ -41,7 +42,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				return
 			}
 		}
-		next.ServeHTTP(w, r.WithContext(domain.WithAuth(r.Context(), a)))
+		kind, id := a.Actor()
+		next.ServeHTTP(w, r.WithContext(eventstore.WithActor(domain.WithAuth(r.Context(), a), kind, id)))
 	})
 }
 

@@ -96,11 +96,8 @@ var statusOf = map[domain.Code]int{
 	domain.VrxActionOutcomeUnknown:  http.StatusGatewayTimeout,
 }
 
-// restCodes and vrxCodes say which codes each envelope may carry.
-var (
-	restCodes = codeSet(domain.RESTCodes)
-	vrxCodes  = codeSet(domain.VrxCodes)
-)
+// restCodes says which codes the control-surface envelope may carry.
+var restCodes = codeSet(domain.RESTCodes)
 
 func codeSet(codes []domain.Code) map[domain.Code]bool {
 	set := make(map[domain.Code]bool, len(codes))
@@ -156,27 +153,6 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	writeBody(w, status, encodeRESTError(e))
 }
 
-// WriteVrxError renders err as the device-surface envelope
-// {"ok":false,"error":{"code","message"}} with the status of its code. Only
-// the ten device-surface codes use that envelope. Anything else — the body
-// limit's payload_too_large, an unknown route's not_found, an unclassified
-// failure — is answered exactly as on the control surface by WriteError,
-// because the spec answers the body limit "the same on every surface" and
-// its device-surface code set has no member for the others.
-func WriteVrxError(w http.ResponseWriter, r *http.Request, err error) {
-	e := domain.AsError(err)
-	if !vrxCodes[e.Code] {
-		WriteError(w, r, err)
-		return
-	}
-	status := StatusOf(e.Code)
-	if !mayAnswer(r, status, err) {
-		return
-	}
-	body, _ := json.Marshal(vrxEnvelope{Error: vrxErrorBody{Code: e.Code, Message: messageOf(e, status)}})
-	writeBody(w, status, body)
-}
-
 // mayAnswer hands a server fault's cause to the access log and reports
 // whether an error answer can still be written (nothing has been yet).
 func mayAnswer(r *http.Request, status int, err error) bool {
@@ -185,16 +161,6 @@ func mayAnswer(r *http.Request, status int, err error) bool {
 		ex.noteFault(err)
 	}
 	return !ex.started()
-}
-
-type vrxEnvelope struct {
-	OK    bool         `json:"ok"`
-	Error vrxErrorBody `json:"error"`
-}
-
-type vrxErrorBody struct {
-	Code    domain.Code `json:"code"`
-	Message string      `json:"message"`
 }
 
 func writeBody(w http.ResponseWriter, status int, body []byte) {

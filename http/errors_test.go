@@ -263,7 +263,6 @@ func TestErrorEnvelopesValidate(t *testing.T) {
 		schema string
 	}{
 		{name: "control surface", codes: domain.RESTCodes, write: WriteError, schema: "Error"},
-		{name: "device surface", codes: domain.VrxCodes, write: WriteVrxError, schema: "VrxError"},
 	}
 	for _, surface := range surfaces {
 		for _, code := range surface.codes {
@@ -277,52 +276,6 @@ func TestErrorEnvelopesValidate(t *testing.T) {
 				v.CheckSchema(t, surface.schema, rec.Body.Bytes())
 			})
 		}
-	}
-}
-
-func TestWriteVrxError(t *testing.T) {
-	tests := []struct {
-		name   string
-		err    error
-		status int
-		body   string
-	}{
-		{
-			name:   "device-surface code",
-			err:    domain.Errorf(domain.VrxFencingTokenStale, "a newer lease holds the device").With("ignored", true),
-			status: 409,
-			body:   `{"ok":false,"error":{"code":"FENCING_TOKEN_STALE","message":"a newer lease holds the device"}}`,
-		},
-		{
-			name:   "unknown run token",
-			err:    domain.Errorf(domain.VrxDeviceNotFound, "no device for this run token"),
-			status: 404,
-			body:   `{"ok":false,"error":{"code":"DEVICE_NOT_FOUND","message":"no device for this run token"}}`,
-		},
-		{
-			name:   "payload too large is answered as on every surface",
-			err:    payloadTooLarge(1 << 20),
-			status: 413,
-			body:   `{"error":{"code":"payload_too_large","message":"request body exceeds the limit of 1048576 bytes"}}`,
-		},
-		{
-			name:   "unclassified error",
-			err:    errors.New("adb: device offline at 10.0.0.7"),
-			status: 500,
-			body:   `{"error":{"code":"internal_error","message":"internal error"}}`,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			rec := httptest.NewRecorder()
-			WriteVrxError(rec, httptest.NewRequest(http.MethodPost, "/vrx/tok/v1/actions", nil), tt.err)
-			if rec.Code != tt.status {
-				t.Errorf("got status %d; want %d", rec.Code, tt.status)
-			}
-			if got := rec.Body.String(); got != tt.body {
-				t.Errorf("got body %s; want %s", got, tt.body)
-			}
-		})
 	}
 }
 

@@ -12,47 +12,25 @@ import (
 	"phonefleet/projections"
 )
 
-// FleetDeps is what the routes of devices, leases, actions, frames and
-// receipts need. With Fleet nil (the fleet not wired) every route answers
-// service_unavailable.
-type FleetDeps struct {
-	Fleet *commands.Fleet
-}
-
 // registerFleetRoutes mounts the routes of devices, leases, actions, frames and receipts on the /v1 router.
 func (s *Server) registerFleetRoutes(r *mux.Router) {
-	r.Handle("/devices", s.fleetRoute(s.listDevices)).Methods(http.MethodGet)
-	r.Handle("/devices/{deviceId}", s.fleetRoute(s.getDevice)).Methods(http.MethodGet)
-	r.Handle("/devices/{deviceId}", s.fleetRoute(s.renameDevice)).Methods(http.MethodPatch)
-	r.Handle("/devices/{deviceId}/driving", s.fleetRoute(s.getDriving)).Methods(http.MethodGet)
-	r.Handle("/devices/{deviceId}/wake", s.fleetRoute(s.powerDevice(true))).Methods(http.MethodPost)
-	r.Handle("/devices/{deviceId}/stop", s.fleetRoute(s.powerDevice(false))).Methods(http.MethodPost)
-	r.Handle("/devices/{deviceId}/screenshot", s.fleetRoute(s.getScreenshot)).Methods(http.MethodGet)
-	r.Handle("/devices/{deviceId}/snapshot", s.fleetRoute(s.getUISnapshot)).Methods(http.MethodGet)
-	r.Handle("/devices/{deviceId}/lease", s.fleetRoute(s.acquireLease)).Methods(http.MethodPost)
-	r.Handle("/devices/{deviceId}/lease", s.fleetRoute(s.renewLease)).Methods(http.MethodPatch)
-	r.Handle("/devices/{deviceId}/lease", s.fleetRoute(s.releaseLease)).Methods(http.MethodDelete)
-	r.Handle("/devices/{deviceId}/actions", s.fleetRoute(s.performAction)).Methods(http.MethodPost)
-	r.Handle("/leases", s.fleetRoute(s.listLeases)).Methods(http.MethodGet)
-	r.Handle("/frames/{frameId}", s.fleetRoute(s.getFrame)).Methods(http.MethodGet)
-	r.Handle("/receipts", s.fleetRoute(s.listReceipts)).Methods(http.MethodGet)
-	r.Handle("/receipts/{idempotencyKey}", s.fleetRoute(s.getReceipt)).Methods(http.MethodGet)
-	r.Handle("/receipts/{idempotencyKey}/reviewed", s.fleetRoute(s.reviewReceipt)).Methods(http.MethodPost)
-}
-
-// fleetHandler is a fleet route's handler: it gets the fleet and the
-// caller's authorization context; the fleet enforces scopes and tenancy.
-type fleetHandler func(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error
-
-// fleetRoute answers service_unavailable while the fleet is not wired.
-func (s *Server) fleetRoute(h fleetHandler) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		f := s.deps.Fleet.Fleet
-		if f == nil {
-			return domain.Errorf(domain.CodeServiceUnavailable, "the device fleet is not served by this deployment")
-		}
-		return h(w, r, f, authOf(r))
-	}
+	r.Handle("/devices", handlerFunc(s.listDevices)).Methods(http.MethodGet)
+	r.Handle("/devices/{deviceId}", handlerFunc(s.getDevice)).Methods(http.MethodGet)
+	r.Handle("/devices/{deviceId}", handlerFunc(s.renameDevice)).Methods(http.MethodPatch)
+	r.Handle("/devices/{deviceId}/driving", handlerFunc(s.getDriving)).Methods(http.MethodGet)
+	r.Handle("/devices/{deviceId}/wake", s.powerDevice(true)).Methods(http.MethodPost)
+	r.Handle("/devices/{deviceId}/stop", s.powerDevice(false)).Methods(http.MethodPost)
+	r.Handle("/devices/{deviceId}/screenshot", handlerFunc(s.getScreenshot)).Methods(http.MethodGet)
+	r.Handle("/devices/{deviceId}/snapshot", handlerFunc(s.getUISnapshot)).Methods(http.MethodGet)
+	r.Handle("/devices/{deviceId}/lease", handlerFunc(s.acquireLease)).Methods(http.MethodPost)
+	r.Handle("/devices/{deviceId}/lease", handlerFunc(s.renewLease)).Methods(http.MethodPatch)
+	r.Handle("/devices/{deviceId}/lease", handlerFunc(s.releaseLease)).Methods(http.MethodDelete)
+	r.Handle("/devices/{deviceId}/actions", handlerFunc(s.performAction)).Methods(http.MethodPost)
+	r.Handle("/leases", handlerFunc(s.listLeases)).Methods(http.MethodGet)
+	r.Handle("/frames/{frameId}", handlerFunc(s.getFrame)).Methods(http.MethodGet)
+	r.Handle("/receipts", handlerFunc(s.listReceipts)).Methods(http.MethodGet)
+	r.Handle("/receipts/{idempotencyKey}", handlerFunc(s.getReceipt)).Methods(http.MethodGet)
+	r.Handle("/receipts/{idempotencyKey}/reviewed", handlerFunc(s.reviewReceipt)).Methods(http.MethodPost)
 }
 
 // devicePage is the answer of GET /v1/devices.
@@ -61,7 +39,8 @@ type devicePage struct {
 	NextAfter string                   `json:"nextAfter,omitempty"`
 }
 
-func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
+func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
 	q := r.URL.Query()
 	dq := commands.DeviceQuery{Status: q.Get("status"), Backend: q.Get("backend"), After: q.Get("after")}
 	var err error
@@ -75,15 +54,16 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, f *commands
 		}
 		dq.Leased = &b
 	}
-	page, err := f.ListDevices(r.Context(), a, dq)
+	page, err := s.app.Queries.ListDevices.Handle(r.Context(), commands.ListDevices{Auth: a, DeviceQuery: dq})
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, devicePage{Devices: page.Devices, NextAfter: page.NextAfter})
 }
 
-func (s *Server) getDevice(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
-	d, err := f.GetDevice(r.Context(), a, mux.Vars(r)["deviceId"])
+func (s *Server) getDevice(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
+	d, err := s.app.Queries.GetDevice.Handle(r.Context(), commands.GetDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"]})
 	if err != nil {
 		return err
 	}
@@ -95,7 +75,8 @@ type renameRequest struct {
 	Name *string `json:"name"`
 }
 
-func (s *Server) renameDevice(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
+func (s *Server) renameDevice(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
 	var body renameRequest
 	if err := decodeJSON(r, &body); err != nil {
 		return err
@@ -103,15 +84,16 @@ func (s *Server) renameDevice(w http.ResponseWriter, r *http.Request, f *command
 	if body.Name == nil {
 		return domain.Errorf(domain.CodeInvalidArgument, "name is required")
 	}
-	d, err := f.RenameDevice().Handle(r.Context(), commands.RenameDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"], Name: *body.Name})
+	d, err := s.app.Commands.RenameDevice.Handle(r.Context(), commands.RenameDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"], Name: *body.Name})
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, d)
 }
 
-func (s *Server) getDriving(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
-	d, err := f.Driving(r.Context(), a, mux.Vars(r)["deviceId"])
+func (s *Server) getDriving(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
+	d, err := s.app.Queries.GetDriving.Handle(r.Context(), commands.GetDriving{Auth: a, DeviceID: mux.Vars(r)["deviceId"]})
 	if err != nil {
 		return err
 	}
@@ -124,13 +106,14 @@ type leaseBody struct {
 	TTLSeconds int    `json:"ttlSeconds"`
 }
 
-func (s *Server) powerDevice(wake bool) fleetHandler {
-	return func(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
+func (s *Server) powerDevice(wake bool) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		a := authOf(r)
 		var body leaseBody
 		if _, err := decodeOptionalJSON(r, &body); err != nil {
 			return err
 		}
-		d, err := f.PowerDevice().Handle(r.Context(), commands.PowerDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"], Wake: wake,
+		d, err := s.app.Commands.PowerDevice.Handle(r.Context(), commands.PowerDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"], Wake: wake,
 			LeaseID: body.LeaseID})
 		if err != nil {
 			return err

@@ -7,7 +7,6 @@ import (
 	"github.com/gorilla/mux"
 
 	"phonefleet/commands"
-	"phonefleet/domain"
 )
 
 // actionRequest is the body of POST /v1/devices/{deviceId}/actions.
@@ -24,12 +23,13 @@ type actionRequest struct {
 // with Idempotent-Replayed: true when it is the recorded outcome of an
 // earlier request with the same key; a failed action answers its failure's
 // error, an action whose outcome is unknown action_outcome_unknown.
-func (s *Server) performAction(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
+func (s *Server) performAction(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
 	var body actionRequest
 	if err := decodeJSON(r, &body); err != nil {
 		return err
 	}
-	out, err := f.PerformAction().Handle(r.Context(), commands.PerformAction{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
+	out, err := s.app.Commands.PerformAction.Handle(r.Context(), commands.PerformAction{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
 		Action: body.Action, Arguments: body.Arguments, IdempotencyKey: body.IdempotencyKey, LeaseID: body.LeaseID,
 		ObservedFrame: body.ObservedFrame, AgentRunID: body.AgentRunID})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
 	"phonefleet/internal/fleettest"
+	"phonefleet/testutil"
 )
 
 // failing answers every Act with err, or blocks until release when err is nil.
@@ -43,7 +44,7 @@ func TestFleetBackendErrorAnswers(t *testing.T) {
 		defer mu.Unlock()
 		return failing{Backend: b, err: behaviour[d.ID], entered: entered, release: release}
 	}})
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 	adb, err := env.Fleet.RegisterDevices().Handle(ctx, commands.RegisterDevices{OrgID: env.OrgID, Backend: domain.BackendADB, Count: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +61,7 @@ func TestFleetBackendErrorAnswers(t *testing.T) {
 	behaviour[devs[2]] = domain.Errorf(domain.CodeDeviceDisconnected, "dropped")
 	behaviour[devs[3]] = domain.Errorf(domain.CodeBackendCommandFailed, "input tap failed")
 	mu.Unlock()
-	s, _ := newTestServer(t, Deps{Fleet: FleetDeps{Fleet: env.Fleet}, LocalOrgID: env.OrgID})
+	s, _ := newTestServer(t, Deps{App: appOf(env.Fleet), LocalOrgID: env.OrgID})
 	v := apitest.FromHandler(t, s.Handler())
 	leases := map[string]string{}
 	for _, d := range append(append([]string{}, devs...), adb[0], odd) {

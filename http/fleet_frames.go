@@ -73,7 +73,8 @@ func writePNG(w http.ResponseWriter, frameID, screenHash string, png []byte) {
 	_, _ = w.Write(png)
 }
 
-func (s *Server) getScreenshot(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
+func (s *Server) getScreenshot(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
 	format, err := formatParam(r, "png", "json")
 	if err != nil {
 		return err
@@ -82,7 +83,7 @@ func (s *Server) getScreenshot(w http.ResponseWriter, r *http.Request, f *comman
 	if err != nil {
 		return err
 	}
-	obs, err := f.ObserveDevice().Handle(r.Context(), commands.ObserveDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
+	obs, err := s.app.Commands.ObserveDevice.Handle(r.Context(), commands.ObserveDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
 		Image: true, MaxWidth: maxWidth, LeaseID: r.URL.Query().Get("leaseId")})
 	if err != nil {
 		return err
@@ -96,8 +97,9 @@ func (s *Server) getScreenshot(w http.ResponseWriter, r *http.Request, f *comman
 		ScreenOn: obs.ScreenOn, MimeType: "image/png", Image: obs.PNG})
 }
 
-func (s *Server) getUISnapshot(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
-	obs, err := f.ObserveDevice().Handle(r.Context(), commands.ObserveDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
+func (s *Server) getUISnapshot(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
+	obs, err := s.app.Commands.ObserveDevice.Handle(r.Context(), commands.ObserveDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
 		Snapshot: true, LeaseID: r.URL.Query().Get("leaseId")})
 	if err != nil {
 		return err
@@ -107,7 +109,8 @@ func (s *Server) getUISnapshot(w http.ResponseWriter, r *http.Request, f *comman
 		ScreenOn: obs.ScreenOn, Root: obs.Snapshot})
 }
 
-func (s *Server) getFrame(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
+func (s *Server) getFrame(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
 	format, err := formatParam(r, "json", "png")
 	if err != nil {
 		return err
@@ -116,8 +119,8 @@ func (s *Server) getFrame(w http.ResponseWriter, r *http.Request, f *commands.Fl
 	if err != nil {
 		return err
 	}
-	fr, err := f.GetFrame(r.Context(), a, mux.Vars(r)["frameId"], commands.FrameOptions{Image: format == "png",
-		Snapshot: format == "json", MaxWidth: maxWidth})
+	fr, err := s.app.Queries.GetFrame.Handle(r.Context(), commands.GetFrame{Auth: a, FrameID: mux.Vars(r)["frameId"],
+		FrameOptions: commands.FrameOptions{Image: format == "png", Snapshot: format == "json", MaxWidth: maxWidth}})
 	if err != nil {
 		return err
 	}

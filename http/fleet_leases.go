@@ -6,28 +6,29 @@ import (
 	"github.com/gorilla/mux"
 
 	"phonefleet/commands"
-	"phonefleet/domain"
 	"phonefleet/projections"
 )
 
-func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
+func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
 	var body leaseBody
 	if _, err := decodeOptionalJSON(r, &body); err != nil {
 		return err
 	}
-	l, err := f.AcquireLease().Handle(r.Context(), commands.AcquireLease{Auth: a, DeviceID: mux.Vars(r)["deviceId"], TTLSeconds: body.TTLSeconds})
+	l, err := s.app.Commands.AcquireLease.Handle(r.Context(), commands.AcquireLease{Auth: a, DeviceID: mux.Vars(r)["deviceId"], TTLSeconds: body.TTLSeconds})
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusCreated, l)
 }
 
-func (s *Server) renewLease(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
+func (s *Server) renewLease(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
 	var body leaseBody
 	if err := decodeJSON(r, &body); err != nil {
 		return err
 	}
-	l, err := f.RenewLease().Handle(r.Context(), commands.RenewLease{Auth: a, DeviceID: mux.Vars(r)["deviceId"], LeaseID: body.LeaseID,
+	l, err := s.app.Commands.RenewLease.Handle(r.Context(), commands.RenewLease{Auth: a, DeviceID: mux.Vars(r)["deviceId"], LeaseID: body.LeaseID,
 		TTLSeconds: body.TTLSeconds})
 	if err != nil {
 		return err
@@ -35,8 +36,9 @@ func (s *Server) renewLease(w http.ResponseWriter, r *http.Request, f *commands.
 	return writeJSON(w, http.StatusOK, l)
 }
 
-func (s *Server) releaseLease(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
-	err := f.ReleaseLease().Handle(r.Context(), commands.ReleaseLease{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
+func (s *Server) releaseLease(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
+	_, err := s.app.Commands.ReleaseLease.Handle(r.Context(), commands.ReleaseLease{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
 		LeaseID: r.URL.Query().Get("leaseId")})
 	if err != nil {
 		return err
@@ -51,13 +53,14 @@ type leasePage struct {
 	NextAfter string                  `json:"nextAfter,omitempty"`
 }
 
-func (s *Server) listLeases(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
+func (s *Server) listLeases(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
 	q := r.URL.Query()
 	limit, err := intParam(q.Get("limit"), "limit")
 	if err != nil {
 		return err
 	}
-	page, err := f.ListLeases(r.Context(), a, commands.LeaseQuery{DeviceID: q.Get("deviceId"), After: q.Get("after"), Limit: limit})
+	page, err := s.app.Queries.ListLeases.Handle(r.Context(), commands.ListLeases{Auth: a, LeaseQuery: commands.LeaseQuery{DeviceID: q.Get("deviceId"), After: q.Get("after"), Limit: limit}})
 	if err != nil {
 		return err
 	}

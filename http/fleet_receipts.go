@@ -16,7 +16,8 @@ type receiptPage struct {
 	NextBeforeKey string           `json:"nextBeforeKey,omitempty"`
 }
 
-func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
+func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
 	q := r.URL.Query()
 	opt := func(name string) *string {
 		if !q.Has(name) {
@@ -34,7 +35,7 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request, f *command
 		}
 		rq.Limit = &n
 	}
-	page, err := f.ListReceipts(r.Context(), a, rq)
+	page, err := s.app.Queries.ListReceipts.Handle(r.Context(), commands.ListReceipts{Auth: a, ReceiptQuery: rq})
 	if err != nil {
 		return err
 	}
@@ -45,8 +46,9 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request, f *command
 	return writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
-	rc, err := f.GetReceipt(r.Context(), a, mux.Vars(r)["idempotencyKey"])
+func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
+	rc, err := s.app.Queries.GetReceipt.Handle(r.Context(), commands.GetReceipt{Auth: a, IdempotencyKey: mux.Vars(r)["idempotencyKey"]})
 	if err != nil {
 		return err
 	}
@@ -58,12 +60,13 @@ type reviewRequest struct {
 	Note string `json:"note"`
 }
 
-func (s *Server) reviewReceipt(w http.ResponseWriter, r *http.Request, f *commands.Fleet, a domain.Auth) error {
+func (s *Server) reviewReceipt(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
 	var body reviewRequest
 	if _, err := decodeOptionalJSON(r, &body); err != nil {
 		return err
 	}
-	rc, err := f.ReviewReceipt().Handle(r.Context(), commands.ReviewReceipt{Auth: a, IdempotencyKey: mux.Vars(r)["idempotencyKey"],
+	rc, err := s.app.Commands.ReviewReceipt.Handle(r.Context(), commands.ReviewReceipt{Auth: a, IdempotencyKey: mux.Vars(r)["idempotencyKey"],
 		Note: body.Note})
 	if err != nil {
 		return err

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
@@ -13,6 +12,7 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/fleettest"
+	"phonefleet/testutil"
 )
 
 // seedReceipts records n requested actions, all at the same instant (so
@@ -35,7 +35,7 @@ func seedReceipts(t *testing.T, env *fleettest.Env, n int, at time.Time) map[str
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := env.Store.Append(context.Background(), domain.ActionStream(req.ActionID), eventstore.NoStream, eventstore.NewEvent{
+		if _, err := env.Store.Append(testutil.Context(t), domain.ActionStream(req.ActionID), eventstore.NoStream, eventstore.NewEvent{
 			Type: name, SchemaVersion: version, OrgID: env.OrgID, Data: data}); err != nil {
 			t.Fatal(err)
 		}

@@ -27,7 +27,7 @@ type fleetServer struct {
 func newFleetServer(t *testing.T, opts fleettest.Options) *fleetServer {
 	t.Helper()
 	env := fleettest.Start(t, opts)
-	s, _ := newTestServer(t, Deps{Fleet: FleetDeps{Fleet: env.Fleet}, LocalOrgID: env.OrgID})
+	s, _ := newTestServer(t, Deps{App: appOf(env.Fleet), LocalOrgID: env.OrgID})
 	return &fleetServer{t: t, env: env, s: s, v: apitest.FromHandler(t, s.Handler())}
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"phonefleet/http/apitest"
+	"phonefleet/projections"
 )
 
 type fixedHealth HealthReport
@@ -14,8 +15,8 @@ type fixedHealth HealthReport
 func (f fixedHealth) Health(context.Context) HealthReport { return HealthReport(f) }
 
 func TestHealth(t *testing.T) {
-	live := ProjectionHealth{Name: "receipts", Version: 1, State: "live", Lag: 0, OK: true}
-	behind := ProjectionHealth{Name: "devices", Version: 2, State: "rebuilding", Lag: 1200, OK: false}
+	live := ProjectionHealth{Name: projections.ReceiptsName, Version: 1, State: "live", Lag: 0, OK: true}
+	behind := ProjectionHealth{Name: projections.DevicesName, Version: 2, State: "rebuilding", Lag: 1200, OK: false}
 	tests := []struct {
 		name     string
 		reporter HealthReporter

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"testing/fstest"
+
+	"phonefleet/commands"
 )
 
 // syncBuffer is a log sink that handlers on other goroutines may write to.
@@ -114,3 +116,9 @@ func decodeErrorBody(t *testing.T, body []byte) map[string]any {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// appOf is the application object over a fleet alone.
+func appOf(f *commands.Fleet) *commands.Application {
+	app := commands.NewApplication(commands.AppDeps{Fleet: f})
+	return &app
+}

@@ -31,22 +31,9 @@ type IdentityDeps struct {
 	// RateLimitAuthenticated and RateLimitAnonymous are the per-minute
 	// budgets of callers with and without Authorization.
 	RateLimitAuthenticated, RateLimitAnonymous int
-	// Keys serves key management; nil answers those routes 503.
-	Keys *APIKeyDeps
-}
-
-// APIKeyDeps are the key-management routes' command handlers and the key
-// store they answer from.
-type APIKeyDeps struct {
-	Mint   commands.MintAPIKeyHandler
-	Rotate commands.RotateAPIKeyHandler
-	Renew  commands.RenewAPIKeyHandler
-	Narrow commands.NarrowAPIKeyHandler
-	Revoke commands.RevokeAPIKeyHandler
-	Reader projections.APIKeyReader
-	// Now is the clock for the state reported on key records; nil means
-	// time.Now.
-	Now func() time.Time
+	// KeyClock is the clock for the state reported on key records; nil
+	// means time.Now.
+	KeyClock func() time.Time
 }
 
 // RateLimiter counts one request of a caller's bucket against its budget
@@ -60,14 +47,14 @@ type RateLimiter interface {
 // calling key's own record. "current" is registered before {id} so it is
 // never read as a key id.
 func (s *Server) registerIdentityRoutes(r *mux.Router) {
-	r.Handle("/api-keys", handlerFunc(s.keyRoute(s.listAPIKeys))).Methods(http.MethodGet)
-	r.Handle("/api-keys", handlerFunc(s.keyRoute(s.mintAPIKey))).Methods(http.MethodPost)
+	r.Handle("/api-keys", handlerFunc(s.listAPIKeys)).Methods(http.MethodGet)
+	r.Handle("/api-keys", handlerFunc(s.mintAPIKey)).Methods(http.MethodPost)
 	r.Handle("/api-keys/current", handlerFunc(s.getCurrentAPIKey)).Methods(http.MethodGet)
 	r.Handle("/api-keys/current", handlerFunc(s.revokeCurrentAPIKey)).Methods(http.MethodDelete)
-	r.Handle("/api-keys/{id}", handlerFunc(s.keyRoute(s.getAPIKey))).Methods(http.MethodGet)
-	r.Handle("/api-keys/{id}", handlerFunc(s.keyRoute(s.updateAPIKey))).Methods(http.MethodPatch)
-	r.Handle("/api-keys/{id}", handlerFunc(s.keyRoute(s.revokeAPIKey))).Methods(http.MethodDelete)
-	r.Handle("/api-keys/{id}/rotate", handlerFunc(s.keyRoute(s.rotateAPIKey))).Methods(http.MethodPost)
+	r.Handle("/api-keys/{id}", handlerFunc(s.getAPIKey)).Methods(http.MethodGet)
+	r.Handle("/api-keys/{id}", handlerFunc(s.updateAPIKey)).Methods(http.MethodPatch)
+	r.Handle("/api-keys/{id}", handlerFunc(s.revokeAPIKey)).Methods(http.MethodDelete)
+	r.Handle("/api-keys/{id}/rotate", handlerFunc(s.rotateAPIKey)).Methods(http.MethodPost)
 }
 
 // apiKeyJSON is the key record of the key routes.
@@ -111,23 +98,24 @@ func optTime(t time.Time) *time.Time {
 	return &t
 }
 
-func (d *APIKeyDeps) now() time.Time {
-	if d.Now != nil {
-		return d.Now()
+func (s *Server) keyNow() time.Time {
+	if s.deps.Identity.KeyClock != nil {
+		return s.deps.Identity.KeyClock()
 	}
 	return time.Now()
 }
 
-func (d *APIKeyDeps) toJSON(k projections.APIKeyRecord) apiKeyJSON {
+func (s *Server) keyJSON(k projections.APIKeyRecord) apiKeyJSON {
+	now := s.keyNow()
 	out := apiKeyJSON{
-		ID: k.ID, Name: k.Name, Scopes: k.Scopes, DeviceIDs: k.DeviceIDs, State: k.State(d.now()),
+		ID: k.ID, Name: k.Name, Scopes: k.Scopes, DeviceIDs: k.DeviceIDs, State: k.State(now),
 		TokenPrefix: identity.APIKeyPrefix + k.ID[len(domain.PrefixAPIKey)+1:] + "_",
 		MintedBy:    mintedBy{UserID: k.MintedBy, Role: k.MintedByRole},
 		CreatedAt:   k.MintedAt.UTC(), ExpiresAt: k.ExpiresAt.UTC(),
 		RotatedAt: optTime(k.RotatedAt), RenewedAt: optTime(k.RenewedAt), NarrowedAt: optTime(k.NarrowedAt),
 		RevokedAt: optTime(k.RevokedAt),
 	}
-	if !k.RotatedAt.IsZero() && d.now().Before(k.PreviousValidUntil) {
+	if !k.RotatedAt.IsZero() && now.Before(k.PreviousValidUntil) {
 		out.PreviousSecretValidUntil = optTime(k.PreviousValidUntil)
 	}
 	if out.Scopes == nil {
@@ -136,39 +124,15 @@ func (d *APIKeyDeps) toJSON(k projections.APIKeyRecord) apiKeyJSON {
 	return out
 }
 
-// keys returns the key-management dependencies, or 503 when the
-// deployment was started without them.
-// keyRoute adapts a key-management handler: management needs a signed-in
-// session (spec 5.3.4, never an API key) and a deployment that serves keys.
-func (s *Server) keyRoute(h func(w http.ResponseWriter, r *http.Request, a domain.Auth, d *APIKeyDeps) error) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		a := authOf(r)
-		if err := a.RequireSession("API keys"); err != nil {
-			return err
-		}
-		d, err := s.keys()
-		if err != nil {
-			return err
-		}
-		return h(w, r, a, d)
-	}
-}
-
-func (s *Server) keys() (*APIKeyDeps, error) {
-	if s.deps.Identity.Keys == nil {
-		return nil, domain.Errorf(domain.CodeServiceUnavailable, "API keys are not served by this deployment")
-	}
-	return s.deps.Identity.Keys, nil
-}
-
-func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request, a domain.Auth, d *APIKeyDeps) error {
-	rows, err := d.Reader.List(r.Context(), a)
+func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
+	rows, err := s.app.Queries.ListAPIKeys.Handle(r.Context(), commands.ListAPIKeys{Auth: a})
 	if err != nil {
 		return err
 	}
 	out := make([]apiKeyJSON, len(rows))
 	for i, k := range rows {
-		out[i] = d.toJSON(k)
+		out[i] = s.keyJSON(k)
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"keys": out})
 }
@@ -192,7 +156,8 @@ func lifetimeOf(days *int) (time.Duration, error) {
 	return time.Duration(*days) * 24 * time.Hour, nil
 }
 
-func (s *Server) mintAPIKey(w http.ResponseWriter, r *http.Request, a domain.Auth, d *APIKeyDeps) error {
+func (s *Server) mintAPIKey(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
 	var body mintAPIKeyBody
 	if err := decodeJSON(r, &body); err != nil {
 		return err
@@ -201,24 +166,25 @@ func (s *Server) mintAPIKey(w http.ResponseWriter, r *http.Request, a domain.Aut
 	if err != nil {
 		return err
 	}
-	minted, err := d.Mint.Handle(r.Context(), commands.MintAPIKey{Auth: a, RequestID: RequestID(r.Context()),
+	minted, err := s.app.Commands.MintAPIKey.Handle(r.Context(), commands.MintAPIKey{Auth: a,
 		Name: body.Name, Scopes: body.Scopes, DeviceIDs: body.DeviceIDs, Lifetime: lifetime})
 	if err != nil {
 		return err
 	}
-	k, err := d.Reader.Get(r.Context(), a, minted.KeyID)
+	k, err := s.app.Queries.GetAPIKey.Handle(r.Context(), commands.GetAPIKey{Auth: a, KeyID: minted.KeyID})
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, apiKeyWithToken{Key: d.toJSON(k), Token: minted.Token})
+	return writeJSON(w, http.StatusCreated, apiKeyWithToken{Key: s.keyJSON(k), Token: minted.Token})
 }
 
-func (s *Server) getAPIKey(w http.ResponseWriter, r *http.Request, a domain.Auth, d *APIKeyDeps) error {
-	k, err := d.Reader.Get(r.Context(), a, mux.Vars(r)["id"])
+func (s *Server) getAPIKey(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
+	k, err := s.app.Queries.GetAPIKey.Handle(r.Context(), commands.GetAPIKey{Auth: a, KeyID: mux.Vars(r)["id"]})
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, d.toJSON(k))
+	return writeJSON(w, http.StatusOK, s.keyJSON(k))
 }
 
 type updateAPIKeyBody struct {
@@ -229,7 +195,8 @@ type updateAPIKeyBody struct {
 
 // updateAPIKey narrows (scopes, deviceIds) or renews (expiresInDays) a key:
 // one change per request, so each is one event and one answer.
-func (s *Server) updateAPIKey(w http.ResponseWriter, r *http.Request, a domain.Auth, d *APIKeyDeps) error {
+func (s *Server) updateAPIKey(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
 	var body updateAPIKeyBody
 	if err := decodeJSON(r, &body); err != nil {
 		return err
@@ -241,42 +208,44 @@ func (s *Server) updateAPIKey(w http.ResponseWriter, r *http.Request, a domain.A
 	case narrow && body.ExpiresInDays != nil:
 		return domain.Errorf(domain.CodeInvalidArgument, "narrow (scopes, deviceIds) and renew (expiresInDays) in separate requests")
 	case narrow:
-		err = d.Narrow.Handle(r.Context(), commands.NarrowAPIKey{Auth: a, RequestID: RequestID(r.Context()), KeyID: id,
+		_, err = s.app.Commands.NarrowAPIKey.Handle(r.Context(), commands.NarrowAPIKey{Auth: a, KeyID: id,
 			Scopes: body.Scopes, DeviceIDs: body.DeviceIDs})
 	case body.ExpiresInDays != nil:
 		lifetime, lerr := lifetimeOf(body.ExpiresInDays)
 		if lerr != nil {
 			return lerr
 		}
-		err = d.Renew.Handle(r.Context(), commands.RenewAPIKey{Auth: a, RequestID: RequestID(r.Context()), KeyID: id, Lifetime: lifetime})
+		_, err = s.app.Commands.RenewAPIKey.Handle(r.Context(), commands.RenewAPIKey{Auth: a, KeyID: id, Lifetime: lifetime})
 	default:
 		return domain.Errorf(domain.CodeInvalidArgument, "send scopes and/or deviceIds to narrow the key, or expiresInDays to renew it")
 	}
 	if err != nil {
 		return err
 	}
-	k, err := d.Reader.Get(r.Context(), a, id)
+	k, err := s.app.Queries.GetAPIKey.Handle(r.Context(), commands.GetAPIKey{Auth: a, KeyID: id})
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, d.toJSON(k))
+	return writeJSON(w, http.StatusOK, s.keyJSON(k))
 }
 
-func (s *Server) rotateAPIKey(w http.ResponseWriter, r *http.Request, a domain.Auth, d *APIKeyDeps) error {
+func (s *Server) rotateAPIKey(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
 	id := mux.Vars(r)["id"]
-	rotated, err := d.Rotate.Handle(r.Context(), commands.RotateAPIKey{Auth: a, RequestID: RequestID(r.Context()), KeyID: id})
+	rotated, err := s.app.Commands.RotateAPIKey.Handle(r.Context(), commands.RotateAPIKey{Auth: a, KeyID: id})
 	if err != nil {
 		return err
 	}
-	k, err := d.Reader.Get(r.Context(), a, id)
+	k, err := s.app.Queries.GetAPIKey.Handle(r.Context(), commands.GetAPIKey{Auth: a, KeyID: id})
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, apiKeyWithToken{Key: d.toJSON(k), Token: rotated.Token})
+	return writeJSON(w, http.StatusOK, apiKeyWithToken{Key: s.keyJSON(k), Token: rotated.Token})
 }
 
-func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request, a domain.Auth, d *APIKeyDeps) error {
-	err := d.Revoke.Handle(r.Context(), commands.RevokeAPIKey{Auth: a, RequestID: RequestID(r.Context()), KeyID: mux.Vars(r)["id"]})
+func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
+	_, err := s.app.Commands.RevokeAPIKey.Handle(r.Context(), commands.RevokeAPIKey{Auth: a, KeyID: mux.Vars(r)["id"]})
 	if err != nil {
 		return err
 	}
@@ -284,39 +253,20 @@ func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request, a domain.A
 	return nil
 }
 
-// notAKey is the answer of /current to a caller that is not an API key.
-func notAKey() *domain.Error {
-	return domain.NotFound("this request was not made with an API key, so there is no current key")
-}
-
 func (s *Server) getCurrentAPIKey(w http.ResponseWriter, r *http.Request) error {
-	a := authOf(r)
-	if a.Kind != domain.PrincipalAPIKey {
-		return notAKey()
-	}
-	d, err := s.keys()
+	k, err := s.app.Queries.GetAPIKey.Handle(r.Context(), commands.GetAPIKey{Auth: authOf(r), Current: true})
 	if err != nil {
 		return err
 	}
-	// The key reads itself as its organisation's admin would read it.
-	k, err := d.Reader.Get(r.Context(), domain.Auth{OrgID: a.OrgID, Role: domain.RoleAdmin}, a.APIKeyID)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, d.toJSON(k))
+	return writeJSON(w, http.StatusOK, s.keyJSON(k))
 }
 
 func (s *Server) revokeCurrentAPIKey(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
 	if a.Kind != domain.PrincipalAPIKey {
-		return notAKey()
+		return commands.NotAnAPIKey()
 	}
-	d, err := s.keys()
-	if err != nil {
-		return err
-	}
-	err = d.Revoke.Handle(r.Context(), commands.RevokeAPIKey{Auth: a, RequestID: RequestID(r.Context()), KeyID: a.APIKeyID, Self: true})
-	if err != nil {
+	if _, err := s.app.Commands.RevokeAPIKey.Handle(r.Context(), commands.RevokeAPIKey{Auth: a, KeyID: a.APIKeyID, Self: true}); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

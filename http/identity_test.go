@@ -117,19 +117,13 @@ func newIDEnv(t *testing.T, o idOptions) *idEnv {
 	reader := projections.APIKeyReader{DB: e.pool}
 	auth := &identity.Authenticator{Mode: e.mode, LocalOrgID: "org_local", DevToken: o.devToken,
 		Keys: &identity.KeyVerifier{Lookup: reader, Hasher: hasher, Now: e.clock.Now}}
-	keyDeps := commands.APIKeyDeps{Store: e.store, Wait: e.runner, Now: e.clock.Now}
-	e.deps = Deps{Mode: e.mode, Auth: auth, LocalOrgID: "org_local", Identity: IdentityDeps{
+	app := commands.NewApplication(commands.AppDeps{APIKeys: &commands.APIKeys{
+		Deps:   commands.APIKeyDeps{Store: e.store, Wait: e.runner, Now: e.clock.Now},
+		Hasher: hasher, Grace: 24 * time.Hour, Reader: reader}})
+	e.deps = Deps{Mode: e.mode, Auth: auth, LocalOrgID: "org_local", App: &app, Identity: IdentityDeps{
 		PublicURL:   idPublicURL,
 		CORSOrigins: []string{idConsoleOrigin},
-		Keys: &APIKeyDeps{
-			Mint:   commands.MintAPIKeyHandler{APIKeyDeps: keyDeps, Hasher: hasher},
-			Rotate: commands.RotateAPIKeyHandler{APIKeyDeps: keyDeps, Hasher: hasher, Grace: 24 * time.Hour},
-			Renew:  commands.RenewAPIKeyHandler{APIKeyDeps: keyDeps},
-			Narrow: commands.NarrowAPIKeyHandler{APIKeyDeps: keyDeps},
-			Revoke: commands.RevokeAPIKeyHandler{APIKeyDeps: keyDeps},
-			Reader: reader,
-			Now:    e.clock.Now,
-		},
+		KeyClock:    e.clock.Now,
 	}}
 	if e.mode == "hosted" {
 		e.idp = identitytest.New(t)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"phonefleet/domain"
+	"phonefleet/eventstore"
 )
 
 // requestIDHeader carries the request id in both directions.
@@ -36,7 +37,10 @@ func assignRequestID(next http.Handler) http.Handler {
 			id = domain.NewID(domain.PrefixRequest)
 		}
 		w.Header().Set(requestIDHeader, id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+		// The request is its events' request, correlation and cause;
+		// authentication adds the actor.
+		ctx := eventstore.WithMetadata(context.WithValue(r.Context(), requestIDKey{}, id), eventstore.Metadata{RequestID: id})
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+
+	"phonefleet/commands"
 )
 
 // DefaultBodyLimit is the request body limit of every surface (spec 8: 1 MiB).
@@ -47,11 +49,11 @@ type Deps struct {
 	Auth Authenticator
 	// LocalOrgID is the local deployment's single organisation.
 	LocalOrgID string
-	// Identity, Fleet and Webhooks are each one capability's dependencies,
-	// defined beside its routes (identity.go, fleet.go, webhooks.go).
+	// App is the application object every route runs its command or query
+	// on; nil serves none of them (each answers service_unavailable).
+	App *commands.Application
+	// Identity configures the edge's identity features (identity.go).
 	Identity IdentityDeps
-	Fleet    FleetDeps
-	Webhooks WebhookDeps
 	// MCP is the agent tool surface (package mcp), served at /mcp behind
 	// authentication; nil answers service_unavailable there.
 	MCP http.Handler
@@ -63,6 +65,7 @@ type Server struct {
 	logger          *slog.Logger
 	mode            string
 	deps            Deps
+	app             commands.Application
 	auth            Authenticator
 	health          HealthReporter
 	bodyLimit       int64
@@ -91,6 +94,11 @@ func New(deps Deps) *Server {
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	if deps.App != nil {
+		s.app = *deps.App
+	} else {
+		s.app = commands.NewApplication(commands.AppDeps{})
 	}
 	if s.mode == "" {
 		s.mode = "local"

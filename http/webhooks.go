@@ -11,43 +11,15 @@ import (
 	"phonefleet/projections"
 )
 
-// WebhookDeps is what the routes of webhook subscriptions and deliveries
-// (spec 4.4) need. With Queries nil (webhooks not wired) every route answers
-// service_unavailable.
-type WebhookDeps struct {
-	Create  commands.CreateWebhookHandler
-	Enable  commands.SetWebhookEnabledHandler
-	Rotate  commands.RotateWebhookSecretHandler
-	Delete  commands.DeleteWebhookHandler
-	Test    commands.TestWebhookHandler
-	Queries *projections.WebhookQueries
-}
-
 // registerWebhookRoutes mounts the routes of webhook subscriptions and deliveries (spec 4.4) on the /v1 router.
 func (s *Server) registerWebhookRoutes(r *mux.Router) {
-	r.Handle("/webhooks", s.webhookRoute(s.createWebhook)).Methods(http.MethodPost)
-	r.Handle("/webhooks", s.webhookRoute(s.listWebhooks)).Methods(http.MethodGet)
-	r.Handle("/webhooks/{webhookId}", s.webhookRoute(s.patchWebhook)).Methods(http.MethodPatch)
-	r.Handle("/webhooks/{webhookId}", s.webhookRoute(s.deleteWebhook)).Methods(http.MethodDelete)
-	r.Handle("/webhooks/{webhookId}/rotate", s.webhookRoute(s.rotateWebhook)).Methods(http.MethodPost)
-	r.Handle("/webhooks/{webhookId}/test", s.webhookRoute(s.testWebhook)).Methods(http.MethodPost)
-	r.Handle("/webhooks/{webhookId}/deliveries", s.webhookRoute(s.listDeliveries)).Methods(http.MethodGet)
-}
-
-// webhookRoute wraps a webhook handler with what every webhook route
-// checks first: scope devices:read and nothing else (no role gate), and
-// that webhooks are wired at all.
-func (s *Server) webhookRoute(h func(w http.ResponseWriter, r *http.Request, a domain.Auth) error) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		a := authOf(r)
-		if err := a.Require(domain.ScopeDevicesRead); err != nil {
-			return err
-		}
-		if s.deps.Webhooks.Queries == nil {
-			return domain.Errorf(domain.CodeServiceUnavailable, "webhooks are not served by this deployment")
-		}
-		return h(w, r, a)
-	}
+	r.Handle("/webhooks", handlerFunc(s.createWebhook)).Methods(http.MethodPost)
+	r.Handle("/webhooks", handlerFunc(s.listWebhooks)).Methods(http.MethodGet)
+	r.Handle("/webhooks/{webhookId}", handlerFunc(s.patchWebhook)).Methods(http.MethodPatch)
+	r.Handle("/webhooks/{webhookId}", handlerFunc(s.deleteWebhook)).Methods(http.MethodDelete)
+	r.Handle("/webhooks/{webhookId}/rotate", handlerFunc(s.rotateWebhook)).Methods(http.MethodPost)
+	r.Handle("/webhooks/{webhookId}/test", handlerFunc(s.testWebhook)).Methods(http.MethodPost)
+	r.Handle("/webhooks/{webhookId}/deliveries", handlerFunc(s.listDeliveries)).Methods(http.MethodGet)
 }
 
 type createWebhookRequest struct {
@@ -55,25 +27,27 @@ type createWebhookRequest struct {
 	Events []string `json:"events"`
 }
 
-func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, a domain.Auth) error {
+func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
 	var req createWebhookRequest
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	created, err := s.deps.Webhooks.Create.Handle(r.Context(), commands.CreateWebhook{Auth: a, RequestID: RequestID(r.Context()),
+	created, err := s.app.Commands.CreateWebhook.Handle(r.Context(), commands.CreateWebhook{Auth: a,
 		URL: req.URL, Events: req.Events})
 	if err != nil {
 		return err
 	}
-	v, err := s.deps.Webhooks.Queries.Get(r.Context(), a, created.WebhookID)
+	v, err := s.app.Queries.GetWebhook.Handle(r.Context(), commands.GetWebhook{Auth: a, WebhookID: created.WebhookID})
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusCreated, projections.WebhookWithSecret{Webhook: v.JSON(), Secret: created.Secret})
 }
 
-func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request, a domain.Auth) error {
-	views, err := s.deps.Webhooks.Queries.List(r.Context(), a)
+func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
+	views, err := s.app.Queries.ListWebhooks.Handle(r.Context(), commands.ListWebhooks{Auth: a})
 	if err != nil {
 		return err
 	}
@@ -94,7 +68,8 @@ type patchWebhookRequest struct {
 	Enabled *bool `json:"enabled"`
 }
 
-func (s *Server) patchWebhook(w http.ResponseWriter, r *http.Request, a domain.Auth) error {
+func (s *Server) patchWebhook(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
 	id, err := webhookID(r)
 	if err != nil {
 		return err
@@ -106,51 +81,54 @@ func (s *Server) patchWebhook(w http.ResponseWriter, r *http.Request, a domain.A
 	if req.Enabled == nil {
 		return domain.Errorf(domain.CodeInvalidArgument, "field \"enabled\" is required (a boolean)")
 	}
-	if err := s.deps.Webhooks.Enable.Handle(r.Context(), commands.SetWebhookEnabled{Auth: a, RequestID: RequestID(r.Context()),
+	if _, err := s.app.Commands.SetWebhookEnabled.Handle(r.Context(), commands.SetWebhookEnabled{Auth: a,
 		WebhookID: id, Enabled: *req.Enabled}); err != nil {
 		return err
 	}
-	v, err := s.deps.Webhooks.Queries.Get(r.Context(), a, id)
+	v, err := s.app.Queries.GetWebhook.Handle(r.Context(), commands.GetWebhook{Auth: a, WebhookID: id})
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, v.JSON())
 }
 
-func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request, a domain.Auth) error {
+func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
 	id, err := webhookID(r)
 	if err != nil {
 		return err
 	}
-	if err := s.deps.Webhooks.Delete.Handle(r.Context(), commands.DeleteWebhook{Auth: a, RequestID: RequestID(r.Context()), WebhookID: id}); err != nil {
+	if _, err := s.app.Commands.DeleteWebhook.Handle(r.Context(), commands.DeleteWebhook{Auth: a, WebhookID: id}); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
-func (s *Server) rotateWebhook(w http.ResponseWriter, r *http.Request, a domain.Auth) error {
+func (s *Server) rotateWebhook(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
 	id, err := webhookID(r)
 	if err != nil {
 		return err
 	}
-	secret, err := s.deps.Webhooks.Rotate.Handle(r.Context(), commands.RotateWebhookSecret{Auth: a, RequestID: RequestID(r.Context()), WebhookID: id})
+	secret, err := s.app.Commands.RotateWebhookSecret.Handle(r.Context(), commands.RotateWebhookSecret{Auth: a, WebhookID: id})
 	if err != nil {
 		return err
 	}
-	v, err := s.deps.Webhooks.Queries.Get(r.Context(), a, id)
+	v, err := s.app.Queries.GetWebhook.Handle(r.Context(), commands.GetWebhook{Auth: a, WebhookID: id})
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, projections.WebhookWithSecret{Webhook: v.JSON(), Secret: secret})
 }
 
-func (s *Server) testWebhook(w http.ResponseWriter, r *http.Request, a domain.Auth) error {
+func (s *Server) testWebhook(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
 	id, err := webhookID(r)
 	if err != nil {
 		return err
 	}
-	deliveryID, err := s.deps.Webhooks.Test.Handle(r.Context(), commands.TestWebhook{Auth: a, RequestID: RequestID(r.Context()), WebhookID: id})
+	deliveryID, err := s.app.Commands.TestWebhook.Handle(r.Context(), commands.TestWebhook{Auth: a, WebhookID: id})
 	if err != nil {
 		return err
 	}
@@ -163,7 +141,8 @@ const (
 	maxDeliveryLimit     = 100
 )
 
-func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request, a domain.Auth) error {
+func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) error {
+	a := authOf(r)
 	id, err := webhookID(r)
 	if err != nil {
 		return err
@@ -185,7 +164,8 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request, a domain
 		}
 		before = &c
 	}
-	rows, next, err := s.deps.Webhooks.Queries.Deliveries(r.Context(), a, id, limit, before)
+	page, err := s.app.Queries.ListDeliveries.Handle(r.Context(), commands.ListDeliveries{Auth: a, WebhookID: id, Limit: limit, Before: before})
+	rows, next := page.Deliveries, page.Next
 	if err != nil {
 		return err
 	}

@@ -71,7 +71,7 @@ func newWHEnv(t *testing.T) *whEnv {
 		t.Fatal(err)
 	}
 	cfg.MaxConns = 6
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pool, err := pgxpool.NewWithConfig(testutil.Context(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,10 +81,10 @@ func newWHEnv(t *testing.T) *whEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := runner.Ensure(context.Background()); err != nil {
+	if err := runner.Ensure(testutil.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(testutil.Context(t))
 	done := make(chan struct{})
 	go func() { runner.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
@@ -95,18 +95,13 @@ func newWHEnv(t *testing.T) *whEnv {
 	base := commands.Webhooks{Store: store, Box: box, Wait: func(ctx context.Context, a eventstore.Appended) error {
 		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
-		return runner.WaitFor(ctx, projections.WebhooksProjection, a)
+		return runner.WaitFor(ctx, projections.WebhooksName, a)
 	}}
 	// The hosted policy: no private address at all.
 	resolver := whResolver{"hooks.example.com": "93.184.216.34", "intranet.example.com": "192.168.7.7"}
-	s, _ := newTestServer(t, Deps{Auth: whAuthenticator{}, Webhooks: WebhookDeps{
-		Create:  commands.CreateWebhookHandler{Webhooks: base, Resolver: resolver},
-		Enable:  commands.SetWebhookEnabledHandler{Webhooks: base},
-		Rotate:  commands.RotateWebhookSecretHandler{Webhooks: base},
-		Delete:  commands.DeleteWebhookHandler{Webhooks: base},
-		Test:    commands.TestWebhookHandler{Webhooks: base},
-		Queries: &projections.WebhookQueries{DB: pool},
-	}})
+	app := commands.NewApplication(commands.AppDeps{Webhooks: &commands.WebhookCapability{Webhooks: base,
+		Create: commands.CreateWebhookHandler{Resolver: resolver}, Queries: projections.WebhookQueries{DB: pool}}})
+	s, _ := newTestServer(t, Deps{Auth: whAuthenticator{}, App: &app})
 	return &whEnv{t: t, s: s, v: apitest.FromHandler(t, s.Handler()), pool: pool, base: base}
 }
 
@@ -312,7 +307,7 @@ func TestWebhookRoutesLifecycle(t *testing.T) {
 			t.Errorf("got %d delivery rows after delete; want none", len(rows))
 		}
 		var events int
-		e.pool.QueryRow(context.Background(), `SELECT count(*) FROM events WHERE data->>'webhookId' = $1`, id).Scan(&events)
+		e.pool.QueryRow(testutil.Context(t), `SELECT count(*) FROM events WHERE data->>'webhookId' = $1`, id).Scan(&events)
 		if events == 0 {
 			t.Error("the webhook's events are gone; want them kept")
 		}
@@ -321,7 +316,7 @@ func TestWebhookRoutesLifecycle(t *testing.T) {
 
 func (e *whEnv) deliveryStatuses(webhookID string) map[string]string {
 	e.t.Helper()
-	rows, err := e.pool.Query(context.Background(), `SELECT delivery_id, status FROM webhook_deliveries WHERE webhook_id = $1`, webhookID)
+	rows, err := e.pool.Query(testutil.Context(e.t), `SELECT delivery_id, status FROM webhook_deliveries WHERE webhook_id = $1`, webhookID)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -436,7 +431,7 @@ func TestWebhookTenancyAppsAndLimits(t *testing.T) {
 		}
 	})
 	t.Run("switched off because the person left: only that person switches it on", func(t *testing.T) {
-		n, err := commands.DisableDepartedPersonWebhooksHandler{Webhooks: e.base}.Handle(context.Background(),
+		n, err := commands.DisableDepartedPersonWebhooksHandler{Webhooks: e.base}.Handle(testutil.Context(t),
 			commands.DisableDepartedPersonWebhooks{OrgID: "org_a", UserID: "u_cat"})
 		if err != nil || n != 1 {
 			t.Fatalf("got %d, %v; want the app's one webhook switched off", n, err)

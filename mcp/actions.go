@@ -75,12 +75,12 @@ func newIdempotencyKey() string { return domain.NewID("mcp") }
 // perform runs one action through the REST path's command handler. A
 // failure carries the key and device in its envelope, so the agent can
 // retry the very action (or, after action_outcome_unknown, choose a new key).
-func perform(ctx context.Context, f *commands.Fleet, a domain.Auth, typ domain.ActionType, args actionArgs) (commands.ActOutcome, error) {
+func perform(ctx context.Context, app *commands.Application, a domain.Auth, typ domain.ActionType, args actionArgs) (commands.ActOutcome, error) {
 	raw, err := json.Marshal(args.arguments())
 	if err != nil {
 		return commands.ActOutcome{}, err
 	}
-	out, err := f.PerformAction().Handle(ctx, commands.PerformAction{Auth: a, DeviceID: args.DeviceID, Action: string(typ),
+	out, err := app.Commands.PerformAction.Handle(ctx, commands.PerformAction{Auth: a, DeviceID: args.DeviceID, Action: string(typ),
 		Arguments: raw, IdempotencyKey: args.IdempotencyKey, LeaseID: args.LeaseID, ObservedFrame: args.ObservedFrame})
 	return out, annotate(err, "idempotencyKey", args.IdempotencyKey, "deviceId", args.DeviceID)
 }
@@ -91,11 +91,11 @@ func (s *Server) actionTool(name, title, description string, typ domain.ActionTy
 	props := append([]prop{{"deviceId", sDeviceID}, {"leaseId", sLeaseID}}, own...)
 	props = append(props, prop{"observedFrame", sObservedFrame}, prop{"idempotencyKey", sIdempotencyKey})
 	t := newTool(name, title, description, object(append([]string{"deviceId"}, required...), props...), h, domain.ScopeDevicesAct)
-	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args actionArgs) (*mcpgo.CallToolResult, error) {
+	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args actionArgs) (*mcpgo.CallToolResult, error) {
 		if args.IdempotencyKey == "" {
 			args.IdempotencyKey = newIdempotencyKey()
 		}
-		out, err := perform(ctx, f, a, typ, args)
+		out, err := perform(ctx, app, a, typ, args)
 		if err != nil {
 			return nil, err
 		}
@@ -207,7 +207,7 @@ func (s *Server) batchActionsTool() *tool {
 			prop{"idempotencyKey", `{"type":"string","minLength":1,"maxLength":250,"pattern":"^[ -~]+$","description":"Names the batch; generated and returned when omitted."}`},
 			prop{"actions", fmt.Sprintf(`{"type":"array","minItems":1,"maxItems":%d,"items":%s}`, maxBatch, sBatchStep)}),
 		hints{destructive: true, openWorld: true}, domain.ScopeDevicesAct)
-	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args batchArgs) (*mcpgo.CallToolResult, error) {
+	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args batchArgs) (*mcpgo.CallToolResult, error) {
 		if args.IdempotencyKey == "" {
 			args.IdempotencyKey = newIdempotencyKey()
 		}
@@ -224,7 +224,7 @@ func (s *Server) batchActionsTool() *tool {
 			if i == 0 {
 				one.ObservedFrame = args.ObservedFrame
 			}
-			out, err := perform(ctx, f, a, batchActionTypes[st.Action], one)
+			out, err := perform(ctx, app, a, batchActionTypes[st.Action], one)
 			if err != nil {
 				env, _ := envelope(t.def.Name, err)
 				delete(env, "name")

@@ -24,28 +24,16 @@ func (s *Server) fleetTools() []*tool {
 	return append(out, s.tapElementTool(), s.batchActionsTool())
 }
 
-// fleet returns the fleet, or the refusal of a deployment that does not
-// wire it (rendered as internal_error).
-func (s *Server) fleet() (*commands.Fleet, error) {
-	if s.deps.Fleet == nil {
-		return nil, domain.Errorf(domain.CodeServiceUnavailable, "the device fleet is not served by this deployment")
-	}
-	return s.deps.Fleet, nil
-}
-
-// fleetRun adapts a typed fleet tool body to tool.run: it decodes the
-// arguments into A and hands over the fleet.
-func fleetRun[A any](s *Server, body func(ctx context.Context, f *commands.Fleet, a domain.Auth, args A) (*mcpgo.CallToolResult, error)) func(context.Context, domain.Auth, json.RawMessage) (*mcpgo.CallToolResult, error) {
+// run adapts a typed tool body to tool.run: it decodes the arguments into
+// A and hands over the application object, whose handlers check scopes
+// and tenancy.
+func run[A any](s *Server, body func(ctx context.Context, app *commands.Application, a domain.Auth, args A) (*mcpgo.CallToolResult, error)) func(context.Context, domain.Auth, json.RawMessage) (*mcpgo.CallToolResult, error) {
 	return func(ctx context.Context, a domain.Auth, raw json.RawMessage) (*mcpgo.CallToolResult, error) {
-		f, err := s.fleet()
-		if err != nil {
-			return nil, err
-		}
 		var args A
 		if err := decode(raw, &args); err != nil {
 			return nil, err
 		}
-		return body(ctx, f, a, args)
+		return body(ctx, &s.app, a, args)
 	}
 }
 
@@ -79,9 +67,9 @@ func (s *Server) listDevicesTool() *tool {
 			prop{"after", `{"type":"string","maxLength":64,"description":"The nextAfter of the previous page."}`},
 			prop{"limit", sLimit}),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
-	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args listDevicesArgs) (*mcpgo.CallToolResult, error) {
-		page, err := f.ListDevices(ctx, a, commands.DeviceQuery{Status: args.Status, Backend: args.Backend, Leased: args.Leased,
-			After: args.After, Limit: args.Limit})
+	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args listDevicesArgs) (*mcpgo.CallToolResult, error) {
+		page, err := app.Queries.ListDevices.Handle(ctx, commands.ListDevices{Auth: a, DeviceQuery: commands.DeviceQuery{
+			Status: args.Status, Backend: args.Backend, Leased: args.Leased, After: args.After, Limit: args.Limit}})
 		if err != nil {
 			return nil, err
 		}
@@ -102,8 +90,8 @@ func (s *Server) getDeviceTool() *tool {
 		"Read one device: name, backend, model, screen width and height in pixels, status, and who holds its lease until when.",
 		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
-	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args deviceArgs) (*mcpgo.CallToolResult, error) {
-		d, err := f.GetDevice(ctx, a, args.DeviceID)
+	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args deviceArgs) (*mcpgo.CallToolResult, error) {
+		d, err := app.Queries.GetDevice.Handle(ctx, commands.GetDevice{Auth: a, DeviceID: args.DeviceID})
 		if err != nil {
 			return nil, deviceNotFound(err, args.DeviceID)
 		}
@@ -124,8 +112,8 @@ func (s *Server) acquireLeaseTool() *tool {
 			"release_lease when done. A device someone else holds answers device_unavailable with reason already_leased (retryable later).",
 		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}, prop{"ttlSeconds", sTTL}),
 		hints{}, domain.ScopeDevicesLease)
-	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
-		l, err := f.AcquireLease().Handle(ctx, commands.AcquireLease{Auth: a, DeviceID: args.DeviceID, TTLSeconds: args.TTLSeconds})
+	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
+		l, err := app.Commands.AcquireLease.Handle(ctx, commands.AcquireLease{Auth: a, DeviceID: args.DeviceID, TTLSeconds: args.TTLSeconds})
 		if err != nil {
 			return nil, err
 		}
@@ -139,8 +127,8 @@ func (s *Server) renewLeaseTool() *tool {
 		"Extend your lease so it expires ttlSeconds from now. An expired or foreign lease answers lease_mismatch: acquire a new one.",
 		object([]string{"deviceId", "leaseId"}, prop{"deviceId", sDeviceID}, prop{"leaseId", sLeaseID}, prop{"ttlSeconds", sTTL}),
 		hints{idempotent: true}, domain.ScopeDevicesLease)
-	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
-		l, err := f.RenewLease().Handle(ctx, commands.RenewLease{Auth: a, DeviceID: args.DeviceID, LeaseID: args.LeaseID, TTLSeconds: args.TTLSeconds})
+	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
+		l, err := app.Commands.RenewLease.Handle(ctx, commands.RenewLease{Auth: a, DeviceID: args.DeviceID, LeaseID: args.LeaseID, TTLSeconds: args.TTLSeconds})
 		if err != nil {
 			return nil, err
 		}
@@ -154,8 +142,8 @@ func (s *Server) releaseLeaseTool() *tool {
 		"Give the device back now, so others can lease it. Your leaseId stops working.",
 		object([]string{"deviceId", "leaseId"}, prop{"deviceId", sDeviceID}, prop{"leaseId", sLeaseID}),
 		hints{}, domain.ScopeDevicesLease)
-	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
-		if err := f.ReleaseLease().Handle(ctx, commands.ReleaseLease{Auth: a, DeviceID: args.DeviceID, LeaseID: args.LeaseID}); err != nil {
+	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
+		if _, err := app.Commands.ReleaseLease.Handle(ctx, commands.ReleaseLease{Auth: a, DeviceID: args.DeviceID, LeaseID: args.LeaseID}); err != nil {
 			return nil, err
 		}
 		return jsonResult(map[string]any{"deviceId": args.DeviceID, "leaseId": args.LeaseID, "released": true})
@@ -176,8 +164,8 @@ func (s *Server) listLeasesTool() *tool {
 			prop{"after", `{"type":"string","maxLength":64,"description":"The nextAfter of the previous page."}`},
 			prop{"limit", sLimit}),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
-	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args listLeasesArgs) (*mcpgo.CallToolResult, error) {
-		page, err := f.ListLeases(ctx, a, commands.LeaseQuery{DeviceID: args.DeviceID, After: args.After, Limit: args.Limit})
+	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args listLeasesArgs) (*mcpgo.CallToolResult, error) {
+		page, err := app.Queries.ListLeases.Handle(ctx, commands.ListLeases{Auth: a, LeaseQuery: commands.LeaseQuery{DeviceID: args.DeviceID, After: args.After, Limit: args.Limit}})
 		if err != nil {
 			return nil, err
 		}
@@ -199,8 +187,8 @@ func (s *Server) getReceiptTool() *tool {
 			"who did it and when. Use it to learn the outcome of an action whose call was interrupted.",
 		object([]string{"idempotencyKey"}, prop{"idempotencyKey", `{"type":"string","minLength":1,"maxLength":255,"pattern":"^[ -~]+$","description":"The idempotencyKey the action was sent with."}`}),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
-	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args receiptArgs) (*mcpgo.CallToolResult, error) {
-		r, err := f.GetReceipt(ctx, a, args.IdempotencyKey)
+	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args receiptArgs) (*mcpgo.CallToolResult, error) {
+		r, err := app.Queries.GetReceipt.Handle(ctx, commands.GetReceipt{Auth: a, IdempotencyKey: args.IdempotencyKey})
 		if err != nil {
 			return nil, err
 		}
@@ -215,8 +203,8 @@ func (s *Server) wakeDeviceTool() *tool {
 			"A device you lease needs your leaseId; one leased by someone else answers already_leased.",
 		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}, prop{"leaseId", sLeaseID}),
 		hints{idempotent: true}, domain.ScopeDevicesAct)
-	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
-		d, err := f.PowerDevice().Handle(ctx, commands.PowerDevice{Auth: a, DeviceID: args.DeviceID, Wake: true, LeaseID: args.LeaseID})
+	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
+		d, err := app.Commands.PowerDevice.Handle(ctx, commands.PowerDevice{Auth: a, DeviceID: args.DeviceID, Wake: true, LeaseID: args.LeaseID})
 		if err != nil {
 			return nil, deviceNotFound(err, args.DeviceID)
 		}

@@ -2,7 +2,6 @@ package mcp_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"image/png"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"phonefleet/commands"
 	"phonefleet/domain"
 	"phonefleet/mcp"
+	"phonefleet/testutil"
 )
 
 var (
@@ -522,7 +522,7 @@ func TestToolsAnswerAnotherOrganisationsIDsAsMissing(t *testing.T) {
 	svc := startService(t, 1)
 	all := []domain.Scope{domain.ScopeDevicesRead, domain.ScopeDevicesLease, domain.ScopeDevicesAct}
 	orgA := clients[0].connect(t, svc.url, svc.key(t, all...))
-	k, err := svc.mint.Handle(context.Background(), commands.MintAPIKey{Auth: domain.LocalOperator(domain.NewID(domain.PrefixOrganisation)),
+	k, err := svc.mint.Handle(testutil.Context(t), commands.MintAPIKey{Auth: domain.LocalOperator(domain.NewID(domain.PrefixOrganisation)),
 		Name: "organisation B", Scopes: all})
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"phonefleet/internal/identity"
 	"phonefleet/mcp"
 	"phonefleet/projections"
+	"phonefleet/testutil"
 )
 
 // service is the real HTTP edge (httpapi.New) over a running fleet of sim
@@ -41,7 +42,7 @@ type service struct {
 func startService(t testing.TB, devices int) *service {
 	t.Helper()
 	fe := fleettest.Start(t, fleettest.Options{Devices: devices, WaitForReceipts: true})
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 
 	// Keys and webhooks get a pool of their own, beside the fleet's.
 	cfg, err := pgxpool.ParseConfig(fe.URL)
@@ -79,19 +80,11 @@ func startService(t testing.TB, devices int) *service {
 		t.Fatal(err)
 	}
 	base := commands.Webhooks{Store: store, Box: box, Wait: func(ctx context.Context, a eventstore.Appended) error {
-		return runner.WaitFor(ctx, projections.WebhooksProjection, a)
+		return runner.WaitFor(ctx, projections.WebhooksName, a)
 	}}
-	hooks := httpapi.WebhookDeps{
-		Create:  commands.CreateWebhookHandler{Webhooks: base},
-		Enable:  commands.SetWebhookEnabledHandler{Webhooks: base},
-		Rotate:  commands.RotateWebhookSecretHandler{Webhooks: base},
-		Delete:  commands.DeleteWebhookHandler{Webhooks: base},
-		Test:    commands.TestWebhookHandler{Webhooks: base},
-		Queries: &projections.WebhookQueries{DB: pool},
-	}
-	tools, err := mcp.New(mcp.Deps{Fleet: fe.Fleet, Mode: "local", RequestID: httpapi.RequestID,
-		Webhooks: mcp.WebhookDeps{Create: hooks.Create, Enable: hooks.Enable, Rotate: hooks.Rotate, Delete: hooks.Delete,
-			Test: hooks.Test, Queries: hooks.Queries}})
+	app := commands.NewApplication(commands.AppDeps{Fleet: fe.Fleet,
+		Webhooks: &commands.WebhookCapability{Webhooks: base, Queries: projections.WebhookQueries{DB: pool}}})
+	tools, err := mcp.New(mcp.Deps{App: &app, Mode: "local", RequestID: httpapi.RequestID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +92,7 @@ func startService(t testing.TB, devices int) *service {
 	auth := &identity.Authenticator{Mode: "local", LocalOrgID: fe.OrgID,
 		Keys: &identity.KeyVerifier{Lookup: projections.APIKeyReader{DB: pool}, Hasher: hasher}}
 	edge := httpapi.New(httpapi.Deps{Logger: fleettest.Quiet, Mode: "local", Auth: auth, LocalOrgID: fe.OrgID,
-		Fleet: httpapi.FleetDeps{Fleet: fe.Fleet}, Webhooks: hooks, MCP: tools})
+		App: &app, MCP: tools})
 	ts := httptest.NewServer(edge.Handler())
 	// Cleanups run last-in first-out: the server stops before the runner
 	// and the pool, and the fleet (registered first) after them.
@@ -112,7 +105,7 @@ func startService(t testing.TB, devices int) *service {
 // key mints an API key of the local organisation holding scopes.
 func (s *service) key(t testing.TB, scopes ...domain.Scope) string {
 	t.Helper()
-	k, err := s.mint.Handle(context.Background(), commands.MintAPIKey{Auth: s.fleet.Auth, Name: "mcp test", Scopes: scopes})
+	k, err := s.mint.Handle(testutil.Context(t), commands.MintAPIKey{Auth: s.fleet.Auth, Name: "mcp test", Scopes: scopes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +185,7 @@ func connectMCPGo(t *testing.T, url, token, version string) agent {
 		copts = append(copts, mcpclient.WithProtocolVersion(version))
 	}
 	c := mcpclient.NewClient(tr, copts...)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(testutil.Context(t), 30*time.Second)
 	defer cancel()
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -214,7 +207,7 @@ func (a *mcpGoAgent) protocolVersion() string { return a.c.ProtocolVersion() }
 
 func (a *mcpGoAgent) tools(t *testing.T) []sdkTool {
 	t.Helper()
-	res, err := a.c.ListTools(context.Background(), mcpgo.ListToolsRequest{})
+	res, err := a.c.ListTools(testutil.Context(t), mcpgo.ListToolsRequest{})
 	if err != nil {
 		t.Fatalf("tools/list: %v", err)
 	}
@@ -229,7 +222,7 @@ func (a *mcpGoAgent) call(t *testing.T, name string, args map[string]any) (resul
 	t.Helper()
 	req := mcpgo.CallToolRequest{}
 	req.Params.Name, req.Params.Arguments = name, args
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(testutil.Context(t), 60*time.Second)
 	defer cancel()
 	res, err := a.c.CallTool(ctx, req)
 	if err != nil {
@@ -271,7 +264,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func connectSDK(t *testing.T, url, token, version string) agent {
 	t.Helper()
 	c := sdk.NewClient(&sdk.Implementation{Name: "phonefleet-test", Version: "1"}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(testutil.Context(t), 30*time.Second)
 	defer cancel()
 	s, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}},
 		MaxRetries: -1}, &sdk.ClientSessionOptions{ProtocolVersion: version})
@@ -293,7 +286,7 @@ func (a *sdkAgent) protocolVersion() string { return a.s.InitializeResult().Prot
 
 func (a *sdkAgent) tools(t *testing.T) []sdkTool {
 	t.Helper()
-	res, err := a.s.ListTools(context.Background(), nil)
+	res, err := a.s.ListTools(testutil.Context(t), nil)
 	if err != nil {
 		t.Fatalf("tools/list: %v", err)
 	}
@@ -311,7 +304,7 @@ func (a *sdkAgent) tools(t *testing.T) []sdkTool {
 
 func (a *sdkAgent) call(t *testing.T, name string, args map[string]any) (result, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(testutil.Context(t), 60*time.Second)
 	defer cancel()
 	res, err := a.s.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
 	if err != nil {

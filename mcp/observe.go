@@ -315,8 +315,8 @@ func (s *Server) observeTool() *tool {
 			"To save tokens: maxWidth shrinks the image, elements=interactive keeps only what inputs act on, screenshot=false skips the image.",
 		object([]string{"deviceId"}, props...),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
-	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args observeArgs) (*mcpgo.CallToolResult, error) {
-		obs, err := f.ObserveDevice().Handle(ctx, commands.ObserveDevice{Auth: a, DeviceID: args.DeviceID, Image: args.image(),
+	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args observeArgs) (*mcpgo.CallToolResult, error) {
+		obs, err := app.Commands.ObserveDevice.Handle(ctx, commands.ObserveDevice{Auth: a, DeviceID: args.DeviceID, Image: args.image(),
 			MaxWidth: args.MaxWidth, Snapshot: args.snapshot(), LeaseID: args.LeaseID})
 		if err != nil {
 			return nil, err
@@ -341,8 +341,8 @@ func (s *Server) getFrameTool() *tool {
 			"screenshot and UI elements as they were then. A frame past retention or not yours answers frame_not_found.",
 		object([]string{"frameId"}, props...),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
-	t.run = fleetRun(s, func(ctx context.Context, f *commands.Fleet, a domain.Auth, args frameArgs) (*mcpgo.CallToolResult, error) {
-		fr, err := f.GetFrame(ctx, a, args.FrameID, commands.FrameOptions{Image: args.image(), Snapshot: args.snapshot(), MaxWidth: args.MaxWidth})
+	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args frameArgs) (*mcpgo.CallToolResult, error) {
+		fr, err := app.Queries.GetFrame.Handle(ctx, commands.GetFrame{Auth: a, FrameID: args.FrameID, FrameOptions: commands.FrameOptions{Image: args.image(), Snapshot: args.snapshot(), MaxWidth: args.MaxWidth}})
 		if err != nil {
 			return nil, err
 		}

@@ -52,7 +52,6 @@ import (
 
 	"phonefleet/commands"
 	"phonefleet/domain"
-	"phonefleet/projections"
 )
 
 // ServerName is the serverInfo name every client sees at connect time.
@@ -72,26 +71,12 @@ observe again → release_lease. Every action takes an idempotencyKey (generated
 omitted): retrying a call with the same key never acts twice. An action refused with stale_frame
 did nothing: observe again and decide anew. Failed calls carry a JSON error with a stable "code".`
 
-// WebhookDeps are the webhook command handlers and queries the webhook
-// tools call: the same ones the /v1/webhooks routes call. With Queries nil
-// the webhook tools are not offered.
-type WebhookDeps struct {
-	Create  commands.CreateWebhookHandler
-	Enable  commands.SetWebhookEnabledHandler
-	Rotate  commands.RotateWebhookSecretHandler
-	Delete  commands.DeleteWebhookHandler
-	Test    commands.TestWebhookHandler
-	Queries *projections.WebhookQueries
-}
-
 // Deps is what the tool surface needs.
 type Deps struct {
-	// Fleet runs the device, lease, action, frame and receipt tools. With
-	// Fleet nil those tools are still listed (the surface does not change
-	// shape with the deployment) and answer internal_error.
-	Fleet *commands.Fleet
-	// Webhooks runs the webhook tools.
-	Webhooks WebhookDeps
+	// App runs every tool's command or query. Nil serves none of them:
+	// the tools are still listed (the surface does not change shape with
+	// the deployment) and answer internal_error.
+	App *commands.Application
 	// Mode is "local" (the default) or "hosted". Local mode keeps the
 	// transport's DNS-rebinding protection (a request reaching the loopback
 	// listener must name a loopback Host); hosted deployments sit behind
@@ -101,13 +86,14 @@ type Deps struct {
 	// nil discards.
 	Logger *slog.Logger
 	// RequestID returns the id of the HTTP request a call arrived in, for
-	// the metadata of the events it records; nil records none.
+	// the log line of a tool that failed; nil logs none.
 	RequestID func(context.Context) string
 }
 
 // Server is the tool surface: an http.Handler for /mcp.
 type Server struct {
 	deps   Deps
+	app    commands.Application
 	logger *slog.Logger
 	tools  map[string]*tool
 	order  []string
@@ -124,6 +110,11 @@ func New(deps Deps) (*Server, error) {
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
+	if deps.App != nil {
+		s.app = *deps.App
+	} else {
+		s.app = commands.NewApplication(commands.AppDeps{})
+	}
 	if s.deps.RequestID == nil {
 		s.deps.RequestID = func(context.Context) string { return "" }
 	}
@@ -133,10 +124,7 @@ func New(deps Deps) (*Server, error) {
 		server.WithToolCapabilities(false),
 		server.WithToolFilter(s.filterTools),
 	)
-	defs := s.fleetTools()
-	if deps.Webhooks.Queries != nil {
-		defs = append(defs, s.webhookTools()...)
-	}
+	defs := append(s.fleetTools(), s.webhookTools()...)
 	for _, t := range defs {
 		if err := t.compile(); err != nil {
 			return nil, err

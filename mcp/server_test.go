@@ -12,14 +12,14 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
 	"phonefleet/domain"
-	"phonefleet/projections"
+	"phonefleet/testutil"
 )
 
 // newTestServer is the surface with every tool and nothing behind it: the
 // fleet tools answer internal_error, which these tests never reach.
 func newTestServer(t *testing.T) *Server {
 	t.Helper()
-	s, err := New(Deps{Webhooks: WebhookDeps{Queries: &projections.WebhookQueries{}}})
+	s, err := New(Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestToolVisibility(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx := context.WithValue(domain.WithAuth(context.Background(), tt.auth), rpcMethodKey{}, string(mcpgo.MethodToolsList))
+			ctx := context.WithValue(domain.WithAuth(testutil.Context(t), tt.auth), rpcMethodKey{}, string(mcpgo.MethodToolsList))
 			var all []mcpgo.Tool
 			for _, n := range s.ToolNames() {
 				all = append(all, s.tools[n].def)
@@ -283,7 +283,7 @@ func TestCompactElements(t *testing.T) {
 // is wrong; never the JSON envelope.
 func TestInvalidParams(t *testing.T) {
 	s := newTestServer(t)
-	ctx := domain.WithAuth(context.Background(), domain.LocalOperator("org_1"))
+	ctx := domain.WithAuth(testutil.Context(t), domain.LocalOperator("org_1"))
 	dev := domain.NewID(domain.PrefixDevice)
 	tests := []struct {
 		name string
@@ -330,7 +330,7 @@ func TestPanicIsAToolFailure(t *testing.T) {
 	if err := boom.compile(); err != nil {
 		t.Fatal(err)
 	}
-	ctx := domain.WithAuth(context.Background(), domain.LocalOperator("org_1"))
+	ctx := domain.WithAuth(testutil.Context(t), domain.LocalOperator("org_1"))
 	res, err := s.handle(boom)(ctx, mcpgo.CallToolRequest{})
 	if err != nil || !res.IsError {
 		t.Fatalf("got %v, %v; want a failed result", res, err)

@@ -18,17 +18,6 @@ import (
 
 const sWebhookID = `{"type":"string","pattern":"^whk_[0-9a-f]{32}$","description":"The webhook (whk_…), as list_webhooks names it."}`
 
-// webhookRun adapts a typed webhook tool body to tool.run.
-func webhookRun[A any](s *Server, body func(ctx context.Context, w WebhookDeps, a domain.Auth, reqID string, args A) (*mcpgo.CallToolResult, error)) func(context.Context, domain.Auth, json.RawMessage) (*mcpgo.CallToolResult, error) {
-	return func(ctx context.Context, a domain.Auth, raw json.RawMessage) (*mcpgo.CallToolResult, error) {
-		var args A
-		if err := decode(raw, &args); err != nil {
-			return nil, err
-		}
-		return body(ctx, s.deps.Webhooks, a, s.deps.RequestID(ctx), args)
-	}
-}
-
 // webhookTool defines a webhook tool: scope devices:read, closed to apps.
 func webhookTool(name, title, description, schema string, h hints) *tool {
 	t := newTool(name, title, description, schema, h, domain.ScopeDevicesRead)
@@ -49,8 +38,8 @@ func (s *Server) webhookTools() []*tool {
 	list := webhookTool("list_webhooks", "List webhooks",
 		"List the organisation's webhook subscriptions: url, events, enabled, secretHint (last four characters of the signing secret).",
 		object(nil), hints{readOnly: true})
-	list.run = webhookRun(s, func(ctx context.Context, w WebhookDeps, a domain.Auth, _ string, _ webhookArgs) (*mcpgo.CallToolResult, error) {
-		views, err := w.Queries.List(ctx, a)
+	list.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, _ webhookArgs) (*mcpgo.CallToolResult, error) {
+		views, err := app.Queries.ListWebhooks.Handle(ctx, commands.ListWebhooks{Auth: a})
 		if err != nil {
 			return nil, err
 		}
@@ -66,12 +55,12 @@ func (s *Server) webhookTools() []*tool {
 			prop{"url", `{"type":"string","minLength":1,"maxLength":2000,"description":"The receiver, https://…"}`},
 			prop{"events", `{"type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":` + string(events) + `}}`}),
 		hints{openWorld: true})
-	create.run = webhookRun(s, func(ctx context.Context, w WebhookDeps, a domain.Auth, reqID string, args webhookArgs) (*mcpgo.CallToolResult, error) {
-		c, err := w.Create.Handle(ctx, commands.CreateWebhook{Auth: a, RequestID: reqID, URL: args.URL, Events: args.Events})
+	create.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args webhookArgs) (*mcpgo.CallToolResult, error) {
+		c, err := app.Commands.CreateWebhook.Handle(ctx, commands.CreateWebhook{Auth: a, URL: args.URL, Events: args.Events})
 		if err != nil {
 			return nil, err
 		}
-		v, err := w.Queries.Get(ctx, a, c.WebhookID)
+		v, err := app.Queries.GetWebhook.Handle(ctx, commands.GetWebhook{Auth: a, WebhookID: c.WebhookID})
 		if err != nil {
 			return nil, err
 		}
@@ -82,11 +71,11 @@ func (s *Server) webhookTools() []*tool {
 		"Set enabled. false stops delivery at once and abandons the retries already queued; true resumes with new events.",
 		object([]string{"webhookId", "enabled"}, prop{"webhookId", sWebhookID}, prop{"enabled", `{"type":"boolean"}`}),
 		hints{destructive: true, idempotent: true})
-	update.run = webhookRun(s, func(ctx context.Context, w WebhookDeps, a domain.Auth, reqID string, args webhookArgs) (*mcpgo.CallToolResult, error) {
-		if err := w.Enable.Handle(ctx, commands.SetWebhookEnabled{Auth: a, RequestID: reqID, WebhookID: args.WebhookID, Enabled: *args.Enabled}); err != nil {
+	update.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args webhookArgs) (*mcpgo.CallToolResult, error) {
+		if _, err := app.Commands.SetWebhookEnabled.Handle(ctx, commands.SetWebhookEnabled{Auth: a, WebhookID: args.WebhookID, Enabled: *args.Enabled}); err != nil {
 			return nil, err
 		}
-		v, err := w.Queries.Get(ctx, a, args.WebhookID)
+		v, err := app.Queries.GetWebhook.Handle(ctx, commands.GetWebhook{Auth: a, WebhookID: args.WebhookID})
 		if err != nil {
 			return nil, err
 		}
@@ -96,12 +85,12 @@ func (s *Server) webhookTools() []*tool {
 	rotate := webhookTool("rotate_webhook_secret", "Rotate a webhook's secret",
 		"Replace the signing secret; the new one is returned this once and the old one stops working immediately (no overlap).",
 		object([]string{"webhookId"}, prop{"webhookId", sWebhookID}), hints{destructive: true})
-	rotate.run = webhookRun(s, func(ctx context.Context, w WebhookDeps, a domain.Auth, reqID string, args webhookArgs) (*mcpgo.CallToolResult, error) {
-		secret, err := w.Rotate.Handle(ctx, commands.RotateWebhookSecret{Auth: a, RequestID: reqID, WebhookID: args.WebhookID})
+	rotate.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args webhookArgs) (*mcpgo.CallToolResult, error) {
+		secret, err := app.Commands.RotateWebhookSecret.Handle(ctx, commands.RotateWebhookSecret{Auth: a, WebhookID: args.WebhookID})
 		if err != nil {
 			return nil, err
 		}
-		v, err := w.Queries.Get(ctx, a, args.WebhookID)
+		v, err := app.Queries.GetWebhook.Handle(ctx, commands.GetWebhook{Auth: a, WebhookID: args.WebhookID})
 		if err != nil {
 			return nil, err
 		}
@@ -112,8 +101,8 @@ func (s *Server) webhookTools() []*tool {
 		"Queue one run.ended delivery with data.test true on the real path (same signature, headers and retries); "+
 			"follow it with list_webhook_deliveries. A disabled webhook answers invalid_argument with reason wrong_state.",
 		object([]string{"webhookId"}, prop{"webhookId", sWebhookID}), hints{openWorld: true})
-	test.run = webhookRun(s, func(ctx context.Context, w WebhookDeps, a domain.Auth, reqID string, args webhookArgs) (*mcpgo.CallToolResult, error) {
-		id, err := w.Test.Handle(ctx, commands.TestWebhook{Auth: a, RequestID: reqID, WebhookID: args.WebhookID})
+	test.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args webhookArgs) (*mcpgo.CallToolResult, error) {
+		id, err := app.Commands.TestWebhook.Handle(ctx, commands.TestWebhook{Auth: a, WebhookID: args.WebhookID})
 		if err != nil {
 			return nil, err
 		}
@@ -123,8 +112,8 @@ func (s *Server) webhookTools() []*tool {
 	del := webhookTool("delete_webhook", "Delete a webhook",
 		"Remove the subscription and its delivery records.",
 		object([]string{"webhookId"}, prop{"webhookId", sWebhookID}), hints{destructive: true})
-	del.run = webhookRun(s, func(ctx context.Context, w WebhookDeps, a domain.Auth, reqID string, args webhookArgs) (*mcpgo.CallToolResult, error) {
-		if err := w.Delete.Handle(ctx, commands.DeleteWebhook{Auth: a, RequestID: reqID, WebhookID: args.WebhookID}); err != nil {
+	del.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args webhookArgs) (*mcpgo.CallToolResult, error) {
+		if _, err := app.Commands.DeleteWebhook.Handle(ctx, commands.DeleteWebhook{Auth: a, WebhookID: args.WebhookID}); err != nil {
 			return nil, err
 		}
 		return jsonResult(map[string]any{"webhookId": args.WebhookID, "deleted": true})
@@ -137,7 +126,7 @@ func (s *Server) webhookTools() []*tool {
 			prop{"limit", `{"type":"integer","minimum":1,"maximum":100,"description":"Page size (default 50)."}`},
 			prop{"nextBefore", `{"type":"string","pattern":"^[0-9]+_dlv_[0-9a-f]{32}$","description":"The nextBefore of the previous page."}`}),
 		hints{readOnly: true})
-	deliveries.run = webhookRun(s, func(ctx context.Context, w WebhookDeps, a domain.Auth, _ string, args webhookArgs) (*mcpgo.CallToolResult, error) {
+	deliveries.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args webhookArgs) (*mcpgo.CallToolResult, error) {
 		limit := args.Limit
 		if limit == 0 {
 			limit = 50
@@ -150,7 +139,8 @@ func (s *Server) webhookTools() []*tool {
 			}
 			before = &c
 		}
-		rows, next, err := w.Queries.Deliveries(ctx, a, args.WebhookID, limit, before)
+		page, err := app.Queries.ListDeliveries.Handle(ctx, commands.ListDeliveries{Auth: a, WebhookID: args.WebhookID, Limit: limit, Before: before})
+		rows, next := page.Deliveries, page.Next
 		if err != nil {
 			return nil, err
 		}

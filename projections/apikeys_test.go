@@ -21,7 +21,7 @@ func apiKeysPool(t *testing.T) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	cfg.MaxConns = 6
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pool, err := pgxpool.NewWithConfig(testutil.Context(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func appendKeyEvent(t *testing.T, s *eventstore.Store, keyID string, ev domain.E
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := s.Append(context.Background(), domain.APIKeyStream(keyID), eventstore.AnyVersion,
+	a, err := s.Append(testutil.Context(t), domain.APIKeyStream(keyID), eventstore.AnyVersion,
 		eventstore.NewEvent{Type: name, SchemaVersion: version, OrgID: "org_a", Data: data})
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +46,7 @@ func appendKeyEvent(t *testing.T, s *eventstore.Store, keyID string, ev domain.E
 // keyRows dumps the key store as text, row by row.
 func keyRows(t *testing.T, pool *pgxpool.Pool) []string {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT k::text FROM api_keys k ORDER BY key_id`)
+	rows, err := pool.Query(testutil.Context(t), `SELECT k::text FROM api_keys k ORDER BY key_id`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestAPIKeysRebuildsToTheSameRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(testutil.Context(t))
 	done := make(chan struct{})
 	if err := r.Ensure(ctx); err != nil {
 		t.Fatal(err)

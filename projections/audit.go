@@ -15,8 +15,11 @@ import (
 // halve the apply rate, so they are left to queries.)
 type Audit struct{}
 
+// AuditName is the projection's stable name.
+const AuditName = "audit_feed"
+
 // Name implements Projection.
-func (Audit) Name() string { return "audit_feed" }
+func (Audit) Name() string { return AuditName }
 
 // Tables implements Projection.
 func (Audit) Tables() []string { return []string{"audit_feed"} }

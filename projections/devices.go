@@ -18,8 +18,11 @@ import (
 // and emits nothing.
 type Devices struct{}
 
+// DevicesName is the projection's stable name.
+const DevicesName = "devices"
+
 // Name implements Projection.
-func (Devices) Name() string { return "devices" }
+func (Devices) Name() string { return DevicesName }
 
 // Tables implements Projection.
 func (Devices) Tables() []string { return []string{"devices"} }

@@ -19,8 +19,11 @@ import (
 // empties; this index keeps the history.
 type FrameIndex struct{}
 
+// FrameIndexName is the projection's stable name.
+const FrameIndexName = "frame_index"
+
 // Name implements Projection.
-func (FrameIndex) Name() string { return "frame_index" }
+func (FrameIndex) Name() string { return FrameIndexName }
 
 // Tables implements Projection.
 func (FrameIndex) Tables() []string { return []string{"frame_index"} }

@@ -35,7 +35,7 @@ func TestConsumerProcess(t *testing.T) {
 	if url == "" {
 		t.Skip("helper process for TestProcessKilledMidBatch")
 	}
-	pool, err := pgxpool.New(context.Background(), url)
+	pool, err := pgxpool.New(testutil.Context(t), url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,12 +43,12 @@ func TestConsumerProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Run(context.Background()) // until SIGKILL
+	r.Run(testutil.Context(t)) // until SIGKILL
 }
 
 func TestProcessKilledMidBatchResumesWithoutLossOrDuplicates(t *testing.T) {
 	url := testutil.DatabaseURL(t)
-	pool, err := pgxpool.New(context.Background(), url)
+	pool, err := pgxpool.New(testutil.Context(t), url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,14 +72,14 @@ func TestProcessKilledMidBatchResumesWithoutLossOrDuplicates(t *testing.T) {
 		kills++
 	}
 	var applied int64
-	if err := pool.QueryRow(context.Background(), `SELECT events_applied FROM projection_checkpoints WHERE consumer_group = 'audit_feed@1'`).Scan(&applied); err != nil {
+	if err := pool.QueryRow(testutil.Context(t), `SELECT events_applied FROM projection_checkpoints WHERE consumer_group = 'audit_feed@1'`).Scan(&applied); err != nil {
 		t.Fatal(err)
 	}
 	if applied == 0 || applied >= total {
 		t.Fatalf("after %d kills the children applied %d of %d events; want some but not all, so the final run resumes mid-way", kills, applied, total)
 	}
 	r := newRunner(t, s)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(testutil.Context(t))
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()

@@ -16,8 +16,11 @@ import (
 // nothing. The lease expiry worker reads the active rows past their expiry.
 type Leases struct{}
 
+// LeasesName is the projection's stable name.
+const LeasesName = "leases"
+
 // Name implements Projection.
-func (Leases) Name() string { return "leases" }
+func (Leases) Name() string { return LeasesName }
 
 // Tables implements Projection.
 func (Leases) Tables() []string { return []string{"leases"} }

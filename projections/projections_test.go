@@ -47,7 +47,7 @@ func appendN(t *testing.T, s *eventstore.Store, writers, perWriter int) {
 					evs[i] = eventstore.NewEvent{Type: "test.happened", SchemaVersion: 1, OrgID: "org_t",
 						Data: json.RawMessage(`{"w":1}`), Metadata: eventstore.Metadata{ActorKind: "system", ActorID: "writer"}}
 				}
-				a, err := s.Append(context.Background(), stream, versions[stream], evs...)
+				a, err := s.Append(testutil.Context(t), stream, versions[stream], evs...)
 				if err != nil {
 					t.Error(err)
 					return
@@ -66,7 +66,7 @@ func waitApplied(t *testing.T, pool *pgxpool.Pool, want int64) {
 	deadline := time.Now().Add(60 * time.Second)
 	var got int64
 	for time.Now().Before(deadline) {
-		err := pool.QueryRow(context.Background(), `SELECT c.events_applied FROM projection_checkpoints c
+		err := pool.QueryRow(testutil.Context(t), `SELECT c.events_applied FROM projection_checkpoints c
 			JOIN projection_registry r ON c.consumer_group = r.name || '@' || r.active_version WHERE r.name = 'audit_feed'`).Scan(&got)
 		if err == nil && got >= want {
 			return
@@ -80,7 +80,7 @@ func waitApplied(t *testing.T, pool *pgxpool.Pool, want int64) {
 // applied in global feed order.
 func checkFeedExactlyOnce(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 	var events, rows, mismatched int64
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&events); err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestConcurrentWritersEveryEventOnceInOrder(t *testing.T) {
 	pool := testutil.FreshPool(t)
 	s := eventstore.New(pool)
 	r := newRunner(t, s, projections.WithBatchSize(300))
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(testutil.Context(t))
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
@@ -116,7 +116,7 @@ func TestConcurrentWritersEveryEventOnceInOrder(t *testing.T) {
 	checkFeedExactlyOnce(t, pool)
 
 	var actor string
-	if err := pool.QueryRow(context.Background(), `SELECT metadata->>'actorId' FROM audit_feed LIMIT 1`).Scan(&actor); err != nil || actor != "writer" {
+	if err := pool.QueryRow(testutil.Context(t), `SELECT metadata->>'actorId' FROM audit_feed LIMIT 1`).Scan(&actor); err != nil || actor != "writer" {
 		t.Fatalf("got actor %q (%v); want the metadata's actor lifted into the row", actor, err)
 	}
 }
@@ -129,7 +129,7 @@ func TestKilledMidBatchResumesWithoutLossOrDuplicates(t *testing.T) {
 	// Start and kill the consumer at random points, many times over.
 	for i := 0; i < 15; i++ {
 		r := newRunner(t, s, projections.WithBatchSize(400))
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(testutil.Context(t))
 		done := make(chan struct{})
 		go func() { r.Run(ctx); close(done) }()
 		time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
@@ -137,7 +137,7 @@ func TestKilledMidBatchResumesWithoutLossOrDuplicates(t *testing.T) {
 		<-done
 	}
 	r := newRunner(t, s)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(testutil.Context(t))
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
@@ -152,7 +152,7 @@ func TestRebuildWhileWritesArriveEndsEqualAndKeepsAnswering(t *testing.T) {
 
 	// The serving instance.
 	live := newRunner(t, s)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(testutil.Context(t))
 	done := make(chan struct{})
 	go func() { live.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
@@ -172,7 +172,7 @@ func TestRebuildWhileWritesArriveEndsEqualAndKeepsAnswering(t *testing.T) {
 					return
 				default:
 				}
-				_, err := s.Append(context.Background(), fmt.Sprintf("during-%d-%d", w, i), eventstore.NoStream,
+				_, err := s.Append(testutil.Context(t), fmt.Sprintf("during-%d-%d", w, i), eventstore.NoStream,
 					eventstore.NewEvent{Type: "test.during", SchemaVersion: 1, OrgID: "org_t", Data: json.RawMessage(`{}`)})
 				if err != nil {
 					t.Error(err)
@@ -192,7 +192,7 @@ func TestRebuildWhileWritesArriveEndsEqualAndKeepsAnswering(t *testing.T) {
 			default:
 			}
 			var n int64
-			if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_feed WHERE org_id = 'org_t'`).Scan(&n); err != nil {
+			if err := pool.QueryRow(testutil.Context(t), `SELECT count(*) FROM audit_feed WHERE org_id = 'org_t'`).Scan(&n); err != nil {
 				readErrs.Add(1)
 				t.Errorf("read during rebuild: %v", err)
 			}
@@ -202,7 +202,7 @@ func TestRebuildWhileWritesArriveEndsEqualAndKeepsAnswering(t *testing.T) {
 
 	// The operator's process.
 	op := newRunner(t, s)
-	if err := op.Rebuild(context.Background(), "audit_feed", nil); err != nil {
+	if err := op.Rebuild(testutil.Context(t), projections.AuditName, nil); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond) // writes continue after the takeover, consumed by the live instance
@@ -212,7 +212,7 @@ func TestRebuildWhileWritesArriveEndsEqualAndKeepsAnswering(t *testing.T) {
 		t.Fatalf("reads during rebuild: %d, failed %d; want reads to keep succeeding", reads.Load(), readErrs.Load())
 	}
 
-	st, err := op.Status(context.Background())
+	st, err := op.Status(testutil.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestRebuildWhileWritesArriveEndsEqualAndKeepsAnswering(t *testing.T) {
 	waitApplied(t, pool, 8000+written.Load())
 	checkFeedExactlyOnce(t, pool)
 	var oldSchemas int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_namespace WHERE nspname = 'proj_audit_feed_v1'`).Scan(&oldSchemas); err != nil || oldSchemas != 0 {
+	if err := pool.QueryRow(testutil.Context(t), `SELECT count(*) FROM pg_namespace WHERE nspname = 'proj_audit_feed_v1'`).Scan(&oldSchemas); err != nil || oldSchemas != 0 {
 		t.Fatalf("old version schema still present (%d, %v)", oldSchemas, err)
 	}
 }
@@ -231,11 +231,11 @@ func TestStatusReportsLag(t *testing.T) {
 	pool := testutil.FreshPool(t)
 	s := eventstore.New(pool)
 	r := newRunner(t, s)
-	if err := r.Ensure(context.Background()); err != nil {
+	if err := r.Ensure(testutil.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	appendN(t, s, 1, 10)
-	st, err := r.Status(context.Background())
+	st, err := r.Status(testutil.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,24 +248,24 @@ func TestWaitForReadsYourWrites(t *testing.T) {
 	pool := testutil.FreshPool(t)
 	s := eventstore.New(pool)
 	r := newRunner(t, s)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(testutil.Context(t))
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	for i := 0; i < 20; i++ {
-		a, err := s.Append(context.Background(), fmt.Sprintf("rw-%d", i), eventstore.NoStream,
+		a, err := s.Append(testutil.Context(t), fmt.Sprintf("rw-%d", i), eventstore.NoStream,
 			eventstore.NewEvent{Type: "test.rw", SchemaVersion: 1, OrgID: "o", Data: json.RawMessage(`{}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = r.WaitFor(wctx, "audit_feed", a)
+		wctx, wcancel := context.WithTimeout(testutil.Context(t), 10*time.Second)
+		err = r.WaitFor(wctx, projections.AuditName, a)
 		wcancel()
 		if err != nil {
 			t.Fatal(err)
 		}
 		var n int
-		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_feed WHERE position = $1`, a.LastPosition).Scan(&n); err != nil || n != 1 {
+		if err := pool.QueryRow(testutil.Context(t), `SELECT count(*) FROM audit_feed WHERE position = $1`, a.LastPosition).Scan(&n); err != nil || n != 1 {
 			t.Fatalf("after WaitFor the event is not in the read model (%d rows, %v)", n, err)
 		}
 	}

@@ -140,7 +140,7 @@ func (r *Runner) Rebuild(ctx context.Context, name string, progress func(Status)
 	c := newConsumer(r, p, version)
 	c.building = true
 	caught := c.caughtUp()
-	go c.run(ctx)
+	c.launch(ctx)
 	defer c.stop()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()

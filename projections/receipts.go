@@ -21,8 +21,11 @@ import (
 // lease id and fencing token of an action are never copied into it.
 type Receipts struct{}
 
+// ReceiptsName is the projection's stable name.
+const ReceiptsName = "receipts"
+
 // Name implements Projection.
-func (Receipts) Name() string { return "receipts" }
+func (Receipts) Name() string { return ReceiptsName }
 
 // Tables implements Projection.
 func (Receipts) Tables() []string { return []string{"receipts"} }

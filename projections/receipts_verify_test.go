@@ -1,7 +1,6 @@
 package projections_test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -9,12 +8,13 @@ import (
 	"phonefleet/commands"
 	"phonefleet/internal/fleettest"
 	"phonefleet/projections"
+	"phonefleet/testutil"
 )
 
 // TestVerifyReceipts: the receipts read model agrees with the replayed
 // history; a row changed behind the projection's back is reported.
 func TestVerifyReceipts(t *testing.T) {
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 	env := fleettest.Start(t, fleettest.Options{Devices: 1})
 	dev := env.DeviceIDs[0]
 	lease := env.Lease(t, dev).LeaseID

@@ -255,7 +255,7 @@ func (r *Runner) start(ctx context.Context, p Projection, version int) *consumer
 	}
 	c := newConsumer(r, p, version)
 	r.consumers[g] = c
-	go c.run(ctx)
+	c.launch(ctx)
 	return c
 }
 
@@ -289,6 +289,8 @@ type consumer struct {
 	schema   string
 	building bool
 
+	// cancel is set by launch before the consumer's goroutine starts and
+	// never written again, so stop may read it from any goroutine.
 	cancel context.CancelFunc
 	done   chan struct{}
 	idle   *eventstore.Signal // woken when the consumer finds nothing new to read
@@ -307,9 +309,16 @@ func newConsumer(r *Runner, p Projection, version int) *consumer {
 // caughtUp returns a channel closed the next time the consumer reads nothing new.
 func (c *consumer) caughtUp() <-chan struct{} { return c.idle.C() }
 
-func (c *consumer) run(parent context.Context) {
+// launch starts the consumer under a context of its own that stop cancels.
+// The cancel func is stored before the goroutine exists: writing it from the
+// goroutine would race a concurrent stop.
+func (c *consumer) launch(parent context.Context) {
 	ctx, cancel := context.WithCancel(parent)
 	c.cancel = cancel
+	go c.run(ctx)
+}
+
+func (c *consumer) run(ctx context.Context) {
 	defer close(c.done)
 	defer c.r.forget(c)
 	backoff := 100 * time.Millisecond
@@ -331,12 +340,8 @@ func (c *consumer) run(parent context.Context) {
 
 func (c *consumer) stop() {
 	c.stopOnce.Do(func() {
-		for c.cancel == nil { // run has not started yet
-			select {
-			case <-c.done:
-				return
-			case <-time.After(time.Millisecond):
-			}
+		if c.cancel == nil { // never launched
+			return
 		}
 		c.cancel()
 		<-c.done

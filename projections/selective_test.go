@@ -40,12 +40,12 @@ func TestSelectiveProjectionGetsOnlyItsTypesAndPassesTheRest(t *testing.T) {
 		if i%3 == 0 {
 			typ = "keep.this"
 		}
-		if _, err := s.Append(context.Background(), fmt.Sprintf("sel-%d", i), eventstore.NoStream,
+		if _, err := s.Append(testutil.Context(t), fmt.Sprintf("sel-%d", i), eventstore.NoStream,
 			eventstore.NewEvent{Type: typ, SchemaVersion: 1, OrgID: "o", Data: json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	last, err := s.Append(context.Background(), "sel-last", eventstore.NoStream,
+	last, err := s.Append(testutil.Context(t), "sel-last", eventstore.NoStream,
 		eventstore.NewEvent{Type: "skip.last", SchemaVersion: 1, OrgID: "o", Data: json.RawMessage(`{}`)})
 	if err != nil {
 		t.Fatal(err)
@@ -54,18 +54,18 @@ func TestSelectiveProjectionGetsOnlyItsTypesAndPassesTheRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(testutil.Context(t))
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
-	if err := r.WaitFor(context.Background(), "keep_only", last); err != nil {
+	if err := r.WaitFor(testutil.Context(t), "keep_only", last); err != nil {
 		t.Fatal(err)
 	}
 	var kept, other int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE event_type = 'keep.this'), count(*) FILTER (WHERE event_type <> 'keep.this') FROM keep_only`).Scan(&kept, &other); err != nil {
+	if err := pool.QueryRow(testutil.Context(t), `SELECT count(*) FILTER (WHERE event_type = 'keep.this'), count(*) FILTER (WHERE event_type <> 'keep.this') FROM keep_only`).Scan(&kept, &other); err != nil {
 		t.Fatal(err)
 	}
-	st, err := r.Status(context.Background())
+	st, err := r.Status(testutil.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,13 @@ import (
 	"phonefleet/eventstore"
 )
 
-// WebhooksProjection is the stable name of the Webhooks projection.
-const WebhooksProjection = "webhooks"
+// WebhooksName is the stable name of the Webhooks projection.
+const WebhooksName = "webhooks"
+
+// WebhooksProjection is the former name of WebhooksName.
+//
+// Deprecated: use WebhooksName.
+const WebhooksProjection = WebhooksName
 
 // Webhooks is the read side of webhooks: the subscriptions, the outbox and
 // the delivery rows, in one projection so that the outbox sees each
@@ -38,7 +43,7 @@ const WebhooksProjection = "webhooks"
 type Webhooks struct{}
 
 // Name implements Projection.
-func (Webhooks) Name() string { return WebhooksProjection }
+func (Webhooks) Name() string { return WebhooksName }
 
 // Tables implements Projection.
 func (Webhooks) Tables() []string { return []string{"webhook_subscriptions", "webhook_deliveries"} }

@@ -25,7 +25,7 @@ func TestWebhookOutboxFollowsTheSubscriptionAsOfEachEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.MaxConns = 6
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pool, err := pgxpool.NewWithConfig(testutil.Context(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestWebhookOutboxFollowsTheSubscriptionAsOfEachEvent(t *testing.T) {
 		event(domain.WebhookEnabled{WebhookID: wh}),
 		second,
 	}
-	appended, err := store.Append(context.Background(), "stream-p", eventstore.NoStream, evs...)
+	appended, err := store.Append(testutil.Context(t), "stream-p", eventstore.NoStream, evs...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,15 +63,15 @@ func TestWebhookOutboxFollowsTheSubscriptionAsOfEachEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(testutil.Context(t))
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	waitWebhooks := func(a eventstore.Appended) {
 		t.Helper()
-		wctx, c := context.WithTimeout(context.Background(), 20*time.Second)
+		wctx, c := context.WithTimeout(testutil.Context(t), 20*time.Second)
 		defer c()
-		if err := r.WaitFor(wctx, projections.WebhooksProjection, a); err != nil {
+		if err := r.WaitFor(wctx, projections.WebhooksName, a); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -79,7 +79,7 @@ func TestWebhookOutboxFollowsTheSubscriptionAsOfEachEvent(t *testing.T) {
 
 	status := func(eventID uuid.UUID) string {
 		var s string
-		err := pool.QueryRow(context.Background(), `SELECT status FROM webhook_deliveries WHERE delivery_id = $1`, domain.DeliveryID(wh, eventID)).Scan(&s)
+		err := pool.QueryRow(testutil.Context(t), `SELECT status FROM webhook_deliveries WHERE delivery_id = $1`, domain.DeliveryID(wh, eventID)).Scan(&s)
 		if err != nil {
 			return "absent"
 		}
@@ -104,32 +104,32 @@ func TestWebhookOutboxFollowsTheSubscriptionAsOfEachEvent(t *testing.T) {
 	dlv1, dlv2 := domain.DeliveryID(wh, first.ID), domain.DeliveryID(wh, second.ID)
 	a1 := domain.DecideWebhookAttempt(dlv1, wh, 1, at, 500, "")
 	a2 := domain.DecideWebhookAttempt(dlv2, wh, 1, at, 500, "")
-	if _, err := store.Append(context.Background(), domain.DeliveryStream(dlv1), eventstore.NoStream, event(a1)); err != nil {
+	if _, err := store.Append(testutil.Context(t), domain.DeliveryStream(dlv1), eventstore.NoStream, event(a1)); err != nil {
 		t.Fatal(err)
 	}
-	ap, err := store.Append(context.Background(), domain.DeliveryStream(dlv2), eventstore.NoStream, event(a2))
+	ap, err := store.Append(testutil.Context(t), domain.DeliveryStream(dlv2), eventstore.NoStream, event(a2))
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitWebhooks(ap)
 	var attempts int
 	var next *time.Time
-	pool.QueryRow(context.Background(), `SELECT attempts, next_attempt_at FROM webhook_deliveries WHERE delivery_id = $1`, dlv1).Scan(&attempts, &next)
+	pool.QueryRow(testutil.Context(t), `SELECT attempts, next_attempt_at FROM webhook_deliveries WHERE delivery_id = $1`, dlv1).Scan(&attempts, &next)
 	if got := status(first.ID); got != domain.DeliveryFailed || attempts != 1 || next != nil {
 		t.Errorf("abandoned delivery after a late attempt: got %s, %d attempts, next %v; want failed, 1, none", got, attempts, next)
 	}
-	pool.QueryRow(context.Background(), `SELECT attempts, next_attempt_at FROM webhook_deliveries WHERE delivery_id = $1`, dlv2).Scan(&attempts, &next)
+	pool.QueryRow(testutil.Context(t), `SELECT attempts, next_attempt_at FROM webhook_deliveries WHERE delivery_id = $1`, dlv2).Scan(&attempts, &next)
 	if got := status(second.ID); got != domain.DeliveryPending || attempts != 1 || next == nil || !next.Equal(at.Add(30*time.Second)) {
 		t.Errorf("live delivery after a failed attempt: got %s, %d attempts, next %v; want pending, 1, +30 s", got, attempts, next)
 	}
 
-	ap, err = store.Append(context.Background(), "stream-p", eventstore.AnyVersion, event(domain.WebhookDeleted{WebhookID: wh}))
+	ap, err = store.Append(testutil.Context(t), "stream-p", eventstore.AnyVersion, event(domain.WebhookDeleted{WebhookID: wh}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitWebhooks(ap)
 	var subs, dels int
-	pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM webhook_subscriptions), (SELECT count(*) FROM webhook_deliveries)`).Scan(&subs, &dels)
+	pool.QueryRow(testutil.Context(t), `SELECT (SELECT count(*) FROM webhook_subscriptions), (SELECT count(*) FROM webhook_deliveries)`).Scan(&subs, &dels)
 	if subs != 0 || dels != 0 {
 		t.Errorf("after delete: got %d subscriptions and %d deliveries; want none", subs, dels)
 	}

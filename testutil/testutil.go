@@ -65,6 +65,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"phonefleet/eventstore"
 	"phonefleet/internal/pgembed"
 	"phonefleet/migrations"
 )
@@ -539,3 +540,15 @@ func appName() string {
 }
 
 func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+// Context returns a context carrying event metadata, as an edge puts it
+// before it runs a command: the test is the actor and the request.
+func Context(t testing.TB) context.Context {
+	return eventstore.WithMetadata(context.Background(), eventstore.Metadata{ActorKind: "system", ActorID: "test",
+		RequestID: "req_test_" + strings.ReplaceAll(t.Name(), "/", "_")})
+}
+
+// Background is Context for a test package's shared helpers, which no one
+// test owns.
+var Background = eventstore.WithMetadata(context.Background(), eventstore.Metadata{ActorKind: "system", ActorID: "test",
+	RequestID: "req_test"})

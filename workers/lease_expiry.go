@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
+	"phonefleet/eventstore"
 	"phonefleet/projections"
 )
 
@@ -33,6 +34,7 @@ func (w LeaseExpiry) RunOnce(ctx context.Context) (int, error) {
 		now = w.Now
 	}
 	n := 0
+	ctx = workerPass(ctx, "lease-expiry")
 	for {
 		due, err := projections.LeasesPastExpiry(ctx, w.Pool, now(), 500)
 		if err != nil {
@@ -40,7 +42,7 @@ func (w LeaseExpiry) RunOnce(ctx context.Context) (int, error) {
 		}
 		expired := 0
 		for _, l := range due {
-			ok, err := w.Fleet.ExpireLease().Handle(ctx, commands.ExpireLease{DeviceID: l.DeviceID})
+			ok, err := w.Fleet.ExpireLease().Handle(eventstore.CausedBy(ctx, l.LeaseID), commands.ExpireLease{DeviceID: l.DeviceID})
 			if err != nil {
 				return n, err
 			}

@@ -4,6 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/google/uuid"
+
+	"phonefleet/eventstore"
 )
 
 // sweepEvery runs once every interval (fallback when interval ≤ 0) until
@@ -28,4 +32,13 @@ func sweepEvery(ctx context.Context, interval, fallback time.Duration, logger *s
 			logger.Warn(failed, "err", err)
 		}
 	}
+}
+
+// workerPass returns ctx carrying the metadata of one pass of a worker:
+// the worker is the actor, and the pass has its own request id, which is
+// also its events' correlation and cause unless a command names a nearer
+// cause (eventstore.CausedBy).
+func workerPass(ctx context.Context, worker string) context.Context {
+	return eventstore.WithMetadata(ctx, eventstore.Metadata{ActorKind: "system", ActorID: worker,
+		RequestID: "wrk_" + uuid.Must(uuid.NewV7()).String()})
 }

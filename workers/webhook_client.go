@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -139,12 +138,4 @@ func classifyWebhookError(err error) string {
 		return domain.WebhookErrorTLS
 	}
 	return domain.WebhookErrorConnection
-}
-
-// statusText is for logs only.
-func statusText(status int, errCode string) string {
-	if status != 0 {
-		return strconv.Itoa(status)
-	}
-	return errCode
 }

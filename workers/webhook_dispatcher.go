@@ -3,22 +3,19 @@ package workers
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/http/webhooksig"
+	"phonefleet/webhooksig"
 )
 
 // WebhookDispatcherConfig configures a WebhookDispatcher. Zero values take
@@ -54,9 +51,9 @@ type WebhookDispatcherConfig struct {
 }
 
 // WebhookDispatcher sends due webhook deliveries and records each attempt
-// as an event. It reads the webhooks read model (projections.Webhooks) and
-// claims work in webhook_delivery_claims with FOR UPDATE SKIP LOCKED and a
-// lease, so any number of dispatchers on one database never send one
+// as an event: the webhook reaction (it reads the webhooks read model,
+// projections.Webhooks, and claims work in webhook_delivery_claims) run by
+// a Reactor, so any number of dispatchers on one database never send one
 // attempt twice while they live. A dispatcher that dies between sending
 // and recording leaves an unrecorded claim; once its lease ends another
 // dispatcher sends that attempt again with the same delivery id (delivery
@@ -64,9 +61,8 @@ type WebhookDispatcherConfig struct {
 // read model still lags behind it.
 type WebhookDispatcher struct {
 	cfg      WebhookDispatcherConfig
-	recorder *attemptRecorder
-	claimMu  sync.Mutex
-	cursor   claimCursor
+	reaction *webhookReaction
+	reactor  *Reactor[webhookDelivery, commands.RecordWebhookAttempt]
 	// afterSend, when not nil, runs between sending and recording (a test seam).
 	afterSend func(deliveryID string)
 }
@@ -79,26 +75,19 @@ func NewWebhookDispatcher(cfg WebhookDispatcherConfig) *WebhookDispatcher {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.ID == "" {
-		cfg.ID = uuid.NewString()[:8]
+	d := &WebhookDispatcher{cfg: cfg}
+	d.reaction = &webhookReaction{d: d, recorder: commands.RecordWebhookAttemptHandler{Store: cfg.Store}}
+	rc := ReactorConfig[webhookDelivery, commands.RecordWebhookAttempt]{Name: "webhook-dispatcher", ID: cfg.ID, Now: cfg.Now,
+		Concurrency: cfg.Concurrency, Lease: cfg.Lease, Poll: cfg.Poll, Logger: cfg.Logger}
+	if cfg.OnAttempt != nil {
+		rc.OnAttempt = func(a Attempt[webhookDelivery, commands.RecordWebhookAttempt]) { cfg.OnAttempt(webhookAttempt(a)) }
 	}
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 32
-	}
-	if cfg.Lease <= 0 {
-		cfg.Lease = time.Minute
-	}
-	if cfg.Poll <= 0 {
-		cfg.Poll = 50 * time.Millisecond
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	return &WebhookDispatcher{cfg: cfg, recorder: &attemptRecorder{h: commands.RecordWebhookAttemptHandler{Store: cfg.Store}}}
+	d.reactor = NewReactor(d.reaction, rc)
+	return d
 }
 
 // ID returns the dispatcher's name.
-func (d *WebhookDispatcher) ID() string { return d.cfg.ID }
+func (d *WebhookDispatcher) ID() string { return d.reactor.ID() }
 
 // WebhookAttempt is one attempt a dispatcher made and recorded.
 type WebhookAttempt struct {
@@ -109,86 +98,48 @@ type WebhookAttempt struct {
 	Err      error
 }
 
-// claimed is one delivery attempt this dispatcher holds a lease on.
-type claimed struct {
-	deliveryID, webhookID, orgID, event, url string
-	payload, sealed                          []byte
-	attempt                                  int
+func webhookAttempt(a Attempt[webhookDelivery, commands.RecordWebhookAttempt]) WebhookAttempt {
+	return WebhookAttempt{Event: a.Outcome.Event(), Appended: a.Appended, Err: a.Err}
 }
 
 // Run dispatches until ctx ends, then lets the attempts in flight finish
 // and be recorded.
-func (d *WebhookDispatcher) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	slots := make(chan struct{}, d.cfg.Concurrency)
-	freed := make(chan struct{}, 1)
-	lowWater := max(1, d.cfg.Concurrency/4)
-	backoff := d.cfg.Poll
-	nextCleanup := time.Now()
-	for ctx.Err() == nil {
-		free := d.cfg.Concurrency - len(slots)
-		full := false
-		if free >= lowWater || (free > 0 && len(slots) == 0) {
-			items, err := d.claim(ctx, free)
-			if err != nil {
-				if ctx.Err() == nil {
-					d.cfg.Logger.Warn("webhook dispatcher: claim failed", "dispatcher", d.cfg.ID, "err", err)
-				}
-				backoff = min(backoff*2, 5*time.Second)
-			} else {
-				backoff = d.cfg.Poll
-			}
-			for _, c := range items {
-				slots <- struct{}{}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					d.deliver(ctx, c)
-					<-slots
-					select {
-					case freed <- struct{}{}:
-					default:
-					}
-				}()
-			}
-			full = len(items) == free
-		}
-		if time.Now().After(nextCleanup) {
-			if err := d.Cleanup(ctx); err != nil && ctx.Err() == nil {
-				d.cfg.Logger.Warn("webhook dispatcher: cleanup failed", "err", err)
-			}
-			nextCleanup = time.Now().Add(time.Minute)
-		}
-		if full {
-			continue // more may be due at once
-		}
-		select {
-		case <-ctx.Done():
-		case <-freed:
-		case <-time.After(backoff):
-		}
-	}
-}
+func (d *WebhookDispatcher) Run(ctx context.Context) { d.reactor.Run(ctx) }
 
 // DispatchOnce claims up to Concurrency due deliveries, sends them
 // concurrently, records every attempt, and returns the attempts made.
 func (d *WebhookDispatcher) DispatchOnce(ctx context.Context) ([]WebhookAttempt, error) {
-	items, err := d.claim(ctx, d.cfg.Concurrency)
+	attempts, err := d.reactor.Once(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]WebhookAttempt, len(items))
-	var wg sync.WaitGroup
-	for i, c := range items {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i] = d.deliver(ctx, c)
-		}()
+	out := make([]WebhookAttempt, len(attempts))
+	for i, a := range attempts {
+		out[i] = webhookAttempt(a)
 	}
-	wg.Wait()
 	return out, nil
+}
+
+// Cleanup drops claim rows that no longer hold anything back (see
+// webhookReaction.Cleanup); Run calls it once a minute.
+func (d *WebhookDispatcher) Cleanup(ctx context.Context) error {
+	return d.reaction.Cleanup(ctx, d.cfg.Now())
+}
+
+// webhookReaction is the Reaction a WebhookDispatcher runs: a delivery row
+// of the webhooks read model is an item (its id, derived from subscription
+// and event id, is the key), sending it is the effect, and
+// webhook.delivery_attempted in the delivery's stream records each attempt.
+type webhookReaction struct {
+	d        *WebhookDispatcher
+	recorder commands.RecordWebhookAttemptHandler
+	cursor   claimCursor
+}
+
+// webhookDelivery is what sending one claimed delivery needs.
+type webhookDelivery struct {
+	webhookID, orgID, event, url string
+	payload, sealed              []byte
 }
 
 // ensureClaimRows gives due deliveries without a claim row one (attempt
@@ -240,77 +191,64 @@ type claimCursor struct {
 
 var cursorStart = claimCursor{at: time.Unix(0, 0).UTC()}
 
-func (d *WebhookDispatcher) claim(ctx context.Context, n int) ([]claimed, error) {
-	if n <= 0 {
-		return nil, nil
-	}
-	d.claimMu.Lock()
-	defer d.claimMu.Unlock()
-	now, from := d.cfg.Now(), d.cursor
+// Claim implements Reaction: it gives due deliveries claim rows, then
+// takes the lease on up to n of them after the cursor.
+func (w *webhookReaction) Claim(ctx context.Context, l Lease, n int) ([]Claimed[webhookDelivery], error) {
+	pool, from := w.d.cfg.Pool, w.cursor
 	if from.at.IsZero() {
 		from = cursorStart
 	}
-	if _, err := d.cfg.Pool.Exec(ctx, ensureClaimRows, now, n, from.at, from.id); err != nil {
+	if _, err := pool.Exec(ctx, ensureClaimRows, l.Now, n, from.at, from.id); err != nil {
 		return nil, fmt.Errorf("claim rows: %w", err)
 	}
-	var out []claimed
+	var out []Claimed[webhookDelivery]
 	last := from
-	err := pgx.BeginFunc(ctx, d.cfg.Pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, claimDue, now, n, d.cfg.ID, now.Add(d.cfg.Lease), from.at, from.id)
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, claimDue, l.Now, n, l.Holder, l.Until, from.at, from.id)
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
-			var c claimed
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claimed[webhookDelivery], error) {
+			var c Claimed[webhookDelivery]
 			var due time.Time
-			err := r.Scan(&c.deliveryID, &c.attempt, &c.webhookID, &c.orgID, &c.event, &c.payload, &c.url, &c.sealed, &due)
-			if err == nil && (due.After(last.at) || due.Equal(last.at) && c.deliveryID > last.id) {
-				last = claimCursor{at: due, id: c.deliveryID}
+			d := &c.Item
+			err := r.Scan(&c.Key, &c.Attempt, &d.webhookID, &d.orgID, &d.event, &d.payload, &d.url, &d.sealed, &due)
+			if err == nil && (due.After(last.at) || due.Equal(last.at) && c.Key > last.id) {
+				last = claimCursor{at: due, id: c.Key}
 			}
 			return c, err
 		})
 		return err
 	})
 	if err != nil {
-		d.cursor = cursorStart
+		w.cursor = cursorStart
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	if len(out) == n {
-		d.cursor = last
+		w.cursor = last
 	} else {
-		d.cursor = cursorStart
+		w.cursor = cursorStart
 	}
 	return out, nil
 }
 
-// deliver sends one claimed attempt and records it. It runs to the end
-// even when ctx ends: an attempt, once sent, is recorded.
-func (d *WebhookDispatcher) deliver(ctx context.Context, c claimed) WebhookAttempt {
-	ctx = context.WithoutCancel(ctx)
-	at := d.cfg.Now()
-	status, errCode := d.send(ctx, c, at)
-	if d.afterSend != nil {
-		d.afterSend(c.deliveryID)
+// Act implements Reaction: it sends the delivery signed now, and returns
+// the command recording what the receiver answered.
+func (w *webhookReaction) Act(ctx context.Context, c Claimed[webhookDelivery]) commands.RecordWebhookAttempt {
+	at := w.d.cfg.Now()
+	status, errCode := w.send(ctx, c, at)
+	if w.d.afterSend != nil {
+		w.d.afterSend(c.Key)
 	}
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	r := d.recorder.record(rctx, commands.RecordWebhookAttempt{OrgID: c.orgID, DeliveryID: c.deliveryID, WebhookID: c.webhookID,
-		Attempt: c.attempt, At: at, ResponseStatus: status, Error: errCode, DispatcherID: d.cfg.ID})
-	a, ev, err := r.Appended, r.Event, r.Err
-	if errors.Is(err, commands.ErrAttemptRecorded) {
-		err = nil
-	}
-	if err != nil {
-		d.cfg.Logger.Warn("webhook dispatcher: recording an attempt failed; its lease will lapse and it will be sent again",
-			"delivery", c.deliveryID, "attempt", c.attempt, "err", err)
-	} else {
-		d.cfg.Logger.Debug("webhook attempt", "delivery", c.deliveryID, "attempt", c.attempt, "answer", statusText(status, errCode))
-	}
-	out := WebhookAttempt{Event: ev, Appended: a, Err: err}
-	if d.cfg.OnAttempt != nil {
-		d.cfg.OnAttempt(out)
-	}
-	return out
+	return commands.RecordWebhookAttempt{OrgID: c.Item.orgID, DeliveryID: c.Key, WebhookID: c.Item.webhookID,
+		Attempt: c.Attempt, At: at, ResponseStatus: status, Error: errCode, DispatcherID: w.d.ID()}
+}
+
+// Record implements Reaction: the command appends the attempt at the
+// delivery stream's version attempt−1 and marks the claim recorded.
+func (w *webhookReaction) Record(ctx context.Context, _ Claimed[webhookDelivery], cmd commands.RecordWebhookAttempt) (eventstore.Appended, error) {
+	a, _, err := w.recorder.Handle(ctx, cmd)
+	return a, err
 }
 
 // maxAnswerBytes is how much of a receiver's answer is read (and discarded)
@@ -319,22 +257,23 @@ const maxAnswerBytes = 64 << 10
 
 // send POSTs the delivery signed at at and returns the status answered, or
 // 0 and why there was none.
-func (d *WebhookDispatcher) send(ctx context.Context, c claimed, at time.Time) (int, string) {
-	secret, err := d.cfg.Box.Open(c.webhookID, c.sealed)
+func (w *webhookReaction) send(ctx context.Context, c Claimed[webhookDelivery], at time.Time) (int, string) {
+	d := c.Item
+	secret, err := w.d.cfg.Box.Open(d.webhookID, d.sealed)
 	if err != nil {
 		return 0, domain.WebhookErrorSecret
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(c.payload))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(d.payload))
 	if err != nil {
 		return 0, domain.WebhookErrorConnection
 	}
 	h := req.Header
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", "phonefleet-webhooks/1")
-	h.Set(webhooksig.EventHeader, c.event)
-	h.Set(webhooksig.DeliveryHeader, c.deliveryID)
-	h.Set(webhooksig.SignatureHeader, webhooksig.Sign(secret, at, c.payload))
-	resp, err := d.cfg.Client.Do(req)
+	h.Set(webhooksig.EventHeader, d.event)
+	h.Set(webhooksig.DeliveryHeader, c.Key)
+	h.Set(webhooksig.SignatureHeader, webhooksig.Sign(secret, at, d.payload))
+	resp, err := w.d.cfg.Client.Do(req)
 	if err != nil {
 		return 0, classifyWebhookError(err)
 	}
@@ -343,63 +282,13 @@ func (d *WebhookDispatcher) send(ctx context.Context, c claimed, at time.Time) (
 	return resp.StatusCode, ""
 }
 
-// Cleanup drops claim rows that no longer hold anything back: recorded
-// attempts the read model has applied, and claims of deliveries that left
-// the read side (their subscription was deleted) once their lease is over.
-func (d *WebhookDispatcher) Cleanup(ctx context.Context) error {
-	_, err := d.cfg.Pool.Exec(ctx, `DELETE FROM webhook_delivery_claims c
+// Cleanup implements ClaimCleaner: it drops claim rows that no longer hold
+// anything back: recorded attempts the read model has applied, and claims
+// of deliveries that left the read side (their subscription was deleted)
+// once their lease is over.
+func (w *webhookReaction) Cleanup(ctx context.Context, now time.Time) error {
+	_, err := w.d.cfg.Pool.Exec(ctx, `DELETE FROM webhook_delivery_claims c
 		WHERE (c.recorded AND EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.delivery_id = c.delivery_id AND d.attempts >= c.attempt))
-		   OR (c.leased_until <= $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.delivery_id = c.delivery_id))`, d.cfg.Now())
+		   OR (c.leased_until <= $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.delivery_id = c.delivery_id))`, now)
 	return err
-}
-
-// maxRecordBatch bounds how many attempts one recording transaction holds.
-const maxRecordBatch = 128
-
-// maxRecorders bounds the recording transactions under way at once.
-const maxRecorders = 4
-
-// attemptRecorder records attempts with group commit: a sender that finds
-// fewer than maxRecorders transactions under way writes every attempt
-// queued meanwhile in one (commands.RecordWebhookAttemptHandler.HandleAll)
-// and hands each its outcome; the others wait for theirs. At full load one
-// commit then serves many attempts instead of one.
-type attemptRecorder struct {
-	h     commands.RecordWebhookAttemptHandler
-	mu    sync.Mutex
-	queue []recordRequest
-	busy  int
-}
-
-type recordRequest struct {
-	cmd   commands.RecordWebhookAttempt
-	reply chan commands.RecordedWebhookAttempt
-}
-
-func (r *attemptRecorder) record(ctx context.Context, cmd commands.RecordWebhookAttempt) commands.RecordedWebhookAttempt {
-	req := recordRequest{cmd: cmd, reply: make(chan commands.RecordedWebhookAttempt, 1)}
-	r.mu.Lock()
-	r.queue = append(r.queue, req)
-	if r.busy >= maxRecorders {
-		r.mu.Unlock()
-		return <-req.reply
-	}
-	r.busy++
-	for len(r.queue) > 0 {
-		n := min(len(r.queue), maxRecordBatch)
-		batch := r.queue[:n:n]
-		r.queue = r.queue[n:]
-		r.mu.Unlock()
-		cmds := make([]commands.RecordWebhookAttempt, len(batch))
-		for i, b := range batch {
-			cmds[i] = b.cmd
-		}
-		for i, res := range r.h.HandleAll(ctx, cmds) {
-			batch[i].reply <- res
-		}
-		r.mu.Lock()
-	}
-	r.busy--
-	r.mu.Unlock()
-	return <-req.reply
 }

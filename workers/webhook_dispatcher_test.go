@@ -15,8 +15,9 @@ import (
 
 	"phonefleet/commands"
 	"phonefleet/domain"
-	"phonefleet/http/webhooksig"
 	"phonefleet/projections"
+	"phonefleet/testutil"
+	"phonefleet/webhooksig"
 	"phonefleet/workers"
 )
 
@@ -205,7 +206,7 @@ func TestAnswersWithoutSuccess(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			resolver.set("example.com", "93.184.216.34")
 			created, err := commands.CreateWebhookHandler{Webhooks: e.base, Addresses: domain.AddressPolicy{AllowLoopback: true}, Resolver: resolver}.
-				Handle(context.Background(), commands.CreateWebhook{Auth: e.auth, URL: tt.url, Events: []string{domain.WebhookRunEnded}})
+				Handle(testutil.Context(t), commands.CreateWebhook{Auth: e.auth, URL: tt.url, Events: []string{domain.WebhookRunEnded}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -254,7 +255,7 @@ func TestAnswersWithoutSuccess(t *testing.T) {
 		// example.com), so the refusals above came from the address check.
 		resolver.set("example.com", "127.0.0.1")
 		created, err := commands.CreateWebhookHandler{Webhooks: e.base, Addresses: domain.AddressPolicy{AllowLoopback: true}, Resolver: resolver}.
-			Handle(context.Background(), commands.CreateWebhook{Auth: e.auth, URL: "https://example.com:" + rcv.port() + "/elsewhere", Events: []string{domain.WebhookRunEnded}})
+			Handle(testutil.Context(t), commands.CreateWebhook{Auth: e.auth, URL: "https://example.com:" + rcv.port() + "/elsewhere", Events: []string{domain.WebhookRunEnded}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -281,21 +282,21 @@ func TestDisablingAbandonsQueuedRetries(t *testing.T) {
 		t.Fatalf("got %s next %v; want pending with a retry queued", row.Status, row.NextAttemptAt)
 	}
 	enable := commands.SetWebhookEnabledHandler{Webhooks: e.base}
-	if err := enable.Handle(context.Background(), commands.SetWebhookEnabled{Auth: e.auth, WebhookID: id, Enabled: false}); err != nil {
+	if err := enable.Handle(testutil.Context(t), commands.SetWebhookEnabled{Auth: e.auth, WebhookID: id, Enabled: false}); err != nil {
 		t.Fatal(err)
 	}
 	row := e.delivery(t, dlv)
 	if row.Status != domain.DeliveryFailed || row.NextAttemptAt != nil || !row.Abandoned {
 		t.Fatalf("got %s next %v abandoned %v; want failed, no next attempt, abandoned", row.Status, row.NextAttemptAt, row.Abandoned)
 	}
-	if _, err := (commands.TestWebhookHandler{Webhooks: e.base}).Handle(context.Background(), commands.TestWebhook{Auth: e.auth, WebhookID: id}); domain.ErrorCode(err) != domain.CodeWrongState {
+	if _, err := (commands.TestWebhookHandler{Webhooks: e.base}).Handle(testutil.Context(t), commands.TestWebhook{Auth: e.auth, WebhookID: id}); domain.ErrorCode(err) != domain.CodeWrongState {
 		t.Fatalf("got %v testing a switched-off webhook; want wrong_state", err)
 	}
 	e.clock.Advance(time.Hour)
 	if got := e.dispatch(t, d); len(got) != 0 {
 		t.Fatalf("got %d attempts while switched off; want none", len(got))
 	}
-	if err := enable.Handle(context.Background(), commands.SetWebhookEnabled{Auth: e.auth, WebhookID: id, Enabled: true}); err != nil {
+	if err := enable.Handle(testutil.Context(t), commands.SetWebhookEnabled{Auth: e.auth, WebhookID: id, Enabled: true}); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(time.Hour)
@@ -313,7 +314,7 @@ func TestRotationStopsTheOldSecretAtOnce(t *testing.T) {
 	e := newEnv(t)
 	rcv := newReceiver(t, nil)
 	id, old := e.subscribe(t, rcv.srv.URL)
-	secret, err := commands.RotateWebhookSecretHandler{Webhooks: e.base}.Handle(context.Background(), commands.RotateWebhookSecret{Auth: e.auth, WebhookID: id})
+	secret, err := commands.RotateWebhookSecretHandler{Webhooks: e.base}.Handle(testutil.Context(t), commands.RotateWebhookSecret{Auth: e.auth, WebhookID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +331,7 @@ func TestRotationStopsTheOldSecretAtOnce(t *testing.T) {
 	if err := webhooksig.Verify(r.body, sig, old, e.clock.Now(), 0); !errors.Is(err, webhooksig.ErrMismatch) {
 		t.Errorf("got %v verifying with the old secret; want ErrMismatch", err)
 	}
-	v, err := e.q.Get(context.Background(), e.auth, id)
+	v, err := e.q.Get(testutil.Context(t), e.auth, id)
 	if err != nil || v.SecretRotatedAt == nil || v.SecretHint != domain.SecretHint(secret) {
 		t.Errorf("got %+v (%v); want secretRotatedAt set and the new hint", v, err)
 	}
@@ -354,7 +355,7 @@ func TestOutboxRebuildMintsNoIDsAndSendsNothingTwice(t *testing.T) {
 	e.dispatch(t, e.dispatcher(t, failing))
 
 	snapshot := func() map[string]string {
-		rows, err := e.pool.Query(context.Background(), `SELECT delivery_id, status || '/' || attempts || '/' || coalesce(response_status::text, '-') || '/' ||
+		rows, err := e.pool.Query(testutil.Context(t), `SELECT delivery_id, status || '/' || attempts || '/' || coalesce(response_status::text, '-') || '/' ||
 			coalesce(next_attempt_at::text, '-') || '/' || md5(payload) FROM webhook_deliveries`)
 		if err != nil {
 			t.Fatal(err)
@@ -374,7 +375,7 @@ func TestOutboxRebuildMintsNoIDsAndSendsNothingTwice(t *testing.T) {
 	if len(before) != 5 {
 		t.Fatalf("got %d delivery rows; want 5", len(before))
 	}
-	if err := e.runner.Rebuild(context.Background(), projections.WebhooksProjection, nil); err != nil {
+	if err := e.runner.Rebuild(testutil.Context(t), projections.WebhooksName, nil); err != nil {
 		t.Fatal(err)
 	}
 	after := snapshot()
@@ -422,7 +423,7 @@ func TestTwoDispatchersNeverSendOneAttemptTwice(t *testing.T) {
 	for i := 0; i < n; i++ {
 		ids[e.test(t, id)] = true
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(testutil.Context(t))
 	var wg sync.WaitGroup
 	for _, name := range []string{"one", "two"} {
 		d := e.dispatcher(t, rcv, func(c *workers.WebhookDispatcherConfig, _ *workers.WebhookClientOptions) {
@@ -433,7 +434,7 @@ func TestTwoDispatchersNeverSendOneAttemptTwice(t *testing.T) {
 	}
 	count := func(where string) int {
 		var c int
-		_ = e.pool.QueryRow(context.Background(), `SELECT count(*) FROM webhook_deliveries WHERE `+where).Scan(&c)
+		_ = e.pool.QueryRow(testutil.Context(t), `SELECT count(*) FROM webhook_deliveries WHERE `+where).Scan(&c)
 		return c
 	}
 	waitUntil(t, "every first attempt recorded", func() bool { return count(`attempts = 1 AND status = 'pending'`) == n })
@@ -457,7 +458,7 @@ func TestTwoDispatchersNeverSendOneAttemptTwice(t *testing.T) {
 		}
 	}
 	var by []string
-	rows, _ := e.pool.Query(context.Background(), `SELECT DISTINCT metadata->>'actorId' FROM events WHERE event_type = 'webhook.delivery_attempted' ORDER BY 1`)
+	rows, _ := e.pool.Query(testutil.Context(t), `SELECT DISTINCT metadata->>'actorId' FROM events WHERE event_type = 'webhook.delivery_attempted' ORDER BY 1`)
 	for rows.Next() {
 		var s string
 		rows.Scan(&s)

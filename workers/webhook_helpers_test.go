@@ -100,7 +100,7 @@ func smallPool(t *testing.T, url string, n int32) *pgxpool.Pool {
 	}
 	cfg.MaxConns = n
 	cfg.MaxConnIdleTime = 5 * time.Second
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pool, err := pgxpool.NewWithConfig(testutil.Context(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,11 +117,11 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(testutil.Context(t))
 	done := make(chan struct{})
 	go func() { runner.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	if err := runner.Ensure(context.Background()); err != nil {
+	if err := runner.Ensure(testutil.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	key := make([]byte, 32)
@@ -141,7 +141,7 @@ func newEnv(t *testing.T) *env {
 func (e *env) wait(ctx context.Context, a eventstore.Appended) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	return e.runner.WaitFor(ctx, projections.WebhooksProjection, a)
+	return e.runner.WaitFor(ctx, projections.WebhooksName, a)
 }
 
 // subscribe creates a webhook to url (loopback receivers allowed) and
@@ -149,7 +149,7 @@ func (e *env) wait(ctx context.Context, a eventstore.Appended) error {
 func (e *env) subscribe(t *testing.T, url string) (string, string) {
 	t.Helper()
 	created, err := commands.CreateWebhookHandler{Webhooks: e.base, Addresses: domain.AddressPolicy{AllowLoopback: true}}.
-		Handle(context.Background(), commands.CreateWebhook{Auth: e.auth, URL: url, Events: []string{domain.WebhookRunEnded}})
+		Handle(testutil.Context(t), commands.CreateWebhook{Auth: e.auth, URL: url, Events: []string{domain.WebhookRunEnded}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func (e *env) subscribe(t *testing.T, url string) (string, string) {
 // test queues a test delivery and returns its id.
 func (e *env) test(t *testing.T, webhookID string) string {
 	t.Helper()
-	id, err := commands.TestWebhookHandler{Webhooks: e.base}.Handle(context.Background(), commands.TestWebhook{Auth: e.auth, WebhookID: webhookID})
+	id, err := commands.TestWebhookHandler{Webhooks: e.base}.Handle(testutil.Context(t), commands.TestWebhook{Auth: e.auth, WebhookID: webhookID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func (e *env) test(t *testing.T, webhookID string) string {
 
 func (e *env) delivery(t *testing.T, id string) projections.DeliveryView {
 	t.Helper()
-	d, err := e.q.Delivery(context.Background(), e.auth, id)
+	d, err := e.q.Delivery(testutil.Context(t), e.auth, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func (e *env) dispatcher(t *testing.T, rcv *receiver, opts ...func(*workers.Webh
 // dispatch runs one round and waits until the read model shows its attempts.
 func (e *env) dispatch(t *testing.T, d *workers.WebhookDispatcher) []workers.WebhookAttempt {
 	t.Helper()
-	attempts, err := d.DispatchOnce(context.Background())
+	attempts, err := d.DispatchOnce(testutil.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func (e *env) dispatch(t *testing.T, d *workers.WebhookDispatcher) []workers.Web
 			t.Fatalf("recording attempt %d of %s: %v", a.Event.Attempt, a.Event.DeliveryID, a.Err)
 		}
 		if a.Appended.LastPosition != 0 {
-			if err := e.wait(context.Background(), a.Appended); err != nil {
+			if err := e.wait(testutil.Context(t), a.Appended); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -2,7 +2,6 @@ package workers_test
 
 import (
 	"bufio"
-	"context"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
@@ -16,6 +15,7 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/testutil"
 	"phonefleet/workers"
 )
 
@@ -52,7 +52,7 @@ func TestWebhookDispatcherChildProcess(t *testing.T) {
 		_ = os.Stdout.Sync()
 		select {} // until SIGKILL: the attempt is never recorded
 	})
-	_, _ = d.DispatchOnce(context.Background())
+	_, _ = d.DispatchOnce(testutil.Context(t))
 }
 
 func TestKilledBetweenSendAndRecordResendsWithTheSameID(t *testing.T) {
@@ -103,14 +103,14 @@ func TestKilledBetweenSendAndRecordResendsWithTheSameID(t *testing.T) {
 	if n := len(rcv.requests()); n != 1 {
 		t.Fatalf("receiver got %d requests from the child; want 1", n)
 	}
-	evs, err := e.store.Load(context.Background(), domain.DeliveryStream(dlv), 1)
+	evs, err := e.store.Load(testutil.Context(t), domain.DeliveryStream(dlv), 1)
 	if err != nil || len(evs) != 0 {
 		t.Fatalf("got %d recorded attempts (%v); want none: the child died before recording", len(evs), err)
 	}
 	var attempt int
 	var recorded bool
 	var by string
-	if err := e.pool.QueryRow(context.Background(), `SELECT attempt, recorded, claimed_by FROM webhook_delivery_claims WHERE delivery_id = $1`, dlv).
+	if err := e.pool.QueryRow(testutil.Context(t), `SELECT attempt, recorded, claimed_by FROM webhook_delivery_claims WHERE delivery_id = $1`, dlv).
 		Scan(&attempt, &recorded, &by); err != nil || attempt != 1 || recorded || by != "child" {
 		t.Fatalf("got claim attempt %d recorded %v by %q (%v); want attempt 1, unrecorded, held by the child", attempt, recorded, by, err)
 	}

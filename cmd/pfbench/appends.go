@@ -31,7 +31,7 @@ func (b *bench) appends(ctx context.Context, d time.Duration) error {
 		return err
 	}
 	store := eventstore.New(db.pool)
-	grouped := eventstore.New(db.pool, eventstore.WithGroupCommit(2))
+	grouped := eventstore.New(db.pool, eventstore.WithGroupCommit())
 	line("(\"1 gc\": single-event commands through group commit; same pgbench baseline)")
 	line("%-8s %-6s %14s %14s %8s  %s", "writers", "batch", "store ev/s", "pgbench ev/s", "ratio", "target ≥1.0×")
 	for _, writers := range []int{1, 16, 64} {

@@ -140,7 +140,7 @@ func (b *bench) projection(ctx context.Context, n int) error {
 		total, applyTime.Round(time.Millisecond), rate(total, applyTime), baseline, verdict(r >= 150_000))
 
 	start = time.Now()
-	if err := runner.Rebuild(ctx, "audit_feed", nil); err != nil {
+	if err := runner.Rebuild(ctx, projections.AuditName, nil); err != nil {
 		cancel()
 		return err
 	}

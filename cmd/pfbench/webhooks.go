@@ -19,8 +19,8 @@ import (
 	"phonefleet/commands"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/http/webhooksig"
 	"phonefleet/projections"
+	"phonefleet/webhooksig"
 	"phonefleet/workers"
 )
 
@@ -99,7 +99,7 @@ func (b *bench) webhooks(ctx context.Context) error {
 	}
 	auth := domain.LocalOperator(domain.NewID(domain.PrefixOrganisation))
 	base := commands.Webhooks{Store: store, Box: box, Wait: func(ctx context.Context, a eventstore.Appended) error {
-		return runner.WaitFor(ctx, projections.WebhooksProjection, a)
+		return runner.WaitFor(ctx, projections.WebhooksName, a)
 	}}
 	created, err := commands.CreateWebhookHandler{Webhooks: base, Addresses: domain.AddressPolicy{AllowLoopback: true}}.
 		Handle(ctx, commands.CreateWebhook{Auth: auth, URL: srv.URL + "/in", Events: []string{domain.WebhookRunEnded}})
@@ -131,7 +131,7 @@ func (b *bench) webhooks(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := runner.WaitFor(ctx, projections.WebhooksProjection, last); err != nil {
+	if err := runner.WaitFor(ctx, projections.WebhooksName, last); err != nil {
 		return err
 	}
 	received.Store(0)

@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/app"
 	"phonefleet/internal/config"
@@ -52,7 +51,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	case "serve":
 		return serve(ctx, rest)
 	case "migrate":
-		return withDB(ctx, "migrate", rest, nil, func(ctx context.Context, _ *flag.FlagSet, db *app.DB, _ *slog.Logger) error {
+		return withOperator(ctx, "migrate", rest, nil, func(context.Context, *flag.FlagSet, *app.Operator, *slog.Logger) error {
 			fmt.Fprintln(out, "migrations are up to date")
 			return nil
 		})
@@ -62,15 +61,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		switch rest[0] {
 		case "status":
-			return withDB(ctx, "projections status", rest[1:], nil, func(ctx context.Context, _ *flag.FlagSet, db *app.DB, logger *slog.Logger) error {
-				return projectionsStatus(ctx, db, logger, out)
+			return withOperator(ctx, "projections status", rest[1:], nil, func(ctx context.Context, _ *flag.FlagSet, op *app.Operator, _ *slog.Logger) error {
+				return projectionsStatus(ctx, op.Runner, out)
 			})
 		case "rebuild":
-			return withDB(ctx, "projections rebuild", rest[1:], nil, func(ctx context.Context, fs *flag.FlagSet, db *app.DB, logger *slog.Logger) error {
+			return withOperator(ctx, "projections rebuild", rest[1:], nil, func(ctx context.Context, fs *flag.FlagSet, op *app.Operator, _ *slog.Logger) error {
 				if fs.NArg() != 1 {
 					return usageError{"usage: phonefleet projections rebuild NAME"}
 				}
-				return projectionsRebuild(ctx, db, logger, fs.Arg(0), out)
+				return projectionsRebuild(ctx, op.Runner, fs.Arg(0), out)
 			})
 		}
 		return usageError{"usage: phonefleet projections status|rebuild NAME"}
@@ -85,8 +84,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			fs.BoolVar(&asJSON, "json", false, "print one JSON object per event")
 			fs.Int64Var(&from, "from", 0, "print events after this position")
 		}
-		return withDB(ctx, "events tail", rest[1:], extra, func(ctx context.Context, _ *flag.FlagSet, db *app.DB, logger *slog.Logger) error {
-			return eventsTail(ctx, db, logger, from, follow, asJSON, out)
+		return withOperator(ctx, "events tail", rest[1:], extra, func(ctx context.Context, _ *flag.FlagSet, op *app.Operator, logger *slog.Logger) error {
+			return eventsTail(ctx, op.Store, eventstore.TailOptions{After: from, Follow: follow, Logger: logger}, asJSON, out)
 		})
 	case "devices":
 		return devicesCmd(ctx, rest, out)
@@ -132,34 +131,25 @@ func serve(ctx context.Context, args []string) error {
 	return a.Run(ctx)
 }
 
-// withDB runs an operator command against the configured database (or the
-// embedded one, started for the command if the service is not running).
-func withDB(ctx context.Context, name string, args []string, extra func(*flag.FlagSet),
-	fn func(context.Context, *flag.FlagSet, *app.DB, *slog.Logger) error) error {
+// withOperator runs an operator command against the configured database
+// (or the embedded one, started for the command if the service is not
+// running), as internal/app wires it.
+func withOperator(ctx context.Context, name string, args []string, extra func(*flag.FlagSet),
+	fn func(context.Context, *flag.FlagSet, *app.Operator, *slog.Logger) error) error {
 	cfg, fs, err := loadConfig(name, args, extra)
 	if err != nil {
 		return err
 	}
 	logger := newLogger(map[bool]string{true: "warn", false: cfg.LogLevel}[cfg.LogLevel == "info"])
-	db, err := app.OpenDB(ctx, cfg, logger)
+	op, err := app.OpenOperator(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer db.Close(context.WithoutCancel(ctx))
-	return fn(ctx, fs, db, logger)
+	defer op.Close(context.WithoutCancel(ctx))
+	return fn(ctx, fs, op, logger)
 }
 
-func newRunner(db *app.DB, logger *slog.Logger) (*projections.Runner, *eventstore.Store, error) {
-	store := eventstore.New(db.Pool, eventstore.WithUpcaster(domain.Events))
-	r, err := projections.NewRunner(store, logger, app.Projections())
-	return r, store, err
-}
-
-func projectionsStatus(ctx context.Context, db *app.DB, logger *slog.Logger, out io.Writer) error {
-	r, _, err := newRunner(db, logger)
-	if err != nil {
-		return err
-	}
+func projectionsStatus(ctx context.Context, r *projections.Runner, out io.Writer) error {
 	st, err := r.Status(ctx)
 	if err != nil {
 		return err
@@ -179,16 +169,12 @@ func projectionsStatus(ctx context.Context, db *app.DB, logger *slog.Logger, out
 	return tw.Flush()
 }
 
-func projectionsRebuild(ctx context.Context, db *app.DB, logger *slog.Logger, name string, out io.Writer) error {
-	r, _, err := newRunner(db, logger)
-	if err != nil {
-		return err
-	}
+func projectionsRebuild(ctx context.Context, r *projections.Runner, name string, out io.Writer) error {
 	if !contains(r.Names(), name) {
 		return usageError{fmt.Sprintf("no projection named %q; have: %s", name, strings.Join(r.Names(), ", "))}
 	}
 	start := time.Now()
-	err = r.Rebuild(ctx, name, func(s projections.Status) {
+	err := r.Rebuild(ctx, name, func(s projections.Status) {
 		if b := s.Building; b != nil {
 			fmt.Fprintf(out, "rebuilding %s v%d: %d events applied, lag %d\n", name, b.Version, b.Applied, b.Lag)
 		}
@@ -217,76 +203,26 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func eventsTail(ctx context.Context, db *app.DB, logger *slog.Logger, from int64, follow, asJSON bool, out io.Writer) error {
-	store := eventstore.New(db.Pool, eventstore.WithUpcaster(domain.Events))
-	if follow {
-		go eventstore.Listen(ctx, db.Pool, "phonefleet_events", store.Signal(), logger)
-	}
-	// Without -follow, print every event committed before the command
-	// started. The feed is gap-safe: it holds back events newer than the
-	// oldest transaction still open anywhere in the cluster, so wait (at most
-	// a minute) until those have all become readable.
-	var maxTx uint64
-	if err := db.Pool.QueryRow(ctx, `SELECT coalesce(max(transaction_id)::text, '0')::bigint FROM events`).Scan(&maxTx); err != nil {
-		return err
-	}
-	deadline := time.Now().Add(time.Minute)
-	var cur eventstore.Cursor
+// eventsTail prints the feed, one line (or JSON object) per event.
+func eventsTail(ctx context.Context, store *eventstore.Store, opts eventstore.TailOptions, asJSON bool, out io.Writer) error {
 	enc := json.NewEncoder(out)
-	for {
-		wake := store.Signal().C()
-		evs, next, err := store.ReadFeed(ctx, cur, 1000)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
+	err := store.Tail(ctx, opts, func(e eventstore.Event) error {
+		meta, _ := e.DecodeMetadata()
+		if asJSON {
+			return enc.Encode(map[string]any{"position": e.Position, "eventId": e.ID, "streamId": e.StreamID,
+				"streamVersion": e.StreamVersion, "type": e.Type, "schemaVersion": e.SchemaVersion, "orgId": e.OrgID,
+				"occurredAt": e.OccurredAt.UTC().Format(time.RFC3339Nano), "metadata": meta, "data": e.Data})
 		}
-		cur = next
-		for _, e := range evs {
-			if e.Position <= from {
-				continue
-			}
-			meta, _ := e.DecodeMetadata()
-			if asJSON {
-				if err := enc.Encode(map[string]any{"position": e.Position, "eventId": e.ID, "streamId": e.StreamID,
-					"streamVersion": e.StreamVersion, "type": e.Type, "schemaVersion": e.SchemaVersion, "orgId": e.OrgID,
-					"occurredAt": e.OccurredAt.UTC().Format(time.RFC3339Nano), "metadata": meta, "data": e.Data}); err != nil {
-					return err
-				}
-				continue
-			}
-			actor := meta.ActorKind
-			if meta.ActorID != "" {
-				actor += ":" + meta.ActorID
-			}
-			fmt.Fprintf(out, "%d\t%s\t%s\t%s@%d\t%s/v%d\t%s\t%s\n", e.Position, e.OccurredAt.UTC().Format("2006-01-02T15:04:05.000000Z"),
-				e.OrgID, e.StreamID, e.StreamVersion, e.Type, e.SchemaVersion, actor, e.Data)
+		actor := meta.ActorKind
+		if meta.ActorID != "" {
+			actor += ":" + meta.ActorID
 		}
-		if len(evs) > 0 {
-			continue
-		}
-		if !follow {
-			var xmin uint64
-			if err := db.Pool.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`).Scan(&xmin); err != nil {
-				return err
-			}
-			if xmin > maxTx {
-				return nil // everything committed before we started has been printed
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("events tail: the feed is held back by a transaction open for over a minute (older than transaction %d); events after it are not printed", maxTx)
-			}
-		}
-		poll := time.Second
-		if !follow {
-			poll = 20 * time.Millisecond
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-wake:
-		case <-time.After(poll):
-		}
+		fmt.Fprintf(out, "%d\t%s\t%s\t%s@%d\t%s/v%d\t%s\t%s\n", e.Position, e.OccurredAt.UTC().Format("2006-01-02T15:04:05.000000Z"),
+			e.OrgID, e.StreamID, e.StreamVersion, e.Type, e.SchemaVersion, actor, e.Data)
+		return nil
+	})
+	if held, ok := errors.AsType[*eventstore.HeldBackError](err); ok {
+		return fmt.Errorf("events tail: the feed is held back by a transaction open for over a minute (older than transaction %d); events after it are not printed", held.Mark)
 	}
+	return err
 }

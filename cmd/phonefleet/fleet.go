@@ -9,7 +9,6 @@ import (
 
 	"phonefleet/commands"
 	"phonefleet/domain"
-	"phonefleet/eventstore"
 	"phonefleet/internal/app"
 	"phonefleet/projections"
 )
@@ -39,17 +38,15 @@ func devicesCmd(ctx context.Context, args []string, out io.Writer) error {
 		fs.IntVar(&count, "count", 1, "how many devices")
 		fs.StringVar(&model, "model", "", "device model (sim: Pixel7, Generic or Compact)")
 	}
-	return withDB(ctx, "devices add", args[1:], extra, func(ctx context.Context, _ *flag.FlagSet, db *app.DB, _ *slog.Logger) error {
+	return withOperator(ctx, "devices add", args[1:], extra, func(ctx context.Context, _ *flag.FlagSet, op *app.Operator, _ *slog.Logger) error {
 		if org == "" {
 			return usageError{devicesUsage}
 		}
 		if count < 1 {
 			return usageError{"--count must be at least 1"}
 		}
-		store := eventstore.New(db.Pool, eventstore.WithUpcaster(domain.Events))
-		fleet := commands.NewFleet(commands.FleetConfig{Store: store})
-		ids, err := fleet.RegisterDevices().Handle(ctx, commands.RegisterDevices{OrgID: org, Backend: backend, Count: count,
-			Model: model, Actor: domain.Actor{Kind: "operator", ID: "phonefleet-cli"}})
+		ids, err := op.App.Commands.RegisterDevices.Handle(op.Context(ctx),
+			commands.RegisterDevices{OrgID: org, Backend: backend, Count: count, Model: model})
 		if err != nil {
 			return err
 		}
@@ -66,15 +63,11 @@ func receiptsCmd(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 || args[0] != "verify" {
 		return usageError{receiptsUsage}
 	}
-	return withDB(ctx, "receipts verify", args[1:], nil, func(ctx context.Context, _ *flag.FlagSet, db *app.DB, logger *slog.Logger) error {
-		r, store, err := newRunner(db, logger)
-		if err != nil {
+	return withOperator(ctx, "receipts verify", args[1:], nil, func(ctx context.Context, _ *flag.FlagSet, op *app.Operator, _ *slog.Logger) error {
+		if err := op.Runner.Ensure(ctx); err != nil {
 			return err
 		}
-		if err := r.Ensure(ctx); err != nil {
-			return err
-		}
-		rep, err := projections.VerifyReceipts(ctx, store)
+		rep, err := projections.VerifyReceipts(ctx, op.Store)
 		if err != nil {
 			return err
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -19,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/eventstore"
+	"phonefleet/projections"
 	"phonefleet/testutil"
 )
 
@@ -130,7 +130,7 @@ func TestServeWithDatabaseURL(t *testing.T) {
 	if err := json.Unmarshal(body, &health); err != nil || status != 200 || health.Status != "ok" || !health.Database.OK {
 		t.Fatalf("healthz: got %d %s; want 200 ok with the database up", status, body)
 	}
-	if len(health.Projections) == 0 || health.Projections[0].Name != "audit_feed" {
+	if len(health.Projections) == 0 || health.Projections[0].Name != projections.AuditName {
 		t.Fatalf("healthz: got projections %+v; want the audit feed reported", health.Projections)
 	}
 	for _, path := range []string{"/tasks", "/runs", "/v1/nothing-here"} {
@@ -149,10 +149,10 @@ func TestServeWithDatabaseURL(t *testing.T) {
 		t.Fatalf("events tail: %v\n%s\nwant the local organisation's creation", err, out)
 	}
 	out, err = runCmd(t, env, "projections", "status")
-	if err != nil || !strings.Contains(out, "audit_feed") || !strings.Contains(out, "live") {
+	if err != nil || !strings.Contains(out, projections.AuditName) || !strings.Contains(out, "live") {
 		t.Fatalf("projections status: %v\n%s", err, out)
 	}
-	out, err = runCmd(t, env, "projections", "rebuild", "audit_feed")
+	out, err = runCmd(t, env, "projections", "rebuild", projections.AuditName)
 	if err != nil || !strings.Contains(out, "took over") {
 		t.Fatalf("projections rebuild: %v\n%s", err, out)
 	}
@@ -251,7 +251,7 @@ func TestEventsTailWaitsForOlderTransactions(t *testing.T) {
 		t.Fatalf("migrate: %v\n%s", err, out)
 	}
 	other := testutil.FreshPool(t) // another database on the same server
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 	tx, err := other.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)

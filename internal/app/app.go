@@ -107,8 +107,12 @@ type App struct {
 	server *httpapi.Server
 	ln     net.Listener
 	orgID  string
-	// deps collects what each capability's wiring hands the HTTP edge.
-	deps httpapi.Deps
+	// deps collects what each capability's wiring hands the HTTP edge, and
+	// capabilities what it hands the application object.
+	deps         httpapi.Deps
+	capabilities commands.AppDeps
+	// app is the one application object every surface receives.
+	app commands.Application
 	// workers run beside the server until shutdown (lease expiry, webhook
 	// dispatch, …); each returns when its context ends.
 	workers []func(ctx context.Context)
@@ -122,7 +126,10 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 		return nil, err
 	}
 	a := &App{cfg: cfg, logger: logger, db: db}
-	a.store = eventstore.New(db.Pool, eventstore.WithUpcaster(domain.Events))
+	// What the service records while it starts is its own act.
+	ctx = eventstore.WithMetadata(ctx, eventstore.Metadata{ActorKind: "system", ActorID: "phonefleet",
+		RequestID: domain.NewID(domain.PrefixRequest)})
+	a.store = eventstore.New(db.Pool, eventstore.WithUpcaster(domain.Events), eventstore.WithGroupCommit())
 	a.runner, err = projections.NewRunner(a.store, logger, Projections())
 	if err == nil {
 		err = a.runner.Ensure(ctx)
@@ -131,7 +138,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 		a.orgID, err = commands.EnsureLocalOrganisationHandler{Store: a.store}.Handle(ctx, commands.EnsureLocalOrganisation{})
 	}
 	a.deps = httpapi.Deps{Logger: logger, Mode: cfg.Mode, Health: health{a}, LocalOrgID: a.orgID}
-	for _, wire := range []func(context.Context) error{a.wireIdentity, a.wireFleet, a.wireWebhooks, a.wireMCP} {
+	for _, wire := range []func(context.Context) error{a.wireIdentity, a.wireFleet, a.wireWebhooks, a.wireApplication, a.wireMCP} {
 		if err == nil {
 			err = wire(ctx)
 		}
@@ -148,6 +155,19 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 	}
 	return a, nil
 }
+
+// wireApplication builds the one application object from the
+// capabilities wired before it and hands it to the HTTP edge.
+func (a *App) wireApplication(context.Context) error {
+	a.capabilities.Logger = a.logger.With("component", "application")
+	a.app = commands.NewApplication(a.capabilities)
+	a.deps.App = &a.app
+	return nil
+}
+
+// Application returns the application object (for the end-to-end tests
+// and the operator commands, which use it as every surface does).
+func (a *App) Application() *commands.Application { return &a.app }
 
 // Addr is the address the service listens on.
 func (a *App) Addr() string { return a.ln.Addr().String() }

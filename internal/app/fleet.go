@@ -3,9 +3,7 @@ package app
 import (
 	"context"
 
-	"phonefleet/commands"
-	httpapi "phonefleet/http"
-	"phonefleet/internal/backends"
+	"phonefleet/internal/fleetwire"
 	"phonefleet/projections"
 	"phonefleet/workers"
 )
@@ -13,21 +11,20 @@ import (
 // fleetProjections are the read models of devices, leases, actions, frames and receipts.
 func fleetProjections() []projections.Projection { return projections.Fleet() }
 
-// wireFleet prepares devices, leases, actions, frames and receipts: it fills a.deps and adds workers.
+// wireFleet prepares devices, leases, actions, frames and receipts: it hands
+// the fleet to the application and adds its workers.
 //
 // The sim phones are driven by the one process holding the database's sim
-// host claim, taken here before serving; taking it first marks the actions
-// an earlier process left unfinished as outcome unknown. In local mode the
-// organisation's starting phones (SERVICE_SIM_DEVICES) are registered, as
-// events, on the first start only.
+// host claim, taken here (fleetwire.New) before serving; taking it first
+// marks the actions an earlier process left unfinished as outcome unknown.
+// In local mode the organisation's starting phones (SERVICE_SIM_DEVICES)
+// are registered, as events, on the first start only.
 func (a *App) wireFleet(ctx context.Context) error {
-	sim := backends.NewSimHost(a.db.Pool)
-	fleet := commands.NewFleet(commands.FleetConfig{Store: a.store, Runner: a.runner,
-		Backends: &backends.Registry{Sim: sim}})
-	exec := workers.NewExecutor(fleet, sim, workers.ExecutorOptions{Logger: a.logger})
-	if err := exec.Prepare(ctx); err != nil {
+	fl, err := fleetwire.New(ctx, fleetwire.Config{Store: a.store, Runner: a.runner, Logger: a.logger})
+	if err != nil {
 		return err
 	}
+	fleet := fl.Commands
 	if a.cfg.Mode == "local" && a.orgID != "" {
 		ids, err := fleet.SeedLocalFleet(ctx, a.orgID, a.cfg.SimDevices)
 		if err != nil {
@@ -37,9 +34,9 @@ func (a *App) wireFleet(ctx context.Context) error {
 			a.logger.Info("local sim phones registered", "count", len(ids))
 		}
 	}
-	a.deps.Fleet = httpapi.FleetDeps{Fleet: fleet}
+	a.capabilities.Fleet = fleet
 	a.workers = append(a.workers,
-		exec.Run,
+		fl.Runtime.Run,
 		workers.LeaseExpiry{Fleet: fleet, Pool: a.db.Pool, Logger: a.logger}.Run,
 		workers.FrameRetention{Pool: a.db.Pool, Logger: a.logger}.Run,
 	)

@@ -1,12 +1,12 @@
 package app
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 
 	"phonefleet/commands"
+	"phonefleet/testutil"
 )
 
 // Fleet routes: organisation A gets a sim phone (registered as the operator
@@ -33,7 +33,7 @@ func init() {
 }
 
 func fleetFixture(c *tenancyClient) map[string]string {
-	ids, err := c.app.deps.Fleet.Fleet.RegisterDevices().Handle(context.Background(),
+	ids, err := c.app.app.Commands.RegisterDevices.Handle(testutil.Context(c.t),
 		commands.RegisterDevices{OrgID: c.org, Backend: "sim", Count: 1})
 	if err != nil || len(ids) != 1 {
 		c.t.Fatalf("register a sim phone for organisation A: %v (%v)", err, ids)

@@ -67,19 +67,9 @@ func (a *App) wireIdentity(ctx context.Context) error {
 	}
 	a.deps.Auth = auth
 
-	keyDeps := commands.APIKeyDeps{Store: a.store, Wait: a.runner}
-	a.deps.Identity = httpapi.IdentityDeps{
-		PublicURL:   a.cfg.PublicURL,
-		CORSOrigins: a.cfg.Origins(),
-		Keys: &httpapi.APIKeyDeps{
-			Mint:   commands.MintAPIKeyHandler{APIKeyDeps: keyDeps, Hasher: hasher},
-			Rotate: commands.RotateAPIKeyHandler{APIKeyDeps: keyDeps, Hasher: hasher, Grace: a.cfg.KeyRotationGrace},
-			Renew:  commands.RenewAPIKeyHandler{APIKeyDeps: keyDeps},
-			Narrow: commands.NarrowAPIKeyHandler{APIKeyDeps: keyDeps},
-			Revoke: commands.RevokeAPIKeyHandler{APIKeyDeps: keyDeps},
-			Reader: reader,
-		},
-	}
+	a.capabilities.APIKeys = &commands.APIKeys{Deps: commands.APIKeyDeps{Store: a.store, Wait: a.runner},
+		Hasher: hasher, Grace: a.cfg.KeyRotationGrace, Reader: reader}
+	a.deps.Identity = httpapi.IdentityDeps{PublicURL: a.cfg.PublicURL, CORSOrigins: a.cfg.Origins()}
 	if hosted {
 		limiter := &identity.RateLimiter{DB: a.db.Pool}
 		a.deps.Identity.Issuer = a.cfg.OAuthIssuer

@@ -7,15 +7,12 @@ import (
 	"phonefleet/mcp"
 )
 
-// wireMCP builds the agent tool surface (POST /mcp) over the fleet and the
-// webhook handlers wired before it, so every tool runs the same command
-// handlers and queries as the /v1 routes, and hands it to the HTTP edge.
+// wireMCP builds the agent tool surface (POST /mcp) over the application
+// object, so every tool runs the same command handlers and queries as the
+// /v1 routes, and hands it to the HTTP edge.
 func (a *App) wireMCP(context.Context) error {
-	w := a.deps.Webhooks
 	srv, err := mcp.New(mcp.Deps{
-		Fleet: a.deps.Fleet.Fleet,
-		Webhooks: mcp.WebhookDeps{Create: w.Create, Enable: w.Enable, Rotate: w.Rotate, Delete: w.Delete, Test: w.Test,
-			Queries: w.Queries},
+		App:       &a.app,
 		Mode:      a.cfg.Mode,
 		Logger:    a.logger.With("surface", "mcp"),
 		RequestID: httpapi.RequestID,

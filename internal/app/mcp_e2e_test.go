@@ -38,7 +38,7 @@ func TestServeOffersTheToolSurface(t *testing.T) {
 	env := map[string]string{"DATABASE_URL": testutil.DatabaseURL(t), "SERVICE_ADDR": "127.0.0.1:0",
 		"SERVICE_DATA_DIR": filepath.Join(dir, "data"), "SERVICE_SIM_DEVICES": "1"}
 	_, base := startApp(t, env)
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 
 	// mcp-go's client, as the local operator, on the sessionless revision.
 	tr, err := transport.NewStreamableHTTP(base + "/mcp")

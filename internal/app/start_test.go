@@ -9,11 +9,18 @@ import (
 	"time"
 
 	"phonefleet/internal/config"
+	"phonefleet/testutil"
 )
 
 // startApp runs the whole service as `phonefleet serve` does, configured
 // by env alone, until the test ends, and returns it with its base URL.
 func startApp(t *testing.T, env map[string]string) (*App, string) {
+	t.Helper()
+	return startAppLogging(t, env, slog.New(slog.DiscardHandler))
+}
+
+// startAppLogging is startApp with the service's log going to logger.
+func startAppLogging(t *testing.T, env map[string]string, logger *slog.Logger) (*App, string) {
 	t.Helper()
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -21,8 +28,8 @@ func startApp(t *testing.T, env map[string]string) (*App, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := New(ctx, cfg, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(testutil.Context(t))
+	a, err := New(ctx, cfg, logger)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

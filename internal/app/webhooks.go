@@ -13,7 +13,6 @@ import (
 	"phonefleet/commands"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	httpapi "phonefleet/http"
 	"phonefleet/internal/config"
 	"phonefleet/projections"
 	"phonefleet/workers"
@@ -24,7 +23,8 @@ func webhookProjections() []projections.Projection {
 	return []projections.Projection{projections.Webhooks{}}
 }
 
-// wireWebhooks prepares webhook subscriptions and delivery: it fills a.deps and adds workers.
+// wireWebhooks prepares webhook subscriptions and delivery: the
+// capability for the application object, and the dispatcher worker.
 func (a *App) wireWebhooks(ctx context.Context) error {
 	key, err := LoadOrCreateWebhookKey(a.cfg.DataDir)
 	if err != nil {
@@ -40,16 +40,10 @@ func (a *App) wireWebhooks(ctx context.Context) error {
 	}
 	policy := webhookAddressPolicy(a.cfg)
 	base := commands.Webhooks{Store: a.store, Box: box, Wait: func(ctx context.Context, ap eventstore.Appended) error {
-		return a.runner.WaitFor(ctx, projections.WebhooksProjection, ap)
+		return a.runner.WaitFor(ctx, projections.WebhooksName, ap)
 	}}
-	a.deps.Webhooks = httpapi.WebhookDeps{
-		Create:  commands.CreateWebhookHandler{Webhooks: base, Addresses: policy},
-		Enable:  commands.SetWebhookEnabledHandler{Webhooks: base},
-		Rotate:  commands.RotateWebhookSecretHandler{Webhooks: base},
-		Delete:  commands.DeleteWebhookHandler{Webhooks: base},
-		Test:    commands.TestWebhookHandler{Webhooks: base},
-		Queries: &projections.WebhookQueries{DB: a.db.Pool},
-	}
+	a.capabilities.Webhooks = &commands.WebhookCapability{Webhooks: base,
+		Create: commands.CreateWebhookHandler{Addresses: policy}, Queries: projections.WebhookQueries{DB: a.db.Pool}}
 	d := workers.NewWebhookDispatcher(workers.WebhookDispatcherConfig{
 		Pool:   a.db.Pool,
 		Store:  a.store,

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"phonefleet/http/webhooksig"
 	"phonefleet/testutil"
+	"phonefleet/webhooksig"
 )
 
 // TestLocalModeDeliversToALoopbackReceiverTrustedByTheCAFile starts the

@@ -181,8 +181,8 @@ func (s *SimDevice) Capabilities() domain.Capabilities { return s.caps }
 // Observe implements domain.Backend. A screenshot or snapshot is taken so
 // that it shows the screen the returned hash names: if an input lands
 // between the pieces, they are taken again. The hash and replay state alone
-// need no such care: inputs reach a phone only through its executor, which
-// is also the only caller that asks for them alone.
+// need no such care: inputs reach a phone only through its device queue,
+// which is also the only caller that asks for them alone.
 func (s *SimDevice) Observe(_ context.Context, opts domain.ObserveOptions) (domain.Observation, error) {
 	m := s.phone.Model()
 	for attempt := 0; ; attempt++ {

@@ -1,7 +1,7 @@
-// Package fleettest assembles the device fleet (event store, fleet read
-// models, sim backends, the per-device executor, commands) on a real
-// PostgreSQL database for tests of the packages that build on it. It is
-// test support only: the service wires the same parts in internal/app.
+// Package fleettest runs the device fleet (event store, fleet read models,
+// and the fleet as internal/fleetwire assembles it for the service: sim
+// backends, the device runtime, commands) on a real PostgreSQL database
+// for tests of the packages that build on it. It is test support only.
 package fleettest
 
 import (
@@ -18,9 +18,10 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/backends"
+	"phonefleet/internal/devices"
+	"phonefleet/internal/fleetwire"
 	"phonefleet/projections"
 	"phonefleet/testutil"
-	"phonefleet/workers"
 )
 
 // Quiet discards logs.
@@ -66,9 +67,9 @@ type Options struct {
 	Clock *Clock
 	// Wrap wraps every resolved backend (fault injection).
 	Wrap func(d *domain.Device, b domain.Backend) domain.Backend
-	// WaitForReceipts sets FleetConfig.WaitForReceipts.
+	// WaitForReceipts sets fleetwire.Config.WaitForReceipts.
 	WaitForReceipts bool
-	// FrameRetention sets FleetConfig.FrameRetention.
+	// FrameRetention sets fleetwire.Config.FrameRetention.
 	FrameRetention time.Duration
 }
 
@@ -81,7 +82,7 @@ type Env struct {
 	Registry  *backends.Registry
 	Sim       *backends.SimHost
 	Fleet     *commands.Fleet
-	Executor  *workers.Executor
+	Runtime   *devices.Runtime
 	OrgID     string
 	DeviceIDs []string
 	// Auth is the organisation's local operator (every scope).
@@ -105,7 +106,7 @@ func Start(t testing.TB, opts Options) *Env {
 	if opts.OrgID == "" {
 		opts.OrgID = domain.NewID(domain.PrefixOrganisation)
 	}
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 	cfg, err := pgxpool.ParseConfig(opts.DatabaseURL)
 	if err != nil {
 		t.Fatal(err)
@@ -128,18 +129,16 @@ func Start(t testing.TB, opts Options) *Env {
 	if err := e.Runner.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e.Sim = backends.NewSimHost(pool)
-	e.Registry = &backends.Registry{Sim: e.Sim, Wrap: opts.Wrap}
-	e.Fleet = commands.NewFleet(commands.FleetConfig{Store: e.Store, Runner: e.Runner, Backends: e.Registry, Now: e.Now,
-		WaitForReceipts: opts.WaitForReceipts, FrameRetention: opts.FrameRetention})
-	e.Executor = workers.NewExecutor(e.Fleet, e.Sim, workers.ExecutorOptions{QueueLimit: opts.QueueLimit, Logger: Quiet})
-	if err := e.Executor.Prepare(ctx); err != nil {
+	fl, err := fleetwire.New(ctx, fleetwire.Config{Store: e.Store, Runner: e.Runner, Now: e.Now, Logger: Quiet,
+		QueueLimit: opts.QueueLimit, FrameRetention: opts.FrameRetention, WaitForReceipts: opts.WaitForReceipts, Wrap: opts.Wrap})
+	if err != nil {
 		t.Fatal(err)
 	}
+	e.Fleet, e.Runtime, e.Sim, e.Registry = fl.Commands, fl.Runtime, fl.Sim, fl.Registry
 	e.Auth = domain.LocalOperator(e.OrgID)
 	if opts.Devices > 0 {
 		ids, err := e.Fleet.RegisterDevices().Handle(ctx, commands.RegisterDevices{OrgID: e.OrgID, Backend: domain.BackendSim,
-			Count: opts.Devices, NamePrefix: "sim", SeedMarker: "test-fleet-" + e.OrgID, Actor: domain.Actor{Kind: "system", ID: "test"}})
+			Count: opts.Devices, NamePrefix: "sim", SeedMarker: "test-fleet-" + e.OrgID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +151,7 @@ func Start(t testing.TB, opts Options) *Env {
 	e.stop = cancel
 	e.done.Add(2)
 	go func() { defer e.done.Done(); _ = e.Runner.Run(runCtx) }()
-	go func() { defer e.done.Done(); e.Executor.Run(runCtx) }()
+	go func() { defer e.done.Done(); e.Runtime.Run(runCtx) }()
 	t.Cleanup(e.Close)
 	// Let the read models show the registered devices.
 	e.Settle(t)
@@ -161,7 +160,7 @@ func Start(t testing.TB, opts Options) *Env {
 
 func (e *Env) existingDevices(t testing.TB) []string {
 	t.Helper()
-	rows, err := e.Pool.Query(context.Background(), `SELECT device_id FROM device_states WHERE org_id = $1 ORDER BY device_id`, e.OrgID)
+	rows, err := e.Pool.Query(testutil.Context(t), `SELECT device_id FROM device_states WHERE org_id = $1 ORDER BY device_id`, e.OrgID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +179,7 @@ func (e *Env) existingDevices(t testing.TB) []string {
 // written so far.
 func (e *Env) Settle(t testing.TB) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(testutil.Context(t), 30*time.Second)
 	defer cancel()
 	var pos int64
 	var txid uint64
@@ -207,10 +206,25 @@ func (e *Env) Close() {
 	})
 }
 
+// Unfinished counts the device's actions recorded as requested and not
+// finished yet: the one its queue is running and those waiting behind it.
+// Tests watch the queue through it: an action holds its place in the queue
+// before its request is recorded, so an action counted here has one.
+func (e *Env) Unfinished(t testing.TB, deviceID string) int {
+	t.Helper()
+	var n int
+	err := e.Pool.QueryRow(testutil.Context(t), `SELECT count(*) FROM action_idempotency WHERE device_id = $1 AND state = 'requested'`,
+		deviceID).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // Lease acquires a lease on device for the operator.
 func (e *Env) Lease(t testing.TB, deviceID string) projections.LeaseView {
 	t.Helper()
-	l, err := e.Fleet.AcquireLease().Handle(context.Background(), commands.AcquireLease{Auth: e.Auth, DeviceID: deviceID})
+	l, err := e.Fleet.AcquireLease().Handle(testutil.Context(t), commands.AcquireLease{Auth: e.Auth, DeviceID: deviceID})
 	if err != nil {
 		t.Fatalf("acquire lease on %s: %v", deviceID, err)
 	}
@@ -222,7 +236,7 @@ func (e *Env) Lease(t testing.TB, deviceID string) projections.LeaseView {
 func (e *Env) Phone(t testing.TB, deviceID string) *backends.SimDevice {
 	t.Helper()
 	d := &domain.Device{ID: deviceID, Backend: domain.BackendSim, OrgID: e.OrgID}
-	s, err := e.Sim.Device(context.Background(), d)
+	s, err := e.Sim.Device(testutil.Context(t), d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"phonefleet/eventstore"
 	"phonefleet/internal/identity"
 	"phonefleet/internal/identity/identitytest"
+	"phonefleet/testutil"
 )
 
 func TestAuthenticatorLocalMode(t *testing.T) {
@@ -87,7 +88,8 @@ func TestAuthenticatorHosted(t *testing.T) {
 	store := eventstore.New(e.pool, eventstore.WithUpcaster(domain.Events))
 	a := &identity.Authenticator{Mode: "hosted", Keys: e.verifier, OAuth: v, Bindings: &identity.Bindings{Store: store}}
 	do := func(auth string) (domain.Auth, error) {
-		r := httptest.NewRequest("GET", "/v1/devices", nil)
+		// As the edge does before authenticating: the request's metadata.
+		r := httptest.NewRequestWithContext(testutil.Context(t), "GET", "/v1/devices", nil)
 		if auth != "" {
 			r.Header.Set("Authorization", auth)
 		}

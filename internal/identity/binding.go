@@ -2,8 +2,6 @@ package identity
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -63,20 +61,32 @@ func (b *Bindings) Bound(ctx context.Context, orgID string) (string, error) {
 }
 
 func (b *Bindings) read(ctx context.Context, orgID string) (string, error) {
-	evs, err := b.Store.Load(ctx, bindingStream(orgID), 1)
-	if err != nil || len(evs) == 0 {
+	bound, _, err := b.repo().Load(ctx, orgID)
+	if err != nil || bound.Issuer == "" {
 		return "", err
-	}
-	ev, err := domain.Events.Decode(evs[0].Type, evs[0].SchemaVersion, evs[0].Data)
-	if err != nil {
-		return "", err
-	}
-	bound, ok := ev.(domain.OrganisationInstanceBound)
-	if !ok {
-		return "", fmt.Errorf("stream %s starts with %s", bindingStream(orgID), evs[0].Type)
 	}
 	b.remember(orgID, bound.Issuer)
 	return bound.Issuer, nil
+}
+
+// bindingAggregate folds an organisation's binding stream: its first
+// organisation.instance_bound is the binding for good.
+var bindingAggregate = eventstore.Aggregate[domain.OrganisationInstanceBound, domain.Event]{
+	Stream: bindingStream,
+	Codec:  domain.Events,
+	New: func(orgID string) domain.OrganisationInstanceBound {
+		return domain.OrganisationInstanceBound{OrgID: orgID}
+	},
+	Apply: func(s *domain.OrganisationInstanceBound, e domain.Event, _ eventstore.Recorded) {
+		if b, ok := e.(domain.OrganisationInstanceBound); ok && s.Issuer == "" {
+			*s = b
+		}
+	},
+	OrgID: func(s *domain.OrganisationInstanceBound) string { return s.OrgID },
+}
+
+func (b *Bindings) repo() *eventstore.Repository[domain.OrganisationInstanceBound, domain.Event] {
+	return eventstore.NewRepository(b.Store, bindingAggregate)
 }
 
 func (b *Bindings) remember(orgID, issuer string) {
@@ -88,45 +98,26 @@ func (b *Bindings) remember(orgID, issuer string) {
 	b.mu.Unlock()
 }
 
-// bind reads the binding, recording issuer when there is none.
+// bind reads the binding, recording issuer when there is none. Of
+// concurrent first requests one records it; the others decide again on
+// the recorded binding (the repository's retry).
 func (b *Bindings) bind(ctx context.Context, orgID, issuer string) (string, error) {
-	bound, err := b.read(ctx, orgID)
-	if err != nil {
-		return "", bindingUnavailable(err)
-	}
-	if bound != "" {
-		return bound, nil
-	}
 	now := time.Now()
 	if b.Now != nil {
 		now = b.Now()
 	}
-	name, version, data, err := domain.Events.Encode(domain.OrganisationInstanceBound{OrgID: orgID, Issuer: issuer, BoundAt: now.UTC()})
-	if err != nil {
-		return "", err
-	}
-	_, err = b.Store.Append(ctx, bindingStream(orgID), eventstore.NoStream, eventstore.NewEvent{
-		Type: name, SchemaVersion: version, OrgID: orgID, Data: data,
-		Metadata: eventstore.Metadata{ActorKind: "system", ActorID: "identity"},
+	ctx = eventstore.WithActor(ctx, "system", "identity")
+	bound, _, err := b.repo().Update(ctx, orgID, func(s *domain.OrganisationInstanceBound) ([]domain.Event, error) {
+		if s.Issuer != "" {
+			return nil, nil
+		}
+		return []domain.Event{domain.OrganisationInstanceBound{OrgID: orgID, Issuer: issuer, BoundAt: now.UTC()}}, nil
 	})
-	switch {
-	case errors.Is(err, eventstore.ErrConflict):
-		// Another request recorded it first; its transaction has committed
-		// (the unique index made this one wait for it), so it is readable.
-		bound, err := b.read(ctx, orgID)
-		if err != nil {
-			return "", bindingUnavailable(err)
-		}
-		if bound == "" {
-			return "", domain.Errorf(domain.CodeTenantBindingUnsettled,
-				"this organisation's sign-in instance is being recorded; retry in a second").WithRetryable(true)
-		}
-		return bound, nil
-	case err != nil:
+	if err != nil {
 		return "", bindingUnavailable(err)
 	}
-	b.remember(orgID, issuer)
-	return issuer, nil
+	b.remember(orgID, bound.Issuer)
+	return bound.Issuer, nil
 }
 
 func bindingUnavailable(cause error) error {

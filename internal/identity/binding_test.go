@@ -8,12 +8,13 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/identity"
+	"phonefleet/testutil"
 )
 
 func TestBindings(t *testing.T) {
 	pool := smallPool(t, 8)
 	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 	b := &identity.Bindings{Store: store}
 
 	t.Run("concurrent first requests agree", func(t *testing.T) {

@@ -29,7 +29,7 @@ func smallPool(t *testing.T, max int32) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	cfg.MaxConns = max
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pool, err := pgxpool.NewWithConfig(testutil.Context(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func newKeyEnv(t *testing.T) *keyEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(testutil.Context(t))
 	done := make(chan struct{})
 	if err := runner.Ensure(ctx); err != nil {
 		t.Fatal(err)
@@ -80,12 +80,12 @@ func (e *keyEnv) record(t *testing.T, keyID string, ev domain.Event) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := e.store.Append(context.Background(), domain.APIKeyStream(keyID), eventstore.AnyVersion,
+	a, err := e.store.Append(testutil.Context(t), domain.APIKeyStream(keyID), eventstore.AnyVersion,
 		eventstore.NewEvent{Type: name, SchemaVersion: version, OrgID: "org_a", Data: data})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(testutil.Context(t), 30*time.Second)
 	defer cancel()
 	if err := e.runner.WaitFor(ctx, projections.APIKeysName, a); err != nil {
 		t.Fatal(err)

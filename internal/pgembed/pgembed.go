@@ -12,10 +12,11 @@
 //	dir/start.lock      serialises Start between processes
 //
 // Network: the server listens on 127.0.0.1 only, on a free TCP port chosen
-// at each start, and on no Unix socket. TCP was chosen over a socket inside
-// dir because socket paths are limited to about 100 bytes (data directories
-// can be deep) and because every client, including ones in other containers
-// of the same network namespace, reaches a loopback port the same way.
+// at each start (Restart keeps it), and on no Unix socket. TCP was chosen
+// over a socket inside dir because socket paths are limited to about 100
+// bytes (data directories can be deep) and because every client, including
+// ones in other containers of the same network namespace, reaches a
+// loopback port the same way.
 //
 // Authentication: every connection uses scram-sha-256 as the superuser
 // "postgres" with a random password generated at initdb time; nothing is
@@ -239,7 +240,7 @@ func Start(ctx context.Context, dir string, logger *slog.Logger) (*Cluster, erro
 	if pid, port, ok := c.running(); ok {
 		c.port = port
 		logger.Info("embedded PostgreSQL already running; reusing it", "dir", dir, "pid", pid, "port", port)
-	} else if err := c.start(ctx); err != nil {
+	} else if err := c.start(ctx, 0); err != nil {
 		return nil, err
 	}
 	if err := c.waitReady(ctx); err != nil {
@@ -343,19 +344,23 @@ func (c *Cluster) running() (pid, port int, ok bool) {
 	return pid, port, true
 }
 
-// start runs pg_ctl start on a fresh free port, retrying a few times: the
-// port can be taken between choosing and binding it, and after a crash the
-// old postmaster's children can hold the shared memory for a moment.
-func (c *Cluster) start(ctx context.Context) error {
+// start runs pg_ctl start on fixedPort, or on a fresh free port at each
+// attempt when fixedPort is 0, retrying a few times: the port can be taken
+// between choosing and binding it, and after a crash the old postmaster's
+// children can hold the shared memory for a moment.
+func (c *Cluster) start(ctx context.Context, fixedPort int) error {
 	logFile := filepath.Join(c.dir, "postgres.log")
 	var lastErr error
 	for attempt := 1; attempt <= startAttempts; attempt++ {
 		if fi, err := os.Stat(logFile); err == nil && fi.Size() > maxLogSize {
 			_ = os.Rename(logFile, logFile+".1")
 		}
-		port, err := freePort()
-		if err != nil {
-			return fmt.Errorf("embedded PostgreSQL: choose a port: %w", err)
+		port := fixedPort
+		if port == 0 {
+			var err error
+			if port, err = freePort(); err != nil {
+				return fmt.Errorf("embedded PostgreSQL: choose a port: %w", err)
+			}
 		}
 		out, err := c.command(ctx, "pg_ctl", "start",
 			"--pgdata="+c.dataDir,
@@ -475,9 +480,52 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	if c.stopped {
 		return nil
 	}
+	if err := c.stop(ctx, "fast"); err != nil {
+		return err
+	}
+	c.stopped = true
+	c.logger.Info("stopped embedded PostgreSQL at "+c.dir, "dir", c.dir)
+	return nil
+}
+
+// Restart stops the server and starts it again on the same port with the
+// same data, then waits until it accepts connections, so that clients keep
+// using the same DSN. With immediate it stops as a crash would (pg_ctl stop
+// -m immediate: every server process quits at once, open sessions are cut,
+// nothing is checkpointed, and the start runs crash recovery); otherwise as
+// Stop does (-m fast). It also starts a cluster that Stop stopped. Tests use
+// it to take the database away from a running service.
+func (c *Cluster) Restart(ctx context.Context, immediate bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	mode := "fast"
+	if immediate {
+		mode = "immediate"
+	}
+	if !c.stopped {
+		if err := c.stop(ctx, mode); err != nil {
+			return err
+		}
+		c.stopped = true
+	}
+	unlock, err := lockFile(ctx, filepath.Join(c.dir, "start.lock"))
+	if err != nil {
+		return fmt.Errorf("embedded PostgreSQL: lock %s: %w", c.dir, err)
+	}
+	defer unlock()
+	if err := c.start(ctx, c.port); err != nil {
+		return err
+	}
+	c.stopped = false
+	return c.waitReady(ctx)
+}
+
+// stop runs pg_ctl stop in mode (fast or immediate) and waits for the
+// server to be gone; a server that is already down is not an error.
+func (c *Cluster) stop(ctx context.Context, mode string) error {
 	out, err := c.command(ctx, "pg_ctl", "stop",
 		"--pgdata="+c.dataDir,
-		"--mode=fast",
+		"--mode="+mode,
 		"--wait",
 		"--timeout=60",
 		"--silent",
@@ -487,11 +535,9 @@ func (c *Cluster) Stop(ctx context.Context) error {
 		status := c.command(ctx, "pg_ctl", "status", "--pgdata="+c.dataDir)
 		var exitErr *exec.ExitError
 		if serr := status.Run(); !errors.As(serr, &exitErr) || exitErr.ExitCode() != 3 {
-			return fmt.Errorf("embedded PostgreSQL: pg_ctl stop: %v: %s", err, lastLines(out, 5))
+			return fmt.Errorf("embedded PostgreSQL: pg_ctl stop -m %s: %v: %s", mode, err, lastLines(out, 5))
 		}
 	}
-	c.stopped = true
-	c.logger.Info("stopped embedded PostgreSQL at "+c.dir, "dir", c.dir)
 	return nil
 }
 

@@ -355,3 +355,59 @@ func TestUnreachableDirAsRoot(t *testing.T) {
 	}
 	t.Log(msg)
 }
+
+// TestRestartImmediate: Restart in immediate mode cuts open sessions, keeps
+// the DSN (same port) and the committed data, and the server comes back
+// through crash recovery; Restart in fast mode and Stop still work after.
+func TestRestartImmediate(t *testing.T) {
+	needBinaries(t)
+	dir := clusterDir(t)
+	c := start(t, dir, nil)
+	dsn := c.DSN()
+	conn := connect(t, dsn)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := conn.Exec(ctx, `CREATE TABLE kept (v int); INSERT INTO kept VALUES (7)`); err != nil {
+		t.Fatal(err)
+	}
+	oldPID := queryString(t, conn, `SELECT pg_backend_pid()::text`)
+
+	if err := c.Restart(ctx, true); err != nil {
+		t.Fatalf("Restart(immediate): %v", err)
+	}
+	if c.DSN() != dsn {
+		t.Fatalf("Restart changed the DSN: %s, was %s", redact(c.DSN()), redact(dsn))
+	}
+	var v int
+	if err := conn.QueryRow(ctx, `SELECT 1`).Scan(&v); err == nil {
+		t.Error("a session opened before the immediate restart still works")
+	}
+	if log := string(tailFile(filepath.Join(dir, "postgres.log"))); !strings.Contains(log, "automatic recovery in progress") &&
+		!strings.Contains(log, "was interrupted") {
+		t.Errorf("the server did not start through crash recovery; log ends:\n%s", log)
+	}
+	conn2 := connect(t, dsn)
+	if got := queryString(t, conn2, `SELECT v::text FROM kept`); got != "7" {
+		t.Errorf("after an immediate restart: %q, want 7", got)
+	}
+	if pid := queryString(t, conn2, `SELECT pg_backend_pid()::text`); pid == oldPID {
+		t.Errorf("same backend pid %s after restart", pid)
+	}
+
+	if err := c.Restart(ctx, false); err != nil {
+		t.Fatalf("Restart(fast): %v", err)
+	}
+	conn3 := connect(t, dsn)
+	if got := queryString(t, conn3, `SELECT v::text FROM kept`); got != "7" {
+		t.Errorf("after a fast restart: %q, want 7", got)
+	}
+	conn3.Close(ctx)
+	if err := c.Stop(ctx); err != nil {
+		t.Fatalf("Stop after Restart: %v", err)
+	}
+	// A stopped cluster starts again with Restart.
+	if err := c.Restart(ctx, true); err != nil {
+		t.Fatalf("Restart after Stop: %v", err)
+	}
+	connect(t, dsn)
+}

@@ -10,7 +10,7 @@ import (
 
 	stripewebhook "github.com/stripe/stripe-go/v79/webhook"
 
-	"phonefleet/http/webhooksig"
+	"phonefleet/webhooksig"
 )
 
 const secret = "whsec_test_secret_for_the_verifier"

@@ -31,10 +31,10 @@ func (h hangAfterActing) Act(ctx context.Context, a domain.Action) (domain.Actio
 	select {}
 }
 
-// TestExecutorChildProcess is not a test on its own: the kill test runs the
+// TestDeviceHostChildProcess is not a test on its own: the kill test runs the
 // test binary again with PF_FLEET_DB set, and this child leases the device,
 // asks for one tap and hangs right after the phone took it.
-func TestExecutorChildProcess(t *testing.T) {
+func TestDeviceHostChildProcess(t *testing.T) {
 	url := os.Getenv("PF_FLEET_DB")
 	if url == "" {
 		t.Skip("helper process for TestKilledMidActionLeavesPendingUnknownReceipt")
@@ -44,7 +44,7 @@ func TestExecutorChildProcess(t *testing.T) {
 	dev := os.Getenv("PF_FLEET_DEVICE")
 	lease := env.Lease(t, dev)
 	fmt.Println("LEASED", lease.LeaseID)
-	_, err := env.Fleet.PerformAction().Handle(context.Background(), commands.PerformAction{Auth: env.Auth, DeviceID: dev,
+	_, err := env.Fleet.PerformAction().Handle(testutil.Context(t), commands.PerformAction{Auth: env.Auth, DeviceID: dev,
 		Action: "tap", Arguments: json.RawMessage(`{"x":540,"y":1200}`), IdempotencyKey: "killed-tap", LeaseID: lease.LeaseID})
 	fmt.Println("UNEXPECTED RETURN", err)
 }
@@ -65,7 +65,7 @@ func TestKilledMidActionLeavesPendingUnknownReceipt(t *testing.T) {
 	before := inputsOf(env)
 	env.Close() // the child becomes the device host
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestExecutorChildProcess$", "-test.count=1")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDeviceHostChildProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "PF_FLEET_DB="+url, "PF_FLEET_ORG="+org, "PF_FLEET_DEVICE="+dev)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -120,14 +120,14 @@ wait:
 	// as requested and nothing more, as outcome unknown.
 	var state string
 	env2 := fleettest.Start(t, fleettest.Options{DatabaseURL: url, OrgID: org})
-	if err := env2.Pool.QueryRow(context.Background(), `SELECT state FROM action_idempotency WHERE idempotency_key = 'killed-tap'`).Scan(&state); err != nil {
+	if err := env2.Pool.QueryRow(testutil.Context(t), `SELECT state FROM action_idempotency WHERE idempotency_key = 'killed-tap'`).Scan(&state); err != nil {
 		t.Fatal(err)
 	}
 	if state != "unknown" {
 		t.Errorf("after restart the idempotency row is %q; want unknown", state)
 	}
 	env2.Settle(t)
-	r, err := env2.Fleet.GetReceipt(context.Background(), env2.Auth, "killed-tap")
+	r, err := env2.Fleet.GetReceipt(testutil.Context(t), env2.Auth, "killed-tap")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ wait:
 	if got := inputsOf(env2); got != before {
 		t.Errorf("after restart the phone counts %d inputs; want %d (nothing re-executed)", got, before)
 	}
-	_, err = env2.Fleet.PerformAction().Handle(context.Background(), commands.PerformAction{Auth: env2.Auth, DeviceID: dev,
+	_, err = env2.Fleet.PerformAction().Handle(testutil.Context(t), commands.PerformAction{Auth: env2.Auth, DeviceID: dev,
 		Action: "tap", Arguments: json.RawMessage(`{"x":540,"y":1200}`), IdempotencyKey: "killed-tap", LeaseID: leaseID})
 	if domain.ErrorCode(err) != domain.CodeActionOutcomeUnknown {
 		t.Errorf("retry with the key: got %v; want action_outcome_unknown", err)
@@ -148,7 +148,7 @@ wait:
 	if got := inputsOf(env2); got != before {
 		t.Errorf("after the retry the phone counts %d inputs; want %d", got, before)
 	}
-	evs, err := env2.Store.Load(context.Background(), domain.ActionStream(r.ActionID), 1)
+	evs, err := env2.Store.Load(testutil.Context(t), domain.ActionStream(r.ActionID), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,279 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+	"phonefleet/projections"
+)
+
+// Handler is the shape of every entry point of the application, command
+// or query: one request value in, one answer out. Each handler checks the
+// caller's scopes and tenancy itself, so a surface (REST, MCP, the CLI)
+// only translates requests and errors.
+type Handler[C, R any] interface {
+	Handle(ctx context.Context, c C) (R, error)
+}
+
+// HandlerFunc is a function used as a Handler.
+type HandlerFunc[C, R any] func(ctx context.Context, c C) (R, error)
+
+// Handle calls f.
+func (f HandlerFunc[C, R]) Handle(ctx context.Context, c C) (R, error) { return f(ctx, c) }
+
+// Done is the answer of a command that answers nothing but success.
+type Done struct{}
+
+// Application is the service's one application object: every command and
+// query, built once by the wiring (NewApplication) and handed to every
+// surface. Every entry point is wrapped by one decorator that logs and
+// times it, so handlers never log.
+type Application struct {
+	Commands Commands
+	Queries  Queries
+}
+
+// Commands are the application's writes.
+type Commands struct {
+	AcquireLease    Handler[AcquireLease, projections.LeaseView]
+	RenewLease      Handler[RenewLease, projections.LeaseView]
+	ReleaseLease    Handler[ReleaseLease, Done]
+	ExpireLease     Handler[ExpireLease, bool]
+	PerformAction   Handler[PerformAction, ActOutcome]
+	ObserveDevice   Handler[ObserveDevice, Observation]
+	PowerDevice     Handler[PowerDevice, projections.DeviceView]
+	RenameDevice    Handler[RenameDevice, projections.DeviceView]
+	ReviewReceipt   Handler[ReviewReceipt, domain.Receipt]
+	RegisterDevices Handler[RegisterDevices, []string]
+
+	MintAPIKey   Handler[MintAPIKey, MintedAPIKey]
+	RotateAPIKey Handler[RotateAPIKey, MintedAPIKey]
+	RenewAPIKey  Handler[RenewAPIKey, Done]
+	NarrowAPIKey Handler[NarrowAPIKey, Done]
+	RevokeAPIKey Handler[RevokeAPIKey, Done]
+
+	CreateWebhook                 Handler[CreateWebhook, CreatedWebhook]
+	SetWebhookEnabled             Handler[SetWebhookEnabled, Done]
+	RotateWebhookSecret           Handler[RotateWebhookSecret, string]
+	DeleteWebhook                 Handler[DeleteWebhook, Done]
+	TestWebhook                   Handler[TestWebhook, string]
+	DisableDepartedPersonWebhooks Handler[DisableDepartedPersonWebhooks, int]
+}
+
+// Queries are the application's reads. They answer from read models that
+// the commands wait for, so a caller reads its own writes.
+type Queries struct {
+	ListDevices  Handler[ListDevices, DevicePage]
+	GetDevice    Handler[GetDevice, projections.DeviceView]
+	GetDriving   Handler[GetDriving, Driving]
+	ListLeases   Handler[ListLeases, LeasePage]
+	GetFrame     Handler[GetFrame, Frame]
+	ListReceipts Handler[ListReceipts, ReceiptPage]
+	GetReceipt   Handler[GetReceipt, domain.Receipt]
+
+	ListAPIKeys Handler[ListAPIKeys, []projections.APIKeyRecord]
+	GetAPIKey   Handler[GetAPIKey, projections.APIKeyRecord]
+
+	ListWebhooks   Handler[ListWebhooks, []projections.WebhookView]
+	GetWebhook     Handler[GetWebhook, projections.WebhookView]
+	ListDeliveries Handler[ListDeliveries, DeliveryPage]
+}
+
+// APIKeys is what the key commands and queries need.
+type APIKeys struct {
+	Deps   APIKeyDeps
+	Hasher SecretHasher
+	// Grace is how long a rotated key's old secret keeps working.
+	Grace  time.Duration
+	Reader projections.APIKeyReader
+}
+
+// WebhookCapability is what the webhook commands and queries need.
+type WebhookCapability struct {
+	Webhooks
+	// Create checks addresses with its policy and resolver.
+	Create  CreateWebhookHandler
+	Queries projections.WebhookQueries
+}
+
+// AppDeps are the capabilities the application is built from. A
+// capability left nil is not served by the deployment: its commands and
+// queries answer service_unavailable.
+type AppDeps struct {
+	Fleet    *Fleet
+	APIKeys  *APIKeys
+	Webhooks *WebhookCapability
+	// Logger receives one debug line per command and query (name, time
+	// taken, error code); nil discards.
+	Logger *slog.Logger
+}
+
+// NewApplication builds the application object once, for every surface.
+func NewApplication(d AppDeps) Application {
+	l := d.Logger
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	var app Application
+	c, q := &app.Commands, &app.Queries
+
+	fleetDown := func() error {
+		return domain.Errorf(domain.CodeServiceUnavailable, "the device fleet is not served by this deployment")
+	}
+	if f := d.Fleet; f != nil {
+		set(l, &c.AcquireLease, f.AcquireLease())
+		set(l, &c.RenewLease, f.RenewLease())
+		set(l, &c.ReleaseLease, done(f.ReleaseLease().Handle))
+		set(l, &c.ExpireLease, f.ExpireLease())
+		set(l, &c.PerformAction, f.PerformAction())
+		set(l, &c.ObserveDevice, f.ObserveDevice())
+		set(l, &c.PowerDevice, f.PowerDevice())
+		set(l, &c.RenameDevice, f.RenameDevice())
+		set(l, &c.ReviewReceipt, f.ReviewReceipt())
+		set(l, &c.RegisterDevices, f.RegisterDevices())
+		set(l, &q.ListDevices, HandlerFunc[ListDevices, DevicePage](func(ctx context.Context, r ListDevices) (DevicePage, error) {
+			return f.ListDevices(ctx, r.Auth, r.DeviceQuery)
+		}))
+		set(l, &q.GetDevice, HandlerFunc[GetDevice, projections.DeviceView](func(ctx context.Context, r GetDevice) (projections.DeviceView, error) {
+			return f.GetDevice(ctx, r.Auth, r.DeviceID)
+		}))
+		set(l, &q.GetDriving, HandlerFunc[GetDriving, Driving](func(ctx context.Context, r GetDriving) (Driving, error) {
+			return f.Driving(ctx, r.Auth, r.DeviceID)
+		}))
+		set(l, &q.ListLeases, HandlerFunc[ListLeases, LeasePage](func(ctx context.Context, r ListLeases) (LeasePage, error) {
+			return f.ListLeases(ctx, r.Auth, r.LeaseQuery)
+		}))
+		set(l, &q.GetFrame, HandlerFunc[GetFrame, Frame](func(ctx context.Context, r GetFrame) (Frame, error) {
+			return f.GetFrame(ctx, r.Auth, r.FrameID, r.FrameOptions)
+		}))
+		set(l, &q.ListReceipts, HandlerFunc[ListReceipts, ReceiptPage](func(ctx context.Context, r ListReceipts) (ReceiptPage, error) {
+			return f.ListReceipts(ctx, r.Auth, r.ReceiptQuery)
+		}))
+		set(l, &q.GetReceipt, HandlerFunc[GetReceipt, domain.Receipt](func(ctx context.Context, r GetReceipt) (domain.Receipt, error) {
+			return f.GetReceipt(ctx, r.Auth, r.IdempotencyKey)
+		}))
+	} else {
+		unavailable(l, &c.AcquireLease, fleetDown)
+		unavailable(l, &c.RenewLease, fleetDown)
+		unavailable(l, &c.ReleaseLease, fleetDown)
+		unavailable(l, &c.ExpireLease, fleetDown)
+		unavailable(l, &c.PerformAction, fleetDown)
+		unavailable(l, &c.ObserveDevice, fleetDown)
+		unavailable(l, &c.PowerDevice, fleetDown)
+		unavailable(l, &c.RenameDevice, fleetDown)
+		unavailable(l, &c.ReviewReceipt, fleetDown)
+		unavailable(l, &c.RegisterDevices, fleetDown)
+		unavailable(l, &q.ListDevices, fleetDown)
+		unavailable(l, &q.GetDevice, fleetDown)
+		unavailable(l, &q.GetDriving, fleetDown)
+		unavailable(l, &q.ListLeases, fleetDown)
+		unavailable(l, &q.GetFrame, fleetDown)
+		unavailable(l, &q.ListReceipts, fleetDown)
+		unavailable(l, &q.GetReceipt, fleetDown)
+	}
+
+	keysDown := func() error {
+		return domain.Errorf(domain.CodeServiceUnavailable, "API keys are not served by this deployment")
+	}
+	if k := d.APIKeys; k != nil {
+		set(l, &c.MintAPIKey, MintAPIKeyHandler{APIKeyDeps: k.Deps, Hasher: k.Hasher})
+		set(l, &c.RotateAPIKey, RotateAPIKeyHandler{APIKeyDeps: k.Deps, Hasher: k.Hasher, Grace: k.Grace})
+		set(l, &c.RenewAPIKey, done(RenewAPIKeyHandler{APIKeyDeps: k.Deps}.Handle))
+		set(l, &c.NarrowAPIKey, done(NarrowAPIKeyHandler{APIKeyDeps: k.Deps}.Handle))
+		set(l, &c.RevokeAPIKey, done(RevokeAPIKeyHandler{APIKeyDeps: k.Deps}.Handle))
+		set(l, &q.ListAPIKeys, listAPIKeysHandler{k.Reader})
+		set(l, &q.GetAPIKey, getAPIKeyHandler{k.Reader})
+	} else {
+		unavailable(l, &c.MintAPIKey, keysDown)
+		unavailable(l, &c.RotateAPIKey, keysDown)
+		unavailable(l, &c.RenewAPIKey, keysDown)
+		unavailable(l, &c.NarrowAPIKey, keysDown)
+		unavailable(l, &c.RevokeAPIKey, keysDown)
+		unavailable(l, &q.ListAPIKeys, keysDown)
+		unavailable(l, &q.GetAPIKey, keysDown)
+	}
+
+	webhooksDown := func() error {
+		return domain.Errorf(domain.CodeServiceUnavailable, "webhooks are not served by this deployment")
+	}
+	if w := d.Webhooks; w != nil {
+		create := w.Create
+		create.Webhooks = w.Webhooks
+		set(l, &c.CreateWebhook, create)
+		set(l, &c.SetWebhookEnabled, done(SetWebhookEnabledHandler{w.Webhooks}.Handle))
+		set(l, &c.RotateWebhookSecret, RotateWebhookSecretHandler{w.Webhooks})
+		set(l, &c.DeleteWebhook, done(DeleteWebhookHandler{w.Webhooks}.Handle))
+		set(l, &c.TestWebhook, TestWebhookHandler{w.Webhooks})
+		set(l, &c.DisableDepartedPersonWebhooks, DisableDepartedPersonWebhooksHandler{w.Webhooks})
+		set(l, &q.ListWebhooks, listWebhooksHandler{w.Queries})
+		set(l, &q.GetWebhook, getWebhookHandler{w.Queries})
+		set(l, &q.ListDeliveries, listDeliveriesHandler{w.Queries})
+	} else {
+		unavailable(l, &c.CreateWebhook, webhooksDown)
+		unavailable(l, &c.SetWebhookEnabled, webhooksDown)
+		unavailable(l, &c.RotateWebhookSecret, webhooksDown)
+		unavailable(l, &c.DeleteWebhook, webhooksDown)
+		unavailable(l, &c.TestWebhook, webhooksDown)
+		unavailable(l, &c.DisableDepartedPersonWebhooks, webhooksDown)
+		unavailable(l, &q.ListWebhooks, webhooksDown)
+		unavailable(l, &q.GetWebhook, webhooksDown)
+		unavailable(l, &q.ListDeliveries, webhooksDown)
+	}
+
+	return app
+}
+
+// done adapts a command that answers only an error.
+func done[C any](h func(context.Context, C) error) Handler[C, Done] {
+	return HandlerFunc[C, Done](func(ctx context.Context, c C) (Done, error) { return Done{}, h(ctx, c) })
+}
+
+// set puts h, decorated, in place: the name logged is the request type's.
+func set[C, R any](l *slog.Logger, dst *Handler[C, R], h Handler[C, R]) {
+	*dst = logged[C, R]{logger: l, name: strings.TrimPrefix(fmt.Sprintf("%T", *new(C)), "commands."), next: h}
+}
+
+// unavailable makes *dst answer why for a capability the deployment lacks.
+func unavailable[C, R any](l *slog.Logger, dst *Handler[C, R], why func() error) {
+	set(l, dst, Handler[C, R](HandlerFunc[C, R](func(context.Context, C) (R, error) {
+		var zero R
+		return zero, why()
+	})))
+}
+
+// logged is the one decorator of every command and query: it logs the
+// entry point's name, how long it took and, when it failed, the error code
+// (the cause of a server fault is logged once, by the surface answering
+// it).
+type logged[C, R any] struct {
+	logger *slog.Logger
+	name   string
+	next   Handler[C, R]
+}
+
+func (h logged[C, R]) Handle(ctx context.Context, c C) (R, error) {
+	start := time.Now()
+	r, err := h.next.Handle(ctx, c)
+	if h.logger.Enabled(ctx, slog.LevelDebug) {
+		attrs := []slog.Attr{slog.String("op", h.name), slog.Duration("took", time.Since(start))}
+		if err != nil {
+			var de *domain.Error
+			code := string(domain.CodeInternal)
+			if errors.As(err, &de) {
+				code = string(de.Code)
+			}
+			attrs = append(attrs, slog.String("code", code))
+		}
+		if m, merr := eventstore.MetadataFrom(ctx); merr == nil {
+			attrs = append(attrs, slog.String("request_id", m.RequestID))
+		}
+		h.logger.LogAttrs(ctx, slog.LevelDebug, "application", attrs...)
+	}
+	return r, err
+}

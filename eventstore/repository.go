@@ -1,0 +1,241 @@
+package eventstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Codec encodes a stream's domain events for the store and decodes them
+// back (domain.Events implements it for domain.Event).
+type Codec[E any] interface {
+	Encode(e E) (name string, version int, data json.RawMessage, err error)
+	Decode(name string, version int, data json.RawMessage) (E, error)
+}
+
+// Recorded is where a folded event stands: its stream version and its
+// organisation.
+type Recorded struct {
+	Version int64
+	OrgID   string
+}
+
+// Aggregate tells a Repository how one kind of stream folds into state.
+type Aggregate[T, E any] struct {
+	// Stream names the stream of an aggregate id.
+	Stream func(id string) string
+	// Codec encodes and decodes the stream's events.
+	Codec Codec[E]
+	// New returns the state of an id whose stream is empty.
+	New func(id string) T
+	// Apply folds one event into the state; it is the only place state
+	// changes.
+	Apply func(s *T, e E, at Recorded)
+	// OrgID names the organisation the stream belongs to, read from the
+	// state after the events being appended were applied.
+	OrgID func(s *T) string
+	// Clone copies a state. When set, the repository keeps each stream's
+	// state in memory and catches up from the store on every load (one
+	// indexed read of the events after the cached version), so a load is
+	// cheap however long the stream and still sees other instances'
+	// appends. Keep nil for streams loaded rarely.
+	Clone func(T) T
+	// Keep, with Clone, says whether a state is worth remembering (a
+	// device that exists; not an id a client made up). Nil keeps all.
+	Keep func(s *T) bool
+}
+
+// Repository loads, decides and appends one kind of stream: the one
+// load–decide–append loop of the service. Every command that changes a
+// stream's state goes through Update or UpdateWith.
+type Repository[T, E any] struct {
+	store *Store
+	agg   Aggregate[T, E]
+	// Now stamps appended events (nil: the store's clock).
+	Now func() time.Time
+
+	mu      sync.Mutex
+	entries map[string]*entry[T]
+}
+
+type entry[T any] struct {
+	mu      sync.Mutex
+	state   T
+	version int64
+}
+
+// NewRepository returns the repository of agg's streams in store.
+func NewRepository[T, E any](store *Store, agg Aggregate[T, E]) *Repository[T, E] {
+	return &Repository[T, E]{store: store, agg: agg, entries: map[string]*entry[T]{}}
+}
+
+// Store returns the event store the repository writes to.
+func (r *Repository[T, E]) Store() *Store { return r.store }
+
+// Load returns id's current state and the stream version it was folded to
+// (0: the stream is empty and the state is New(id)).
+func (r *Repository[T, E]) Load(ctx context.Context, id string) (T, int64, error) {
+	if r.agg.Clone == nil {
+		s := r.agg.New(id)
+		v, err := r.fold(ctx, id, &s, 0)
+		return s, v, err
+	}
+	r.mu.Lock()
+	e, ok := r.entries[id]
+	if !ok {
+		e = &entry[T]{state: r.agg.New(id)}
+		r.entries[id] = e
+	}
+	r.mu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	v, err := r.fold(ctx, id, &e.state, e.version)
+	if err != nil {
+		// The cached state may be half caught up: start it afresh.
+		e.state, e.version = r.agg.New(id), 0
+		var zero T
+		return zero, 0, err
+	}
+	e.version = v
+	if r.agg.Keep != nil && !r.agg.Keep(&e.state) {
+		r.mu.Lock()
+		delete(r.entries, id)
+		r.mu.Unlock()
+	}
+	return r.agg.Clone(e.state), v, nil
+}
+
+// fold applies the events of id's stream after version from to s and
+// returns the version reached.
+func (r *Repository[T, E]) fold(ctx context.Context, id string, s *T, from int64) (int64, error) {
+	evs, err := r.store.Load(ctx, r.agg.Stream(id), from+1)
+	if err != nil {
+		return from, err
+	}
+	for _, ev := range evs {
+		de, err := r.agg.Codec.Decode(ev.Type, ev.SchemaVersion, ev.Data)
+		if err != nil {
+			return from, fmt.Errorf("%s: %w", r.agg.Stream(id), err)
+		}
+		r.agg.Apply(s, de, Recorded{Version: ev.StreamVersion, OrgID: ev.OrgID})
+		from = ev.StreamVersion
+	}
+	return from, nil
+}
+
+// Retry policy of Update: a decision that lost an optimistic-concurrency
+// race is made again on the new state, after a short jittered pause from
+// the second loss on, at most updateAttempts times in all. The bound only
+// stops a pathological storm; a command that exhausts it fails with the
+// *ConflictError.
+const (
+	updateAttempts = 50
+	updatePause    = 2 * time.Millisecond
+)
+
+// Update loads id, lets decide return the events its state calls for, and
+// appends them at the version decide saw; after a lost race it runs again
+// on the new state. It returns the state with the events applied and what
+// was committed (zero when decide returned no event). decide may change
+// the state it is given only through the events it returns.
+func (r *Repository[T, E]) Update(ctx context.Context, id string, decide func(s *T) ([]E, error)) (T, Committed, error) {
+	return r.UpdateWith(ctx, id, func(s *T, _ *Unit) ([]E, error) { return decide(s) })
+}
+
+// UpdateWith is Update for a decision that also writes other statements in
+// the same unit (they commit with the events, or not at all). The unit is
+// new on every attempt.
+func (r *Repository[T, E]) UpdateWith(ctx context.Context, id string, decide func(s *T, u *Unit) ([]E, error)) (T, Committed, error) {
+	return r.update(ctx, id, nil, 0, decide)
+}
+
+// UpdateFrom is UpdateWith for a caller that already holds id's state at
+// version (the action executor, which recorded the stream's first event
+// itself): the first decision is made on it without a load.
+func (r *Repository[T, E]) UpdateFrom(ctx context.Context, id string, s T, version int64, decide func(s *T, u *Unit) ([]E, error)) (T, Committed, error) {
+	return r.update(ctx, id, &s, version, decide)
+}
+
+func (r *Repository[T, E]) update(ctx context.Context, id string, known *T, knownVersion int64, decide func(s *T, u *Unit) ([]E, error)) (T, Committed, error) {
+	for attempt := 1; ; attempt++ {
+		var s T
+		var version int64
+		var err error
+		if attempt == 1 && known != nil {
+			s, version = *known, knownVersion
+		} else if s, version, err = r.Load(ctx, id); err != nil {
+			return s, Committed{}, err
+		}
+		u := &Unit{}
+		evs, err := decide(&s, u)
+		if err != nil {
+			return s, Committed{}, err
+		}
+		if len(evs) == 0 {
+			if u.Empty() {
+				return s, Committed{}, nil
+			}
+			// Statements alone (tidying a row the stream already settled).
+			c, err := r.store.Commit(ctx, u)
+			return s, c, err
+		}
+		org := r.agg.OrgID(&s)
+		for i, e := range evs {
+			r.agg.Apply(&s, e, Recorded{Version: version + int64(i) + 1, OrgID: org})
+		}
+		news, err := r.encode(r.agg.OrgID(&s), evs)
+		if err != nil {
+			return s, Committed{}, err
+		}
+		ops := u.ops
+		u.ops = append([]op{{stream: r.agg.Stream(id), expected: version, events: news}}, ops...)
+		c, err := r.store.Commit(ctx, u)
+		if errors.Is(err, ErrConflict) && attempt < updateAttempts {
+			if attempt > 1 {
+				select {
+				case <-ctx.Done():
+					return s, Committed{}, ctx.Err()
+				case <-time.After(time.Duration(rand.Int64N(int64(attempt)*int64(updatePause))) + 1):
+				}
+			}
+			continue
+		}
+		if err != nil {
+			return s, Committed{}, err
+		}
+		return s, c, nil
+	}
+}
+
+// encode turns events of this aggregate into events to append for orgID,
+// stamped by the repository's clock when it has one.
+func (r *Repository[T, E]) encode(orgID string, evs []E) ([]NewEvent, error) {
+	out, err := Encode(r.agg.Codec, orgID, evs...)
+	if err != nil || r.Now == nil {
+		return out, err
+	}
+	at := r.Now().UTC().Truncate(time.Microsecond)
+	for i := range out {
+		out[i].OccurredAt = at
+	}
+	return out, nil
+}
+
+// Encode turns domain events into events to append for orgID, for a
+// command that builds its own unit (a stream's first events recorded with
+// another stream's, say).
+func Encode[E any](codec Codec[E], orgID string, evs ...E) ([]NewEvent, error) {
+	out := make([]NewEvent, len(evs))
+	for i, e := range evs {
+		name, version, data, err := codec.Encode(e)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = NewEvent{Type: name, SchemaVersion: version, OrgID: orgID, Data: data}
+	}
+	return out, nil
+}

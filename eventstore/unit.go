@@ -1,0 +1,396 @@
+package eventstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Unit is one atomic write: appends to one or more streams and the extra
+// statements that must commit with them (an idempotency row, a device's
+// saved state, a claim marked done). Commit sends the whole unit as one
+// pipelined batch, which the server runs as one implicit transaction: every
+// statement commits, or none does. Build a unit with Append and Exec, then
+// hand it to Store.Commit; the store owns the commit and the wake-ups that
+// follow it.
+type Unit struct {
+	ops []op
+}
+
+// op is one statement of a unit: an append (stream != "") or an Exec.
+type op struct {
+	stream   string
+	expected int64
+	events   []NewEvent
+
+	sql  string
+	args []any
+}
+
+// Append adds the append of events to streamID at expected (NoStream, an
+// exact version, or AnyVersion). Events whose Metadata is zero take the
+// metadata on the committing context.
+func (u *Unit) Append(streamID string, expected int64, events ...NewEvent) *Unit {
+	u.ops = append(u.ops, op{stream: streamID, expected: expected, events: events})
+	return u
+}
+
+// Exec adds a statement that commits with the unit's appends. A statement
+// that fails (a unique violation, say) fails the whole unit; Commit returns
+// its error unchanged, so the caller can tell which constraint refused it.
+func (u *Unit) Exec(sql string, args ...any) *Unit {
+	u.ops = append(u.ops, op{sql: sql, args: args})
+	return u
+}
+
+// Empty reports whether the unit has nothing to write.
+func (u *Unit) Empty() bool { return len(u.ops) == 0 }
+
+// Committed is what a unit wrote: one Appended per Append, in order.
+type Committed struct {
+	Appends []Appended
+}
+
+// Last is the append that ends last in the feed, for read-your-writes
+// waits (zero when the unit appended nothing).
+func (c Committed) Last() Appended {
+	var last Appended
+	for _, a := range c.Appends {
+		if a.LastPosition > last.LastPosition {
+			last = a
+		}
+	}
+	return last
+}
+
+// Commit writes u atomically and wakes feed readers. With WithGroupCommit,
+// units committed concurrently share one batch and one commit; a unit that
+// fails inside a shared batch is retried alone, so its failure is its own.
+// A stream not at the expected version fails with *ConflictError.
+// Metadata: events without their own take MetadataFrom(ctx), and the
+// commit fails with ErrNoMetadata when ctx has none.
+func (s *Store) Commit(ctx context.Context, u *Unit) (Committed, error) {
+	p, err := s.prepare(ctx, u)
+	if err != nil {
+		return Committed{}, err
+	}
+	if s.group != nil {
+		return s.group.do(ctx, p)
+	}
+	return s.flushOne(ctx, p)
+}
+
+// prepared is a unit whose events are encoded and checked.
+type prepared struct {
+	ops []preparedOp
+}
+
+type preparedOp struct {
+	stream   string
+	expected int64
+	n        int // events of an append
+	sql      string
+	args     []any
+}
+
+func (s *Store) prepare(ctx context.Context, u *Unit) (*prepared, error) {
+	if u == nil || len(u.ops) == 0 {
+		return nil, errors.New("eventstore: commit of an empty unit")
+	}
+	p := &prepared{ops: make([]preparedOp, len(u.ops))}
+	var ctxMeta *Metadata
+	now := s.now().UTC().Truncate(time.Microsecond)
+	for i, o := range u.ops {
+		if o.stream == "" {
+			if o.sql == "" {
+				return nil, errors.New("eventstore: empty stream id")
+			}
+			p.ops[i] = preparedOp{sql: o.sql, args: o.args}
+			continue
+		}
+		if len(o.events) == 0 {
+			return nil, errors.New("eventstore: append of no events")
+		}
+		if o.expected < AnyVersion {
+			return nil, fmt.Errorf("eventstore: invalid expected version %d", o.expected)
+		}
+		for j := range o.events {
+			if o.events[j].Metadata != (Metadata{}) {
+				continue
+			}
+			if ctxMeta == nil {
+				m, err := MetadataFrom(ctx)
+				if err != nil {
+					return nil, err
+				}
+				ctxMeta = &m
+			}
+			o.events[j].Metadata = *ctxMeta
+		}
+		sql, args, err := appendStatement(o.stream, o.expected, o.events, now)
+		if err != nil {
+			return nil, err
+		}
+		p.ops[i] = preparedOp{stream: o.stream, expected: o.expected, n: len(o.events), sql: sql, args: args}
+	}
+	return p, nil
+}
+
+// appendStatement returns the statement appending events to streamID at
+// expected and its arguments.
+func appendStatement(streamID string, expected int64, events []NewEvent, now time.Time) (string, []any, error) {
+	n := len(events)
+	ids := make([]uuid.UUID, n)
+	types := make([]string, n)
+	vers := make([]int16, n)
+	orgs := make([]string, n)
+	datas := make([][]byte, n)
+	metas := make([][]byte, n)
+	ats := make([]time.Time, n)
+	var err error
+	for i, e := range events {
+		if e.Type == "" || e.SchemaVersion <= 0 {
+			return "", nil, fmt.Errorf("eventstore: event %d has no type or schema version", i)
+		}
+		ids[i] = e.ID
+		if e.ID == uuid.Nil {
+			ids[i] = uuid.Must(uuid.NewV7())
+		}
+		types[i], vers[i], orgs[i] = e.Type, int16(e.SchemaVersion), e.OrgID
+		datas[i] = e.Data
+		if len(datas[i]) == 0 {
+			datas[i] = []byte("{}")
+		}
+		if !json.Valid(datas[i]) {
+			// Refuse bad JSON here: in a shared batch it would fail everyone.
+			return "", nil, fmt.Errorf("eventstore: event %d data is not valid JSON", i)
+		}
+		if i > 0 && e.Metadata == events[i-1].Metadata {
+			metas[i] = metas[i-1] // a command's events usually share their metadata
+		} else if metas[i], err = json.Marshal(e.Metadata); err != nil {
+			return "", nil, err
+		}
+		ats[i] = e.OccurredAt
+		if ats[i].IsZero() {
+			ats[i] = now
+		}
+	}
+	var query string
+	var args []any
+	if n == 1 {
+		args = []any{streamID, ids[0], types[0], vers[0], orgs[0], datas[0], metas[0], ats[0]}
+		query = pick(expected, appendOneNew, appendOneExact, appendOneAny)
+	} else {
+		args = []any{streamID, ids, types, vers, orgs, datas, metas, ats}
+		query = pick(expected, appendNew, appendExact, appendAny)
+	}
+	if expected > 0 {
+		args = append(args, expected)
+	}
+	return query, args, nil
+}
+
+// flushOne writes one unit on its own and wakes readers.
+func (s *Store) flushOne(ctx context.Context, p *prepared) (Committed, error) {
+	c, err := s.send(ctx, []*prepared{p})
+	if err != nil {
+		return Committed{}, err
+	}
+	s.Committed()
+	return c[0], nil
+}
+
+// send writes units in one pipelined batch (one implicit transaction, one
+// round trip). Any failure aborts the batch; the first error is returned.
+func (s *Store) send(ctx context.Context, ps []*prepared) ([]Committed, error) {
+	b := &pgx.Batch{}
+	for _, p := range ps {
+		for _, o := range p.ops {
+			b.Queue(o.sql, o.args...)
+		}
+	}
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	out := make([]Committed, len(ps))
+	for i, p := range ps {
+		for _, o := range p.ops {
+			if o.stream == "" {
+				if _, err := br.Exec(); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			a, err := readAppend(br, o)
+			if err != nil {
+				return nil, err
+			}
+			out[i].Appends = append(out[i].Appends, a)
+		}
+	}
+	return out, br.Close()
+}
+
+// readAppend reads an append's RETURNING rows. Each append statement fails
+// (never returns fewer rows) when the stream is not at the expected
+// version, so that a batch never commits half a unit.
+func readAppend(br pgx.BatchResults, o preparedOp) (Appended, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return Appended{}, conflictOr(err, o)
+	}
+	var out Appended
+	count := 0
+	for rows.Next() {
+		var pos, txid, ver int64
+		if err := rows.Scan(&pos, &txid, &ver); err != nil {
+			rows.Close()
+			return Appended{}, err
+		}
+		if count == 0 || pos < out.FirstPosition {
+			out.FirstPosition = pos
+		}
+		out.LastPosition = max(out.LastPosition, pos)
+		out.Version = max(out.Version, ver)
+		out.TransactionID = uint64(txid)
+		count++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return Appended{}, conflictOr(err, o)
+	}
+	if count != o.n {
+		return Appended{}, &ConflictError{StreamID: o.stream, Expected: o.expected}
+	}
+	return out, nil
+}
+
+// conflictOr turns the constraint failures of an append into *ConflictError:
+// the unique (stream, version) (another writer got there first) and the
+// not-null version (the expected version does not exist).
+func conflictOr(err error, o preparedOp) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && ((pgErr.Code == "23505" && pgErr.ConstraintName == "events_stream_version") ||
+		(pgErr.Code == "23502" && pgErr.ColumnName == "stream_version")) {
+		return &ConflictError{StreamID: o.stream, Expected: o.expected}
+	}
+	return err
+}
+
+// maxGroup bounds how many units share one batch.
+const maxGroup = 64
+
+// groupFlushTimeout bounds one shared batch; it does not depend on any one
+// caller's context, since it carries the others' writes too.
+const groupFlushTimeout = 15 * time.Second
+
+// groupCommit lets concurrent commits share batches: a caller that finds no
+// flush under way leads, and flushes every unit queued by then in one
+// batch; units arriving during that flush wait for the next one, led by
+// the first of them. A lone writer is flushed at once, so grouping adds no
+// latency; under load many units share one commit (one WAL flush, one
+// wake-up of every read model) instead of queueing for their own.
+type groupCommit struct {
+	s       *Store
+	mu      sync.Mutex
+	pending []*groupCall
+	busy    bool
+}
+
+type groupCall struct {
+	p    *prepared
+	out  Committed
+	err  error
+	wake chan bool // true: lead the next flush; false: done
+}
+
+func (g *groupCommit) do(ctx context.Context, p *prepared) (Committed, error) {
+	c := &groupCall{p: p, wake: make(chan bool, 1)}
+	g.mu.Lock()
+	g.pending = append(g.pending, c)
+	lead := !g.busy
+	g.busy = true
+	g.mu.Unlock()
+	if !lead {
+		// Wait even when ctx ends: the unit is queued and may be written.
+		if done := !<-c.wake; done {
+			return c.out, c.err
+		}
+	}
+	g.mu.Lock()
+	n := min(len(g.pending), maxGroup)
+	batch := g.pending[:n:n]
+	g.pending = g.pending[n:]
+	g.mu.Unlock()
+	g.flush(batch)
+	for _, b := range batch {
+		if b != c {
+			b.wake <- false
+		}
+	}
+	// Hand the lead to the first unit that arrived meanwhile.
+	g.mu.Lock()
+	if len(g.pending) > 0 {
+		g.pending[0].wake <- true
+	} else {
+		g.busy = false
+	}
+	g.mu.Unlock()
+	return c.out, c.err
+}
+
+// flush writes a group in one batch; when the batch fails, each unit is
+// written alone so that one unit's failure is not another's.
+func (g *groupCommit) flush(batch []*groupCall) {
+	ctx, cancel := context.WithTimeout(context.Background(), groupFlushTimeout)
+	defer cancel()
+	ps := make([]*prepared, len(batch))
+	for i, b := range batch {
+		ps[i] = b.p
+	}
+	out, err := g.s.send(ctx, ps)
+	if err == nil {
+		g.s.Committed()
+		for i, b := range batch {
+			b.out = out[i]
+		}
+		return
+	}
+	if len(batch) == 1 {
+		batch[0].err = err
+		return
+	}
+	for _, b := range batch {
+		b.out, b.err = g.s.flushOne(ctx, b.p)
+	}
+}
+
+// Transient reports whether a write failed for a reason that passes — the
+// database unreachable, restarting or out of connections, or the
+// connection lost — so that the same write may succeed if tried again. A
+// conflict, a constraint or any other answer the server gave about the
+// write itself is not transient, nor is anything decided above the store.
+func Transient(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code[:2] {
+		case "08", "53", "57": // connection exception, insufficient resources, operator intervention
+			return true
+		}
+		return false
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) || pgconn.Timeout(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+}

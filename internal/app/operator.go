@@ -1,0 +1,71 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+
+	"phonefleet/commands"
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+	"phonefleet/internal/config"
+	"phonefleet/projections"
+)
+
+// Operator is the program as the operator commands of cmd/phonefleet see
+// it: the database opened and migrated as the service opens it, the event
+// store and projection runner built as the service builds them, and the
+// application object over the capabilities an operator command uses.
+//
+// The fleet is the service's (fleetwire.New) without its device runtime:
+// an operator command registers devices and drives none, so it must not
+// take the devices' host claim or mark unfinished actions as the service
+// does when it starts. The operator runs no workers, subscribers or relay.
+type Operator struct {
+	Store  *eventstore.Store
+	Runner *projections.Runner
+	// App is the application object; capabilities the operator does not
+	// wire answer service_unavailable.
+	App commands.Application
+	db  *DB
+}
+
+// OpenOperator opens the database of cfg (starting the embedded cluster
+// when no DATABASE_URL is set) and wires the operator's view of the
+// program over it. Close releases everything.
+func OpenOperator(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Operator, error) {
+	db, err := OpenDB(ctx, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	store, runner, err := storeAndRunner(db, logger)
+	if err != nil {
+		db.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return &Operator{Store: store, Runner: runner, db: db, App: commands.NewApplication(commands.AppDeps{
+		Fleet:  commands.NewFleet(commands.FleetConfig{Store: store, Runner: runner}),
+		Logger: logger.With("component", "application"),
+	})}, nil
+}
+
+// Context returns ctx carrying the operator's event metadata (actor
+// operator "phonefleet-cli", a fresh request id): run each operator
+// command's writes with it.
+func (o *Operator) Context(ctx context.Context) context.Context {
+	return eventstore.WithMetadata(ctx, eventstore.Metadata{ActorKind: "operator", ActorID: "phonefleet-cli",
+		RequestID: domain.NewID(domain.PrefixRequest)})
+}
+
+// Close closes the database (and stops the embedded cluster if it was
+// started for the command).
+func (o *Operator) Close(ctx context.Context) { o.db.Close(ctx) }
+
+// storeAndRunner builds the event store over db (upcasting every read
+// through domain.Events, concurrent commits grouped) and the projection
+// runner over Projections(), as the service and the operator commands both
+// use them.
+func storeAndRunner(db *DB, logger *slog.Logger) (*eventstore.Store, *projections.Runner, error) {
+	store := eventstore.New(db.Pool, eventstore.WithUpcaster(domain.Events), eventstore.WithGroupCommit())
+	runner, err := projections.NewRunner(store, logger, Projections())
+	return store, runner, err
+}

@@ -1,0 +1,176 @@
+// Package devices is the device runtime: where each device is hosted,
+// which backend adapter drives it, one bounded first-in-first-out queue
+// per device that runs the device's work one job at a time, and the
+// caches of the frames stored recently.
+//
+// The runtime runs jobs as closures and knows nothing of actions, events
+// or commands: the fleet's commands (package commands) decide what a job
+// does to its device and record what came of it. The runtime never calls
+// back into them; the one hook it has (Config.OnHost) is a function the
+// wiring gives it.
+package devices
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"phonefleet/domain"
+)
+
+// Backends resolves devices to their adapters and finds the frame renderer
+// of a backend kind (internal/backends.Registry implements it).
+type Backends interface {
+	domain.Resolver
+	// Renderer returns the frame renderer of a backend kind, if it has one.
+	Renderer(kind string) (domain.FrameRenderer, bool)
+}
+
+// Host is the claim on driving the devices (internal/backends.SimHost):
+// only the process holding it runs device work, since two processes
+// driving copies of one phone would let them diverge.
+type Host interface {
+	// TryHost takes the claim if it is free (or keeps it) and reports
+	// whether this process holds it. Errors are the database's.
+	TryHost(ctx context.Context) (bool, error)
+	// Hosting reports whether this process holds the claim.
+	Hosting() bool
+	// Release gives the claim back.
+	Release()
+}
+
+// Config configures a Runtime.
+type Config struct {
+	Backends Backends
+	Host     Host
+	// OnHost runs each time this process becomes the devices' host,
+	// before Prepare returns or, when another process gave the claim up,
+	// from Run. The wiring passes the pass that marks the actions an
+	// earlier host left unfinished as outcome unknown: whoever drives the
+	// devices next must settle them before it takes new work, and only
+	// the host knows when that is.
+	OnHost func(ctx context.Context) error
+	// QueueLimit is how many jobs (running and waiting) one device takes
+	// before answering device_busy; zero means DefaultQueueLimit.
+	QueueLimit int
+	// HostRetry is how often a process that is not the host tries to
+	// become it; zero means DefaultHostRetry.
+	HostRetry time.Duration
+	// FrameRetention is how long a new frame stays readable; zero means
+	// DefaultFrameRetention.
+	FrameRetention time.Duration
+	Logger         *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	DefaultQueueLimit     = 16
+	DefaultHostRetry      = 5 * time.Second
+	DefaultFrameRetention = 7 * 24 * time.Hour
+)
+
+// Runtime is the device runtime of one process. It is safe for concurrent
+// use.
+type Runtime struct {
+	cfg Config
+
+	// base is the context jobs run with; Stop cancels it.
+	base   context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	queues  map[string]*queue
+	stopped bool
+
+	frames *frameCache
+}
+
+// New returns a runtime over cfg. It drives nothing until Prepare or Run
+// makes this process the host.
+func New(cfg Config) *Runtime {
+	if cfg.QueueLimit <= 0 {
+		cfg.QueueLimit = DefaultQueueLimit
+	}
+	if cfg.HostRetry <= 0 {
+		cfg.HostRetry = DefaultHostRetry
+	}
+	if cfg.FrameRetention <= 0 {
+		cfg.FrameRetention = DefaultFrameRetention
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.OnHost == nil {
+		cfg.OnHost = func(context.Context) error { return nil }
+	}
+	r := &Runtime{cfg: cfg, queues: map[string]*queue{}, frames: newFrameCache(recentFramesCap)}
+	r.base, r.cancel = context.WithCancel(context.Background())
+	return r
+}
+
+// Prepare tries to become the host and, if it does, runs OnHost. Call it
+// before serving requests, so that no new job meets an action an earlier
+// process left unsettled.
+func (r *Runtime) Prepare(ctx context.Context) error {
+	ok, err := r.cfg.Host.TryHost(ctx)
+	if err != nil || !ok {
+		return err
+	}
+	return r.cfg.OnHost(ctx)
+}
+
+// Run keeps trying to become the host while another process is, running
+// OnHost each time it does, and when ctx ends stops the runtime (Stop).
+func (r *Runtime) Run(ctx context.Context) {
+	t := time.NewTicker(r.cfg.HostRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			r.Stop()
+			return
+		case <-t.C:
+		}
+		was := r.cfg.Host.Hosting()
+		ok, err := r.cfg.Host.TryHost(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.cfg.Logger.Warn("device host claim failed", "err", err)
+			continue
+		}
+		if ok && !was {
+			r.cfg.Logger.Info("this process now drives the sim devices")
+			if err := r.cfg.OnHost(ctx); err != nil && ctx.Err() == nil {
+				r.cfg.Logger.Error("taking over the devices failed", "err", err)
+			}
+		}
+	}
+}
+
+// Stop lets every device finish the job it is running, abandons the jobs
+// still waiting (each runs its abandon function instead), refuses new
+// ones, and gives the host claim back. It may be called more than once.
+func (r *Runtime) Stop() {
+	r.mu.Lock()
+	r.stopped = true
+	r.cancel() // under the lock: a Reserve refused as stopping sees jobs cancelled
+	r.mu.Unlock()
+	r.wg.Wait()
+	r.cfg.Host.Release()
+}
+
+// Resolve returns the adapter of a device. Errors:
+// backend_resolution_failed (the device names no valid kind),
+// backend_not_implemented (the kind has no adapter yet),
+// device_unavailable with reason offline (this process does not host it),
+// internal_error (its saved state cannot be read).
+func (r *Runtime) Resolve(ctx context.Context, d *domain.Device) (domain.Backend, error) {
+	return r.cfg.Backends.Resolve(ctx, d)
+}
+
+// Renderer returns the frame renderer of a backend kind, if it has one:
+// it draws a stored frame's pictures from the state it was taken in.
+func (r *Runtime) Renderer(kind string) (domain.FrameRenderer, bool) {
+	return r.cfg.Backends.Renderer(kind)
+}
