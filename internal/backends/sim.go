@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -25,13 +26,17 @@ const simHostLock = "phonefleet:sim-host"
 // phone is restored from its saved state (table device_states) on first
 // use, or created new when it has none.
 type SimHost struct {
-	pool    *pgxpool.Pool
+	pool *pgxpool.Pool
+	// id names this process in table sim_host.
+	id      string
 	hosting atomic.Bool
 
 	lockMu sync.Mutex
 	// lockConn is a connection of its own, outside the pool, so that
 	// closing the pool never waits for it.
 	lockConn *pgx.Conn
+	// epoch is the sim_host epoch of this process's last take.
+	epoch int64
 
 	mu     sync.Mutex
 	phones map[string]*SimDevice
@@ -40,38 +45,66 @@ type SimHost struct {
 // NewSimHost returns a host over pool that drives nothing until TryHost
 // succeeds.
 func NewSimHost(pool *pgxpool.Pool) *SimHost {
-	return &SimHost{pool: pool, phones: map[string]*SimDevice{}}
+	return &SimHost{pool: pool, id: uuid.Must(uuid.NewV7()).String(), phones: map[string]*SimDevice{}}
 }
 
-// TryHost takes the database's sim host lock on a connection it keeps, and
-// reports whether this process now drives the sim phones. While another
-// process holds the lock, sim devices answer device_unavailable (offline)
-// here.
-func (h *SimHost) TryHost(ctx context.Context) (bool, error) {
+// TryHost takes the database's sim host lock on a connection it keeps, or
+// keeps it, and reports whether this process drives the sim phones and
+// whether it has just taken them over. While another process holds the
+// lock, sim devices answer device_unavailable (offline) here.
+//
+// A lock whose connection was lost (the database restarted) is taken
+// again. While the database cannot be reached the process stays the host:
+// no other process can take the lock then, and the device work in flight
+// (an outcome waiting to be written) goes on. When it takes the lock
+// again, table sim_host says whether another process held it meanwhile:
+// if not, the phones and the actions in flight are still this process's,
+// and it has not taken anything over; if so, its phones are dropped (they
+// are restored from their saved state) and it reports a takeover, so the
+// actions left unfinished get settled.
+func (h *SimHost) TryHost(ctx context.Context) (hosting, tookOver bool, err error) {
 	h.lockMu.Lock()
 	defer h.lockMu.Unlock()
 	if h.lockConn != nil {
 		if err := h.lockConn.Ping(ctx); err == nil {
-			return true, nil
+			return true, false, nil
 		}
 		// The connection, and the lock with it, is gone.
-		h.dropLocked()
+		_ = h.lockConn.Close(context.WithoutCancel(ctx))
+		h.lockConn = nil
 	}
 	conn, err := pgx.ConnectConfig(ctx, h.pool.Config().ConnConfig.Copy())
 	if err != nil {
-		return false, err
+		return h.hosting.Load(), false, err
 	}
 	var got bool
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, simHostLock).Scan(&got); err != nil || !got {
 		_ = conn.Close(context.WithoutCancel(ctx))
-		return false, err
+		if err == nil {
+			h.dropLocked() // another process drives the phones now
+		}
+		return h.hosting.Load(), false, err
 	}
-	h.lockConn = conn
-	h.mu.Lock()
-	clear(h.phones) // another process may have moved them on since
-	h.mu.Unlock()
+	var epoch, prevEpoch int64
+	var prevHolder string
+	err = conn.QueryRow(ctx, `WITH prev AS (SELECT holder, epoch FROM sim_host WHERE id = 1)
+		INSERT INTO sim_host (id, holder, epoch) VALUES (1, $1, 1)
+		ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, epoch = sim_host.epoch + 1
+		RETURNING epoch, coalesce((SELECT holder FROM prev), ''), coalesce((SELECT epoch FROM prev), 0)`, h.id).
+		Scan(&epoch, &prevHolder, &prevEpoch)
+	if err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return h.hosting.Load(), false, err
+	}
+	continuous := h.hosting.Load() && prevHolder == h.id && prevEpoch == h.epoch
+	h.lockConn, h.epoch = conn, epoch
+	if !continuous {
+		h.mu.Lock()
+		clear(h.phones) // another process may have moved them on since
+		h.mu.Unlock()
+	}
 	h.hosting.Store(true)
-	return true, nil
+	return true, !continuous, nil
 }
 
 // Hosting reports whether this process drives the sim phones.
@@ -89,6 +122,9 @@ func (h *SimHost) Release() {
 
 func (h *SimHost) dropLocked() {
 	h.hosting.Store(false)
+	h.mu.Lock()
+	clear(h.phones)
+	h.mu.Unlock()
 	if h.lockConn != nil {
 		_ = h.lockConn.Close(context.Background())
 		h.lockConn = nil

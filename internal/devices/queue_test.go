@@ -19,13 +19,13 @@ type host struct {
 	released int
 }
 
-func (h *host) TryHost(context.Context) (bool, error) {
+func (h *host) TryHost(context.Context) (hosting, tookOver bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.free {
-		h.hosting = true
+	if h.free && !h.hosting {
+		h.hosting, tookOver = true, true
 	}
-	return h.hosting, nil
+	return h.hosting, tookOver, nil
 }
 
 func (h *host) Hosting() bool {

@@ -32,8 +32,11 @@ type Backends interface {
 // driving copies of one phone would let them diverge.
 type Host interface {
 	// TryHost takes the claim if it is free (or keeps it) and reports
-	// whether this process holds it. Errors are the database's.
-	TryHost(ctx context.Context) (bool, error)
+	// whether this process holds it, and whether it has just taken it
+	// over: another process may have driven the devices since this one
+	// last did, so what was left unfinished must be settled. Errors are
+	// the database's.
+	TryHost(ctx context.Context) (hosting, tookOver bool, err error)
 	// Hosting reports whether this process holds the claim.
 	Hosting() bool
 	// Release gives the claim back.
@@ -114,8 +117,8 @@ func New(cfg Config) *Runtime {
 // before serving requests, so that no new job meets an action an earlier
 // process left unsettled.
 func (r *Runtime) Prepare(ctx context.Context) error {
-	ok, err := r.cfg.Host.TryHost(ctx)
-	if err != nil || !ok {
+	_, tookOver, err := r.cfg.Host.TryHost(ctx)
+	if err != nil || !tookOver {
 		return err
 	}
 	return r.cfg.OnHost(ctx)
@@ -133,13 +136,12 @@ func (r *Runtime) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		was := r.cfg.Host.Hosting()
-		ok, err := r.cfg.Host.TryHost(ctx)
+		_, tookOver, err := r.cfg.Host.TryHost(ctx)
 		if err != nil && ctx.Err() == nil {
 			r.cfg.Logger.Warn("device host claim failed", "err", err)
 			continue
 		}
-		if ok && !was {
+		if tookOver {
 			r.cfg.Logger.Info("this process now drives the sim devices")
 			if err := r.cfg.OnHost(ctx); err != nil && ctx.Err() == nil {
 				r.cfg.Logger.Error("taking over the devices failed", "err", err)
