@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"phonefleet/commands"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
@@ -32,16 +30,7 @@ type keyCmds struct {
 
 func newKeyCmds(t *testing.T) *keyCmds {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testutil.DatabaseURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 6
-	pool, err := pgxpool.NewWithConfig(testutil.Context(t), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := testutil.SmallPool(t, 6)
 	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
 	runner, err := projections.NewRunner(store, slog.New(slog.DiscardHandler), []projections.Projection{projections.APIKeys{}},
 		projections.WithPollInterval(20*time.Millisecond))

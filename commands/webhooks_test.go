@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"phonefleet/commands"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
@@ -18,16 +16,7 @@ import (
 // organisation: the per-organisation stream's optimistic concurrency lets
 // exactly 20 through, and every refusal names the cap.
 func TestWebhookCapHoldsUnderConcurrentCreates(t *testing.T) {
-	cfg, err := pgxpool.ParseConfig(testutil.DatabaseURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(testutil.Context(t), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := testutil.SmallPool(t, 8)
 	box, err := domain.NewSecretBox(make([]byte, 32))
 	if err != nil {
 		t.Fatal(err)

@@ -14,21 +14,6 @@ import (
 	"phonefleet/testutil"
 )
 
-func apiKeysPool(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testutil.DatabaseURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 6
-	pool, err := pgxpool.NewWithConfig(testutil.Context(t), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
 func appendKeyEvent(t *testing.T, s *eventstore.Store, keyID string, ev domain.Event) eventstore.Appended {
 	t.Helper()
 	name, version, data, err := domain.Events.Encode(ev)
@@ -66,7 +51,7 @@ func keyRows(t *testing.T, pool *pgxpool.Pool) []string {
 // projection from position 0, and expects the same rows, and the reader's
 // tenancy rules to hold.
 func TestAPIKeysRebuildsToTheSameRows(t *testing.T) {
-	pool := apiKeysPool(t)
+	pool := testutil.SmallPool(t, 6)
 	s := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
 	r, err := projections.NewRunner(s, quiet, []projections.Projection{projections.APIKeys{}}, projections.WithPollInterval(20*time.Millisecond))
 	if err != nil {

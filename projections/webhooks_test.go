@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"
@@ -20,16 +19,7 @@ import (
 // place in the feed, and that attempts, switch-offs and deletion move the
 // rows as spec 3.2 says.
 func TestWebhookOutboxFollowsTheSubscriptionAsOfEachEvent(t *testing.T) {
-	cfg, err := pgxpool.ParseConfig(testutil.DatabaseURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 6
-	pool, err := pgxpool.NewWithConfig(testutil.Context(t), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := testutil.SmallPool(t, 6)
 	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
 	const org, wh = "org_p", "whk_0190a1b2c3d4e5f60718293a4b5c6d7e"
 	at := time.Date(2026, 2, 3, 4, 5, 6, 0, time.UTC)

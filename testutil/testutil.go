@@ -552,3 +552,43 @@ func Context(t testing.TB) context.Context {
 // test owns.
 var Background = eventstore.WithMetadata(context.Background(), eventstore.Metadata{ActorKind: "system", ActorID: "test",
 	RequestID: "req_test"})
+
+// SmallPool opens a pool of at most maxConns connections on a brand-new
+// migrated database of its own, closed at t.Cleanup: the test server's
+// connections are shared by every package's tests running at once.
+func SmallPool(t testing.TB, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(DatabaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = maxConns
+	cfg.MaxConnIdleTime = 5 * time.Second
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// SyncBuffer is a buffer that goroutines may write to at once, such as a
+// service's log handler while the test reads it.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -4,16 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,18 +149,9 @@ func (r auditRow) String() string { return fmt.Sprintf("%s@%d", r.typ, r.positio
 // sign-in). action.outcome_unknown needs the process to die mid-action
 // (workers/abandoned_actions_test.go).
 func TestEveryEventCarriesItsMetadata(t *testing.T) {
-	var received atomic.Int64
-	rcv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		received.Add(1)
-		w.WriteHeader(http.StatusOK)
-	}))
-	defer rcv.Close()
 	dir := t.TempDir()
-	ca := filepath.Join(dir, "receiver-ca.pem")
-	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rcv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	rcv := startReceiver(t, dir)
+	ca := rcv.CAFile
 	env := map[string]string{
 		"DATABASE_URL": testutil.DatabaseURL(t), "SERVICE_ADDR": "127.0.0.1:0", "SERVICE_DATA_DIR": filepath.Join(dir, "data"),
 		"SERVICE_MODE": "local", "SERVICE_WEBHOOK_CA_FILE": ca, "SERVICE_SIM_DEVICES": "2",
@@ -297,7 +284,7 @@ func TestEveryEventCarriesItsMetadata(t *testing.T) {
 	}
 	waitUntil(t, 30*time.Second, "the dispatcher recording the test delivery's attempt",
 		count(`SELECT count(*) FROM events WHERE event_type = 'webhook.delivery_attempted' AND data->>'webhookId' = $1`, hook))
-	if received.Load() == 0 {
+	if got, _ := rcv.received(); len(got) == 0 {
 		t.Error("the receiver got no request; want the test delivery")
 	}
 	c.must("DELETE", "/v1/webhooks/"+hook, nil, http.StatusNoContent, nil)

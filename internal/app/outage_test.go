@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -80,7 +79,7 @@ func TestOutcomesSurviveDatabaseRestarts(t *testing.T) {
 		}
 	})
 
-	serviceLog := &lockedBuffer{}
+	serviceLog := &testutil.SyncBuffer{}
 	logger := slog.New(slog.NewTextHandler(serviceLog, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	_, base := startAppLogging(t, map[string]string{
 		"DATABASE_URL": cluster.DSN(), "SERVICE_ADDR": "127.0.0.1:0",
@@ -88,8 +87,8 @@ func TestOutcomesSurviveDatabaseRestarts(t *testing.T) {
 	}, logger)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("service log, the device executor's lines:\n%s", serviceLog.lines(20, "device host", "drives the sim", "outcome unknown"))
-			t.Logf("service log, the last failed requests:\n%s", serviceLog.lines(10, "status=5"))
+			t.Logf("service log, the device executor's lines:\n%s", lines(serviceLog, 20, "device host", "drives the sim", "outcome unknown"))
+			t.Logf("service log, the last failed requests:\n%s", lines(serviceLog, 10, "status=5"))
 		}
 	})
 	c := &outageClient{t: t, base: base, http: &http.Client{Timeout: 30 * time.Second}}
@@ -475,24 +474,10 @@ func (c *outageClient) receiptFigures(dev string) receiptFigures {
 
 func first(s []string, n int) []string { return s[:min(n, len(s))] }
 
-// lockedBuffer collects the service's log.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
 // lines returns the last n lines containing any of subs.
-func (b *lockedBuffer) lines(n int, subs ...string) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+func lines(b *testutil.SyncBuffer, n int, subs ...string) string {
 	var out []string
-	for l := range strings.SplitSeq(b.buf.String(), "\n") {
+	for l := range strings.SplitSeq(b.String(), "\n") {
 		for _, s := range subs {
 			if strings.Contains(l, s) {
 				out = append(out, l)

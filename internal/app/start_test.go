@@ -2,9 +2,16 @@ package app
 
 import (
 	"context"
+	"encoding/pem"
 	"flag"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,4 +52,42 @@ func startAppLogging(t *testing.T, env map[string]string, logger *slog.Logger) (
 		}
 	})
 	return a, "http://" + a.Addr()
+}
+
+// receiver is an HTTPS webhook receiver on loopback that a local-mode
+// service trusts through SERVICE_WEBHOOK_CA_FILE (CAFile).
+type receiver struct {
+	URL    string
+	CAFile string
+
+	mu       sync.Mutex
+	requests []*http.Request
+	bodies   [][]byte
+}
+
+// startReceiver starts a receiver answering 200 to every delivery until the
+// test ends; its CA file is written under dir.
+func startReceiver(t *testing.T, dir string) *receiver {
+	t.Helper()
+	rcv := &receiver{CAFile: filepath.Join(dir, "receiver-ca.pem")}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		rcv.mu.Lock()
+		rcv.requests, rcv.bodies = append(rcv.requests, r), append(rcv.bodies, b)
+		rcv.mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	rcv.URL = srv.URL
+	if err := os.WriteFile(rcv.CAFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return rcv
+}
+
+// received returns the deliveries received so far and their bodies.
+func (r *receiver) received() ([]*http.Request, [][]byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.requests), slices.Clone(r.bodies)
 }

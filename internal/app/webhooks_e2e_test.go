@@ -2,14 +2,10 @@ package app
 
 import (
 	"encoding/json"
-	"encoding/pem"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,22 +20,9 @@ import (
 // with the secret the API returned once, and the server key was created
 // in the data directory.
 func TestLocalModeDeliversToALoopbackReceiverTrustedByTheCAFile(t *testing.T) {
-	var mu sync.Mutex
-	var got []*http.Request
-	var bodies [][]byte
-	rcv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		got, bodies = append(got, r), append(bodies, b)
-		mu.Unlock()
-		w.WriteHeader(http.StatusOK)
-	}))
-	defer rcv.Close()
 	dir := t.TempDir()
-	ca := filepath.Join(dir, "receiver-ca.pem")
-	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rcv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	rcv := startReceiver(t, dir)
+	ca := rcv.CAFile
 	env := map[string]string{
 		"DATABASE_URL": testutil.DatabaseURL(t), "SERVICE_ADDR": "127.0.0.1:0", "SERVICE_DATA_DIR": filepath.Join(dir, "data"),
 		"SERVICE_WEBHOOK_CA_FILE": ca, "SERVICE_SIM_DEVICES": "0",
@@ -70,10 +53,7 @@ func TestLocalModeDeliversToALoopbackReceiverTrustedByTheCAFile(t *testing.T) {
 
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		mu.Lock()
-		n := len(got)
-		mu.Unlock()
-		if n > 0 {
+		if got, _ := rcv.received(); len(got) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -81,9 +61,8 @@ func TestLocalModeDeliversToALoopbackReceiverTrustedByTheCAFile(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	mu.Lock()
+	got, bodies := rcv.received()
 	r, body := got[0], bodies[0]
-	mu.Unlock()
 	if r.Header.Get(webhooksig.DeliveryHeader) != queued["deliveryId"] {
 		t.Errorf("got Service-Delivery %q; want %v", r.Header.Get(webhooksig.DeliveryHeader), queued["deliveryId"])
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 func TestBindings(t *testing.T) {
-	pool := smallPool(t, 8)
+	pool := testutil.SmallPool(t, 8)
 	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
 	ctx := testutil.Context(t)
 	b := &identity.Bindings{Store: store}

@@ -19,24 +19,6 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// smallPool opens a pool of at most max connections on a fresh database: the
-// test server's connections are shared by several engineers' test runs.
-func smallPool(t *testing.T, max int32) *pgxpool.Pool {
-	t.Helper()
-	url := testutil.DatabaseURL(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = max
-	pool, err := pgxpool.NewWithConfig(testutil.Context(t), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
 // keyEnv is a key store: the event store, the api_keys projection running,
 // and a verifier over it with an injected clock and pepper.
 type keyEnv struct {
@@ -50,7 +32,7 @@ type keyEnv struct {
 
 func newKeyEnv(t *testing.T) *keyEnv {
 	t.Helper()
-	pool := smallPool(t, 6)
+	pool := testutil.SmallPool(t, 6)
 	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
 	runner, err := projections.NewRunner(store, quiet, []projections.Projection{projections.APIKeys{}},
 		projections.WithPollInterval(20*time.Millisecond))

@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"phonefleet/internal/identity"
+	"phonefleet/testutil"
 )
 
 func TestRateLimiterCountsPerMinute(t *testing.T) {
-	pool := smallPool(t, 4)
+	pool := testutil.SmallPool(t, 4)
 	clock := newClock()
 	clock.mu.Lock()
 	clock.now = clock.now.Truncate(time.Minute).Add(15 * time.Second)
@@ -47,7 +48,7 @@ func TestRateLimiterCountsPerMinute(t *testing.T) {
 }
 
 func TestRateLimiterSharedAcrossInstances(t *testing.T) {
-	pool := smallPool(t, 8)
+	pool := testutil.SmallPool(t, 8)
 	// Two limiters on one database are two instances.
 	a, b := &identity.RateLimiter{DB: pool}, &identity.RateLimiter{DB: pool}
 	var mu sync.Mutex
