@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"time"
 
 	"phonefleet/domain"
 	"phonefleet/projections"
@@ -29,26 +30,40 @@ func (f *Fleet) AcquireLease() AcquireLeaseHandler { return AcquireLeaseHandler{
 // device_unavailable with reason already_leased. Other errors:
 // invalid_argument (ttl), device_unavailable (not_found).
 func (h AcquireLeaseHandler) Handle(ctx context.Context, cmd AcquireLease) (projections.LeaseView, error) {
-	if err := cmd.Auth.Require(domain.ScopeDevicesLease); err != nil {
+	leaseID := domain.NewID(domain.PrefixLease)
+	return h.f.changeLease(ctx, cmd.Auth, cmd.DeviceID, cmd.TTLSeconds,
+		func(d *domain.Device, now time.Time, actor domain.Actor, ttl time.Duration) ([]domain.Event, error) {
+			return d.AcquireLease(now, actor, leaseID, ttl)
+		})
+}
+
+// changeLease is what acquiring and renewing a lease share: scope
+// devices:lease, a valid TTL and a device the caller may see are checked
+// first; decide then runs on the device's state through the repository,
+// and the lease is answered as the read models show it. Errors:
+// permission_denied, invalid_argument (ttl), device_unavailable
+// (not_found), and decide's own.
+func (f *Fleet) changeLease(ctx context.Context, auth domain.Auth, deviceID string, ttlSeconds int,
+	decide func(d *domain.Device, now time.Time, actor domain.Actor, ttl time.Duration) ([]domain.Event, error)) (projections.LeaseView, error) {
+	if err := auth.Require(domain.ScopeDevicesLease); err != nil {
 		return projections.LeaseView{}, err
 	}
-	ttl, err := domain.CheckLeaseTTL(cmd.TTLSeconds)
+	ttl, err := domain.CheckLeaseTTL(ttlSeconds)
 	if err != nil {
 		return projections.LeaseView{}, err
 	}
-	if _, err := h.f.visibleDevice(ctx, cmd.Auth, cmd.DeviceID); err != nil {
+	if _, err := f.visibleDevice(ctx, auth, deviceID); err != nil {
 		return projections.LeaseView{}, err
 	}
-	actor := domain.ActorOf(cmd.Auth)
-	leaseID := domain.NewID(domain.PrefixLease)
-	now := h.f.now()
-	d, c, err := h.f.devices.Update(ctx, cmd.DeviceID, func(d *domain.Device) ([]domain.Event, error) {
-		return d.AcquireLease(now, actor, leaseID, ttl)
+	actor := domain.ActorOf(auth)
+	now := f.now()
+	d, c, err := f.devices.Update(ctx, deviceID, func(d *domain.Device) ([]domain.Event, error) {
+		return decide(d, now, actor, ttl)
 	})
 	if err != nil {
 		return projections.LeaseView{}, err
 	}
-	if err := h.f.waitFor(ctx, c.Last(), "devices", "leases"); err != nil {
+	if err := f.waitFor(ctx, c.Last(), projections.DevicesName, projections.LeasesName); err != nil {
 		return projections.LeaseView{}, err
 	}
 	return toLeaseView(d.Lease), nil

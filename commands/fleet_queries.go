@@ -80,9 +80,9 @@ func deviceNotFound(deviceID string) error {
 
 // Driving says who holds a device now.
 type Driving struct {
-	DeviceID string                       `json:"deviceId"`
-	Driving  bool                         `json:"driving"`
-	Lease    *projections.DeviceLeaseView `json:"lease,omitempty"`
+	DeviceID string
+	Driving  bool
+	Lease    *projections.DeviceLeaseView
 }
 
 // Driving answers who is driving a device (devices:read): the holder of
@@ -210,7 +210,7 @@ func (f *Fleet) GetReceipt(ctx context.Context, auth domain.Auth, key string) (d
 	if behind, berr := f.receiptBehind(ctx, auth.OrgID, key, r, err == nil); berr != nil {
 		return r, berr
 	} else if behind {
-		if werr := f.waitForHead(ctx, "receipts"); werr != nil {
+		if werr := f.waitForHead(ctx, projections.ReceiptsName); werr != nil {
 			return r, werr
 		}
 		r, err = projections.GetReceipt(ctx, f.pool, auth.OrgID, key)

@@ -99,7 +99,7 @@ func TestFencingTokensGrowAcrossExpiry(t *testing.T) {
 	clock := fleettest.NewClock(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
 	env := fleettest.Start(t, fleettest.Options{Devices: 1, Clock: clock, MaxConns: 20})
 	dev := env.DeviceIDs[0]
-	expiry := workers.LeaseExpiry{Fleet: env.Fleet, Pool: env.Pool, Now: clock.Now}
+	expiry := workers.LeaseExpiry{Expire: env.Fleet.ExpireLease(), Pool: env.Pool, Now: clock.Now}
 	var last int64
 	var lastLease string
 	for cycle := 0; cycle < 12; cycle++ {

@@ -11,6 +11,7 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/projections"
 )
 
 // PerformAction asks for one action on a leased device (POST
@@ -158,7 +159,7 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 		return ActOutcome{}, err // the action goes on; a retry with the key answers its outcome
 	}
 	if f.cfg.WaitForReceipts && res.appended.LastPosition > 0 {
-		if err := f.waitFor(ctx, res.appended, "receipts"); err != nil {
+		if err := f.waitFor(ctx, res.appended, projections.ReceiptsName); err != nil {
 			return ActOutcome{}, err
 		}
 	}

@@ -75,7 +75,7 @@ func (h PowerDeviceHandler) Handle(ctx context.Context, cmd PowerDevice) (projec
 	if err != nil {
 		return projections.DeviceView{}, err
 	}
-	if err := f.waitFor(ctx, res.appended, "devices"); err != nil {
+	if err := f.waitFor(ctx, res.appended, projections.DevicesName); err != nil {
 		return projections.DeviceView{}, err
 	}
 	return f.GetDevice(ctx, cmd.Auth, d.ID)

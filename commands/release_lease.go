@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"phonefleet/domain"
+	"phonefleet/projections"
 )
 
 // ReleaseLease gives a device back (DELETE /v1/devices/{deviceId}/lease).
@@ -36,5 +37,5 @@ func (h ReleaseLeaseHandler) Handle(ctx context.Context, cmd ReleaseLease) error
 	if err != nil {
 		return err
 	}
-	return h.f.waitFor(ctx, c.Last(), "devices", "leases")
+	return h.f.waitFor(ctx, c.Last(), projections.DevicesName, projections.LeasesName)
 }

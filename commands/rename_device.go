@@ -44,7 +44,7 @@ func (h RenameDeviceHandler) Handle(ctx context.Context, cmd RenameDevice) (proj
 	if err != nil {
 		return projections.DeviceView{}, err
 	}
-	if err := f.waitFor(ctx, c.Last(), "devices"); err != nil {
+	if err := f.waitFor(ctx, c.Last(), projections.DevicesName); err != nil {
 		return projections.DeviceView{}, err
 	}
 	return f.GetDevice(ctx, cmd.Auth, cmd.DeviceID)

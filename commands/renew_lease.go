@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"time"
 
 	"phonefleet/domain"
 	"phonefleet/projections"
@@ -26,26 +27,8 @@ func (f *Fleet) RenewLease() RenewLeaseHandler { return RenewLeaseHandler{f} }
 // lease, expired, or held by another actor), invalid_argument,
 // device_unavailable (not_found).
 func (h RenewLeaseHandler) Handle(ctx context.Context, cmd RenewLease) (projections.LeaseView, error) {
-	if err := cmd.Auth.Require(domain.ScopeDevicesLease); err != nil {
-		return projections.LeaseView{}, err
-	}
-	ttl, err := domain.CheckLeaseTTL(cmd.TTLSeconds)
-	if err != nil {
-		return projections.LeaseView{}, err
-	}
-	if _, err := h.f.visibleDevice(ctx, cmd.Auth, cmd.DeviceID); err != nil {
-		return projections.LeaseView{}, err
-	}
-	actor := domain.ActorOf(cmd.Auth)
-	now := h.f.now()
-	d, c, err := h.f.devices.Update(ctx, cmd.DeviceID, func(d *domain.Device) ([]domain.Event, error) {
-		return d.RenewLease(now, actor, cmd.LeaseID, ttl)
-	})
-	if err != nil {
-		return projections.LeaseView{}, err
-	}
-	if err := h.f.waitFor(ctx, c.Last(), "devices", "leases"); err != nil {
-		return projections.LeaseView{}, err
-	}
-	return toLeaseView(d.Lease), nil
+	return h.f.changeLease(ctx, cmd.Auth, cmd.DeviceID, cmd.TTLSeconds,
+		func(d *domain.Device, now time.Time, actor domain.Actor, ttl time.Duration) ([]domain.Event, error) {
+			return d.RenewLease(now, actor, cmd.LeaseID, ttl)
+		})
 }

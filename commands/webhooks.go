@@ -18,7 +18,7 @@ type Webhooks struct {
 	Now func() time.Time
 	// Wait, when not nil, returns once the webhooks read model has applied
 	// what a command appended (projections.Runner.WaitFor bound to
-	// projections.WebhooksProjection), so the caller can answer from it.
+	// projections.WebhooksName), so the caller can answer from it.
 	Wait func(ctx context.Context, a eventstore.Appended) error
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/http/kernel"
 	"phonefleet/internal/identity"
 )
 
@@ -28,17 +29,17 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		if s.mode == "hosted" && s.deps.Auth == nil {
 			// Fail closed: a hosted deployment wired without its
 			// authenticator must not fall back to local mode's operator.
-			WriteError(w, r, domain.Errorf(domain.CodeServiceUnavailable, "authentication is not configured; retry later").WithRetryable(true))
+			kernel.Error(w, r, domain.Errorf(domain.CodeServiceUnavailable, "authentication is not configured; retry later").WithRetryable(true))
 			return
 		}
 		a, err := s.auth.Authenticate(r)
 		if err != nil {
-			WriteError(w, r, err)
+			kernel.Error(w, r, err)
 			return
 		}
 		if a.IsApp() {
 			if err := s.appGate(r); err != nil {
-				WriteError(w, r, err)
+				kernel.Error(w, r, err)
 				return
 			}
 		}

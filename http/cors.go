@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"phonefleet/domain"
+	"phonefleet/http/kernel"
 )
 
 // corsAllowedHeaders are exactly the request headers a browser may send
@@ -45,7 +46,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 			h.Add("Vary", "Access-Control-Request-Headers")
 		}
 		if !slices.Contains(allowed, strings.TrimRight(origin, "/")) {
-			WriteError(w, r, domain.Errorf(domain.CodeOriginNotAllowed, "the origin %s may not call this service from a browser", clipHeader(origin)))
+			kernel.Error(w, r, domain.Errorf(domain.CodeOriginNotAllowed, "the origin %s may not call this service from a browser", clipHeader(origin)))
 			return
 		}
 		h.Set("Access-Control-Allow-Origin", origin)

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/gorilla/mux"
+
+	"phonefleet/http/kernel"
 )
 
 // Contract fingerprints (spec 9.7): every operation of the served OpenAPI
@@ -160,10 +162,10 @@ func lookupRef(root map[string]any, ref string) (any, error) {
 
 // registerContractRoutes serves the fingerprints without a credential.
 func (s *Server) registerContractRoutes(r *mux.Router) {
-	r.Handle("/api/contract-fingerprints.json", handlerFunc(s.getFingerprints)).Methods(http.MethodGet)
+	r.Handle("/api/contract-fingerprints.json", kernel.HandlerFunc(s.getFingerprints)).Methods(http.MethodGet)
 }
 
 func (s *Server) getFingerprints(w http.ResponseWriter, _ *http.Request) error {
-	writeBody(w, http.StatusOK, s.fingerprints)
+	kernel.WriteBody(w, http.StatusOK, s.fingerprints)
 	return nil
 }

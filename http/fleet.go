@@ -9,34 +9,29 @@ import (
 
 	"phonefleet/commands"
 	"phonefleet/domain"
-	"phonefleet/projections"
+	"phonefleet/http/kernel"
+	"phonefleet/http/wire"
 )
 
 // registerFleetRoutes mounts the routes of devices, leases, actions, frames and receipts on the /v1 router.
 func (s *Server) registerFleetRoutes(r *mux.Router) {
-	r.Handle("/devices", handlerFunc(s.listDevices)).Methods(http.MethodGet)
-	r.Handle("/devices/{deviceId}", handlerFunc(s.getDevice)).Methods(http.MethodGet)
-	r.Handle("/devices/{deviceId}", handlerFunc(s.renameDevice)).Methods(http.MethodPatch)
-	r.Handle("/devices/{deviceId}/driving", handlerFunc(s.getDriving)).Methods(http.MethodGet)
+	r.Handle("/devices", kernel.HandlerFunc(s.listDevices)).Methods(http.MethodGet)
+	r.Handle("/devices/{deviceId}", kernel.HandlerFunc(s.getDevice)).Methods(http.MethodGet)
+	r.Handle("/devices/{deviceId}", kernel.HandlerFunc(s.renameDevice)).Methods(http.MethodPatch)
+	r.Handle("/devices/{deviceId}/driving", kernel.HandlerFunc(s.getDriving)).Methods(http.MethodGet)
 	r.Handle("/devices/{deviceId}/wake", s.powerDevice(true)).Methods(http.MethodPost)
 	r.Handle("/devices/{deviceId}/stop", s.powerDevice(false)).Methods(http.MethodPost)
-	r.Handle("/devices/{deviceId}/screenshot", handlerFunc(s.getScreenshot)).Methods(http.MethodGet)
-	r.Handle("/devices/{deviceId}/snapshot", handlerFunc(s.getUISnapshot)).Methods(http.MethodGet)
-	r.Handle("/devices/{deviceId}/lease", handlerFunc(s.acquireLease)).Methods(http.MethodPost)
-	r.Handle("/devices/{deviceId}/lease", handlerFunc(s.renewLease)).Methods(http.MethodPatch)
-	r.Handle("/devices/{deviceId}/lease", handlerFunc(s.releaseLease)).Methods(http.MethodDelete)
-	r.Handle("/devices/{deviceId}/actions", handlerFunc(s.performAction)).Methods(http.MethodPost)
-	r.Handle("/leases", handlerFunc(s.listLeases)).Methods(http.MethodGet)
-	r.Handle("/frames/{frameId}", handlerFunc(s.getFrame)).Methods(http.MethodGet)
-	r.Handle("/receipts", handlerFunc(s.listReceipts)).Methods(http.MethodGet)
-	r.Handle("/receipts/{idempotencyKey}", handlerFunc(s.getReceipt)).Methods(http.MethodGet)
-	r.Handle("/receipts/{idempotencyKey}/reviewed", handlerFunc(s.reviewReceipt)).Methods(http.MethodPost)
-}
-
-// devicePage is the answer of GET /v1/devices.
-type devicePage struct {
-	Devices   []projections.DeviceView `json:"devices"`
-	NextAfter string                   `json:"nextAfter,omitempty"`
+	r.Handle("/devices/{deviceId}/screenshot", kernel.HandlerFunc(s.getScreenshot)).Methods(http.MethodGet)
+	r.Handle("/devices/{deviceId}/snapshot", kernel.HandlerFunc(s.getUISnapshot)).Methods(http.MethodGet)
+	r.Handle("/devices/{deviceId}/lease", kernel.HandlerFunc(s.acquireLease)).Methods(http.MethodPost)
+	r.Handle("/devices/{deviceId}/lease", kernel.HandlerFunc(s.renewLease)).Methods(http.MethodPatch)
+	r.Handle("/devices/{deviceId}/lease", kernel.HandlerFunc(s.releaseLease)).Methods(http.MethodDelete)
+	r.Handle("/devices/{deviceId}/actions", kernel.HandlerFunc(s.performAction)).Methods(http.MethodPost)
+	r.Handle("/leases", kernel.HandlerFunc(s.listLeases)).Methods(http.MethodGet)
+	r.Handle("/frames/{frameId}", kernel.HandlerFunc(s.getFrame)).Methods(http.MethodGet)
+	r.Handle("/receipts", kernel.HandlerFunc(s.listReceipts)).Methods(http.MethodGet)
+	r.Handle("/receipts/{idempotencyKey}", kernel.HandlerFunc(s.getReceipt)).Methods(http.MethodGet)
+	r.Handle("/receipts/{idempotencyKey}/reviewed", kernel.HandlerFunc(s.reviewReceipt)).Methods(http.MethodPost)
 }
 
 func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) error {
@@ -58,7 +53,7 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, devicePage{Devices: page.Devices, NextAfter: page.NextAfter})
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewDevicePage(page))
 }
 
 func (s *Server) getDevice(w http.ResponseWriter, r *http.Request) error {
@@ -67,7 +62,7 @@ func (s *Server) getDevice(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, d)
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewDevice(d))
 }
 
 // renameRequest is the body of PATCH /v1/devices/{deviceId}.
@@ -78,7 +73,7 @@ type renameRequest struct {
 func (s *Server) renameDevice(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
 	var body renameRequest
-	if err := decodeJSON(r, &body); err != nil {
+	if err := kernel.DecodeJSON(r, &body); err != nil {
 		return err
 	}
 	if body.Name == nil {
@@ -88,7 +83,7 @@ func (s *Server) renameDevice(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, d)
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewDevice(d))
 }
 
 func (s *Server) getDriving(w http.ResponseWriter, r *http.Request) error {
@@ -97,7 +92,7 @@ func (s *Server) getDriving(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, d)
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewDriving(d))
 }
 
 // leaseBody carries a lease id where a route takes one in its body.
@@ -106,11 +101,11 @@ type leaseBody struct {
 	TTLSeconds int    `json:"ttlSeconds"`
 }
 
-func (s *Server) powerDevice(wake bool) handlerFunc {
+func (s *Server) powerDevice(wake bool) kernel.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		a := authOf(r)
 		var body leaseBody
-		if _, err := decodeOptionalJSON(r, &body); err != nil {
+		if _, err := kernel.DecodeOptionalJSON(r, &body); err != nil {
 			return err
 		}
 		d, err := s.app.Commands.PowerDevice.Handle(r.Context(), commands.PowerDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"], Wake: wake,
@@ -118,7 +113,7 @@ func (s *Server) powerDevice(wake bool) handlerFunc {
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, http.StatusOK, d)
+		return kernel.WriteJSON(w, http.StatusOK, wire.NewDevice(d))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"phonefleet/commands"
+	"phonefleet/http/kernel"
 )
 
 // actionRequest is the body of POST /v1/devices/{deviceId}/actions.
@@ -26,7 +27,7 @@ type actionRequest struct {
 func (s *Server) performAction(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
 	var body actionRequest
-	if err := decodeJSON(r, &body); err != nil {
+	if err := kernel.DecodeJSON(r, &body); err != nil {
 		return err
 	}
 	out, err := s.app.Commands.PerformAction.Handle(r.Context(), commands.PerformAction{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
@@ -38,5 +39,5 @@ func (s *Server) performAction(w http.ResponseWriter, r *http.Request) error {
 	if out.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	return writeJSON(w, http.StatusOK, out.Receipt)
+	return kernel.WriteJSON(w, http.StatusOK, out.Receipt)
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"phonefleet/commands"
 	"phonefleet/domain"
+	"phonefleet/http/kernel"
 )
 
 // screenshotJSON is the JSON form of a screenshot: the frame it was stored
@@ -38,27 +40,21 @@ type uiSnapshotJSON struct {
 	Root       json.RawMessage `json:"root"`
 }
 
-// formatParam reads the format query parameter, one of allowed (the first
-// is the default).
-func formatParam(r *http.Request, allowed ...string) (string, error) {
-	v := r.URL.Query().Get("format")
-	if v == "" {
-		return allowed[0], nil
+// pictureParams reads the query parameters of a route that answers a
+// picture: format, one of allowed (the first is the default), then
+// maxWidth (0 when absent). A bad format is reported before a bad maxWidth.
+func pictureParams(r *http.Request, allowed ...string) (format string, maxWidth int, err error) {
+	format = r.URL.Query().Get("format")
+	if format == "" {
+		format = allowed[0]
+	} else if !slices.Contains(allowed, format) {
+		return "", 0, domain.Errorf(domain.CodeInvalidArgument, "format must be %s or %s", allowed[0], allowed[1])
 	}
-	for _, a := range allowed {
-		if v == a {
-			return v, nil
-		}
-	}
-	return "", domain.Errorf(domain.CodeInvalidArgument, "format must be %s or %s", allowed[0], allowed[1])
-}
-
-func maxWidthParam(r *http.Request) (int, error) {
-	n, err := intParam(r.URL.Query().Get("maxWidth"), "maxWidth")
-	if err == nil && n < 0 {
+	maxWidth, err = intParam(r.URL.Query().Get("maxWidth"), "maxWidth")
+	if err == nil && maxWidth < 0 {
 		err = domain.Errorf(domain.CodeInvalidArgument, "maxWidth must be positive")
 	}
-	return n, err
+	return format, maxWidth, err
 }
 
 // writePNG answers a PNG with the frame it shows in Frame-Id.
@@ -75,11 +71,7 @@ func writePNG(w http.ResponseWriter, frameID, screenHash string, png []byte) {
 
 func (s *Server) getScreenshot(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
-	format, err := formatParam(r, "png", "json")
-	if err != nil {
-		return err
-	}
-	maxWidth, err := maxWidthParam(r)
+	format, maxWidth, err := pictureParams(r, "png", "json")
 	if err != nil {
 		return err
 	}
@@ -92,7 +84,7 @@ func (s *Server) getScreenshot(w http.ResponseWriter, r *http.Request) error {
 		writePNG(w, obs.Frame.FrameID, obs.Frame.ScreenHash, obs.PNG)
 		return nil
 	}
-	return writeJSON(w, http.StatusOK, screenshotJSON{FrameID: obs.Frame.FrameID, DeviceID: obs.DeviceID,
+	return kernel.WriteJSON(w, http.StatusOK, screenshotJSON{FrameID: obs.Frame.FrameID, DeviceID: obs.DeviceID,
 		ScreenHash: obs.Frame.ScreenHash, CapturedAt: obs.Frame.CapturedAt, Width: obs.Width, Height: obs.Height,
 		ScreenOn: obs.ScreenOn, MimeType: "image/png", Image: obs.PNG})
 }
@@ -104,18 +96,14 @@ func (s *Server) getUISnapshot(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, uiSnapshotJSON{FrameID: obs.Frame.FrameID, DeviceID: obs.DeviceID,
+	return kernel.WriteJSON(w, http.StatusOK, uiSnapshotJSON{FrameID: obs.Frame.FrameID, DeviceID: obs.DeviceID,
 		ScreenHash: obs.Frame.ScreenHash, CapturedAt: obs.Frame.CapturedAt, Width: obs.Width, Height: obs.Height,
 		ScreenOn: obs.ScreenOn, Root: obs.Snapshot})
 }
 
 func (s *Server) getFrame(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
-	format, err := formatParam(r, "json", "png")
-	if err != nil {
-		return err
-	}
-	maxWidth, err := maxWidthParam(r)
+	format, maxWidth, err := pictureParams(r, "json", "png")
 	if err != nil {
 		return err
 	}
@@ -128,5 +116,5 @@ func (s *Server) getFrame(w http.ResponseWriter, r *http.Request) error {
 		writePNG(w, fr.FrameID, fr.ScreenHash, fr.PNG)
 		return nil
 	}
-	return writeJSON(w, http.StatusOK, fr)
+	return kernel.WriteJSON(w, http.StatusOK, fr)
 }

@@ -6,26 +6,27 @@ import (
 	"github.com/gorilla/mux"
 
 	"phonefleet/commands"
-	"phonefleet/projections"
+	"phonefleet/http/kernel"
+	"phonefleet/http/wire"
 )
 
 func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
 	var body leaseBody
-	if _, err := decodeOptionalJSON(r, &body); err != nil {
+	if _, err := kernel.DecodeOptionalJSON(r, &body); err != nil {
 		return err
 	}
 	l, err := s.app.Commands.AcquireLease.Handle(r.Context(), commands.AcquireLease{Auth: a, DeviceID: mux.Vars(r)["deviceId"], TTLSeconds: body.TTLSeconds})
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, l)
+	return kernel.WriteJSON(w, http.StatusCreated, wire.NewLease(l))
 }
 
 func (s *Server) renewLease(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
 	var body leaseBody
-	if err := decodeJSON(r, &body); err != nil {
+	if err := kernel.DecodeJSON(r, &body); err != nil {
 		return err
 	}
 	l, err := s.app.Commands.RenewLease.Handle(r.Context(), commands.RenewLease{Auth: a, DeviceID: mux.Vars(r)["deviceId"], LeaseID: body.LeaseID,
@@ -33,7 +34,7 @@ func (s *Server) renewLease(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, l)
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewLease(l))
 }
 
 func (s *Server) releaseLease(w http.ResponseWriter, r *http.Request) error {
@@ -47,12 +48,6 @@ func (s *Server) releaseLease(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// leasePage is the answer of GET /v1/leases.
-type leasePage struct {
-	Leases    []projections.LeaseView `json:"leases"`
-	NextAfter string                  `json:"nextAfter,omitempty"`
-}
-
 func (s *Server) listLeases(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
 	q := r.URL.Query()
@@ -64,5 +59,5 @@ func (s *Server) listLeases(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, leasePage{Leases: page.Leases, NextAfter: page.NextAfter})
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewLeasePage(page))
 }

@@ -7,6 +7,7 @@ import (
 
 	"phonefleet/commands"
 	"phonefleet/domain"
+	"phonefleet/http/kernel"
 )
 
 // receiptPage is the receipt page of spec 2.5.
@@ -43,7 +44,7 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) error {
 	if !page.NextBefore.IsZero() {
 		out.NextBefore, out.NextBeforeKey = cursorTime(page.NextBefore), page.NextBeforeKey
 	}
-	return writeJSON(w, http.StatusOK, out)
+	return kernel.WriteJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) error {
@@ -52,7 +53,7 @@ func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, rc)
+	return kernel.WriteJSON(w, http.StatusOK, rc)
 }
 
 // reviewRequest is the optional body of POST /v1/receipts/{key}/reviewed.
@@ -63,7 +64,7 @@ type reviewRequest struct {
 func (s *Server) reviewReceipt(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
 	var body reviewRequest
-	if _, err := decodeOptionalJSON(r, &body); err != nil {
+	if _, err := kernel.DecodeOptionalJSON(r, &body); err != nil {
 		return err
 	}
 	rc, err := s.app.Commands.ReviewReceipt.Handle(r.Context(), commands.ReviewReceipt{Auth: a, IdempotencyKey: mux.Vars(r)["idempotencyKey"],
@@ -71,5 +72,5 @@ func (s *Server) reviewReceipt(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, rc)
+	return kernel.WriteJSON(w, http.StatusOK, rc)
 }

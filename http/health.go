@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+
+	"phonefleet/http/kernel"
 )
 
 // healthTimeout bounds one health report, so a stuck database makes the probe
@@ -65,7 +67,7 @@ type healthResponse struct {
 }
 
 func (s *Server) registerHealthRoutes(r *mux.Router) {
-	r.Handle("/healthz", handlerFunc(s.getHealth)).Methods(http.MethodGet)
+	r.Handle("/healthz", kernel.HandlerFunc(s.getHealth)).Methods(http.MethodGet)
 }
 
 func (s *Server) getHealth(w http.ResponseWriter, r *http.Request) error {
@@ -85,5 +87,5 @@ func (s *Server) getHealth(w http.ResponseWriter, r *http.Request) error {
 		status = http.StatusServiceUnavailable
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	return writeJSON(w, status, resp)
+	return kernel.WriteJSON(w, status, resp)
 }

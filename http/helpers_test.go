@@ -1,39 +1,30 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
 	"strconv"
-	"sync"
+	"strings"
 	"testing"
 	"testing/fstest"
 
 	"phonefleet/commands"
+	"phonefleet/http/kernel"
+	"phonefleet/testutil"
 )
 
-// syncBuffer is a log sink that handlers on other goroutines may write to.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+// logBuffer is the access log of a test server: handlers on other
+// goroutines write to it while the test reads it.
+type logBuffer struct{ testutil.SyncBuffer }
 
 // lines decodes every JSON log line written so far.
-func (b *syncBuffer) lines(t *testing.T) []map[string]any {
+func (b *logBuffer) lines(t *testing.T) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	dec := json.NewDecoder(bytes.NewReader(b.buf.Bytes()))
+	dec := json.NewDecoder(strings.NewReader(b.String()))
 	for dec.More() {
 		var line map[string]any
 		if err := dec.Decode(&line); err != nil {
@@ -45,29 +36,29 @@ func (b *syncBuffer) lines(t *testing.T) []map[string]any {
 }
 
 // newTestServer builds a server whose access log goes to the returned buffer.
-func newTestServer(t *testing.T, deps Deps) (*Server, *syncBuffer) {
+func newTestServer(t *testing.T, deps Deps) (*Server, *logBuffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &logBuffer{}
 	deps.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	return New(deps), logs
 }
 
 // echoServer is a test server with one extra route, POST /v1/echo, that reads
 // a JSON object; it serves the document extended by testdata/openapi/echo.yaml.
-func echoServer(t *testing.T) (*Server, *syncBuffer) {
+func echoServer(t *testing.T) (*Server, *logBuffer) {
 	t.Helper()
 	s, logs := newTestServer(t, Deps{})
 	s.openapi = assembleWithTestdata(t)
-	s.v1.Handle("/echo", handlerFunc(echo)).Methods(http.MethodPost)
+	s.v1.Handle("/echo", kernel.HandlerFunc(echo)).Methods(http.MethodPost)
 	return s, logs
 }
 
 func echo(w http.ResponseWriter, r *http.Request) error {
 	var obj map[string]any
-	if err := decodeJSON(r, &obj); err != nil {
+	if err := kernel.DecodeJSON(r, &obj); err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]int{"members": len(obj)})
+	return kernel.WriteJSON(w, http.StatusOK, map[string]int{"members": len(obj)})
 }
 
 // assembleWithTestdata assembles the embedded fragments plus the test-only

@@ -9,6 +9,7 @@ import (
 
 	"phonefleet/commands"
 	"phonefleet/domain"
+	"phonefleet/http/kernel"
 	"phonefleet/internal/identity"
 	"phonefleet/projections"
 )
@@ -47,14 +48,14 @@ type RateLimiter interface {
 // calling key's own record. "current" is registered before {id} so it is
 // never read as a key id.
 func (s *Server) registerIdentityRoutes(r *mux.Router) {
-	r.Handle("/api-keys", handlerFunc(s.listAPIKeys)).Methods(http.MethodGet)
-	r.Handle("/api-keys", handlerFunc(s.mintAPIKey)).Methods(http.MethodPost)
-	r.Handle("/api-keys/current", handlerFunc(s.getCurrentAPIKey)).Methods(http.MethodGet)
-	r.Handle("/api-keys/current", handlerFunc(s.revokeCurrentAPIKey)).Methods(http.MethodDelete)
-	r.Handle("/api-keys/{id}", handlerFunc(s.getAPIKey)).Methods(http.MethodGet)
-	r.Handle("/api-keys/{id}", handlerFunc(s.updateAPIKey)).Methods(http.MethodPatch)
-	r.Handle("/api-keys/{id}", handlerFunc(s.revokeAPIKey)).Methods(http.MethodDelete)
-	r.Handle("/api-keys/{id}/rotate", handlerFunc(s.rotateAPIKey)).Methods(http.MethodPost)
+	r.Handle("/api-keys", kernel.HandlerFunc(s.listAPIKeys)).Methods(http.MethodGet)
+	r.Handle("/api-keys", kernel.HandlerFunc(s.mintAPIKey)).Methods(http.MethodPost)
+	r.Handle("/api-keys/current", kernel.HandlerFunc(s.getCurrentAPIKey)).Methods(http.MethodGet)
+	r.Handle("/api-keys/current", kernel.HandlerFunc(s.revokeCurrentAPIKey)).Methods(http.MethodDelete)
+	r.Handle("/api-keys/{id}", kernel.HandlerFunc(s.getAPIKey)).Methods(http.MethodGet)
+	r.Handle("/api-keys/{id}", kernel.HandlerFunc(s.updateAPIKey)).Methods(http.MethodPatch)
+	r.Handle("/api-keys/{id}", kernel.HandlerFunc(s.revokeAPIKey)).Methods(http.MethodDelete)
+	r.Handle("/api-keys/{id}/rotate", kernel.HandlerFunc(s.rotateAPIKey)).Methods(http.MethodPost)
 }
 
 // apiKeyJSON is the key record of the key routes.
@@ -134,7 +135,7 @@ func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request) error {
 	for i, k := range rows {
 		out[i] = s.keyJSON(k)
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"keys": out})
+	return kernel.WriteJSON(w, http.StatusOK, map[string]any{"keys": out})
 }
 
 type mintAPIKeyBody struct {
@@ -159,7 +160,7 @@ func lifetimeOf(days *int) (time.Duration, error) {
 func (s *Server) mintAPIKey(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
 	var body mintAPIKeyBody
-	if err := decodeJSON(r, &body); err != nil {
+	if err := kernel.DecodeJSON(r, &body); err != nil {
 		return err
 	}
 	lifetime, err := lifetimeOf(body.ExpiresInDays)
@@ -175,7 +176,7 @@ func (s *Server) mintAPIKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, apiKeyWithToken{Key: s.keyJSON(k), Token: minted.Token})
+	return kernel.WriteJSON(w, http.StatusCreated, apiKeyWithToken{Key: s.keyJSON(k), Token: minted.Token})
 }
 
 func (s *Server) getAPIKey(w http.ResponseWriter, r *http.Request) error {
@@ -184,7 +185,7 @@ func (s *Server) getAPIKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.keyJSON(k))
+	return kernel.WriteJSON(w, http.StatusOK, s.keyJSON(k))
 }
 
 type updateAPIKeyBody struct {
@@ -198,7 +199,7 @@ type updateAPIKeyBody struct {
 func (s *Server) updateAPIKey(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
 	var body updateAPIKeyBody
-	if err := decodeJSON(r, &body); err != nil {
+	if err := kernel.DecodeJSON(r, &body); err != nil {
 		return err
 	}
 	id := mux.Vars(r)["id"]
@@ -226,7 +227,7 @@ func (s *Server) updateAPIKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.keyJSON(k))
+	return kernel.WriteJSON(w, http.StatusOK, s.keyJSON(k))
 }
 
 func (s *Server) rotateAPIKey(w http.ResponseWriter, r *http.Request) error {
@@ -240,7 +241,7 @@ func (s *Server) rotateAPIKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, apiKeyWithToken{Key: s.keyJSON(k), Token: rotated.Token})
+	return kernel.WriteJSON(w, http.StatusOK, apiKeyWithToken{Key: s.keyJSON(k), Token: rotated.Token})
 }
 
 func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request) error {
@@ -258,7 +259,7 @@ func (s *Server) getCurrentAPIKey(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.keyJSON(k))
+	return kernel.WriteJSON(w, http.StatusOK, s.keyJSON(k))
 }
 
 func (s *Server) revokeCurrentAPIKey(w http.ResponseWriter, r *http.Request) error {

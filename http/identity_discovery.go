@@ -6,6 +6,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"phonefleet/domain"
+	"phonefleet/http/kernel"
 )
 
 // registerDiscoveryRoutes mounts the OAuth protected-resource metadata
@@ -16,8 +17,8 @@ import (
 // deployment, or one with no authorization server, answers 404 not_found.
 // They need no credential.
 func (s *Server) registerDiscoveryRoutes(r *mux.Router) {
-	r.Handle("/.well-known/oauth-protected-resource", handlerFunc(s.getResourceMetadata)).Methods(http.MethodGet)
-	r.Handle(resourceMetadataPath, handlerFunc(s.getResourceMetadata)).Methods(http.MethodGet)
+	r.Handle("/.well-known/oauth-protected-resource", kernel.HandlerFunc(s.getResourceMetadata)).Methods(http.MethodGet)
+	r.Handle(resourceMetadataPath, kernel.HandlerFunc(s.getResourceMetadata)).Methods(http.MethodGet)
 }
 
 // resourceMetadata is the RFC 9728 document.
@@ -37,7 +38,7 @@ func (s *Server) getResourceMetadata(w http.ResponseWriter, r *http.Request) err
 	}
 	base := s.baseURL(r)
 	w.Header().Set("Cache-Control", "public, max-age=3600")
-	return writeJSON(w, http.StatusOK, resourceMetadata{
+	return kernel.WriteJSON(w, http.StatusOK, resourceMetadata{
 		Resource:               base + "/mcp",
 		AuthorizationServers:   []string{d.Issuer},
 		ScopesSupported:        domain.AllScopes,

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
+	"phonefleet/http/kernel"
 	"phonefleet/internal/identity"
 	"phonefleet/internal/identity/identitytest"
 	"phonefleet/projections"
@@ -32,24 +32,6 @@ const (
 	idConsoleOrigin = "https://console.example"
 )
 
-// idClock is a clock tests move by hand.
-type idClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *idClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *idClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.now = t
-	c.mu.Unlock()
-}
-
 // idEnv is a server wired with the real identity stack: key store
 // projection, commands, authenticator (and, hosted, OAuth against a fake
 // identity provider, bindings and the shared rate limiter).
@@ -59,7 +41,7 @@ type idEnv struct {
 	pool   *pgxpool.Pool
 	store  *eventstore.Store
 	runner *projections.Runner
-	clock  *idClock
+	clock  *testutil.Clock
 	idp    *identitytest.IdP
 	deps   Deps
 	s      *Server
@@ -79,7 +61,7 @@ type idOptions struct {
 
 func newIDEnv(t *testing.T, o idOptions) *idEnv {
 	t.Helper()
-	e := &idEnv{t: t, mode: o.mode, clock: &idClock{now: time.Now().UTC()}}
+	e := &idEnv{t: t, mode: o.mode, clock: testutil.NewClock(time.Now().UTC())}
 	if e.mode == "" {
 		e.mode = "local"
 	}
@@ -515,8 +497,8 @@ func TestAppGate(t *testing.T) {
 	e := newIDEnv(t, idOptions{mode: "hosted"})
 	e.idp.SetRole("user_1", "org_a", "member")
 	app := e.idp.App(t, idAudience, "user_1", "org_a", "third-party")
-	ok := handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-		return writeJSON(w, http.StatusOK, map[string]string{"kind": string(authOf(r).Kind)})
+	ok := kernel.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		return kernel.WriteJSON(w, http.StatusOK, map[string]string{"kind": string(authOf(r).Kind)})
 	})
 	// Routes of the spec list pass; others are refused until annotated.
 	e.s.v1.Handle("/gate-test/listed/{id}", ok).Methods(http.MethodGet)

@@ -1,13 +1,12 @@
 package httpapi
 
 import (
-	"bytes"
-	"io"
 	"net/http"
 
 	"github.com/gorilla/mux"
 
 	"phonefleet/domain"
+	"phonefleet/http/kernel"
 )
 
 // registerMCPRoutes mounts the agent tool surface (spec 1, 5.5) at /mcp,
@@ -18,25 +17,15 @@ import (
 // every route. POST carries JSON-RPC; GET and DELETE are the Streamable
 // HTTP transport's stream and session-end requests.
 func (s *Server) registerMCPRoutes(r *mux.Router) {
-	r.Handle("/mcp", s.authenticate(handlerFunc(s.serveMCP))).Methods(http.MethodPost, http.MethodGet, http.MethodDelete)
+	r.Handle("/mcp", s.authenticate(kernel.HandlerFunc(s.serveMCP))).Methods(http.MethodPost, http.MethodGet, http.MethodDelete)
 }
 
-// serveMCP hands the request to the tool surface. A POST body is read here
-// first, so one over the limit (chunked, or lying about its length) is the
-// same 413 envelope as on every other route rather than a JSON-RPC error.
+// serveMCP hands the request to the tool surface, which reads the body
+// through the kernel, so one over the limit is the same 413 envelope as on
+// every other route rather than a JSON-RPC error.
 func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) error {
 	if s.deps.MCP == nil {
 		return domain.Errorf(domain.CodeServiceUnavailable, "the agent tool surface is not served by this deployment")
-	}
-	if r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			if e, ok := asPayloadTooLarge(err); ok {
-				return e
-			}
-			return domain.Errorf(domain.CodeInvalidArgument, "the request body could not be read")
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	s.deps.MCP.ServeHTTP(w, r)
 	return nil

@@ -8,6 +8,7 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
+	"phonefleet/http/kernel"
 )
 
 func TestRequestID(t *testing.T) {
@@ -28,8 +29,8 @@ func TestRequestID(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s, logs := newTestServer(t, Deps{})
 			var seen string
-			s.v1.Handle("/id", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-				seen = RequestID(r.Context())
+			s.v1.Handle("/id", kernel.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+				seen = kernel.RequestID(r.Context())
 				return nil
 			})).Methods(http.MethodGet)
 			req := httptest.NewRequest(http.MethodGet, "/v1/id", nil)
@@ -52,20 +53,20 @@ func TestRequestID(t *testing.T) {
 			}
 		})
 	}
-	if got := RequestID(t.Context()); got != "" {
+	if got := kernel.RequestID(t.Context()); got != "" {
 		t.Errorf("got RequestID outside a request %q; want \"\"", got)
 	}
 }
 
 func TestAccessLog(t *testing.T) {
 	s, logs := newTestServer(t, Deps{})
-	s.v1.Handle("/ok", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-		return writeJSON(w, http.StatusOK, map[string]string{"a": "b"})
+	s.v1.Handle("/ok", kernel.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		return kernel.WriteJSON(w, http.StatusOK, map[string]string{"a": "b"})
 	})).Methods(http.MethodGet)
-	s.v1.Handle("/refused", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+	s.v1.Handle("/refused", kernel.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		return domain.Errorf(domain.CodePermissionDenied, "not yours").Wrap(errAccessLogSecret)
 	})).Methods(http.MethodGet)
-	s.v1.Handle("/broken", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+	s.v1.Handle("/broken", kernel.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		return errAccessLogSecret
 	})).Methods(http.MethodGet)
 
@@ -127,7 +128,7 @@ var errAccessLogSecret error = accessLogSecretError{}
 
 func TestPanicRecovery(t *testing.T) {
 	s, logs := newTestServer(t, Deps{})
-	s.v1.Handle("/panic", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+	s.v1.Handle("/panic", kernel.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		panic("boom: secret state")
 	})).Methods(http.MethodGet)
 	v := apitest.FromHandler(t, s.Handler())
@@ -151,7 +152,7 @@ func TestPanicRecovery(t *testing.T) {
 	}
 
 	t.Run("abort handler is re-raised", func(t *testing.T) {
-		s.v1.Handle("/abort", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		s.v1.Handle("/abort", kernel.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 			panic(http.ErrAbortHandler)
 		})).Methods(http.MethodGet)
 		defer func() {
@@ -179,7 +180,7 @@ func TestBodyLimit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, _ := newTestServer(t, Deps{BodyLimit: tt.limit})
-			s.v1.Handle("/echo", handlerFunc(echo)).Methods(http.MethodPost)
+			s.v1.Handle("/echo", kernel.HandlerFunc(echo)).Methods(http.MethodPost)
 			req := httptest.NewRequest(http.MethodPost, "/v1/echo", strings.NewReader(tt.body))
 			if tt.chunked {
 				req.ContentLength = -1
@@ -191,7 +192,7 @@ func TestBodyLimit(t *testing.T) {
 			if tt.status == 413 {
 				want := tt.limit
 				if want == 0 {
-					want = DefaultBodyLimit
+					want = kernel.DefaultBodyLimit
 				}
 				msg, _ := decodeErrorBody(t, body)["message"].(string)
 				if !strings.Contains(msg, " "+itoa(want)+" bytes") {

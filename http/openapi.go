@@ -12,6 +12,8 @@ import (
 
 	"github.com/gorilla/mux"
 	"go.yaml.in/yaml/v3"
+
+	"phonefleet/http/kernel"
 )
 
 // The OpenAPI 3.1 document is written as fragments: base.yaml holds the
@@ -212,10 +214,10 @@ func jsonShaped(v any) any {
 }
 
 func (s *Server) registerOpenAPIRoutes(r *mux.Router) {
-	r.Handle("/openapi.json", handlerFunc(s.getOpenAPI)).Methods(http.MethodGet)
+	r.Handle("/openapi.json", kernel.HandlerFunc(s.getOpenAPI)).Methods(http.MethodGet)
 }
 
 func (s *Server) getOpenAPI(w http.ResponseWriter, _ *http.Request) error {
-	writeBody(w, http.StatusOK, s.openapi)
+	kernel.WriteBody(w, http.StatusOK, s.openapi)
 	return nil
 }

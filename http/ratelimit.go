@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"phonefleet/domain"
+	"phonefleet/http/kernel"
 	"phonefleet/internal/identity"
 )
 
@@ -32,7 +33,7 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 		}
 		dec, err := d.RateLimiter.Take(r.Context(), bucket, limit)
 		if err != nil {
-			exchangeFrom(r.Context()).noteFault(err)
+			kernel.NoteFault(r.Context(), err)
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -43,7 +44,7 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 		h.Set("RateLimit-Policy", strconv.Itoa(dec.Limit)+";w=60")
 		if !dec.Allowed {
 			h.Set("Retry-After", strconv.Itoa(dec.Reset))
-			WriteError(w, r, domain.Errorf(domain.CodeRateLimited, "too many requests this minute; wait as Retry-After says"))
+			kernel.Error(w, r, domain.Errorf(domain.CodeRateLimited, "too many requests this minute; wait as Retry-After says"))
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -1,8 +1,10 @@
 // Package httpapi is phonefleet's HTTP edge: the REST control surface /v1, and
 // beside it the health probe, the OpenAPI document and (mounted by later
-// areas) the device surface /vrx and the agent surface /mcp. It owns the one
-// code→status map, the one error renderer per surface and the middleware
-// every request passes through.
+// areas) the device surface /vrx and the agent surface /mcp. It assembles
+// the server: the router, authentication, CORS and rate limits, each
+// surface's mount, all inside the middleware chain of package kernel, which
+// also owns the code→status map, the handler adapter and the error
+// renderers every surface shares.
 package httpapi
 
 import (
@@ -18,10 +20,8 @@ import (
 	"github.com/gorilla/mux"
 
 	"phonefleet/commands"
+	"phonefleet/http/kernel"
 )
-
-// DefaultBodyLimit is the request body limit of every surface (spec 8: 1 MiB).
-const DefaultBodyLimit int64 = 1 << 20
 
 // DefaultShutdownTimeout bounds how long Serve waits for in-flight requests
 // once its context is cancelled.
@@ -38,7 +38,7 @@ type Deps struct {
 	// GET /healthz; nil reports healthy with no projections.
 	Health HealthReporter
 	// BodyLimit is the request body limit in bytes; zero or less means
-	// DefaultBodyLimit.
+	// kernel.DefaultBodyLimit.
 	BodyLimit int64
 	// ShutdownTimeout bounds the graceful shutdown in Serve; zero or less
 	// means DefaultShutdownTimeout.
@@ -68,7 +68,6 @@ type Server struct {
 	app             commands.Application
 	auth            Authenticator
 	health          HealthReporter
-	bodyLimit       int64
 	shutdownTimeout time.Duration
 
 	router       *mux.Router
@@ -89,7 +88,6 @@ func New(deps Deps) *Server {
 		deps:            deps,
 		auth:            deps.Auth,
 		health:          deps.Health,
-		bodyLimit:       deps.BodyLimit,
 		shutdownTimeout: deps.ShutdownTimeout,
 	}
 	if s.logger == nil {
@@ -102,9 +100,6 @@ func New(deps Deps) *Server {
 	}
 	if s.mode == "" {
 		s.mode = "local"
-	}
-	if s.bodyLimit <= 0 {
-		s.bodyLimit = DefaultBodyLimit
 	}
 	if s.shutdownTimeout <= 0 {
 		s.shutdownTimeout = DefaultShutdownTimeout
@@ -122,8 +117,8 @@ func New(deps Deps) *Server {
 	// not_found envelope instead of mux's bare 301 redirect, which no
 	// contract describes.
 	s.router = mux.NewRouter().SkipClean(true)
-	s.router.NotFoundHandler = handlerFunc(s.notFound)
-	s.router.MethodNotAllowedHandler = handlerFunc(s.notFound)
+	s.router.NotFoundHandler = kernel.HandlerFunc(s.notFound)
+	s.router.MethodNotAllowedHandler = kernel.HandlerFunc(s.notFound)
 	s.registerHealthRoutes(s.router)
 	s.registerOpenAPIRoutes(s.router)
 	s.registerContractRoutes(s.router)
@@ -132,8 +127,8 @@ func New(deps Deps) *Server {
 		s.auth = localOperator{orgID: deps.LocalOrgID}
 	}
 	s.v1 = s.router.PathPrefix("/v1").Subrouter()
-	s.v1.NotFoundHandler = handlerFunc(s.notFound)
-	s.v1.MethodNotAllowedHandler = handlerFunc(s.notFound)
+	s.v1.NotFoundHandler = kernel.HandlerFunc(s.notFound)
+	s.v1.MethodNotAllowedHandler = kernel.HandlerFunc(s.notFound)
 	s.v1.Use(s.authenticate)
 	s.registerIdentityRoutes(s.v1)
 	s.registerFleetRoutes(s.v1)
@@ -144,7 +139,8 @@ func New(deps Deps) *Server {
 
 	// The middleware chain. Each wrap goes around the one before, so the last
 	// wrap is the outermost; on the wire a request passes
-	//   request id → access log → panic recovery → body limit → [seam] → router.
+	//   request id → access log → panic recovery → body limit (kernel.Chain)
+	//   → [seam] → router.
 	var h http.Handler = s.router
 	// ---- Seam: later work wraps h here, in this order in code ----
 	h = s.rateLimit(h) // hosted only; refused before any work (spec 8)
@@ -153,11 +149,7 @@ func New(deps Deps) *Server {
 	// not a wrap here: it goes on the /v1 and /mcp subrouters (Router.Use),
 	// because /healthz, /openapi.json, discovery and /vrx take no bearer token.
 	// ---- end of seam ----
-	h = s.limitBody(h)
-	h = recoverPanics(h)
-	h = s.logRequests(h)
-	h = assignRequestID(h)
-	s.handler = h
+	s.handler = kernel.Chain(h, kernel.Options{Logger: s.logger, BodyLimit: deps.BodyLimit, Errors: writeError})
 	return s
 }
 
@@ -203,16 +195,4 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		err = fmt.Errorf("serve: %w", serr)
 	}
 	return err
-}
-
-// handlerFunc is the shape of every handler: it writes a success itself and
-// returns any failure, which its ServeHTTP renders through WriteError. Handlers
-// never log and never write an error body.
-type handlerFunc func(w http.ResponseWriter, r *http.Request) error
-
-// ServeHTTP is the one adapter from handlerFunc to http.Handler.
-func (h handlerFunc) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := h(w, r); err != nil {
-		WriteError(w, r, err)
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"phonefleet/http/apitest"
+	"phonefleet/http/kernel"
 )
 
 // serve runs s on a loopback port until the returned cancel is called; done
@@ -33,10 +34,10 @@ func TestServeShutsDownGracefully(t *testing.T) {
 	s, _ := newTestServer(t, Deps{})
 	started := make(chan struct{})
 	release := make(chan struct{})
-	s.v1.Handle("/slow", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+	s.v1.Handle("/slow", kernel.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		close(started)
 		<-release
-		return writeJSON(w, http.StatusOK, map[string]string{"finished": "yes"})
+		return kernel.WriteJSON(w, http.StatusOK, map[string]string{"finished": "yes"})
 	})).Methods(http.MethodGet)
 	base, cancel, done := serve(t, s)
 
@@ -99,7 +100,7 @@ func TestServeShutdownTimeout(t *testing.T) {
 	started := make(chan struct{})
 	release := make(chan struct{})
 	defer close(release)
-	s.v1.Handle("/stuck", handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+	s.v1.Handle("/stuck", kernel.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		close(started)
 		<-release
 		return nil

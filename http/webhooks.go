@@ -8,18 +8,20 @@ import (
 
 	"phonefleet/commands"
 	"phonefleet/domain"
+	"phonefleet/http/kernel"
+	"phonefleet/http/wire"
 	"phonefleet/projections"
 )
 
 // registerWebhookRoutes mounts the routes of webhook subscriptions and deliveries (spec 4.4) on the /v1 router.
 func (s *Server) registerWebhookRoutes(r *mux.Router) {
-	r.Handle("/webhooks", handlerFunc(s.createWebhook)).Methods(http.MethodPost)
-	r.Handle("/webhooks", handlerFunc(s.listWebhooks)).Methods(http.MethodGet)
-	r.Handle("/webhooks/{webhookId}", handlerFunc(s.patchWebhook)).Methods(http.MethodPatch)
-	r.Handle("/webhooks/{webhookId}", handlerFunc(s.deleteWebhook)).Methods(http.MethodDelete)
-	r.Handle("/webhooks/{webhookId}/rotate", handlerFunc(s.rotateWebhook)).Methods(http.MethodPost)
-	r.Handle("/webhooks/{webhookId}/test", handlerFunc(s.testWebhook)).Methods(http.MethodPost)
-	r.Handle("/webhooks/{webhookId}/deliveries", handlerFunc(s.listDeliveries)).Methods(http.MethodGet)
+	r.Handle("/webhooks", kernel.HandlerFunc(s.createWebhook)).Methods(http.MethodPost)
+	r.Handle("/webhooks", kernel.HandlerFunc(s.listWebhooks)).Methods(http.MethodGet)
+	r.Handle("/webhooks/{webhookId}", kernel.HandlerFunc(s.patchWebhook)).Methods(http.MethodPatch)
+	r.Handle("/webhooks/{webhookId}", kernel.HandlerFunc(s.deleteWebhook)).Methods(http.MethodDelete)
+	r.Handle("/webhooks/{webhookId}/rotate", kernel.HandlerFunc(s.rotateWebhook)).Methods(http.MethodPost)
+	r.Handle("/webhooks/{webhookId}/test", kernel.HandlerFunc(s.testWebhook)).Methods(http.MethodPost)
+	r.Handle("/webhooks/{webhookId}/deliveries", kernel.HandlerFunc(s.listDeliveries)).Methods(http.MethodGet)
 }
 
 type createWebhookRequest struct {
@@ -30,7 +32,7 @@ type createWebhookRequest struct {
 func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
 	var req createWebhookRequest
-	if err := decodeJSON(r, &req); err != nil {
+	if err := kernel.DecodeJSON(r, &req); err != nil {
 		return err
 	}
 	created, err := s.app.Commands.CreateWebhook.Handle(r.Context(), commands.CreateWebhook{Auth: a,
@@ -42,7 +44,7 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, projections.WebhookWithSecret{Webhook: v.JSON(), Secret: created.Secret})
+	return kernel.WriteJSON(w, http.StatusCreated, wire.NewWebhookWithSecret(v, created.Secret))
 }
 
 func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) error {
@@ -51,7 +53,7 @@ func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, projections.NewWebhooksJSON(views))
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewWebhookList(views))
 }
 
 // webhookID returns the path's webhookId; one that cannot name a webhook
@@ -75,7 +77,7 @@ func (s *Server) patchWebhook(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req patchWebhookRequest
-	if err := decodeJSON(r, &req); err != nil {
+	if err := kernel.DecodeJSON(r, &req); err != nil {
 		return err
 	}
 	if req.Enabled == nil {
@@ -89,7 +91,7 @@ func (s *Server) patchWebhook(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, v.JSON())
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewWebhook(v))
 }
 
 func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) error {
@@ -119,7 +121,7 @@ func (s *Server) rotateWebhook(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, projections.WebhookWithSecret{Webhook: v.JSON(), Secret: secret})
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewWebhookWithSecret(v, secret))
 }
 
 func (s *Server) testWebhook(w http.ResponseWriter, r *http.Request) error {
@@ -132,7 +134,7 @@ func (s *Server) testWebhook(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusAccepted, map[string]string{"deliveryId": deliveryID, "status": domain.DeliveryPending})
+	return kernel.WriteJSON(w, http.StatusAccepted, wire.NewTestDelivery(deliveryID))
 }
 
 // Delivery page limits (spec 8).
@@ -158,16 +160,15 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	}
 	var before *projections.DeliveryCursor
 	if raw := q.Get("nextBefore"); raw != "" {
-		c, ok := projections.ParseDeliveryCursor(raw)
+		c, ok := wire.ParseDeliveryCursor(raw)
 		if !ok {
 			return domain.Errorf(domain.CodeInvalidArgument, "nextBefore must be a value returned as nextBefore by this route")
 		}
 		before = &c
 	}
 	page, err := s.app.Queries.ListDeliveries.Handle(r.Context(), commands.ListDeliveries{Auth: a, WebhookID: id, Limit: limit, Before: before})
-	rows, next := page.Deliveries, page.Next
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, projections.NewDeliveryPage(rows, next))
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewDeliveryPage(page))
 }

@@ -9,7 +9,7 @@ import (
 
 	"phonefleet/commands"
 	"phonefleet/domain"
-	"phonefleet/projections"
+	"phonefleet/http/wire"
 )
 
 // fleetTools are the device, lease, observation, action, frame and receipt
@@ -73,10 +73,7 @@ func (s *Server) listDevicesTool() *tool {
 		if err != nil {
 			return nil, err
 		}
-		return jsonResult(struct {
-			Devices   []projections.DeviceView `json:"devices"`
-			NextAfter string                   `json:"nextAfter,omitempty"`
-		}{page.Devices, page.NextAfter})
+		return jsonResult(wire.NewDevicePage(page))
 	})
 	return t
 }
@@ -95,7 +92,7 @@ func (s *Server) getDeviceTool() *tool {
 		if err != nil {
 			return nil, deviceNotFound(err, args.DeviceID)
 		}
-		return jsonResult(d)
+		return jsonResult(wire.NewDevice(d))
 	})
 	return t
 }
@@ -117,7 +114,7 @@ func (s *Server) acquireLeaseTool() *tool {
 		if err != nil {
 			return nil, err
 		}
-		return jsonResult(l)
+		return jsonResult(wire.NewLease(l))
 	})
 	return t
 }
@@ -132,7 +129,7 @@ func (s *Server) renewLeaseTool() *tool {
 		if err != nil {
 			return nil, err
 		}
-		return jsonResult(l)
+		return jsonResult(wire.NewLease(l))
 	})
 	return t
 }
@@ -169,10 +166,7 @@ func (s *Server) listLeasesTool() *tool {
 		if err != nil {
 			return nil, err
 		}
-		return jsonResult(struct {
-			Leases    []projections.LeaseView `json:"leases"`
-			NextAfter string                  `json:"nextAfter,omitempty"`
-		}{page.Leases, page.NextAfter})
+		return jsonResult(wire.NewLeasePage(page))
 	})
 	return t
 }
@@ -208,7 +202,7 @@ func (s *Server) wakeDeviceTool() *tool {
 		if err != nil {
 			return nil, deviceNotFound(err, args.DeviceID)
 		}
-		return jsonResult(d)
+		return jsonResult(wire.NewDevice(d))
 	})
 	return t
 }

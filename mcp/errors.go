@@ -10,6 +10,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
 	"phonefleet/domain"
+	"phonefleet/http/kernel"
 )
 
 // The tool error envelope (spec 2.3, 7.1): a failed call is a result with
@@ -137,7 +138,7 @@ func envelope(name string, err error) (map[string]any, bool) {
 func (s *Server) failure(ctx context.Context, name string, err error) *mcpgo.CallToolResult {
 	env, fault := envelope(name, err)
 	if fault && !errors.Is(err, context.Canceled) {
-		s.logger.ErrorContext(ctx, "tool failed", "tool", name, "err", err, "request_id", s.deps.RequestID(ctx))
+		s.logger.ErrorContext(ctx, "tool failed", "tool", name, "err", err, "request_id", kernel.RequestID(ctx))
 	}
 	b, mErr := json.Marshal(env)
 	if mErr != nil {

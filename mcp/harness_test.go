@@ -84,7 +84,7 @@ func startService(t testing.TB, devices int) *service {
 	}}
 	app := commands.NewApplication(commands.AppDeps{Fleet: fe.Fleet,
 		Webhooks: &commands.WebhookCapability{Webhooks: base, Queries: projections.WebhookQueries{DB: pool}}})
-	tools, err := mcp.New(mcp.Deps{App: &app, Mode: "local", RequestID: httpapi.RequestID})
+	tools, err := mcp.New(mcp.Deps{App: &app, Mode: "local"})
 	if err != nil {
 		t.Fatal(err)
 	}

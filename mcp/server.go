@@ -13,7 +13,10 @@
 // sessionless 2026-07-28 revision (server/discover, _meta on every request)
 // on the one endpoint. It never authenticates: httpapi mounts it behind the
 // service's authentication, body limit and rate limits, and every tool reads
-// the caller's domain.Auth from the request context.
+// the caller's domain.Auth from the request context. It stands on package
+// kernel like every surface: the request body is read through it (so one
+// over the limit answers the same 413 envelope as every route), and the
+// request id a failed tool logs is the kernel's.
 //
 // # Which tools a credential sees (spec 5.5)
 //
@@ -52,6 +55,7 @@ import (
 
 	"phonefleet/commands"
 	"phonefleet/domain"
+	"phonefleet/http/kernel"
 )
 
 // ServerName is the serverInfo name every client sees at connect time.
@@ -85,9 +89,6 @@ type Deps struct {
 	// Logger receives the cause of every internal_error a tool answers;
 	// nil discards.
 	Logger *slog.Logger
-	// RequestID returns the id of the HTTP request a call arrived in, for
-	// the log line of a tool that failed; nil logs none.
-	RequestID func(context.Context) string
 }
 
 // Server is the tool surface: an http.Handler for /mcp.
@@ -114,9 +115,6 @@ func New(deps Deps) (*Server, error) {
 		s.app = *deps.App
 	} else {
 		s.app = commands.NewApplication(commands.AppDeps{})
-	}
-	if s.deps.RequestID == nil {
-		s.deps.RequestID = func(context.Context) string { return "" }
 	}
 	s.mcp = server.NewMCPServer(ServerName, ToolSurfaceVersion,
 		server.WithTitle("phonefleet"),
@@ -185,13 +183,18 @@ func rpcMethod(ctx context.Context) string {
 // ServeHTTP serves /mcp. Before the transport sees a POST it reads the
 // JSON-RPC method: the scope filter shapes only tools/list, and a
 // tools/call naming no tool is answered -32601 here (the transport would
-// answer -32602).
+// answer -32602). A body that cannot be read (past the limit, a broken
+// connection) is answered by the kernel, in the envelope of the edge that
+// mounts the surface, before any JSON-RPC is spoken.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	kernel.HandlerFunc(s.serve).ServeHTTP(w, r)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 	if r.Method == http.MethodPost && r.Body != nil {
-		body, err := io.ReadAll(r.Body)
+		body, err := kernel.ReadBody(r)
 		if err != nil {
-			writeRPCError(w, r, nil, mcpgo.PARSE_ERROR, "the request body could not be read")
-			return
+			return err
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		var head struct {
@@ -205,11 +208,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r = r.WithContext(context.WithValue(r.Context(), rpcMethodKey{}, head.Method))
 			if head.Method == string(mcpgo.MethodToolsCall) && len(head.ID) > 0 && s.tools[head.Params.Name] == nil {
 				writeRPCError(w, r, head.ID, mcpgo.METHOD_NOT_FOUND, fmt.Sprintf("tool %q does not exist; tools/list names every tool", head.Params.Name))
-				return
+				return nil
 			}
 		}
 	}
 	s.http.ServeHTTP(w, r)
+	return nil
 }
 
 // writeRPCError answers a JSON-RPC error the way the transport would: HTTP

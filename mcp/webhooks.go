@@ -9,6 +9,7 @@ import (
 
 	"phonefleet/commands"
 	"phonefleet/domain"
+	"phonefleet/http/wire"
 	"phonefleet/projections"
 )
 
@@ -43,7 +44,7 @@ func (s *Server) webhookTools() []*tool {
 		if err != nil {
 			return nil, err
 		}
-		return jsonResult(projections.NewWebhooksJSON(views))
+		return jsonResult(wire.NewWebhookList(views))
 	})
 
 	events, _ := json.Marshal(domain.WebhookEventNames)
@@ -64,7 +65,7 @@ func (s *Server) webhookTools() []*tool {
 		if err != nil {
 			return nil, err
 		}
-		return jsonResult(projections.WebhookWithSecret{Webhook: v.JSON(), Secret: c.Secret})
+		return jsonResult(wire.NewWebhookWithSecret(v, c.Secret))
 	})
 
 	update := webhookTool("update_webhook", "Switch a webhook on or off",
@@ -79,7 +80,7 @@ func (s *Server) webhookTools() []*tool {
 		if err != nil {
 			return nil, err
 		}
-		return jsonResult(v.JSON())
+		return jsonResult(wire.NewWebhook(v))
 	})
 
 	rotate := webhookTool("rotate_webhook_secret", "Rotate a webhook's secret",
@@ -94,7 +95,7 @@ func (s *Server) webhookTools() []*tool {
 		if err != nil {
 			return nil, err
 		}
-		return jsonResult(projections.WebhookWithSecret{Webhook: v.JSON(), Secret: secret})
+		return jsonResult(wire.NewWebhookWithSecret(v, secret))
 	})
 
 	test := webhookTool("test_webhook", "Send a test delivery",
@@ -106,7 +107,7 @@ func (s *Server) webhookTools() []*tool {
 		if err != nil {
 			return nil, err
 		}
-		return jsonResult(map[string]string{"deliveryId": id, "status": domain.DeliveryPending})
+		return jsonResult(wire.NewTestDelivery(id))
 	})
 
 	del := webhookTool("delete_webhook", "Delete a webhook",
@@ -133,18 +134,17 @@ func (s *Server) webhookTools() []*tool {
 		}
 		var before *projections.DeliveryCursor
 		if args.NextBefore != "" {
-			c, ok := projections.ParseDeliveryCursor(args.NextBefore)
+			c, ok := wire.ParseDeliveryCursor(args.NextBefore)
 			if !ok {
 				return nil, domain.Errorf(domain.CodeInvalidArgument, "nextBefore must be a value returned as nextBefore")
 			}
 			before = &c
 		}
 		page, err := app.Queries.ListDeliveries.Handle(ctx, commands.ListDeliveries{Auth: a, WebhookID: args.WebhookID, Limit: limit, Before: before})
-		rows, next := page.Deliveries, page.Next
 		if err != nil {
 			return nil, err
 		}
-		return jsonResult(projections.NewDeliveryPage(rows, next))
+		return jsonResult(wire.NewDeliveryPage(page))
 	})
 	return []*tool{list, create, update, rotate, test, del, deliveries}
 }

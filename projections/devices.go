@@ -96,21 +96,22 @@ func (Devices) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eve
 	})
 }
 
-// DeviceView is a device as the devices read model shows it.
+// DeviceView is a device as the devices read model shows it. How a
+// surface spells it is the surface's (package http/wire).
 type DeviceView struct {
-	DeviceID     string           `json:"deviceId"`
-	Name         string           `json:"name"`
-	Backend      string           `json:"backend"`
-	Model        string           `json:"model,omitempty"`
-	Width        int              `json:"width,omitempty"`
-	Height       int              `json:"height,omitempty"`
-	Status       string           `json:"status"`
-	Leased       bool             `json:"leased"`
-	Lease        *DeviceLeaseView `json:"lease,omitempty"`
-	RegisteredAt time.Time        `json:"registeredAt"`
-	UpdatedAt    time.Time        `json:"updatedAt"`
-	// OrgID is the owning organisation (never rendered).
-	OrgID string `json:"-"`
+	DeviceID     string
+	Name         string
+	Backend      string
+	Model        string
+	Width        int
+	Height       int
+	Status       string
+	Leased       bool
+	Lease        *DeviceLeaseView
+	RegisteredAt time.Time
+	UpdatedAt    time.Time
+	// OrgID is the owning organisation.
+	OrgID string
 
 	leaseID string
 	holder  domain.Actor
@@ -120,9 +121,9 @@ type DeviceView struct {
 // DeviceLeaseView is who holds a device and until when; the lease id is
 // not shown here (it is the holder's, from the lease routes).
 type DeviceLeaseView struct {
-	Holder     domain.ReceiptActor `json:"holder"`
-	AcquiredAt time.Time           `json:"acquiredAt"`
-	ExpiresAt  time.Time           `json:"expiresAt"`
+	Holder     domain.ReceiptActor
+	AcquiredAt time.Time
+	ExpiresAt  time.Time
 }
 
 // LeaseID returns the id of the lease in force, if any.

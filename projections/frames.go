@@ -81,12 +81,12 @@ func (FrameIndex) Apply(ctx context.Context, tx pgx.Tx, schema string, events []
 
 // IndexedFrame is one row of the frames index.
 type IndexedFrame struct {
-	FrameID    string    `json:"frameId"`
-	DeviceID   string    `json:"deviceId"`
-	ScreenHash string    `json:"screenHash"`
-	CapturedAt time.Time `json:"capturedAt"`
-	Source     string    `json:"source"`
-	ActionID   string    `json:"actionId,omitempty"`
+	FrameID    string
+	DeviceID   string
+	ScreenHash string
+	CapturedAt time.Time
+	Source     string
+	ActionID   string
 }
 
 // DeviceFrames returns the newest frames of a device, up to limit.

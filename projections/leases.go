@@ -76,12 +76,12 @@ func (Leases) Apply(ctx context.Context, tx pgx.Tx, schema string, events []even
 
 // LeaseView is a lease as the leases read model shows it.
 type LeaseView struct {
-	LeaseID      string              `json:"leaseId"`
-	DeviceID     string              `json:"deviceId"`
-	Holder       domain.ReceiptActor `json:"holder"`
-	FencingToken int64               `json:"fencingToken"`
-	AcquiredAt   time.Time           `json:"acquiredAt"`
-	ExpiresAt    time.Time           `json:"expiresAt"`
+	LeaseID      string
+	DeviceID     string
+	Holder       domain.ReceiptActor
+	FencingToken int64
+	AcquiredAt   time.Time
+	ExpiresAt    time.Time
 }
 
 // LeaseFilter narrows a lease list to the leases in force at Now.

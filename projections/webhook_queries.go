@@ -11,7 +11,7 @@ import (
 	"phonefleet/eventstore"
 )
 
-// WebhookView is one subscription as the API shows it.
+// WebhookView is one subscription as the read model holds it.
 type WebhookView struct {
 	ID     string
 	OrgID  string

@@ -15,11 +15,6 @@ import (
 // WebhooksName is the stable name of the Webhooks projection.
 const WebhooksName = "webhooks"
 
-// WebhooksProjection is the former name of WebhooksName.
-//
-// Deprecated: use WebhooksName.
-const WebhooksProjection = WebhooksName
-
 // Webhooks is the read side of webhooks: the subscriptions, the outbox and
 // the delivery rows, in one projection so that the outbox sees each
 // subscription exactly as it stood at each event's place in the feed.

@@ -18,7 +18,7 @@ var bg = testutil.Background
 func TestLeaseExpirySweep(t *testing.T) {
 	clock := fleettest.NewClock(time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC))
 	env := fleettest.Start(t, fleettest.Options{Devices: 3, Clock: clock})
-	w := workers.LeaseExpiry{Fleet: env.Fleet, Pool: env.Pool, Now: clock.Now}
+	w := workers.LeaseExpiry{Expire: env.Fleet.ExpireLease(), Pool: env.Pool, Now: clock.Now}
 	for i, dev := range env.DeviceIDs {
 		ttl := 30
 		if i == 2 {

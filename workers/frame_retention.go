@@ -50,7 +50,7 @@ func (w FrameRetention) RunOnce(ctx context.Context) (int64, error) {
 
 // Run sweeps until ctx ends.
 func (w FrameRetention) Run(ctx context.Context) {
-	sweepEvery(ctx, w.Interval, time.Minute, w.Logger, "frame retention sweep failed", func(ctx context.Context) error {
+	SweepEvery(ctx, w.Interval, time.Minute, w.Logger, "frame retention sweep failed", func(ctx context.Context) error {
 		_, err := w.RunOnce(ctx)
 		return err
 	})

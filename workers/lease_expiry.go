@@ -17,8 +17,9 @@ import (
 // sends ExpireLease for each. Several instances may run it: the command
 // appends at the device stream's version, so a lease is expired once.
 type LeaseExpiry struct {
-	Fleet *commands.Fleet
-	Pool  *pgxpool.Pool
+	// Expire is the application's ExpireLease command.
+	Expire commands.Handler[commands.ExpireLease, bool]
+	Pool   *pgxpool.Pool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Interval between sweeps; zero means one second.
@@ -42,7 +43,7 @@ func (w LeaseExpiry) RunOnce(ctx context.Context) (int, error) {
 		}
 		expired := 0
 		for _, l := range due {
-			ok, err := w.Fleet.ExpireLease().Handle(eventstore.CausedBy(ctx, l.LeaseID), commands.ExpireLease{DeviceID: l.DeviceID})
+			ok, err := w.Expire.Handle(eventstore.CausedBy(ctx, l.LeaseID), commands.ExpireLease{DeviceID: l.DeviceID})
 			if err != nil {
 				return n, err
 			}
@@ -61,7 +62,7 @@ func (w LeaseExpiry) RunOnce(ctx context.Context) (int, error) {
 
 // Run sweeps until ctx ends.
 func (w LeaseExpiry) Run(ctx context.Context) {
-	sweepEvery(ctx, w.Interval, time.Second, w.Logger, "lease expiry sweep failed", func(ctx context.Context) error {
+	SweepEvery(ctx, w.Interval, time.Second, w.Logger, "lease expiry sweep failed", func(ctx context.Context) error {
 		_, err := w.RunOnce(ctx)
 		return err
 	})

@@ -37,7 +37,7 @@ type toyAttempt = workers.Attempt[struct{}, toyOutcome]
 type toy struct {
 	pool  *pgxpool.Pool
 	store *eventstore.Store
-	clock *clock
+	clock *testutil.Clock
 	// world counts the effects made, by key#attempt.
 	world *toyWorld
 	// act, when not nil, decides an attempt's outcome (and may block);
@@ -118,7 +118,7 @@ func (x *toy) Record(ctx context.Context, c workers.Claimed[struct{}], o toyOutc
 type toyEnv struct {
 	pool  *pgxpool.Pool
 	store *eventstore.Store
-	clock *clock
+	clock *testutil.Clock
 	world *toyWorld
 }
 

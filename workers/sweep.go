@@ -10,10 +10,10 @@ import (
 	"phonefleet/eventstore"
 )
 
-// sweepEvery runs once every interval (fallback when interval ≤ 0) until
+// SweepEvery runs once every interval (fallback when interval ≤ 0) until
 // ctx ends, logging a failure (as failed, with the error) and carrying on:
 // a sweep that fails is simply tried again at the next tick.
-func sweepEvery(ctx context.Context, interval, fallback time.Duration, logger *slog.Logger, failed string, once func(context.Context) error) {
+func SweepEvery(ctx context.Context, interval, fallback time.Duration, logger *slog.Logger, failed string, once func(context.Context) error) {
 	if interval <= 0 {
 		interval = fallback
 	}

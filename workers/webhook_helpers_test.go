@@ -27,25 +27,8 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
-// clock is an injected clock tests move by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Now().UTC().Truncate(time.Second)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// newClock is a clock tests move by hand, stopped at about now.
+func newClock() *testutil.Clock { return testutil.NewClock(time.Now().UTC().Truncate(time.Second)) }
 
 // fakeResolver resolves names from a table it can change; a name not in it
 // does not exist.
@@ -84,7 +67,7 @@ type env struct {
 	runner *projections.Runner
 	box    *domain.SecretBox
 	key    []byte
-	clock  *clock
+	clock  *testutil.Clock
 	base   commands.Webhooks
 	q      projections.WebhookQueries
 	auth   domain.Auth

@@ -3,7 +3,7 @@
 // does not describe, and it lists the routes a router mounts so a test can
 // prove the document covers each one. Every area's tests use it.
 //
-// Decision (copy to docs/decisions.md): the harness uses kin-openapi
+// Decision (docs/decisions.md, HTTP edge): the harness uses kin-openapi
 // (github.com/getkin/kin-openapi v0.152.0). It loads and validates OpenAPI 3.1
 // documents, and its response validation switches to a JSON Schema 2020-12
 // validator (santhosh-tekuri/jsonschema v6) for 3.1 documents, so type arrays

@@ -37,7 +37,11 @@ func (a *App) wireFleet(ctx context.Context) error {
 	a.capabilities.Fleet = fleet
 	a.workers = append(a.workers,
 		fl.Runtime.Run,
-		workers.LeaseExpiry{Fleet: fleet, Pool: a.db.Pool, Logger: a.logger}.Run,
+		// The application object is built after every capability; the
+		// worker sends its command through it once the service runs.
+		func(ctx context.Context) {
+			workers.LeaseExpiry{Expire: a.app.Commands.ExpireLease, Pool: a.db.Pool, Logger: a.logger}.Run(ctx)
+		},
 		workers.FrameRetention{Pool: a.db.Pool, Logger: a.logger}.Run,
 	)
 	return nil

@@ -10,6 +10,7 @@ import (
 	httpapi "phonefleet/http"
 	"phonefleet/internal/identity"
 	"phonefleet/projections"
+	"phonefleet/workers"
 )
 
 // identityProjections are the read models of API keys and OAuth verification.
@@ -76,7 +77,9 @@ func (a *App) wireIdentity(ctx context.Context) error {
 		a.deps.Identity.RateLimiter = limiter
 		a.deps.Identity.RateLimitAuthenticated = a.cfg.RateLimitAuthenticated
 		a.deps.Identity.RateLimitAnonymous = a.cfg.RateLimitAnonymous
-		a.workers = append(a.workers, func(ctx context.Context) { a.sweepRateLimits(ctx, limiter) })
+		a.workers = append(a.workers, func(ctx context.Context) {
+			workers.SweepEvery(ctx, time.Minute, time.Minute, a.logger, "rate limit sweep failed", limiter.Sweep)
+		})
 	}
 	return nil
 }
@@ -98,20 +101,4 @@ func (a *App) checkPepper(ctx context.Context, h *identity.Hasher, path string) 
 			"copy that file from an instance already serving this database")
 	}
 	return nil
-}
-
-// sweepRateLimits removes ended rate-limit windows once a minute.
-func (a *App) sweepRateLimits(ctx context.Context, l *identity.RateLimiter) {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := l.Sweep(ctx); err != nil && ctx.Err() == nil {
-				a.logger.Warn("rate limit sweep failed", "err", err)
-			}
-		}
-	}
 }

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 
-	httpapi "phonefleet/http"
 	"phonefleet/mcp"
 )
 
@@ -12,10 +11,9 @@ import (
 // /v1 routes, and hands it to the HTTP edge.
 func (a *App) wireMCP(context.Context) error {
 	srv, err := mcp.New(mcp.Deps{
-		App:       &a.app,
-		Mode:      a.cfg.Mode,
-		Logger:    a.logger.With("surface", "mcp"),
-		RequestID: httpapi.RequestID,
+		App:    &a.app,
+		Mode:   a.cfg.Mode,
+		Logger: a.logger.With("surface", "mcp"),
 	})
 	if err != nil {
 		return err

@@ -28,27 +28,10 @@ import (
 var Quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // Clock is a settable clock for tests that must not wait for wall time.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type Clock = testutil.Clock
 
 // NewClock returns a clock stopped at t.
-func NewClock(t time.Time) *Clock { return &Clock{t: t} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func NewClock(t time.Time) *Clock { return testutil.NewClock(t) }
 
 // Options configure Start.
 type Options struct {

@@ -25,7 +25,7 @@ type keyEnv struct {
 	store    *eventstore.Store
 	runner   *projections.Runner
 	hasher   *identity.Hasher
-	clock    *fakeClock
+	clock    *testutil.Clock
 	verifier *identity.KeyVerifier
 	pool     *pgxpool.Pool
 }

@@ -94,9 +94,7 @@ func TestKeyRotationGraceBoundary(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e.clock.mu.Lock()
-			e.clock.now = rotatedAt.Add(tt.at)
-			e.clock.mu.Unlock()
+			e.clock.Set(rotatedAt.Add(tt.at))
 			_, errOld := e.verifier.Verify(ctx, old.Token)
 			_, errFresh := e.verifier.Verify(ctx, fresh.Token)
 			if (errOld == nil) != tt.oldOK {
@@ -120,8 +118,8 @@ func TestKeyRevokedAndExpired(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("expired", func(t *testing.T) {
-		e.clock.Add(time.Hour)
-		defer e.clock.Add(-time.Hour)
+		e.clock.Advance(time.Hour)
+		defer e.clock.Advance(-time.Hour)
 		_, err := e.verifier.Verify(ctx, tok.Token)
 		if de := wantRefusal(t, err, domain.CodeUnauthorized, domain.ReasonExpiredKey); de.Extra["hint"] == nil {
 			t.Fatal("got no hint; want one")

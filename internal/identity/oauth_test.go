@@ -18,29 +18,13 @@ import (
 	"phonefleet/domain"
 	"phonefleet/internal/identity"
 	"phonefleet/internal/identity/identitytest"
+	"phonefleet/testutil"
 )
 
 const audience = "https://pf.example/mcp"
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *fakeClock { return &fakeClock{now: time.Now().UTC().Truncate(time.Second)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+// newClock is a clock tests move by hand, stopped at about now.
+func newClock() *testutil.Clock { return testutil.NewClock(time.Now().UTC().Truncate(time.Second)) }
 
 func newVerifier(t *testing.T, p *identitytest.IdP, mod func(*identity.OAuthConfig)) *identity.OAuthVerifier {
 	t.Helper()
@@ -185,8 +169,8 @@ func TestOAuthRefusesBadTokens(t *testing.T) {
 		if _, err := v.Verify(context.Background(), tok); err != nil {
 			t.Fatalf("fresh token: %v", err)
 		}
-		clock.Add(2 * time.Hour)
-		defer clock.Add(-2 * time.Hour)
+		clock.Advance(2 * time.Hour)
+		defer clock.Advance(-2 * time.Hour)
 		_, err := v.Verify(context.Background(), tok)
 		wantRefusal(t, err, domain.CodeUnauthorized, domain.ReasonTokenExpired)
 	})
@@ -298,11 +282,11 @@ func TestOAuthAppToken(t *testing.T) {
 			t.Fatalf("got %d role lookups for 5 requests; want 1 (cached)", got)
 		}
 		p.SetRole("user_3", "org_a", "") // removed from the organisation
-		clock.Add(89 * time.Second)
+		clock.Advance(89 * time.Second)
 		if _, err := v.Verify(ctx, tok); err != nil {
 			t.Fatalf("at 89 s: %v; want the cached membership", err)
 		}
-		clock.Add(2 * time.Second)
+		clock.Advance(2 * time.Second)
 		_, err := v.Verify(ctx, tok)
 		wantRefusal(t, err, domain.CodeUnauthorized, domain.ReasonInvalidToken)
 		if got := p.RoleHits.Load() - hits; got != 2 {
@@ -339,7 +323,7 @@ func TestRoleCacheTTLIsCapped(t *testing.T) {
 	if _, err := roles.Role(context.Background(), "tok", p.Issuer, "u", "o"); err != nil {
 		t.Fatal(err)
 	}
-	clock.Add(identity.MaxRoleCacheTTL)
+	clock.Advance(identity.MaxRoleCacheTTL)
 	roles.Role(context.Background(), "tok", p.Issuer, "u", "o")
 	if got := p.RoleHits.Load(); got != 2 {
 		t.Fatalf("got %d lookups; want 2: a configured TTL of an hour is capped at %v", got, identity.MaxRoleCacheTTL)

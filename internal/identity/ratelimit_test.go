@@ -14,9 +14,7 @@ import (
 func TestRateLimiterCountsPerMinute(t *testing.T) {
 	pool := testutil.SmallPool(t, 4)
 	clock := newClock()
-	clock.mu.Lock()
-	clock.now = clock.now.Truncate(time.Minute).Add(15 * time.Second)
-	clock.mu.Unlock()
+	clock.Set(clock.Now().Truncate(time.Minute).Add(15 * time.Second))
 	l := &identity.RateLimiter{DB: pool, Now: clock.Now}
 	ctx := context.Background()
 	for i := 1; i <= 4; i++ {
@@ -32,11 +30,11 @@ func TestRateLimiterCountsPerMinute(t *testing.T) {
 	if d, _ := l.Take(ctx, "addr:2", 3); !d.Allowed || d.Remaining != 2 {
 		t.Fatalf("another caller: got %+v; want its own budget", d)
 	}
-	clock.Add(45 * time.Second) // the next minute
+	clock.Advance(45 * time.Second) // the next minute
 	if d, _ := l.Take(ctx, "addr:1", 3); !d.Allowed || d.Remaining != 2 || d.Reset != 60 {
 		t.Fatalf("next minute: got %+v; want a fresh budget", d)
 	}
-	clock.Add(2 * time.Minute)
+	clock.Advance(2 * time.Minute)
 	if err := l.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package httpapi
+package kernel
 
 import (
 	"encoding/json"
@@ -12,22 +12,33 @@ import (
 	"phonefleet/domain"
 )
 
-// writeJSON answers status with v encoded as JSON. It encodes before writing
+// WriteJSON answers status with v encoded as JSON. It encodes before writing
 // anything, so an unencodable value becomes the caller's error (and a clean
 // 500) instead of a half-written body.
-func writeJSON(w http.ResponseWriter, status int, v any) error {
+func WriteJSON(w http.ResponseWriter, status int, v any) error {
 	body, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode response: %w", err)
 	}
-	writeBody(w, status, body)
+	WriteBody(w, status, body)
 	return nil
+}
+
+// WriteBody answers status with body, a JSON document already encoded (a
+// document built once at start-up, an envelope written by hand). It sets
+// Content-Length, so the answer is never chunked.
+func WriteBody(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 // errEmptyBody marks a request that sent no body at all.
 var errEmptyBody = errors.New("empty body")
 
-// decodeJSON reads the request body as one JSON value into v. Unknown object
+// DecodeJSON reads the request body as one JSON value into v. Unknown object
 // members are ignored (spec 2.1: clients may send more than a route reads);
 // routes that must be strict check that themselves. It answers:
 //   - payload_too_large when the body runs past the limit;
@@ -37,7 +48,7 @@ var errEmptyBody = errors.New("empty body")
 // The request's Content-Type is not checked: a bearer-token API has no
 // cross-site form posts to fear, and curl's default form type would
 // otherwise turn valid JSON into an error.
-func decodeJSON(r *http.Request, v any) error {
+func DecodeJSON(r *http.Request, v any) error {
 	err := decodeBody(r, v)
 	if errors.Is(err, errEmptyBody) {
 		return domain.Errorf(domain.CodeInvalidArgument, "request body is empty; a JSON body is required")
@@ -45,14 +56,33 @@ func decodeJSON(r *http.Request, v any) error {
 	return err
 }
 
-// decodeOptionalJSON is decodeJSON for routes where the body may be absent
+// DecodeOptionalJSON is DecodeJSON for routes where the body may be absent
 // (e.g. checkout without a choice); it reports whether a body was present.
-func decodeOptionalJSON(r *http.Request, v any) (present bool, err error) {
+func DecodeOptionalJSON(r *http.Request, v any) (present bool, err error) {
 	err = decodeBody(r, v)
 	if errors.Is(err, errEmptyBody) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// ReadBody reads the whole request body, for a surface that must see the
+// bytes before decoding them (a JSON-RPC envelope read twice, a signed
+// webhook whose signature covers the raw body). Reading past the body limit
+// answers payload_too_large, like DecodeJSON; any other read failure
+// (a broken connection) answers invalid_argument without its internal text.
+func ReadBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		if e, ok := AsPayloadTooLarge(err); ok {
+			return nil, e
+		}
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "the request body could not be read")
+	}
+	return body, nil
 }
 
 func decodeBody(r *http.Request, v any) error {
@@ -67,7 +97,7 @@ func decodeBody(r *http.Request, v any) error {
 		return describeDecodeError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if tooLarge, ok := asPayloadTooLarge(err); ok {
+		if tooLarge, ok := AsPayloadTooLarge(err); ok {
 			return tooLarge
 		}
 		return domain.Errorf(domain.CodeInvalidArgument, "request body must hold exactly one JSON value")
@@ -78,7 +108,7 @@ func decodeBody(r *http.Request, v any) error {
 // describeDecodeError turns an encoding/json error into the answer a client
 // can act on, naming the field and the JSON type expected, never a Go type.
 func describeDecodeError(err error) error {
-	if tooLarge, ok := asPayloadTooLarge(err); ok {
+	if tooLarge, ok := AsPayloadTooLarge(err); ok {
 		return tooLarge
 	}
 	var syntax *json.SyntaxError

@@ -1,4 +1,4 @@
-package httpapi
+package kernel
 
 import (
 	"bytes"
@@ -59,7 +59,7 @@ func TestDecodeJSON(t *testing.T) {
 				r.Body = http.MaxBytesReader(httptest.NewRecorder(), r.Body, tt.limit)
 			}
 			var v sample
-			err := decodeJSON(r, &v)
+			err := DecodeJSON(r, &v)
 			if tt.code == "" {
 				if err != nil {
 					t.Fatalf("got error %v; want none", err)
@@ -98,7 +98,7 @@ func TestDecodeOptionalJSON(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var v sample
-			present, err := decodeOptionalJSON(httptest.NewRequest(http.MethodPost, "/", tt.body), &v)
+			present, err := DecodeOptionalJSON(httptest.NewRequest(http.MethodPost, "/", tt.body), &v)
 			if present != tt.wantPresent {
 				t.Errorf("got present %v; want %v", present, tt.wantPresent)
 			}
@@ -112,7 +112,7 @@ func TestDecodeOptionalJSON(t *testing.T) {
 func TestWriteJSON(t *testing.T) {
 	t.Run("encodable", func(t *testing.T) {
 		rec := httptest.NewRecorder()
-		if err := writeJSON(rec, http.StatusCreated, map[string]int{"n": 1}); err != nil {
+		if err := WriteJSON(rec, http.StatusCreated, map[string]int{"n": 1}); err != nil {
 			t.Fatal(err)
 		}
 		if rec.Code != http.StatusCreated || rec.Body.String() != `{"n":1}` {
@@ -124,7 +124,7 @@ func TestWriteJSON(t *testing.T) {
 	})
 	t.Run("unencodable writes nothing", func(t *testing.T) {
 		rec := httptest.NewRecorder()
-		if err := writeJSON(rec, http.StatusOK, make(chan int)); err == nil {
+		if err := WriteJSON(rec, http.StatusOK, make(chan int)); err == nil {
 			t.Fatal("got no error; want one")
 		}
 		if rec.Body.Len() != 0 || rec.Header().Get("Content-Type") != "" {

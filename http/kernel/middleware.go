@@ -1,4 +1,4 @@
-package httpapi
+package kernel
 
 import (
 	"context"
@@ -12,6 +12,47 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 )
+
+// DefaultBodyLimit is the request body limit of every surface (spec 8: 1 MiB).
+const DefaultBodyLimit int64 = 1 << 20
+
+// Options configures Chain. Zero values take the documented defaults.
+type Options struct {
+	// Logger receives the access log; nil logs to slog.Default(), because
+	// a service must never lose its access log to a missing option.
+	Logger *slog.Logger
+	// BodyLimit is the request body limit in bytes; zero or less means
+	// DefaultBodyLimit.
+	BodyLimit int64
+	// Errors renders the failures of requests whose surface chose no
+	// ErrorWriter (WithErrors) and the refusals made before routing; nil
+	// means WriteError.
+	Errors ErrorWriter
+}
+
+// Chain wraps h in the middleware every request passes, in this order on
+// the wire:
+//
+//	request id → access log → panic recovery → body limit → h
+//
+// The request id comes first so every later line and event carries it; the
+// access log wraps everything after it so it sees the final status, a
+// recovered panic included; the body limit is innermost of the four so a
+// refusal is logged and, like every answer, carries the request id.
+// Surface-specific middleware (CORS, rate limits, authentication) goes
+// inside, in h.
+func Chain(h http.Handler, o Options) http.Handler {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.BodyLimit <= 0 {
+		o.BodyLimit = DefaultBodyLimit
+	}
+	h = limitBody(o.BodyLimit, h)
+	h = recoverPanics(h)
+	h = logRequests(o.Logger, o.Errors, h)
+	return assignRequestID(h)
+}
 
 // requestIDHeader carries the request id in both directions.
 const requestIDHeader = "X-Request-Id"
@@ -57,14 +98,17 @@ func validRequestID(id string) bool {
 }
 
 // exchange wraps the ResponseWriter for the access log: it counts what was
-// written and holds the cause of a server fault, which WriteError and the
-// panic recovery hand it so the one log line can carry it.
+// written, holds the cause of a server fault, which the error writers and
+// the panic recovery hand it so the one log line can carry it, and holds
+// the request's ErrorWriter, which a surface may set after routing and the
+// panic recovery, outside the surface, must still find.
 type exchange struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
 	fault  error
 	stack  []byte
+	errors ErrorWriter
 }
 
 type exchangeKey struct{}
@@ -113,14 +157,22 @@ func (ex *exchange) noteFault(err error) {
 	}
 }
 
+// NoteFault hands the access log the cause of a server-side failure that
+// is not answered as an error — a dependency that failed while the request
+// went on without it — so the request's one log line carries it at error
+// level. Only the first fault of a request is kept.
+func NoteFault(ctx context.Context, err error) {
+	exchangeFrom(ctx).noteFault(err)
+}
+
 // logRequests writes one structured line per request once it is answered:
 // method, path (never the query string, which may carry cursors or secrets),
 // status, duration, bytes and request id; a server fault adds its cause, and a
 // panic its stack. Client errors (4xx) log no cause: they are the caller's.
-func (s *Server) logRequests(next http.Handler) http.Handler {
+func logRequests(logger *slog.Logger, ew ErrorWriter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		ex := &exchange{ResponseWriter: w}
+		ex := &exchange{ResponseWriter: w, errors: ew}
 		next.ServeHTTP(ex, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
 
 		status := ex.status
@@ -147,7 +199,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		if ex.stack != nil {
 			attrs = append(attrs, slog.String("stack", string(ex.stack)))
 		}
-		s.logger.LogAttrs(r.Context(), level, "request", attrs...)
+		logger.LogAttrs(r.Context(), level, "request", attrs...)
 	})
 }
 
@@ -167,7 +219,7 @@ func recoverPanics(next http.Handler) http.Handler {
 			if ex := exchangeFrom(r.Context()); ex != nil {
 				ex.stack = debug.Stack()
 			}
-			WriteError(w, r, fmt.Errorf("panic: %v", p))
+			Error(w, r, fmt.Errorf("panic: %v", p))
 		}()
 		next.ServeHTTP(w, r)
 	})
@@ -178,31 +230,32 @@ func recoverPanics(next http.Handler) http.Handler {
 // reads the body; any other body (chunked, or lying about its length) is
 // wrapped so reading past the limit fails with *http.MaxBytesError, which the
 // decode helpers answer as the same 413.
-func (s *Server) limitBody(next http.Handler) http.Handler {
+func limitBody(limit int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > s.bodyLimit {
-			WriteError(w, r, payloadTooLarge(s.bodyLimit))
+		if r.ContentLength > limit {
+			Error(w, r, PayloadTooLarge(limit))
 			return
 		}
 		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = http.MaxBytesReader(w, r.Body, s.bodyLimit)
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// payloadTooLarge is the one 413 answer; its message names the limit in bytes
+// PayloadTooLarge is the one 413 answer; its message names the limit in bytes
 // as spec 2.3 requires.
-func payloadTooLarge(limit int64) *domain.Error {
+func PayloadTooLarge(limit int64) *domain.Error {
 	return domain.Errorf(domain.CodePayloadTooLarge, "request body exceeds the limit of %d bytes", limit)
 }
 
-// asPayloadTooLarge reports whether err comes from reading past the body limit
-// and, if so, returns the 413 answer for it.
-func asPayloadTooLarge(err error) (*domain.Error, bool) {
+// AsPayloadTooLarge reports whether err comes from reading past the body
+// limit and, if so, returns the 413 answer for it. A surface that reads a
+// body itself uses it to answer the same 413 as the decode helpers.
+func AsPayloadTooLarge(err error) (*domain.Error, bool) {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return payloadTooLarge(mbe.Limit), true
+		return PayloadTooLarge(mbe.Limit), true
 	}
 	return nil, false
 }
