@@ -118,15 +118,21 @@ func (f *Fleet) waitFor(ctx context.Context, a eventstore.Appended, names ...str
 // visibleDevice loads a device the caller may use: in its organisation and
 // in its device subset. Anything else is domain.ErrDeviceNotFound.
 func (f *Fleet) visibleDevice(ctx context.Context, auth domain.Auth, deviceID string) (domain.Device, error) {
+	d, _, err := f.loadVisible(ctx, auth, deviceID)
+	return d, err
+}
+
+// loadVisible is visibleDevice with the stream version it was loaded at.
+func (f *Fleet) loadVisible(ctx context.Context, auth domain.Auth, deviceID string) (domain.Device, int64, error) {
 	if !domain.HasPrefix(deviceID, domain.PrefixDevice) || !auth.CanSeeDevice(deviceID) {
-		return domain.Device{}, domain.ErrDeviceNotFound(deviceID)
+		return domain.Device{}, 0, domain.ErrDeviceNotFound(deviceID)
 	}
-	d, _, err := f.devices.Load(ctx, deviceID)
+	d, version, err := f.devices.Load(ctx, deviceID)
 	if err != nil {
-		return d, err
+		return d, 0, err
 	}
 	if !d.Registered() || d.OrgID != auth.OrgID {
-		return domain.Device{}, domain.ErrDeviceNotFound(deviceID)
+		return domain.Device{}, 0, domain.ErrDeviceNotFound(deviceID)
 	}
-	return d, nil
+	return d, version, nil
 }

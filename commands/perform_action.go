@@ -11,6 +11,7 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/devices"
 	"phonefleet/projections"
 )
 
@@ -84,73 +85,114 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 		}
 		return ActOutcome{}, err
 	}
-	d, err := f.visibleDevice(ctx, auth, cmd.DeviceID)
-	if err != nil {
-		return refuse(err)
+	// The request is decided on the device's state as this process last
+	// saw it, and recorded only if the device's stream has not moved on
+	// since (Unit.Expect), so an action reads nothing before it is
+	// recorded. A refusal, or a stream that moved on, is decided again on
+	// the state loaded afresh.
+	d, version, cached := f.devices.Cached(cmd.DeviceID)
+	for {
+		if !cached {
+			var err error
+			if d, version, err = f.loadVisible(ctx, auth, cmd.DeviceID); err != nil {
+				return refuse(err)
+			}
+		}
+		job, slot, err := h.accept(ctx, cmd, auth, action, d)
+		if err != nil {
+			if cached {
+				cached = false
+				continue
+			}
+			return refuse(err)
+		}
+		requestedID, inserted, err := h.record(ctx, auth.OrgID, job.req, fp, d.ID, version)
+		if errors.Is(err, eventstore.ErrConflict) && cached {
+			slot.Cancel() // the device moved on: decide again
+			cached = false
+			continue
+		}
+		if eventstore.Transient(err) {
+			// The write may have committed before the connection failed.
+			// The device's queue settles it once the database answers, so
+			// that a request recorded here is never left pending: it never
+			// ran.
+			settle := func(ctx context.Context) jobResult { return job.abandon(ctx, whyDatabase) }
+			submit(slot, settle, settle)
+			return ActOutcome{}, err
+		}
+		if err != nil || !inserted {
+			slot.Cancel()
+			if err != nil {
+				return ActOutcome{}, err
+			}
+			// A concurrent request with the same key recorded first.
+			out, _, err := h.replay(ctx, auth, cmd.IdempotencyKey, fp)
+			return out, err
+		}
+		return h.hand(ctx, job, slot, requestedID)
+	}
+}
+
+// accept checks the action against the device's state d — its tenancy,
+// backend, capabilities, lease and observedFrame — and reserves its place
+// in the device's queue. Its refusals are those of Handle before anything
+// is recorded.
+func (h PerformActionHandler) accept(ctx context.Context, cmd PerformAction, auth domain.Auth, action domain.Action, d domain.Device) (*actionJob, *devices.Slot, error) {
+	f := h.f
+	if !d.Registered() || d.OrgID != auth.OrgID || !auth.CanSeeDevice(d.ID) {
+		return nil, nil, domain.ErrDeviceNotFound(cmd.DeviceID)
 	}
 	backend, err := f.runtime.Resolve(ctx, &d)
 	if err != nil {
-		return refuse(err)
+		return nil, nil, err
 	}
 	if err := backend.Capabilities().Check(action); err != nil {
-		return refuse(err)
+		return nil, nil, err
 	}
 	now := f.now()
 	actor := domain.ActorOf(auth)
 	lease, err := d.CheckLease(now, actor, cmd.LeaseID)
 	if err != nil {
-		return refuse(err)
+		return nil, nil, err
 	}
 	var observedHash string
 	if cmd.ObservedFrame != "" {
 		if !domain.HasPrefix(cmd.ObservedFrame, domain.PrefixFrame) {
-			return refuse(frameNotFound(cmd.ObservedFrame))
+			return nil, nil, frameNotFound(cmd.ObservedFrame)
 		}
 		m, ok, err := f.lookupFrame(ctx, auth.OrgID, cmd.ObservedFrame, now)
 		if err != nil {
-			return ActOutcome{}, err
+			return nil, nil, err
 		}
 		if !ok || !auth.CanSeeDevice(m.DeviceID) {
-			return refuse(frameNotFound(cmd.ObservedFrame))
+			return nil, nil, frameNotFound(cmd.ObservedFrame)
 		}
 		if m.DeviceID != d.ID {
-			return refuse(domain.Errorf(domain.CodeStaleFrame, "observedFrame %s shows another device", cmd.ObservedFrame).
-				With("deviceId", d.ID))
+			return nil, nil, domain.Errorf(domain.CodeStaleFrame, "observedFrame %s shows another device", cmd.ObservedFrame).
+				With("deviceId", d.ID)
 		}
 		observedHash = m.ScreenHash
 	}
+	meta, err := eventstore.MetadataFrom(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	slot, err := f.runtime.Reserve(d.ID)
 	if err != nil {
-		return refuse(err)
+		return nil, nil, err
 	}
 	req := domain.ActionRequested{ActionID: domain.NewID(domain.PrefixAction), DeviceID: d.ID,
 		IdempotencyKey: cmd.IdempotencyKey, Action: action.Type, Arguments: action.ArgumentsJSON(), Actor: actor,
 		AgentRunID: cmd.AgentRunID, LeaseID: lease.ID, FencingToken: lease.FencingToken,
 		ObservedFrame: cmd.ObservedFrame, RequestedAt: now}
-	meta, err := eventstore.MetadataFrom(ctx)
-	if err != nil {
-		slot.Cancel()
-		return ActOutcome{}, err
-	}
-	job := &actionJob{f: f, orgID: auth.OrgID, req: req, action: action, observedHash: observedHash, meta: meta}
-	requestedID, inserted, err := h.record(ctx, auth.OrgID, req, fp)
-	if eventstore.Transient(err) {
-		// The write may have committed before the connection failed. The
-		// device's queue settles it once the database answers, so that
-		// a request recorded here is never left pending: it never ran.
-		settle := func(ctx context.Context) jobResult { return job.abandon(ctx, whyDatabase) }
-		submit(slot, settle, settle)
-		return ActOutcome{}, err
-	}
-	if err != nil || !inserted {
-		slot.Cancel()
-		if err != nil {
-			return ActOutcome{}, err
-		}
-		// A concurrent request with the same key recorded first.
-		out, _, err := h.replay(ctx, auth, cmd.IdempotencyKey, fp)
-		return out, err
-	}
+	return &actionJob{f: f, orgID: auth.OrgID, req: req, action: action, observedHash: observedHash, meta: meta}, slot, nil
+}
+
+// hand gives the recorded action to its device's queue and waits for its
+// outcome.
+func (h PerformActionHandler) hand(ctx context.Context, job *actionJob, slot *devices.Slot, requestedID string) (ActOutcome, error) {
+	f := h.f
 	// The outcome's events are caused by the request's event.
 	job.meta.CausationID = requestedID
 	done := submit(slot, job.run, func(ctx context.Context) jobResult { return job.abandon(ctx, whyStopped) })
@@ -173,7 +215,9 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 // unit (which concurrent requests share: group commit); inserted is false
 // when the key was taken (by a concurrent duplicate, decided by the
 // primary key). It returns the id of the action.requested event.
-func (h PerformActionHandler) record(ctx context.Context, orgID string, req domain.ActionRequested, fp string) (string, bool, error) {
+// The unit also expects the device's stream at deviceVersion, the state
+// the request was decided on; ErrConflict when it moved on.
+func (h PerformActionHandler) record(ctx context.Context, orgID string, req domain.ActionRequested, fp, deviceID string, deviceVersion int64) (string, bool, error) {
 	news, err := eventstore.Encode(domain.Events, orgID, domain.Event(req))
 	if err != nil {
 		return "", false, err
@@ -183,7 +227,8 @@ func (h PerformActionHandler) record(ctx context.Context, orgID string, req doma
 		Exec(`INSERT INTO action_idempotency (org_id, idempotency_key, action_id, device_id, fingerprint, state, requested_at)
 			VALUES ($1, $2, $3, $4, $5, 'requested', $6)`,
 			orgID, req.IdempotencyKey, req.ActionID, req.DeviceID, fp, req.RequestedAt).
-		Append(domain.ActionStream(req.ActionID), eventstore.NoStream, news...)
+		Append(domain.ActionStream(req.ActionID), eventstore.NoStream, news...).
+		Expect(h.f.devices.Stream(deviceID), deviceVersion)
 	_, err = h.f.store.Commit(ctx, u)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "action_idempotency_pkey" {

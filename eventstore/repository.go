@@ -109,6 +109,31 @@ func (r *Repository[T, E]) Load(ctx context.Context, id string) (T, int64, error
 	return r.agg.Clone(e.state), v, nil
 }
 
+// Cached returns id's state as this process last saw it, without asking
+// the store, and ok false when it has none cached. The state may be
+// behind other writers: a decision made on it commits only with
+// Unit.Expect(stream, version), which refuses it if the stream moved on.
+func (r *Repository[T, E]) Cached(id string) (s T, version int64, ok bool) {
+	if r.agg.Clone == nil {
+		return s, 0, false
+	}
+	r.mu.Lock()
+	e, found := r.entries[id]
+	r.mu.Unlock()
+	if !found {
+		return s, 0, false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.version == 0 {
+		return s, 0, false
+	}
+	return r.agg.Clone(e.state), e.version, true
+}
+
+// Stream names id's stream.
+func (r *Repository[T, E]) Stream(id string) string { return r.agg.Stream(id) }
+
 // fold applies the events of id's stream after version from to s and
 // returns the version reached.
 func (r *Repository[T, E]) fold(ctx context.Context, id string, s *T, from int64) (int64, error) {

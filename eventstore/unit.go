@@ -27,7 +27,8 @@ type Unit struct {
 	ops []op
 }
 
-// op is one statement of a unit: an append (stream != "") or an Exec.
+// op is one statement of a unit: an append (stream != "" and events), an
+// expectation (stream != "", no events) or an Exec.
 type op struct {
 	stream   string
 	expected int64
@@ -50,6 +51,14 @@ func (u *Unit) Append(streamID string, expected int64, events ...NewEvent) *Unit
 // its error unchanged, so the caller can tell which constraint refused it.
 func (u *Unit) Exec(sql string, args ...any) *Unit {
 	u.ops = append(u.ops, op{sql: sql, args: args})
+	return u
+}
+
+// Expect makes the unit commit only if streamID is still at version (0: it
+// does not exist), for a decision that read a stream it does not append
+// to. Otherwise the unit fails with *ConflictError for that stream.
+func (u *Unit) Expect(streamID string, version int64) *Unit {
+	u.ops = append(u.ops, op{stream: streamID, expected: version})
 	return u
 }
 
@@ -98,7 +107,7 @@ type prepared struct {
 type preparedOp struct {
 	stream   string
 	expected int64
-	n        int // events of an append
+	n        int // events of an append; 0 for an expectation or an Exec
 	sql      string
 	args     []any
 }
@@ -119,7 +128,12 @@ func (s *Store) prepare(ctx context.Context, u *Unit) (*prepared, error) {
 			continue
 		}
 		if len(o.events) == 0 {
-			return nil, errors.New("eventstore: append of no events")
+			if o.expected < NoStream {
+				return nil, fmt.Errorf("eventstore: invalid expected version %d", o.expected)
+			}
+			p.ops[i] = preparedOp{stream: o.stream, expected: o.expected, sql: `SELECT eventstore_expect($1, $2)`,
+				args: []any{o.stream, o.expected}}
+			continue
 		}
 		if o.expected < AnyVersion {
 			return nil, fmt.Errorf("eventstore: invalid expected version %d", o.expected)
@@ -224,9 +238,9 @@ func (s *Store) send(ctx context.Context, ps []*prepared) ([]Committed, error) {
 	out := make([]Committed, len(ps))
 	for i, p := range ps {
 		for _, o := range p.ops {
-			if o.stream == "" {
+			if o.n == 0 {
 				if _, err := br.Exec(); err != nil {
-					return nil, err
+					return nil, conflictOr(err, o)
 				}
 				continue
 			}
@@ -275,12 +289,13 @@ func readAppend(br pgx.BatchResults, o preparedOp) (Appended, error) {
 }
 
 // conflictOr turns the constraint failures of an append into *ConflictError:
-// the unique (stream, version) (another writer got there first) and the
-// not-null version (the expected version does not exist).
+// the unique (stream, version) (another writer got there first), the
+// not-null version (the expected version does not exist) and a failed
+// expectation (SQLSTATE PF409, eventstore_expect).
 func conflictOr(err error, o preparedOp) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && ((pgErr.Code == "23505" && pgErr.ConstraintName == "events_stream_version") ||
-		(pgErr.Code == "23502" && pgErr.ColumnName == "stream_version")) {
+	if o.stream != "" && errors.As(err, &pgErr) && ((pgErr.Code == "23505" && pgErr.ConstraintName == "events_stream_version") ||
+		(pgErr.Code == "23502" && pgErr.ColumnName == "stream_version") || pgErr.Code == "PF409") {
 		return &ConflictError{StreamID: o.stream, Expected: o.expected}
 	}
 	return err
@@ -289,21 +304,27 @@ func conflictOr(err error, o preparedOp) error {
 // maxGroup bounds how many units share one batch.
 const maxGroup = 64
 
+// maxFlushes is how many shared batches may be in flight at once: while
+// one commits, the next can already be on the wire, as the action path's
+// separate request and outcome queues allowed before they became one.
+const maxFlushes = 2
+
 // groupFlushTimeout bounds one shared batch; it does not depend on any one
 // caller's context, since it carries the others' writes too.
 const groupFlushTimeout = 15 * time.Second
 
-// groupCommit lets concurrent commits share batches: a caller that finds no
-// flush under way leads, and flushes every unit queued by then in one
-// batch; units arriving during that flush wait for the next one, led by
-// the first of them. A lone writer is flushed at once, so grouping adds no
-// latency; under load many units share one commit (one WAL flush, one
-// wake-up of every read model) instead of queueing for their own.
+// groupCommit lets concurrent commits share batches: a caller that finds
+// fewer than maxFlushes flushes under way leads one, and flushes itself
+// with every unit queued by then; units arriving while the flushes are
+// busy wait, and a finishing leader hands the lead to the first of them. A
+// lone writer is flushed at once, so grouping adds no latency; under load
+// many units share one commit (one WAL flush, one wake-up of every read
+// model) instead of queueing for their own.
 type groupCommit struct {
-	s       *Store
-	mu      sync.Mutex
-	pending []*groupCall
-	busy    bool
+	s        *Store
+	mu       sync.Mutex
+	pending  []*groupCall
+	flushing int
 }
 
 type groupCall struct {
@@ -316,33 +337,34 @@ type groupCall struct {
 func (g *groupCommit) do(ctx context.Context, p *prepared) (Committed, error) {
 	c := &groupCall{p: p, wake: make(chan bool, 1)}
 	g.mu.Lock()
-	g.pending = append(g.pending, c)
-	lead := !g.busy
-	g.busy = true
-	g.mu.Unlock()
-	if !lead {
+	if g.flushing < maxFlushes {
+		g.flushing++
+		g.mu.Unlock()
+	} else {
+		g.pending = append(g.pending, c)
+		g.mu.Unlock()
 		// Wait even when ctx ends: the unit is queued and may be written.
-		if done := !<-c.wake; done {
+		if lead := <-c.wake; !lead {
 			return c.out, c.err
 		}
+		// Handed the lead, and the flush slot with it.
 	}
 	g.mu.Lock()
-	n := min(len(g.pending), maxGroup)
-	batch := g.pending[:n:n]
+	n := min(len(g.pending), maxGroup-1)
+	batch := append([]*groupCall{c}, g.pending[:n]...)
 	g.pending = g.pending[n:]
 	g.mu.Unlock()
 	g.flush(batch)
-	for _, b := range batch {
-		if b != c {
-			b.wake <- false
-		}
+	for _, b := range batch[1:] {
+		b.wake <- false
 	}
-	// Hand the lead to the first unit that arrived meanwhile.
 	g.mu.Lock()
 	if len(g.pending) > 0 {
-		g.pending[0].wake <- true
+		next := g.pending[0]
+		g.pending = g.pending[1:]
+		next.wake <- true
 	} else {
-		g.busy = false
+		g.flushing--
 	}
 	g.mu.Unlock()
 	return c.out, c.err

@@ -197,3 +197,31 @@ func TestRepositoryUpdateRetriesLostRaces(t *testing.T) {
 		})
 	}
 }
+
+// Expect commits a unit only if a stream it read but does not append to
+// is still at the version its decision saw.
+func TestUnitExpectsAStreamItDoesNotAppendTo(t *testing.T) {
+	variants(t, func(t *testing.T, s *eventstore.Store) {
+		ctx := context.Background()
+		if _, err := s.Append(ctx, "device-1", eventstore.NoStream, ev("t.happened", `{}`)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Commit(ctx, (&eventstore.Unit{}).Expect("device-1", 1).Append("action-1", eventstore.NoStream, ev("t.happened", `{}`))); err != nil {
+			t.Fatalf("device at the expected version: %v", err)
+		}
+		if _, err := s.Commit(ctx, (&eventstore.Unit{}).Expect("device-9", 0).Append("action-2", eventstore.NoStream, ev("t.happened", `{}`))); err != nil {
+			t.Fatalf("absent stream expected absent: %v", err)
+		}
+		if _, err := s.Append(ctx, "device-1", 1, ev("t.happened", `{}`)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.Commit(ctx, (&eventstore.Unit{}).Append("action-3", eventstore.NoStream, ev("t.happened", `{}`)).Expect("device-1", 1))
+		var conflict *eventstore.ConflictError
+		if !errors.As(err, &conflict) || conflict.StreamID != "device-1" {
+			t.Fatalf("device moved on: got %v; want a conflict on device-1", err)
+		}
+		if got, _ := s.Load(ctx, "action-3", 1); len(got) != 0 {
+			t.Fatalf("got %d events on action-3; want none: the unit must not commit", len(got))
+		}
+	})
+}

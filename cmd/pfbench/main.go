@@ -19,6 +19,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"phonefleet/eventstore"
 )
 
 func main() {
@@ -42,6 +44,8 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	// Every write carries event metadata, as the service's edges put it.
+	ctx = eventstore.WithMetadata(ctx, eventstore.Metadata{ActorKind: "system", ActorID: "pfbench", RequestID: "req_pfbench"})
 	b, err := newBench(ctx, *keep)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pfbench:", err)
