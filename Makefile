@@ -23,6 +23,11 @@ build:
 bench: deps
 	$(GO) run ./cmd/pfbench $(BENCHFLAGS)
 
+## bench-compare: pfbench of OLD_REV (default 0725ed3) vs NEW_REV (default the working tree), run OLD NEW OLD NEW on the same database, with the noise beside the change
+.PHONY: bench-compare
+bench-compare: deps
+	GO=$(GO) OLD_REV=$(OLD_REV) NEW_REV=$(NEW_REV) PFBENCH_FLAGS="$(BENCHFLAGS)" ./scripts/bench-compare.sh
+
 ## lint: gofmt and go vet
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
