@@ -234,9 +234,17 @@ func done[C any](h func(context.Context, C) error) Handler[C, Done] {
 	return HandlerFunc[C, Done](func(ctx context.Context, c C) (Done, error) { return Done{}, h(ctx, c) })
 }
 
-// set puts h, decorated, in place: the name logged is the request type's.
+// set puts h, decorated, in place.
 func set[C, R any](l *slog.Logger, dst *Handler[C, R], h Handler[C, R]) {
-	*dst = logged[C, R]{logger: l, name: strings.TrimPrefix(fmt.Sprintf("%T", *new(C)), "commands."), next: h}
+	*dst = Logged(l, h)
+}
+
+// Logged is the one decorator of every command and query, for a handler
+// sent from outside the application object (the device runtime's host
+// takeover pass, which is wired before the application object exists):
+// the name logged is the request type's.
+func Logged[C, R any](l *slog.Logger, h Handler[C, R]) Handler[C, R] {
+	return logged[C, R]{logger: l, name: strings.TrimPrefix(fmt.Sprintf("%T", *new(C)), "commands."), next: h}
 }
 
 // unavailable makes *dst answer why for a capability the deployment lacks.

@@ -14,14 +14,15 @@ import (
 // again, and says how many it found. It acts as the worker
 // "device-runtime".
 type AbandonedActions struct {
-	Fleet  *commands.Fleet
+	// Mark is the MarkAbandonedActions command.
+	Mark   commands.Handler[commands.MarkAbandonedActions, int]
 	Logger *slog.Logger
 }
 
 // RunOnce marks the abandoned actions. Its errors are the database's; the
 // actions it did not reach are marked at the next takeover.
 func (w AbandonedActions) RunOnce(ctx context.Context) error {
-	n, err := w.Fleet.MarkAbandonedActions().Handle(workerPass(ctx, "device-runtime"), commands.MarkAbandonedActions{})
+	n, err := w.Mark.Handle(workerPass(ctx, "device-runtime"), commands.MarkAbandonedActions{})
 	if n > 0 {
 		logger := w.Logger
 		if logger == nil {

@@ -67,7 +67,8 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	// The takeover hook runs only from Prepare and Run, once the commands
 	// it sends exist.
 	takeover := func(ctx context.Context) error {
-		return workers.AbandonedActions{Fleet: fl.Commands, Logger: cfg.Logger}.RunOnce(ctx)
+		mark := commands.Logged[commands.MarkAbandonedActions, int](cfg.Logger.With("component", "application"), fl.Commands.MarkAbandonedActions())
+		return workers.AbandonedActions{Mark: mark, Logger: cfg.Logger}.RunOnce(ctx)
 	}
 	fl.Runtime = devices.New(devices.Config{Backends: fl.Registry, Host: fl.Sim, OnHost: takeover,
 		QueueLimit: cfg.QueueLimit, FrameRetention: cfg.FrameRetention, Logger: cfg.Logger})
