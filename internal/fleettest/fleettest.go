@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
@@ -39,6 +40,9 @@ type Options struct {
 	DatabaseURL string
 	// MaxConns sizes the pool; zero means 10 (the test server is shared).
 	MaxConns int32
+	// Tracer, when set, sees every statement the pool sends (a test
+	// counting round trips).
+	Tracer pgx.QueryTracer
 	// OrgID is the organisation; empty means a new id.
 	OrgID string
 	// Devices is how many sim phones to register in OrgID (only when the
@@ -96,6 +100,9 @@ func Start(t testing.TB, opts Options) *Env {
 	}
 	cfg.MaxConns = opts.MaxConns
 	cfg.MaxConnIdleTime = 5 * time.Second
+	if opts.Tracer != nil {
+		cfg.ConnConfig.Tracer = opts.Tracer
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
