@@ -55,7 +55,7 @@ func (f *Fleet) changeLease(ctx context.Context, auth domain.Auth, deviceID stri
 	if _, err := f.visibleDevice(ctx, auth, deviceID); err != nil {
 		return projections.LeaseView{}, err
 	}
-	actor := domain.ActorOf(auth)
+	actor := domain.HolderOf(auth)
 	now := f.now()
 	d, c, err := f.devices.Update(ctx, deviceID, func(d *domain.Device) ([]domain.Event, error) {
 		return decide(d, now, actor, ttl)

@@ -64,6 +64,18 @@ type Commands struct {
 	DeleteWebhook                 Handler[DeleteWebhook, Done]
 	TestWebhook                   Handler[TestWebhook, string]
 	DisableDepartedPersonWebhooks Handler[DisableDepartedPersonWebhooks, int]
+
+	StartRun      Handler[StartRun, StartedRun]
+	PauseRun      Handler[PauseRun, projections.RunView]
+	ResumeRun     Handler[ResumeRun, projections.RunView]
+	CancelRun     Handler[CancelRun, projections.RunView]
+	ClaimRun      Handler[ClaimRun, domain.Run]
+	EndOverdueRun Handler[EndOverdueRun, bool]
+	// The device surface: a run acting on its device.
+	RunObserve   Handler[RunObserve, RunObservation]
+	RunAct       Handler[RunAct, ActOutcome]
+	RunNeedsUser Handler[RunNeedsUser, projections.RunView]
+	RunFinish    Handler[RunFinish, projections.RunView]
 }
 
 // Queries are the application's reads. They answer from read models that
@@ -83,6 +95,14 @@ type Queries struct {
 	ListWebhooks   Handler[ListWebhooks, []projections.WebhookView]
 	GetWebhook     Handler[GetWebhook, projections.WebhookView]
 	ListDeliveries Handler[ListDeliveries, DeliveryPage]
+
+	ListRuns      Handler[ListRuns, projections.RunPage]
+	GetRun        Handler[GetRun, projections.RunView]
+	ListRunFrames Handler[ListRunFrames, projections.RunFramePage]
+	GetRunScript  Handler[GetRunScript, RunScript]
+	// The device surface's reads.
+	RunInfo     Handler[RunInfo, projections.RunView]
+	RunGetFrame Handler[RunGetFrame, Frame]
 }
 
 // APIKeys is what the key commands and queries need.
@@ -109,6 +129,7 @@ type AppDeps struct {
 	Fleet    *Fleet
 	APIKeys  *APIKeys
 	Webhooks *WebhookCapability
+	Runs     *Runs
 	// Logger receives one debug line per command and query (name, time
 	// taken, error code); nil discards.
 	Logger *slog.Logger
@@ -224,6 +245,45 @@ func NewApplication(d AppDeps) Application {
 		unavailable(l, &q.ListWebhooks, webhooksDown)
 		unavailable(l, &q.GetWebhook, webhooksDown)
 		unavailable(l, &q.ListDeliveries, webhooksDown)
+	}
+
+	runsDown := func() error {
+		return domain.Errorf(domain.CodeServiceUnavailable, "runs are not served by this deployment")
+	}
+	if r := d.Runs; r != nil {
+		set(l, &c.StartRun, HandlerFunc[StartRun, StartedRun](r.Start))
+		set(l, &c.PauseRun, HandlerFunc[PauseRun, projections.RunView](r.Pause))
+		set(l, &c.ResumeRun, HandlerFunc[ResumeRun, projections.RunView](r.Resume))
+		set(l, &c.CancelRun, HandlerFunc[CancelRun, projections.RunView](r.Cancel))
+		set(l, &c.ClaimRun, HandlerFunc[ClaimRun, domain.Run](r.Claim))
+		set(l, &c.EndOverdueRun, HandlerFunc[EndOverdueRun, bool](r.EndOverdue))
+		set(l, &c.RunObserve, HandlerFunc[RunObserve, RunObservation](r.Observe))
+		set(l, &c.RunAct, HandlerFunc[RunAct, ActOutcome](r.Act))
+		set(l, &c.RunNeedsUser, HandlerFunc[RunNeedsUser, projections.RunView](r.NeedsUser))
+		set(l, &c.RunFinish, HandlerFunc[RunFinish, projections.RunView](r.Finish))
+		set(l, &q.ListRuns, HandlerFunc[ListRuns, projections.RunPage](r.List))
+		set(l, &q.GetRun, HandlerFunc[GetRun, projections.RunView](r.Get))
+		set(l, &q.ListRunFrames, HandlerFunc[ListRunFrames, projections.RunFramePage](r.Frames))
+		set(l, &q.GetRunScript, HandlerFunc[GetRunScript, RunScript](r.Script))
+		set(l, &q.RunInfo, HandlerFunc[RunInfo, projections.RunView](r.Info))
+		set(l, &q.RunGetFrame, HandlerFunc[RunGetFrame, Frame](r.GetFrame))
+	} else {
+		unavailable(l, &c.StartRun, runsDown)
+		unavailable(l, &c.PauseRun, runsDown)
+		unavailable(l, &c.ResumeRun, runsDown)
+		unavailable(l, &c.CancelRun, runsDown)
+		unavailable(l, &c.ClaimRun, runsDown)
+		unavailable(l, &c.EndOverdueRun, runsDown)
+		unavailable(l, &c.RunObserve, runsDown)
+		unavailable(l, &c.RunAct, runsDown)
+		unavailable(l, &c.RunNeedsUser, runsDown)
+		unavailable(l, &c.RunFinish, runsDown)
+		unavailable(l, &q.ListRuns, runsDown)
+		unavailable(l, &q.GetRun, runsDown)
+		unavailable(l, &q.ListRunFrames, runsDown)
+		unavailable(l, &q.GetRunScript, runsDown)
+		unavailable(l, &q.RunInfo, runsDown)
+		unavailable(l, &q.RunGetFrame, runsDown)
 	}
 
 	return app

@@ -59,7 +59,7 @@ func (h ObserveDeviceHandler) Handle(ctx context.Context, cmd ObserveDevice) (Ob
 	}
 	now := f.now()
 	if cmd.LeaseID != "" {
-		if _, err := d.CheckLease(now, domain.ActorOf(cmd.Auth), cmd.LeaseID); err != nil {
+		if _, err := d.CheckLease(now, domain.HolderOf(cmd.Auth), cmd.LeaseID); err != nil {
 			return Observation{}, err
 		}
 	}
@@ -86,7 +86,7 @@ func (h ObserveDeviceHandler) Handle(ctx context.Context, cmd ObserveDevice) (Ob
 	if cmd.MaxWidth > 0 && cmd.MaxWidth < obs.Width {
 		row.PNG = nil // only the full-size picture is kept; it can be redrawn
 	}
-	ev := domain.FrameCaptured{Frame: *row.ref(), DeviceID: d.ID, Reason: observeReason(cmd)}
+	ev := domain.FrameCaptured{Frame: *row.ref(), DeviceID: d.ID, Reason: observeReason(cmd), RunID: cmd.Auth.RunID}
 	news, err := eventstore.Encode(domain.Events, d.OrgID, domain.Event(ev))
 	if err != nil {
 		return Observation{}, err

@@ -152,7 +152,7 @@ func (h PerformActionHandler) accept(ctx context.Context, cmd PerformAction, aut
 	}
 	now := f.now()
 	actor := domain.ActorOf(auth)
-	lease, err := d.CheckLease(now, actor, cmd.LeaseID)
+	lease, err := d.CheckLease(now, domain.HolderOf(auth), cmd.LeaseID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -184,7 +184,7 @@ func (h PerformActionHandler) accept(ctx context.Context, cmd PerformAction, aut
 	}
 	req := domain.ActionRequested{ActionID: domain.NewID(domain.PrefixAction), DeviceID: d.ID,
 		IdempotencyKey: cmd.IdempotencyKey, Action: action.Type, Arguments: action.ArgumentsJSON(), Actor: actor,
-		AgentRunID: cmd.AgentRunID, LeaseID: lease.ID, FencingToken: lease.FencingToken,
+		AgentRunID: cmd.AgentRunID, RunID: auth.RunID, LeaseID: lease.ID, FencingToken: lease.FencingToken,
 		ObservedFrame: cmd.ObservedFrame, RequestedAt: now}
 	return &actionJob{f: f, orgID: auth.OrgID, req: req, action: action, observedHash: observedHash, meta: meta}, slot, nil
 }

@@ -42,7 +42,7 @@ func (h PowerDeviceHandler) Handle(ctx context.Context, cmd PowerDevice) (projec
 	if err != nil {
 		return projections.DeviceView{}, err
 	}
-	actor := domain.ActorOf(cmd.Auth)
+	actor := domain.HolderOf(cmd.Auth)
 	if err := d.CheckPower(f.now(), actor, cmd.LeaseID); err != nil {
 		return projections.DeviceView{}, err
 	}

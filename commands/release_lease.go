@@ -29,7 +29,7 @@ func (h ReleaseLeaseHandler) Handle(ctx context.Context, cmd ReleaseLease) error
 	if _, err := h.f.visibleDevice(ctx, cmd.Auth, cmd.DeviceID); err != nil {
 		return err
 	}
-	actor := domain.ActorOf(cmd.Auth)
+	actor := domain.HolderOf(cmd.Auth)
 	now := h.f.now()
 	_, c, err := h.f.devices.Update(ctx, cmd.DeviceID, func(d *domain.Device) ([]domain.Event, error) {
 		return d.ReleaseLease(now, actor, cmd.LeaseID)

@@ -69,6 +69,10 @@ type Auth struct {
 	// issuer of an OAuth token, the instance recorded on an API key; empty
 	// in local mode.
 	Instance string
+	// RunID is set for a run acting on its device (the device surface and
+	// the built-in executor): the run holds the lease, its starter is the
+	// actor of its actions.
+	RunID string
 }
 
 // Has reports whether a holds scope s.

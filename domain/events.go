@@ -4,8 +4,9 @@ import "slices"
 
 // Events is the registry of every event type phonefleet records. The lists
 // it joins are each one capability's: identityEvents (identity_events.go),
-// fleetEvents (fleet_events.go), webhookEvents (webhook_events.go).
-var Events = mustRegistry(slices.Concat(coreEvents, identityEvents, fleetEvents, webhookEvents)...)
+// fleetEvents (fleet_events.go), webhookEvents (webhook_events.go),
+// runEvents (run_events.go).
+var Events = mustRegistry(slices.Concat(coreEvents, identityEvents, fleetEvents, webhookEvents, runEvents)...)
 
 var coreEvents = []EventDef{
 	Def[OrganisationCreated](1, nil),

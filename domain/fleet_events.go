@@ -142,6 +142,9 @@ type ActionRequested struct {
 	Arguments      json.RawMessage `json:"arguments"`
 	Actor          Actor           `json:"actor"`
 	AgentRunID     string          `json:"agentRunId,omitempty"`
+	// RunID names the run's execution when a run acted (AgentRunID is the
+	// run as its customer sees it).
+	RunID string `json:"runId,omitempty"`
 	// LeaseID and FencingToken say under which lease the action was
 	// accepted; the executor refuses it if the device's lease has moved on.
 	// They never appear on a receipt.
@@ -217,6 +220,8 @@ type FrameCaptured struct {
 	Frame    FrameRef `json:"frame"`
 	DeviceID string   `json:"deviceId"`
 	Reason   string   `json:"reason"`
+	// RunID names the run that observed, when one did.
+	RunID string `json:"runId,omitempty"`
 }
 
 // EventName implements Event.

@@ -57,6 +57,10 @@ type Deps struct {
 	// MCP is the agent tool surface (package mcp), served at /mcp behind
 	// authentication; nil answers service_unavailable there.
 	MCP http.Handler
+	// VRX is the device surface (package vrx), served at /vrx/ without
+	// authentication (its credential is the run token in the path); nil
+	// answers not_found there.
+	VRX http.Handler
 }
 
 // Server is the HTTP edge. Areas register their routes on Router; Handler is
@@ -133,7 +137,12 @@ func New(deps Deps) *Server {
 	s.registerIdentityRoutes(s.v1)
 	s.registerFleetRoutes(s.v1)
 	s.registerWebhookRoutes(s.v1)
+	s.registerRunRoutes(s.v1)
+	s.registerScheduleRoutes(s.v1)
 	s.registerMCPRoutes(s.router)
+	if deps.VRX != nil {
+		s.router.PathPrefix("/vrx/").Handler(deps.VRX)
+	}
 	// /tasks and /runs (spec 9.4) are deliberately not mounted: they answer
 	// not_found like any other unserved path.
 

@@ -1,0 +1,270 @@
+package commands
+
+import (
+	"encoding/json"
+	"time"
+
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+	"phonefleet/projections"
+)
+
+// RunsConfig is what the run commands need.
+type RunsConfig struct {
+	Fleet *Fleet
+	// BaseURL returns the service's public origin; a run's vrxBaseUrl is
+	// BaseURL()/vrx/<run token>.
+	BaseURL func() string
+	// Now is the clock; nil means the fleet's.
+	Now func() time.Time
+}
+
+// Runs is the run capability: starting, watching and ending runs (REST
+// /v1/runs, the MCP run tools), and acting as a run (the device surface
+// /vrx and the built-in executor).
+type Runs struct {
+	cfg   RunsConfig
+	f     *Fleet
+	runs  *eventstore.Repository[domain.Run, domain.Event]
+	store *eventstore.Store
+}
+
+// runAggregate folds a run's stream. Every device-surface call loads its
+// run, so runs are cached and caught up on each load.
+var runAggregate = eventstore.Aggregate[domain.Run, domain.Event]{
+	Stream: domain.RunStream,
+	Codec:  domain.Events,
+	New:    func(string) domain.Run { return domain.Run{} },
+	Apply:  func(r *domain.Run, e domain.Event, at eventstore.Recorded) { r.Apply(at.OrgID, e, at.Version) },
+	OrgID:  func(r *domain.Run) string { return r.OrgID },
+	Clone: func(r domain.Run) domain.Run {
+		if r.SuccessCheck != nil {
+			c := *r.SuccessCheck
+			r.SuccessCheck = &c
+		}
+		return r
+	},
+	Keep: func(r *domain.Run) bool { return r.Exists() },
+}
+
+// NewRuns returns the run capability over the fleet.
+func NewRuns(cfg RunsConfig) *Runs {
+	if cfg.Now == nil {
+		cfg.Now = cfg.Fleet.cfg.Now
+	}
+	return &Runs{cfg: cfg, f: cfg.Fleet, store: cfg.Fleet.store, runs: eventstore.NewRepository(cfg.Fleet.store, runAggregate)}
+}
+
+func (r *Runs) now() time.Time { return r.cfg.Now().UTC().Truncate(time.Microsecond) }
+
+// StartRun hands a device to an autonomous run (POST /v1/runs).
+type StartRun struct {
+	Auth domain.Auth
+	// DeviceID is the device; empty means any free device of the
+	// organisation the caller can see.
+	DeviceID string
+	Goal     string
+	// MaxSteps bounds the run's actions; 0 means the default (50).
+	MaxSteps int
+	// DeadlineSeconds ends the run failed when it has not ended by then; 0
+	// means the default (1800).
+	DeadlineSeconds int
+	// Executor is builtin (the default) or external.
+	Executor     string
+	SuccessCheck *domain.SuccessCheck
+	// Script, when present, is followed by the built-in executor's
+	// scripted planner (a run's exported script, or steps written by hand).
+	Script json.RawMessage
+	// ScheduleID names the schedule starting the run (schedules only).
+	ScheduleID string
+}
+
+// StartedRun is a started run as its starter sees it: with the run token
+// inside VrxBaseURL (shown once, to the starter only).
+type StartedRun struct {
+	Run        projections.RunView
+	VrxBaseURL string
+}
+
+// RunRef names a run by its runId or agentRunId (GET /v1/runs/{runId}
+// and the pause, resume, cancel routes).
+type RunRef struct {
+	Auth  domain.Auth
+	RunID string
+}
+
+// PauseRun stops a run between steps (POST /v1/runs/{runId}/pause).
+type PauseRun RunRef
+
+// ResumeRun continues a paused run, or a parked one: its device goes back
+// to the run (POST /v1/runs/{runId}/resume). A person who took the
+// device while the run was parked hands it back by resuming.
+type ResumeRun RunRef
+
+// CancelRun ends a run cancelled (POST /v1/runs/{runId}/cancel); its run
+// token stops working at once.
+type CancelRun RunRef
+
+// GetRun reads one run (GET /v1/runs/{runId}, also by agentRunId).
+type GetRun RunRef
+
+// GetRunScript exports a run's steps as a script the scripted planner
+// follows (GET /v1/runs/{runId}/script).
+type GetRunScript RunRef
+
+// ListRuns pages through the organisation's runs, newest first
+// (GET /v1/runs).
+type ListRuns struct {
+	Auth domain.Auth
+	projections.RunQuery
+}
+
+// ListRunFrames pages through the frames a run saw, oldest first
+// (GET /v1/runs/{runId}/frames).
+type ListRunFrames struct {
+	Auth  domain.Auth
+	RunID string
+	projections.RunFrameQuery
+}
+
+// RunAccess is a run's credential on the device surface: the run token
+// from the path (Token), or, for the built-in executor, the run id and
+// the worker holding the run's claim.
+type RunAccess struct {
+	Token  string
+	RunID  string
+	Worker string
+}
+
+// RunInfo reads the run its credential names (GET /vrx/{token}/v1/run).
+type RunInfo struct {
+	Access RunAccess
+}
+
+// RunObserve looks at the run's device (GET /vrx/{token}/v1/observe and
+// /screenshot).
+type RunObserve struct {
+	Access RunAccess
+	// Image is png, jpeg or none (the default is png).
+	Image string
+	// MaxWidth shrinks the picture to at most that width when positive.
+	MaxWidth int
+	// Quality is the JPEG quality (1–100; 0 means 70).
+	Quality int
+	// Elements is all, interactive (the default) or none.
+	Elements string
+}
+
+// RunObservation is what a run saw: the stored frame, its picture in the
+// asked format and its elements.
+type RunObservation struct {
+	Frame       domain.FrameRef
+	DeviceID    string
+	Width       int
+	Height      int
+	ScreenOn    bool
+	ContentType string
+	Image       []byte
+	// ImageWidth and ImageHeight are the picture's size (it may be scaled).
+	ImageWidth  int
+	ImageHeight int
+	Elements    []RunElement
+	StepSeq     int
+}
+
+// RunElement is one element of the screen in compact form: its ref (what
+// an action's arguments may name), class (short), text, resource id and
+// bounds in screen pixels [left, top, right, bottom].
+type RunElement struct {
+	Ref        string `json:"ref"`
+	Class      string `json:"class,omitempty"`
+	Text       string `json:"text,omitempty"`
+	ID         string `json:"id,omitempty"`
+	Desc       string `json:"desc,omitempty"`
+	Package    string `json:"package,omitempty"`
+	Bounds     [4]int `json:"bounds"`
+	Clickable  bool   `json:"clickable,omitempty"`
+	Editable   bool   `json:"editable,omitempty"`
+	Scrollable bool   `json:"scrollable,omitempty"`
+}
+
+// RunAct acts on the run's device (POST /vrx/{token}/v1/actions).
+type RunAct struct {
+	Access         RunAccess
+	Action         string
+	Arguments      json.RawMessage
+	IdempotencyKey string
+	ObservedFrame  string
+	// FencingToken, when not zero, must be the fencing token of the run's
+	// lease.
+	FencingToken int64
+	// DeviceID, when not empty, must be the run's device.
+	DeviceID string
+}
+
+// RunGetFrame reads a frame of the run's device (GET
+// /vrx/{token}/v1/frames/{frameId}).
+type RunGetFrame struct {
+	Access  RunAccess
+	FrameID string
+	FrameOptions
+}
+
+// RunNeedsUser parks the run for a person (POST /vrx/{token}/v1/needs-user).
+type RunNeedsUser struct {
+	Access RunAccess
+	Reason string
+	// DeadlineSeconds is how long to wait for the person; 0 means 15 min.
+	DeadlineSeconds int
+}
+
+// RunFinish ends the run as its worker reports (POST /vrx/{token}/v1/finish).
+type RunFinish struct {
+	Access RunAccess
+	// State is succeeded or failed.
+	State  string
+	Reason string
+	Detail string
+}
+
+// ClaimRun gives a queued built-in run to a worker, or renews the
+// worker's claim (the built-in executor).
+type ClaimRun struct {
+	RunID  string
+	Worker string
+	TTL    time.Duration
+}
+
+// EndOverdueRun ends a run whose deadline (or whose wait for a person)
+// passed: failed with deadline_exceeded or user_control_timeout (the run
+// deadline worker). ended is false when it was not overdue.
+type EndOverdueRun struct {
+	RunID string
+}
+
+// RunScript is a run's steps as a script: each step's action and the
+// screen it was decided on.
+type RunScript struct {
+	Version int          `json:"version"`
+	Goal    string       `json:"goal,omitempty"`
+	Steps   []ScriptStep `json:"steps"`
+}
+
+// ScriptStep is one step of a script. ExpectScreen, when set, is the
+// screen hash the step was decided on: a replay that sees another screen
+// stops with stale_frame.
+type ScriptStep struct {
+	Action       string          `json:"action"`
+	Arguments    json.RawMessage `json:"arguments,omitempty"`
+	ExpectScreen string          `json:"expectScreen,omitempty"`
+	// Finish, instead of an action, ends the run (succeeded or failed).
+	Finish string `json:"finish,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// ErrRunTokenRefused is the one answer of the device surface for a token
+// that is unknown, expired, ended or names another device.
+var errRunTokenRefused = domain.ErrDeviceNotFound("")
+
+// runNotFound is a run the caller cannot see.
+func runNotFound(id string) error { return domain.ErrRunNotFound(id) }
