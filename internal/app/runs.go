@@ -30,8 +30,3 @@ func (a *App) baseURL() string {
 	}
 	return strings.TrimRight(a.cfg.PublicURL, "/")
 }
-
-// wireVRX mounts the device surface /vrx on the HTTP edge.
-func (a *App) wireVRX(ctx context.Context) error {
-	return nil
-}
