@@ -159,7 +159,8 @@ func (r *Run) Apply(orgID string, e Event, version int64) {
 			r.State = RunStateRunning
 		}
 	case RunPaused:
-		r.State = RunStatePaused
+		// A paused run's executor lets go; resuming queues it again.
+		r.State, r.ClaimedBy, r.ClaimUntil = RunStatePaused, "", time.Time{}
 	case RunResumed:
 		if e.LeaseID != "" {
 			r.LeaseID = e.LeaseID
@@ -171,6 +172,7 @@ func (r *Run) Apply(orgID string, e Event, version int64) {
 		}
 	case RunParked:
 		r.State, r.ParkReason, r.ParkDeadline, r.LeaseID = RunStateAwaitingUser, e.Reason, e.DeadlineAt, ""
+		r.ClaimedBy, r.ClaimUntil = "", time.Time{}
 	case RunStepTaken:
 		r.StepSeq = e.Seq
 	case RunEnded:

@@ -126,12 +126,12 @@ func (Runs) Apply(ctx context.Context, tx pgx.Tx, schema string, events []events
 					state = CASE WHEN state = 'queued' THEN 'running' ELSE state END WHERE run_id = $1`,
 				ev.RunID, ev.Worker, ev.ClaimedAt)
 		case domain.RunPaused:
-			b.Queue(`UPDATE `+runs+` SET state = 'paused', updated_at = $2 WHERE run_id = $1`, ev.RunID, ev.At)
+			b.Queue(`UPDATE `+runs+` SET state = 'paused', claimed_by = NULL, updated_at = $2 WHERE run_id = $1`, ev.RunID, ev.At)
 		case domain.RunResumed:
 			b.Queue(`UPDATE `+runs+` SET state = CASE WHEN executor = 'builtin' AND claimed_by IS NULL THEN 'queued' ELSE 'running' END,
 					park_reason = NULL, park_deadline_at = NULL, updated_at = $2 WHERE run_id = $1`, ev.RunID, ev.At)
 		case domain.RunParked:
-			b.Queue(`UPDATE `+runs+` SET state = 'awaiting_user', park_reason = $2, park_deadline_at = $3, updated_at = $4
+			b.Queue(`UPDATE `+runs+` SET state = 'awaiting_user', claimed_by = NULL, park_reason = $2, park_deadline_at = $3, updated_at = $4
 				WHERE run_id = $1`, ev.RunID, ev.Reason, ev.DeadlineAt, ev.At)
 		case domain.RunStepTaken:
 			b.Queue(`UPDATE `+runs+` SET step_seq = $2, updated_at = $3 WHERE run_id = $1`, ev.RunID, ev.Seq, ev.At)

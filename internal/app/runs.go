@@ -17,6 +17,7 @@ func runProjections() []projections.Projection {
 // built-in executor, the deadline sweep).
 func (a *App) wireRuns(ctx context.Context) error {
 	a.capabilities.Runs = commands.NewRuns(commands.RunsConfig{Fleet: a.capabilities.Fleet, BaseURL: a.baseURL})
+	a.workers = append(a.workers, a.runWorkers()...)
 	return nil
 }
 
