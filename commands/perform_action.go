@@ -33,6 +33,11 @@ type PerformAction struct {
 	ObservedFrame string
 	// AgentRunID attributes the action to a run.
 	AgentRunID string
+	// With, when set, adds statements that commit with the action's
+	// request or not at all (a run's step). A stream it expects that moved
+	// on fails the request with eventstore.ErrConflict before anything
+	// physical happens.
+	With func(u *eventstore.Unit)
 }
 
 // ActOutcome is an action's answer: its receipt, and whether it is the
@@ -106,7 +111,7 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 			}
 			return refuse(err)
 		}
-		requestedID, inserted, err := h.record(ctx, auth.OrgID, job.req, fp, d.ID, version)
+		requestedID, inserted, err := h.record(ctx, auth.OrgID, job.req, fp, d.ID, version, cmd.With)
 		if errors.Is(err, eventstore.ErrConflict) && cached {
 			slot.Cancel() // the device moved on: decide again
 			cached = false
@@ -217,7 +222,7 @@ func (h PerformActionHandler) hand(ctx context.Context, job *actionJob, slot *de
 // primary key). It returns the id of the action.requested event.
 // The unit also expects the device's stream at deviceVersion, the state
 // the request was decided on; ErrConflict when it moved on.
-func (h PerformActionHandler) record(ctx context.Context, orgID string, req domain.ActionRequested, fp, deviceID string, deviceVersion int64) (string, bool, error) {
+func (h PerformActionHandler) record(ctx context.Context, orgID string, req domain.ActionRequested, fp, deviceID string, deviceVersion int64, with func(*eventstore.Unit)) (string, bool, error) {
 	news, err := eventstore.Encode(domain.Events, orgID, domain.Event(req))
 	if err != nil {
 		return "", false, err
@@ -229,6 +234,9 @@ func (h PerformActionHandler) record(ctx context.Context, orgID string, req doma
 			orgID, req.IdempotencyKey, req.ActionID, req.DeviceID, fp, req.RequestedAt).
 		Append(domain.ActionStream(req.ActionID), eventstore.NoStream, news...).
 		Expect(h.f.devices.Stream(deviceID), deviceVersion)
+	if with != nil {
+		with(u)
+	}
 	_, err = h.f.store.Commit(ctx, u)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "action_idempotency_pkey" {

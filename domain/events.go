@@ -5,8 +5,8 @@ import "slices"
 // Events is the registry of every event type phonefleet records. The lists
 // it joins are each one capability's: identityEvents (identity_events.go),
 // fleetEvents (fleet_events.go), webhookEvents (webhook_events.go),
-// runEvents (run_events.go).
-var Events = mustRegistry(slices.Concat(coreEvents, identityEvents, fleetEvents, webhookEvents, runEvents)...)
+// runEvents (run_events.go), scheduleEvents (schedule_events.go).
+var Events = mustRegistry(slices.Concat(coreEvents, identityEvents, fleetEvents, webhookEvents, runEvents, scheduleEvents)...)
 
 var coreEvents = []EventDef{
 	Def[OrganisationCreated](1, nil),

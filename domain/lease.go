@@ -113,3 +113,33 @@ func (d *Device) ExpireLease(now time.Time) []Event {
 	}
 	return []Event{LeaseExpired{DeviceID: d.ID, LeaseID: d.Lease.ID, ExpiredAt: d.Lease.ExpiresAt}}
 }
+
+// HandLease gives the device to holder `to` under the new lease leaseID
+// for ttl: taken over from `from` when `from` holds the lease in force
+// (released in the same append, so nobody can take the device in
+// between), or acquired like AcquireLease when the device is free. A
+// device leased by anyone else answers device_unavailable
+// (already_leased).
+func (d *Device) HandLease(now time.Time, from, to Actor, leaseID string, ttl time.Duration) ([]Event, error) {
+	if l := d.ActiveLease(now); l != nil && l.Holder == from {
+		return []Event{
+			LeaseReleased{DeviceID: d.ID, LeaseID: l.ID, ReleasedAt: now},
+			LeaseAcquired{DeviceID: d.ID, LeaseID: leaseID, FencingToken: d.FencingCounter + 1,
+				Holder: to, AcquiredAt: now, ExpiresAt: now.Add(ttl)},
+		}, nil
+	}
+	return d.AcquireLease(now, to, leaseID, ttl)
+}
+
+// GiveUpLease ends the lease leaseID if it is still the device's: released
+// when in force, recorded as expired when it ran out. Another lease (or
+// none) is left alone.
+func (d *Device) GiveUpLease(now time.Time, leaseID string) []Event {
+	if leaseID == "" || d.Lease == nil || d.Lease.ID != leaseID {
+		return nil
+	}
+	if !d.Lease.Active(now) {
+		return []Event{LeaseExpired{DeviceID: d.ID, LeaseID: leaseID, ExpiredAt: d.Lease.ExpiresAt}}
+	}
+	return []Event{LeaseReleased{DeviceID: d.ID, LeaseID: leaseID, ReleasedAt: now}}
+}

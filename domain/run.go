@@ -123,7 +123,9 @@ type Run struct {
 	Reason       *string
 	Detail       *string
 	EndedAt      time.Time
-	Version      int64
+	// UpdatedAt is when the last transition or step happened.
+	UpdatedAt time.Time
+	Version   int64
 }
 
 // Exists reports whether the run was started.
@@ -148,35 +150,36 @@ func (r *Run) Apply(orgID string, e Event, version int64) {
 		r.RunID, r.AgentRunID, r.OrgID, r.DeviceID, r.Goal = e.RunID, e.AgentRunID, orgID, e.DeviceID, e.Goal
 		r.Executor, r.MaxSteps, r.DeadlineAt, r.SuccessCheck = e.Executor, e.MaxSteps, e.DeadlineAt, e.SuccessCheck
 		r.Script, r.Starter, r.ScheduleID, r.TokenHash = e.Script, e.Starter, e.ScheduleID, e.TokenHash
-		r.LeaseID, r.StartedAt = e.LeaseID, e.StartedAt
+		r.LeaseID, r.StartedAt, r.UpdatedAt = e.LeaseID, e.StartedAt, e.StartedAt
 		r.State = RunStateRunning
 		if e.Executor == ExecutorBuiltin {
 			r.State = RunStateQueued
 		}
 	case RunClaimed:
-		r.ClaimedBy, r.ClaimUntil = e.Worker, e.Until
+		r.ClaimedBy, r.ClaimUntil, r.UpdatedAt = e.Worker, e.Until, e.ClaimedAt
 		if r.State == RunStateQueued {
 			r.State = RunStateRunning
 		}
 	case RunPaused:
 		// A paused run's executor lets go; resuming queues it again.
-		r.State, r.ClaimedBy, r.ClaimUntil = RunStatePaused, "", time.Time{}
+		r.State, r.ClaimedBy, r.ClaimUntil, r.UpdatedAt = RunStatePaused, "", time.Time{}, e.At
 	case RunResumed:
 		if e.LeaseID != "" {
 			r.LeaseID = e.LeaseID
 		}
-		r.ParkReason, r.ParkDeadline = "", time.Time{}
+		r.ParkReason, r.ParkDeadline, r.UpdatedAt = "", time.Time{}, e.At
 		r.State = RunStateRunning
 		if r.Executor == ExecutorBuiltin && r.ClaimedBy == "" {
 			r.State = RunStateQueued
 		}
 	case RunParked:
 		r.State, r.ParkReason, r.ParkDeadline, r.LeaseID = RunStateAwaitingUser, e.Reason, e.DeadlineAt, ""
-		r.ClaimedBy, r.ClaimUntil = "", time.Time{}
+		r.ClaimedBy, r.ClaimUntil, r.UpdatedAt = "", time.Time{}, e.At
 	case RunStepTaken:
-		r.StepSeq = e.Seq
+		r.StepSeq, r.UpdatedAt = e.Seq, e.At
 	case RunEnded:
 		r.State, r.Reason, r.Detail, r.EndedAt, r.LeaseID = e.State, e.Reason, e.Detail, e.EndedAt, ""
+		r.UpdatedAt = e.EndedAt
 	}
 }
 

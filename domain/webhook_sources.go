@@ -37,7 +37,8 @@ type WebhookSource struct {
 // goal, deadlineAt; schedule.triggered: scheduleId, name, agentRunId,
 // scheduledFor; fulfilment.changed: fulfilmentId, state, deviceId).
 var webhookSources = map[string]WebhookSource{
-	WebhookTestRequested{}.EventName(): {Event: WebhookRunEnded, Build: testRunEnded},
+	WebhookTestRequested{}.EventName():    {Event: WebhookRunEnded, Build: testRunEnded},
+	ScheduleFiringCompleted{}.EventName(): {Event: WebhookScheduleTriggered, Build: scheduleTriggered},
 }
 
 // WebhookSourceTypes lists the event types that cause webhooks, sorted.

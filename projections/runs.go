@@ -342,10 +342,13 @@ type RunStep struct {
 	At             time.Time
 }
 
-// ListRunSteps returns every step of a run in order.
-func ListRunSteps(ctx context.Context, pool *pgxpool.Pool, runID string) ([]RunStep, error) {
-	rows, err := pool.Query(ctx, `SELECT seq, idempotency_key, action, arguments, coalesce(observed_frame, ''),
-			coalesce(observed_screen, ''), at FROM public.run_steps WHERE run_id = $1 ORDER BY seq`, runID)
+// ListRunSteps returns the steps of a run of orgID whose actions
+// committed, in order.
+func ListRunSteps(ctx context.Context, pool *pgxpool.Pool, orgID, runID string) ([]RunStep, error) {
+	rows, err := pool.Query(ctx, `SELECT s.seq, s.idempotency_key, s.action, s.arguments, coalesce(s.observed_frame, ''),
+			coalesce(s.observed_screen, ''), s.at FROM public.run_steps s
+		JOIN public.receipts r ON r.org_id = $1 AND r.idempotency_key = s.idempotency_key AND r.state = 'committed'
+		WHERE s.run_id = $2 ORDER BY s.seq`, orgID, runID)
 	if err != nil {
 		return nil, err
 	}

@@ -62,13 +62,15 @@ type Options struct {
 
 // Env is a running fleet.
 type Env struct {
-	URL       string
-	Pool      *pgxpool.Pool
-	Store     *eventstore.Store
-	Runner    *projections.Runner
-	Registry  *backends.Registry
-	Sim       *backends.SimHost
-	Fleet     *commands.Fleet
+	URL      string
+	Pool     *pgxpool.Pool
+	Store    *eventstore.Store
+	Runner   *projections.Runner
+	Registry *backends.Registry
+	Sim      *backends.SimHost
+	Fleet    *commands.Fleet
+	// Runs is the run capability over Fleet (vrxBaseUrl on http://vrx.test).
+	Runs      *commands.Runs
 	Runtime   *devices.Runtime
 	OrgID     string
 	DeviceIDs []string
@@ -112,7 +114,7 @@ func Start(t testing.TB, opts Options) *Env {
 		e.Now = opts.Clock.Now
 	}
 	e.Store = eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
-	e.Runner, err = projections.NewRunner(e.Store, Quiet, projections.Fleet(), projections.WithPollInterval(20*time.Millisecond))
+	e.Runner, err = projections.NewRunner(e.Store, Quiet, append(projections.Fleet(), projections.Runs{}), projections.WithPollInterval(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +127,7 @@ func Start(t testing.TB, opts Options) *Env {
 		t.Fatal(err)
 	}
 	e.Fleet, e.Runtime, e.Sim, e.Registry = fl.Commands, fl.Runtime, fl.Sim, fl.Registry
+	e.Runs = commands.NewRuns(commands.RunsConfig{Fleet: e.Fleet, BaseURL: func() string { return "http://vrx.test" }})
 	e.Auth = domain.LocalOperator(e.OrgID)
 	if opts.Devices > 0 {
 		ids, err := e.Fleet.RegisterDevices().Handle(ctx, commands.RegisterDevices{OrgID: e.OrgID, Backend: domain.BackendSim,

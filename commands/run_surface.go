@@ -1,0 +1,391 @@
+package commands
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"image/jpeg"
+	"image/png"
+	"strings"
+	"time"
+
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+	"phonefleet/projections"
+)
+
+// The device surface: a run acting on its device, through its run token
+// (/vrx) or its executor's claim. Every call first checks the credential;
+// an unknown, malformed, ended or expired one is one answer
+// (errRunTokenRefused), whatever the reason.
+
+// access loads the run a credential names, if the credential still works.
+func (r *Runs) access(ctx context.Context, a RunAccess) (domain.Run, int64, error) {
+	runID, secret := a.RunID, ""
+	if a.Token != "" {
+		var ok bool
+		if runID, secret, ok = domain.ParseRunToken(a.Token); !ok {
+			return domain.Run{}, 0, errRunTokenRefused
+		}
+	} else if a.Worker == "" || !domain.HasPrefix(runID, domain.PrefixRun) {
+		return domain.Run{}, 0, errRunTokenRefused
+	}
+	run, version, err := r.runs.Load(ctx, runID)
+	if err != nil {
+		return domain.Run{}, 0, err
+	}
+	now := r.now()
+	switch {
+	case !run.Exists():
+		return domain.Run{}, 0, errRunTokenRefused
+	case a.Token != "" && !run.TokenMatches(secret):
+		return domain.Run{}, 0, errRunTokenRefused
+	case a.Token == "" && (run.ClaimedBy != a.Worker || !now.Before(run.ClaimUntil)):
+		return domain.Run{}, 0, errRunTokenRefused
+	case !run.Live(now):
+		return domain.Run{}, 0, errRunTokenRefused
+	}
+	return run, version, nil
+}
+
+// runAuth is the authorization a run acts with: its starter's identity
+// (its actions' receipts name the starter), only its device, and the
+// run as the holder of the device's lease.
+func runAuth(run domain.Run) domain.Auth {
+	a := domain.Auth{OrgID: run.OrgID, Kind: domain.PrincipalConsole, UserID: run.Starter.ID, Role: domain.RoleMember,
+		Scopes:  []domain.Scope{domain.ScopeDevicesRead, domain.ScopeDevicesAct, domain.ScopeDevicesLease},
+		Devices: []string{run.DeviceID}, RunID: run.RunID}
+	if run.Starter.Kind == domain.ActorAPIKey {
+		a.Kind, a.UserID, a.APIKeyID = domain.PrincipalAPIKey, "", run.Starter.ID
+	}
+	return a
+}
+
+// Info reads the run a credential names.
+func (r *Runs) Info(ctx context.Context, q RunInfo) (projections.RunView, error) {
+	run, _, err := r.access(ctx, q.Access)
+	if err != nil {
+		return projections.RunView{}, err
+	}
+	return runView(run), nil
+}
+
+// Observation formats of the device surface.
+const (
+	imagePNG  = "png"
+	imageJPEG = "jpeg"
+	imageNone = "none"
+
+	elementsAll         = "all"
+	elementsInteractive = "interactive"
+	elementsNone        = "none"
+
+	defaultJPEGQuality = 70
+	maxObserveWidth    = 4096
+)
+
+// Observe looks at the run's device and stores the frame (attributed to
+// the run, so it is in the run's frame index). A JPEG is drawn from the
+// (scaled) PNG; elements come from the UI snapshot in compact form.
+// Errors: invalid_argument, and those of ObserveDevice.
+func (r *Runs) Observe(ctx context.Context, cmd RunObserve) (RunObservation, error) {
+	run, _, err := r.access(ctx, cmd.Access)
+	if err != nil {
+		return RunObservation{}, err
+	}
+	img := cmd.Image
+	if img == "" {
+		img = imagePNG
+	}
+	elems := cmd.Elements
+	if elems == "" {
+		elems = elementsInteractive
+	}
+	quality := cmd.Quality
+	if quality == 0 {
+		quality = defaultJPEGQuality
+	}
+	switch {
+	case img != imagePNG && img != imageJPEG && img != imageNone:
+		return RunObservation{}, domain.Errorf(domain.CodeInvalidArgument, "image must be png, jpeg or none")
+	case elems != elementsAll && elems != elementsInteractive && elems != elementsNone:
+		return RunObservation{}, domain.Errorf(domain.CodeInvalidArgument, "elements must be all, interactive or none")
+	case cmd.MaxWidth < 0 || cmd.MaxWidth > maxObserveWidth:
+		return RunObservation{}, domain.Errorf(domain.CodeInvalidArgument, "maxWidth must be between 1 and %d", maxObserveWidth)
+	case quality < 1 || quality > 100:
+		return RunObservation{}, domain.Errorf(domain.CodeInvalidArgument, "quality must be between 1 and 100")
+	}
+	obs, err := r.f.ObserveDevice().Handle(ctx, ObserveDevice{Auth: runAuth(run), DeviceID: run.DeviceID,
+		Image: img != imageNone, MaxWidth: cmd.MaxWidth, Snapshot: elems != elementsNone})
+	if err != nil {
+		return RunObservation{}, err
+	}
+	out := RunObservation{Frame: obs.Frame, DeviceID: run.DeviceID, Width: obs.Width, Height: obs.Height,
+		ScreenOn: obs.ScreenOn, StepSeq: run.StepSeq}
+	if img != imageNone && obs.PNG != nil {
+		out.ContentType, out.Image = "image/png", obs.PNG
+		cfg, err := png.DecodeConfig(bytes.NewReader(obs.PNG))
+		if err != nil {
+			return RunObservation{}, fmt.Errorf("read screenshot: %w", err)
+		}
+		out.ImageWidth, out.ImageHeight = cfg.Width, cfg.Height
+		if img == imageJPEG {
+			if out.Image, err = toJPEG(obs.PNG, quality); err != nil {
+				return RunObservation{}, err
+			}
+			out.ContentType = "image/jpeg"
+		}
+	}
+	if elems != elementsNone && len(obs.Snapshot) > 0 {
+		var root domain.UIElement
+		if err := json.Unmarshal(obs.Snapshot, &root); err != nil {
+			return RunObservation{}, fmt.Errorf("read UI snapshot: %w", err)
+		}
+		out.Elements = CompactElements(root, elems == elementsInteractive)
+	}
+	return out, nil
+}
+
+// toJPEG re-encodes a PNG as a JPEG of the given quality.
+func toJPEG(p []byte, quality int) ([]byte, error) {
+	img, err := png.Decode(bytes.NewReader(p))
+	if err != nil {
+		return nil, fmt.Errorf("read screenshot: %w", err)
+	}
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, img, &jpeg.Options{Quality: quality}); err != nil {
+		return nil, fmt.Errorf("encode jpeg: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// CompactElements flattens a UI tree into the elements worth naming:
+// with interactiveOnly, those a person could tap, type into or scroll;
+// otherwise also those showing text. Bare containers are left out.
+func CompactElements(root domain.UIElement, interactiveOnly bool) []RunElement {
+	var out []RunElement
+	var walk func(e domain.UIElement)
+	walk = func(e domain.UIElement) {
+		editable := strings.Contains(e.Class, "EditText")
+		interactive := e.Clickable || e.LongClickable || e.Scrollable || editable || e.Checkable
+		if interactive || !interactiveOnly && (e.Text != "" || e.ContentDesc != "") {
+			cls := e.Class
+			if i := strings.LastIndexByte(cls, '.'); i >= 0 {
+				cls = cls[i+1:]
+			}
+			out = append(out, RunElement{Ref: e.Ref, Class: cls, Text: firstNonEmpty(e.Text, e.Hint), ID: e.ResourceID,
+				Desc: e.ContentDesc, Package: e.Package, Bounds: e.Bounds, Clickable: e.Clickable || e.LongClickable,
+				Editable: editable, Scrollable: e.Scrollable})
+		}
+		for _, c := range e.Children {
+			walk(c)
+		}
+	}
+	walk(root)
+	return out
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// runStepAttempts bounds how often an action is decided again because the
+// run moved on (another step, a pause) between its check and its record.
+const runStepAttempts = 20
+
+// Act performs one step of the run: the action goes through the fleet's
+// one action path (idempotency, fencing, stale-frame rules, receipts
+// attributed to the starter and the run) and its request is recorded with
+// the run's step in one unit, so a step is never taken on a run that was
+// paused, parked or ended meanwhile, and never past maxSteps. The step
+// past maxSteps ends the run failed. Errors: those of PerformAction, and
+// device_unavailable (not_found) for a refused credential or another
+// device, device_unavailable (run_paused, run_awaiting_user, run_queued)
+// when the run is not running, lease_mismatch for a stale fencingToken,
+// capability_unsupported (max_steps) when the budget is spent.
+func (r *Runs) Act(ctx context.Context, cmd RunAct) (ActOutcome, error) {
+	for attempt := 1; ; attempt++ {
+		run, version, err := r.access(ctx, cmd.Access)
+		if err != nil {
+			return ActOutcome{}, err
+		}
+		if cmd.DeviceID != "" && cmd.DeviceID != run.DeviceID {
+			return ActOutcome{}, errRunTokenRefused
+		}
+		if run.State != domain.RunStateRunning {
+			return ActOutcome{}, domain.Errorf(domain.CodeDeviceUnavailable, "run %s is %s; it takes no step now", run.RunID, run.State).
+				With("reason", "run_"+run.State).WithRetryable(run.State != domain.RunStateAwaitingUser)
+		}
+		if cmd.FencingToken != 0 {
+			d, _, err := r.f.devices.Load(ctx, run.DeviceID)
+			if err != nil {
+				return ActOutcome{}, err
+			}
+			if d.Lease == nil || d.Lease.ID != run.LeaseID || d.Lease.FencingToken != cmd.FencingToken {
+				return ActOutcome{}, domain.Errorf(domain.CodeLeaseMismatch, "fencingToken %d is not the run's lease's", cmd.FencingToken).
+					With("reason", "not_current")
+			}
+		}
+		now := r.now()
+		step := domain.RunStepTaken{IdempotencyKey: cmd.IdempotencyKey, Action: domain.ActionType(cmd.Action),
+			Arguments: cmd.Arguments, ObservedFrame: cmd.ObservedFrame}
+		if cmd.ObservedFrame != "" && domain.HasPrefix(cmd.ObservedFrame, domain.PrefixFrame) {
+			if m, ok, err := r.f.lookupFrame(ctx, run.OrgID, cmd.ObservedFrame, now); err != nil {
+				return ActOutcome{}, err
+			} else if ok {
+				step.ObservedScreen = m.ScreenHash
+			}
+		}
+		if action, err := domain.ParseAction(cmd.Action, cmd.Arguments); err == nil {
+			step.Arguments = action.ArgumentsJSON()
+		}
+		evs, within, err := run.Step(now, step)
+		if err != nil {
+			return ActOutcome{}, err
+		}
+		if !within {
+			if _, err := r.change(ctx, run.RunID, func(run *domain.Run, u *eventstore.Unit, now time.Time) ([]domain.Event, error) {
+				return r.end(ctx, u, run, now, domain.RunStateFailed, domain.RunReasonMaxSteps, "", nil)
+			}); err != nil {
+				return ActOutcome{}, err
+			}
+			return ActOutcome{}, domain.Errorf(domain.CodeCapabilityUnsupported, "the run has taken its %d steps (maxSteps); it ended failed", run.MaxSteps).
+				With("reason", "max_steps")
+		}
+		news, err := eventstore.Encode(domain.Events, run.OrgID, evs...)
+		if err != nil {
+			return ActOutcome{}, err
+		}
+		out, err := r.f.PerformAction().Handle(ctx, PerformAction{Auth: runAuth(run), DeviceID: run.DeviceID,
+			Action: cmd.Action, Arguments: cmd.Arguments, IdempotencyKey: cmd.IdempotencyKey, LeaseID: run.LeaseID,
+			ObservedFrame: cmd.ObservedFrame, AgentRunID: run.AgentRunID,
+			With: func(u *eventstore.Unit) { u.Append(domain.RunStream(run.RunID), version, news...) }})
+		if errors.Is(err, eventstore.ErrConflict) && attempt < runStepAttempts {
+			continue // the run (or the device) moved on: decide again
+		}
+		return out, err
+	}
+}
+
+// GetFrame reads a frame of the run's device.
+func (r *Runs) GetFrame(ctx context.Context, q RunGetFrame) (Frame, error) {
+	run, _, err := r.access(ctx, q.Access)
+	if err != nil {
+		return Frame{}, err
+	}
+	return r.f.GetFrame(ctx, runAuth(run), q.FrameID, q.FrameOptions)
+}
+
+// NeedsUser parks the run for a person: awaiting_user until the wait ends
+// (default 15 minutes, never past the run's deadline), its device's lease
+// given up so a person can take it (run.needs_user_control is sent).
+// Errors: invalid_argument (not running, wait out of bounds).
+func (r *Runs) NeedsUser(ctx context.Context, cmd RunNeedsUser) (projections.RunView, error) {
+	run, _, err := r.access(ctx, cmd.Access)
+	if err != nil {
+		return projections.RunView{}, err
+	}
+	wait := time.Duration(cmd.DeadlineSeconds) * time.Second
+	switch {
+	case cmd.DeadlineSeconds == 0:
+		wait = domain.DefaultParkDeadline
+	case cmd.DeadlineSeconds < 1 || wait > domain.MaxParkDeadline:
+		return projections.RunView{}, domain.Errorf(domain.CodeInvalidArgument, "deadlineSeconds must be between 1 and %d", int(domain.MaxParkDeadline.Seconds()))
+	}
+	return r.change(ctx, run.RunID, func(run *domain.Run, u *eventstore.Unit, now time.Time) ([]domain.Event, error) {
+		if !run.Live(now) {
+			return nil, errRunTokenRefused
+		}
+		w := min(wait, run.DeadlineAt.Sub(now))
+		evs, err := run.Park(now, cmd.Reason, w)
+		if err != nil {
+			return nil, err
+		}
+		return evs, r.releaseDevice(ctx, u, run, now)
+	})
+}
+
+// Finish ends the run as its worker reports. A succeeded run with a
+// successCheck is accepted only when the check holds on the screen now
+// (the final frame); otherwise it ends failed with success_check_failed.
+// Errors: invalid_argument (state, reason or detail).
+func (r *Runs) Finish(ctx context.Context, cmd RunFinish) (projections.RunView, error) {
+	run, _, err := r.access(ctx, cmd.Access)
+	if err != nil {
+		return projections.RunView{}, err
+	}
+	if cmd.State != domain.RunStateSucceeded && cmd.State != domain.RunStateFailed {
+		return projections.RunView{}, domain.Errorf(domain.CodeInvalidArgument, "state must be succeeded or failed")
+	}
+	state, reason, detail := cmd.State, cmd.Reason, cmd.Detail
+	if state == domain.RunStateSucceeded && run.SuccessCheck != nil {
+		ok, why, err := r.checkSuccess(ctx, run)
+		if err != nil {
+			return projections.RunView{}, err
+		}
+		if !ok {
+			state, reason, detail = domain.RunStateFailed, domain.RunReasonSuccessCheckFailed, why
+		}
+	}
+	return r.change(ctx, run.RunID, func(run *domain.Run, u *eventstore.Unit, now time.Time) ([]domain.Event, error) {
+		if run.Terminal() || !now.Before(run.DeadlineAt) {
+			return nil, errRunTokenRefused
+		}
+		return r.end(ctx, u, run, now, state, reason, detail, nil)
+	})
+}
+
+// checkSuccess evaluates the run's successCheck on the device's screen
+// now; why says what did not hold.
+func (r *Runs) checkSuccess(ctx context.Context, run domain.Run) (ok bool, why string, err error) {
+	obs, err := r.f.ObserveDevice().Handle(ctx, ObserveDevice{Auth: runAuth(run), DeviceID: run.DeviceID, Snapshot: true})
+	if err != nil {
+		return false, "", err
+	}
+	var root domain.UIElement
+	if err := json.Unmarshal(obs.Snapshot, &root); err != nil {
+		return false, "", fmt.Errorf("read UI snapshot: %w", err)
+	}
+	return EvaluateSuccessCheck(*run.SuccessCheck, root, obs.Frame.FrameID)
+}
+
+// EvaluateSuccessCheck reports whether every part of c holds on the
+// screen whose UI tree is root (frameID names it in why).
+func EvaluateSuccessCheck(c domain.SuccessCheck, root domain.UIElement, frameID string) (ok bool, why string, err error) {
+	var text, id, app bool
+	var walk func(e domain.UIElement)
+	walk = func(e domain.UIElement) {
+		if c.Text != "" && (strings.Contains(e.Text, c.Text) || strings.Contains(e.ContentDesc, c.Text)) {
+			text = true
+		}
+		if c.ElementID != "" && (e.ResourceID == c.ElementID || strings.HasSuffix(e.ResourceID, ":id/"+c.ElementID)) {
+			id = true
+		}
+		for _, ch := range e.Children {
+			walk(ch)
+		}
+	}
+	walk(root)
+	// The app in front is the package of the screen's root element.
+	app = c.App != "" && root.Package == c.App
+	var missing []string
+	if c.Text != "" && !text {
+		missing = append(missing, fmt.Sprintf("no element shows text %q", c.Text))
+	}
+	if c.ElementID != "" && !id {
+		missing = append(missing, fmt.Sprintf("no element has id %q", c.ElementID))
+	}
+	if c.App != "" && !app {
+		missing = append(missing, fmt.Sprintf("app %q is not in front (%q is)", c.App, root.Package))
+	}
+	if len(missing) > 0 {
+		return false, "successCheck failed on frame " + frameID + ": " + strings.Join(missing, "; "), nil
+	}
+	return true, "", nil
+}

@@ -1,0 +1,405 @@
+package commands_test
+
+import (
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"phonefleet/commands"
+	"phonefleet/domain"
+	"phonefleet/internal/fleettest"
+	"phonefleet/projections"
+)
+
+// token returns the run token inside a vrxBaseUrl.
+func token(t *testing.T, s commands.StartedRun) commands.RunAccess {
+	t.Helper()
+	_, tok, ok := strings.Cut(s.VrxBaseURL, "/vrx/")
+	if !ok {
+		t.Fatalf("vrxBaseUrl %q holds no token", s.VrxBaseURL)
+	}
+	return commands.RunAccess{Token: tok}
+}
+
+func startExternal(t *testing.T, env *fleettest.Env, dev string, mod func(*commands.StartRun)) commands.StartedRun {
+	t.Helper()
+	cmd := commands.StartRun{Auth: env.Auth, DeviceID: dev, Goal: "open notes", Executor: domain.ExecutorExternal}
+	if mod != nil {
+		mod(&cmd)
+	}
+	s, err := env.Runs.Start(bg, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestRunLifecycle walks an external run through the device surface:
+// start (the device's lease is the run's), observe, act (receipt on the
+// starter, attributed to the run), park for a person (the lease passes to
+// them), resume (handed back), finish; the token is dead afterwards and
+// the device free.
+func TestRunLifecycle(t *testing.T) {
+	env := fleettest.Start(t, fleettest.Options{Devices: 1, WaitForReceipts: true})
+	dev := env.DeviceIDs[0]
+	s := startExternal(t, env, dev, nil)
+	if s.Run.State != domain.RunStateRunning || s.Run.DeviceID != dev || s.Run.AgentRunID == "" {
+		t.Fatalf("started %+v", s.Run)
+	}
+	if l := leaseHolder(t, env, dev); l.RunID != s.Run.RunID {
+		t.Fatalf("lease holder %+v, want the run", l)
+	}
+	// Someone else cannot take the device.
+	if _, err := env.Fleet.AcquireLease().Handle(bg, commands.AcquireLease{Auth: env.Auth, DeviceID: dev}); codeOf(err) != domain.CodeDeviceUnavailable {
+		t.Fatalf("acquire during run: %v", err)
+	}
+	acc := token(t, s)
+	obs, err := env.Runs.Observe(bg, commands.RunObserve{Access: acc, Image: "jpeg", MaxWidth: 360})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if obs.ContentType != "image/jpeg" || obs.ImageWidth != 360 || len(obs.Elements) == 0 {
+		t.Fatalf("observation: %s %dx%d, %d elements", obs.ContentType, obs.ImageWidth, obs.ImageHeight, len(obs.Elements))
+	}
+	out, err := env.Runs.Act(bg, commands.RunAct{Access: acc, Action: "open_app", Arguments: json.RawMessage(`{"package":"com.example.notes"}`),
+		IdempotencyKey: "step-1", ObservedFrame: obs.Frame.FrameID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Receipt.Actor.UserID != env.Auth.UserID || out.Receipt.AgentRunID != s.Run.AgentRunID {
+		t.Fatalf("receipt %+v", out.Receipt)
+	}
+	// A stale frame is refused and takes no step.
+	if _, err := env.Runs.Act(bg, commands.RunAct{Access: acc, Action: "key", Arguments: json.RawMessage(`{"key":"BACK"}`),
+		IdempotencyKey: "step-2", ObservedFrame: obs.Frame.FrameID}); codeOf(err) != domain.CodeStaleFrame {
+		t.Fatalf("stale frame: %v", err)
+	}
+	parked, err := env.Runs.NeedsUser(bg, commands.RunNeedsUser{Access: acc, Reason: "captcha", DeadlineSeconds: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parked.State != domain.RunStateAwaitingUser || parked.ParkDeadlineAt == nil {
+		t.Fatalf("parked %+v", parked)
+	}
+	// The worker cannot act while parked; a person can take the device.
+	if _, err := env.Runs.Act(bg, commands.RunAct{Access: acc, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`),
+		IdempotencyKey: "step-3"}); codeOf(err) != domain.CodeDeviceUnavailable {
+		t.Fatalf("act while parked: %v", err)
+	}
+	person := env.Auth
+	l, err := env.Fleet.AcquireLease().Handle(bg, commands.AcquireLease{Auth: person, DeviceID: dev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := act(env, dev, l.LeaseID, "person-1", "key", `{"key":"BACK"}`); err != nil {
+		t.Fatal(err)
+	}
+	resumed, err := env.Runs.Resume(bg, commands.ResumeRun{Auth: person, RunID: s.Run.AgentRunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resumed.State != domain.RunStateRunning {
+		t.Fatalf("resumed %+v", resumed)
+	}
+	if l := leaseHolder(t, env, dev); l.RunID != s.Run.RunID {
+		t.Fatalf("lease after resume held by %+v", l)
+	}
+	if _, err := env.Runs.Act(bg, commands.RunAct{Access: acc, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`),
+		IdempotencyKey: "step-4"}); err != nil {
+		t.Fatal(err)
+	}
+	done, err := env.Runs.Finish(bg, commands.RunFinish{Access: acc, State: domain.RunStateSucceeded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.State != domain.RunStateSucceeded || done.StepSeq != 3 || done.EndedAt == nil {
+		t.Fatalf("finished %+v", done)
+	}
+	if _, err := env.Runs.Info(bg, commands.RunInfo{Access: acc}); codeOf(err) != domain.CodeDeviceUnavailable {
+		t.Fatalf("token after the end: %v", err)
+	}
+	if _, err := env.Fleet.AcquireLease().Handle(bg, commands.AcquireLease{Auth: env.Auth, DeviceID: dev}); err != nil {
+		t.Fatalf("device not free after the run: %v", err)
+	}
+	frames, err := env.Runs.Frames(bg, commands.ListRunFrames{Auth: env.Auth, RunID: s.Run.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(frames.Frames) < 2 {
+		t.Fatalf("run frames %+v", frames.Frames)
+	}
+	env.Settle(t)
+	script, err := env.Runs.Script(bg, commands.GetRunScript{Auth: env.Auth, RunID: s.Run.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(script.Steps) != 3 || script.Steps[0].Action != "open_app" || script.Steps[0].ExpectScreen == "" || script.Steps[2].Finish != "succeeded" {
+		t.Fatalf("script %+v", script)
+	}
+	if _, err := commands.ParseRunScript(mustJSON(t, script)); err != nil {
+		t.Fatalf("exported script does not parse: %v", err)
+	}
+}
+
+// leaseHolder is who holds the device's lease in force (zero: nobody).
+func leaseHolder(t *testing.T, env *fleettest.Env, dev string) domain.ReceiptActor {
+	t.Helper()
+	p, err := env.Fleet.ListLeases(bg, env.Auth, commands.LeaseQuery{DeviceID: dev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Leases) == 0 {
+		return domain.ReceiptActor{}
+	}
+	return p.Leases[0].Holder
+}
+
+func mustJSON(t *testing.T, v any) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestRunCancelKillsTokenAndFreesDevice: cancelling answers the run
+// cancelled, its token stops working at once, its device is free.
+func TestRunCancelKillsTokenAndFreesDevice(t *testing.T) {
+	env := fleettest.Start(t, fleettest.Options{Devices: 1})
+	dev := env.DeviceIDs[0]
+	s := startExternal(t, env, dev, nil)
+	acc := token(t, s)
+	if _, err := env.Runs.Info(bg, commands.RunInfo{Access: acc}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := env.Runs.Cancel(bg, commands.CancelRun{Auth: env.Auth, RunID: s.Run.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.State != domain.RunStateCancelled {
+		t.Fatalf("cancelled %+v", v)
+	}
+	if _, err := env.Runs.Observe(bg, commands.RunObserve{Access: acc}); codeOf(err) != domain.CodeDeviceUnavailable {
+		t.Fatalf("observe after cancel: %v", err)
+	}
+	if _, err := env.Fleet.AcquireLease().Handle(bg, commands.AcquireLease{Auth: env.Auth, DeviceID: dev}); err != nil {
+		t.Fatalf("device not free after cancel: %v", err)
+	}
+	// Cancelling again changes nothing; pausing an ended run is refused.
+	if v, err := env.Runs.Cancel(bg, commands.CancelRun{Auth: env.Auth, RunID: s.Run.RunID}); err != nil || v.State != domain.RunStateCancelled {
+		t.Fatalf("second cancel: %+v %v", v, err)
+	}
+	if _, err := env.Runs.Pause(bg, commands.PauseRun{Auth: env.Auth, RunID: s.Run.RunID}); codeOf(err) != domain.CodeInvalidArgument {
+		t.Fatalf("pause after cancel: %v", err)
+	}
+}
+
+// TestRunTenancyAndTokens: another organisation's run is a missing one;
+// a forged, malformed or other run's token is refused alike.
+func TestRunTenancyAndTokens(t *testing.T) {
+	env := fleettest.Start(t, fleettest.Options{Devices: 2})
+	s := startExternal(t, env, env.DeviceIDs[0], nil)
+	other := domain.LocalOperator(domain.NewID(domain.PrefixOrganisation))
+	for _, id := range []string{s.Run.RunID, s.Run.AgentRunID, "run_x", ""} {
+		if _, err := env.Runs.Get(bg, commands.GetRun{Auth: other, RunID: id}); codeOf(err) != domain.CodeRunNotFound {
+			t.Fatalf("other org get %q: %v", id, err)
+		}
+		if _, err := env.Runs.Cancel(bg, commands.CancelRun{Auth: other, RunID: id}); codeOf(err) != domain.CodeRunNotFound {
+			t.Fatalf("other org cancel %q: %v", id, err)
+		}
+	}
+	good := token(t, s).Token
+	forged := good[:len(good)-2] + "AA"
+	if forged == good {
+		forged = good[:len(good)-2] + "BB"
+	}
+	for _, tok := range []string{forged, "pbk_abc_def", "", "vrx_", good + "x"} {
+		_, err := env.Runs.Info(bg, commands.RunInfo{Access: commands.RunAccess{Token: tok}})
+		if codeOf(err) != domain.CodeDeviceUnavailable {
+			t.Fatalf("token %q: %v", tok, err)
+		}
+	}
+	// The right token naming another device is refused too.
+	if _, err := env.Runs.Act(bg, commands.RunAct{Access: token(t, s), DeviceID: env.DeviceIDs[1], Action: "key",
+		Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "k"}); codeOf(err) != domain.CodeDeviceUnavailable {
+		t.Fatalf("wrong device: %v", err)
+	}
+}
+
+// TestRunMaxStepsEndsFailed: the step past maxSteps ends the run failed
+// with max_steps_exceeded and acts on nothing.
+func TestRunMaxStepsEndsFailed(t *testing.T) {
+	env := fleettest.Start(t, fleettest.Options{Devices: 1})
+	dev := env.DeviceIDs[0]
+	s := startExternal(t, env, dev, func(c *commands.StartRun) { c.MaxSteps = 1 })
+	acc := token(t, s)
+	if _, err := env.Runs.Act(bg, commands.RunAct{Access: acc, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	before := inputs(t, env, dev)
+	if _, err := env.Runs.Act(bg, commands.RunAct{Access: acc, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "b"}); codeOf(err) != domain.CodeCapabilityUnsupported {
+		t.Fatalf("step past maxSteps: %v", err)
+	}
+	if inputs(t, env, dev) != before {
+		t.Fatal("the step past maxSteps acted")
+	}
+	v, err := env.Runs.Get(bg, commands.GetRun{Auth: env.Auth, RunID: s.Run.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.State != domain.RunStateFailed || v.Reason == nil || *v.Reason != domain.RunReasonMaxSteps {
+		t.Fatalf("run %+v", v)
+	}
+}
+
+// TestRunSuccessCheck: a succeeded that fails the check ends failed with
+// success_check_failed; one that holds is accepted.
+func TestRunSuccessCheck(t *testing.T) {
+	env := fleettest.Start(t, fleettest.Options{Devices: 2})
+	check := &domain.SuccessCheck{App: "com.example.notes"}
+	bad := startExternal(t, env, env.DeviceIDs[0], func(c *commands.StartRun) { c.SuccessCheck = check })
+	v, err := env.Runs.Finish(bg, commands.RunFinish{Access: token(t, bad), State: domain.RunStateSucceeded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.State != domain.RunStateFailed || *v.Reason != domain.RunReasonSuccessCheckFailed || v.Detail == nil {
+		t.Fatalf("false success: %+v", v)
+	}
+	good := startExternal(t, env, env.DeviceIDs[1], func(c *commands.StartRun) { c.SuccessCheck = check })
+	acc := token(t, good)
+	if _, err := env.Runs.Act(bg, commands.RunAct{Access: acc, Action: "open_app", Arguments: json.RawMessage(`{"package":"com.example.notes"}`), IdempotencyKey: "open"}); err != nil {
+		t.Fatal(err)
+	}
+	v, err = env.Runs.Finish(bg, commands.RunFinish{Access: acc, State: domain.RunStateSucceeded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.State != domain.RunStateSucceeded {
+		t.Fatalf("true success refused: %+v (%v)", v, deref(v.Detail))
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// TestRunClaimOneWinner: of many workers claiming one queued run, exactly
+// one wins; the run's executor credential works only for it.
+func TestRunClaimOneWinner(t *testing.T) {
+	env := fleettest.Start(t, fleettest.Options{Devices: 1})
+	s, err := env.Runs.Start(bg, commands.StartRun{Auth: env.Auth, DeviceID: env.DeviceIDs[0], Goal: "tap 1 1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Run.State != domain.RunStateQueued {
+		t.Fatalf("builtin run starts %s", s.Run.State)
+	}
+	var wg sync.WaitGroup
+	wins := make(chan string, 10)
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := "worker-" + string(rune('a'+i))
+			if _, err := env.Runs.Claim(bg, commands.ClaimRun{RunID: s.Run.RunID, Worker: w, TTL: time.Minute}); err == nil {
+				wins <- w
+			}
+		}()
+	}
+	wg.Wait()
+	close(wins)
+	var winners []string
+	for w := range wins {
+		winners = append(winners, w)
+	}
+	if len(winners) != 1 {
+		t.Fatalf("winners %v", winners)
+	}
+	if _, err := env.Runs.Info(bg, commands.RunInfo{Access: commands.RunAccess{RunID: s.Run.RunID, Worker: winners[0]}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Runs.Info(bg, commands.RunInfo{Access: commands.RunAccess{RunID: s.Run.RunID, Worker: "someone-else"}}); codeOf(err) != domain.CodeDeviceUnavailable {
+		t.Fatalf("loser's access: %v", err)
+	}
+	// Pausing lets the claim go; resuming queues the run again.
+	if _, err := env.Runs.Pause(bg, commands.PauseRun{Auth: env.Auth, RunID: s.Run.RunID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Runs.Info(bg, commands.RunInfo{Access: commands.RunAccess{RunID: s.Run.RunID, Worker: winners[0]}}); codeOf(err) != domain.CodeDeviceUnavailable {
+		t.Fatalf("access after pause: %v", err)
+	}
+	v, err := env.Runs.Resume(bg, commands.ResumeRun{Auth: env.Auth, RunID: s.Run.RunID})
+	if err != nil || v.State != domain.RunStateQueued {
+		t.Fatalf("resumed %+v %v", v, err)
+	}
+}
+
+// TestRunDeadlines: with an injected clock, a run past its deadline, and a
+// parked run past its wait, end failed with their reasons and free the
+// device.
+func TestRunDeadlines(t *testing.T) {
+	clock := fleettest.NewClock(time.Now())
+	env := fleettest.Start(t, fleettest.Options{Devices: 2, Clock: clock})
+	late := startExternal(t, env, env.DeviceIDs[0], func(c *commands.StartRun) { c.DeadlineSeconds = 60 })
+	parked := startExternal(t, env, env.DeviceIDs[1], nil)
+	if _, err := env.Runs.NeedsUser(bg, commands.RunNeedsUser{Access: token(t, parked), DeadlineSeconds: 120}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(61 * time.Second)
+	if _, err := env.Runs.Info(bg, commands.RunInfo{Access: token(t, late)}); codeOf(err) != domain.CodeDeviceUnavailable {
+		t.Fatalf("expired token: %v", err)
+	}
+	env.Settle(t)
+	due, err := projections.RunsOverdue(bg, env.Pool, clock.Now(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(due) != 1 || due[0].RunID != late.Run.RunID {
+		t.Fatalf("overdue at +61s: %+v", due)
+	}
+	clock.Advance(60 * time.Second)
+	for _, id := range []string{late.Run.RunID, parked.Run.RunID} {
+		ended, err := env.Runs.EndOverdue(bg, commands.EndOverdueRun{RunID: id})
+		if err != nil || !ended {
+			t.Fatalf("end overdue %s: %v %v", id, ended, err)
+		}
+	}
+	for id, reason := range map[string]string{late.Run.RunID: domain.RunReasonDeadline, parked.Run.RunID: domain.RunReasonUserControlTimeout} {
+		v, err := env.Runs.Get(bg, commands.GetRun{Auth: env.Auth, RunID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.State != domain.RunStateFailed || deref(v.Reason) != reason {
+			t.Fatalf("run %s: %+v", id, v)
+		}
+	}
+	for _, dev := range env.DeviceIDs {
+		if _, err := env.Fleet.AcquireLease().Handle(bg, commands.AcquireLease{Auth: env.Auth, DeviceID: dev}); err != nil {
+			t.Fatalf("device %s not free: %v", dev, err)
+		}
+	}
+}
+
+// TestStartAnyFreeDevice: without a device, a start takes a free one; with
+// none free it is refused, retryable.
+func TestStartAnyFreeDevice(t *testing.T) {
+	env := fleettest.Start(t, fleettest.Options{Devices: 2})
+	seen := map[string]bool{}
+	for range 2 {
+		s := startExternal(t, env, "", nil)
+		seen[s.Run.DeviceID] = true
+	}
+	if len(seen) != 2 {
+		t.Fatalf("devices %v", seen)
+	}
+	_, err := env.Runs.Start(bg, commands.StartRun{Auth: env.Auth, Goal: "x", Executor: domain.ExecutorExternal})
+	if de := domain.AsError(err); codeOf(err) != domain.CodeDeviceUnavailable || de.Retryable == nil || !*de.Retryable {
+		t.Fatalf("no free device: %v", err)
+	}
+}
