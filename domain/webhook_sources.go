@@ -1,6 +1,9 @@
 package domain
 
-import "sort"
+import (
+	"sort"
+	"time"
+)
 
 // WebhookSource says how one domain event type causes a webhook event. The
 // outbox projection looks every event up in webhookSources and, for each
@@ -23,8 +26,8 @@ type WebhookSource struct {
 //
 //	domain event               webhook event            added by
 //	webhook.test_requested     run.ended (data.test)    webhooks (this issue)
-//	run.* terminal transitions run.ended                the runs issue
-//	run parked awaiting_user   run.needs_user_control   the runs issue
+//	run.ended                  run.ended                runs
+//	run.parked                 run.needs_user_control   runs
 //	schedule fired with device schedule.triggered       the schedules issue
 //	fulfilment provisioned /   fulfilment.changed       the provisioning issue
 //	awaiting / cancelled (the
@@ -39,6 +42,8 @@ type WebhookSource struct {
 var webhookSources = map[string]WebhookSource{
 	WebhookTestRequested{}.EventName():    {Event: WebhookRunEnded, Build: testRunEnded},
 	ScheduleFiringCompleted{}.EventName(): {Event: WebhookScheduleTriggered, Build: scheduleTriggered},
+	RunEnded{}.EventName():                {Event: WebhookRunEnded, Build: runEnded},
+	RunParked{}.EventName():               {Event: WebhookRunNeedsUserControl, Build: runNeedsUserControl},
 }
 
 // WebhookSourceTypes lists the event types that cause webhooks, sorted.
@@ -76,4 +81,37 @@ func testRunEnded(e Event) (map[string]any, string, bool) {
 		"detail":     nil,
 		"test":       true,
 	}, t.WebhookID, true
+}
+
+// runEnded is the data of run.ended: every field of spec 6, reason and
+// detail null when there is nothing to say.
+func runEnded(e Event) (map[string]any, string, bool) {
+	r, ok := e.(RunEnded)
+	if !ok {
+		return nil, "", false
+	}
+	return map[string]any{
+		"agentRunId": r.AgentRunID,
+		"runId":      r.RunID,
+		"deviceId":   r.DeviceID,
+		"state":      r.State,
+		"goal":       r.Goal,
+		"stepSeq":    r.StepSeq,
+		"reason":     r.Reason,
+		"detail":     r.Detail,
+	}, "", true
+}
+
+// runNeedsUserControl is the data of run.needs_user_control.
+func runNeedsUserControl(e Event) (map[string]any, string, bool) {
+	p, ok := e.(RunParked)
+	if !ok {
+		return nil, "", false
+	}
+	return map[string]any{
+		"agentRunId": p.AgentRunID,
+		"deviceId":   p.DeviceID,
+		"goal":       p.Goal,
+		"deadlineAt": p.DeadlineAt.UTC().Format(time.RFC3339Nano),
+	}, "", true
 }
