@@ -254,7 +254,7 @@ type RunScript struct {
 // screen hash the step was decided on: a replay that sees another screen
 // stops with stale_frame.
 type ScriptStep struct {
-	Action       string          `json:"action"`
+	Action       string          `json:"action,omitempty"`
 	Arguments    json.RawMessage `json:"arguments,omitempty"`
 	ExpectScreen string          `json:"expectScreen,omitempty"`
 	// Finish, instead of an action, ends the run (succeeded or failed).

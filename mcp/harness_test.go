@@ -82,7 +82,7 @@ func startService(t testing.TB, devices int) *service {
 	base := commands.Webhooks{Store: store, Box: box, Wait: func(ctx context.Context, a eventstore.Appended) error {
 		return runner.WaitFor(ctx, projections.WebhooksName, a)
 	}}
-	app := commands.NewApplication(commands.AppDeps{Fleet: fe.Fleet,
+	app := commands.NewApplication(commands.AppDeps{Fleet: fe.Fleet, Runs: fe.Runs,
 		Webhooks: &commands.WebhookCapability{Webhooks: base, Queries: projections.WebhookQueries{DB: pool}}})
 	tools, err := mcp.New(mcp.Deps{App: &app, Mode: "local"})
 	if err != nil {

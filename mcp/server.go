@@ -122,7 +122,7 @@ func New(deps Deps) (*Server, error) {
 		server.WithToolCapabilities(false),
 		server.WithToolFilter(s.filterTools),
 	)
-	defs := append(s.fleetTools(), s.webhookTools()...)
+	defs := slices.Concat(s.fleetTools(), s.webhookTools(), s.runTools())
 	for _, t := range defs {
 		if err := t.compile(); err != nil {
 			return nil, err

@@ -32,8 +32,8 @@ func newTestServer(t *testing.T) *Server {
 // behaviour annotations, a closed object schema, and at least one scope.
 func TestToolDefinitions(t *testing.T) {
 	s := newTestServer(t)
-	if got := len(s.ToolNames()); got != 27 {
-		t.Errorf("got %d tools; want 27", got)
+	if got := len(s.ToolNames()); got != 34 {
+		t.Errorf("got %d tools; want 34", got)
 	}
 	snake := regexp.MustCompile(`^[a-z]+(_[a-z]+)*$`)
 	for _, name := range s.ToolNames() {
@@ -73,7 +73,8 @@ func TestToolDefinitions(t *testing.T) {
 // any other real tool is refused naming what is missing.
 func TestToolVisibility(t *testing.T) {
 	s := newTestServer(t)
-	read, lease, act := domain.ScopeDevicesRead, domain.ScopeDevicesLease, domain.ScopeDevicesAct
+	read, lease, act, runs := domain.ScopeDevicesRead, domain.ScopeDevicesLease, domain.ScopeDevicesAct, domain.ScopeRunsStart
+	runTools := []string{"cancel_run", "get_run", "get_run_frames", "list_runs", "pause_run", "resume_run", "start_run"}
 	tests := []struct {
 		name string
 		auth domain.Auth
@@ -94,6 +95,9 @@ func TestToolVisibility(t *testing.T) {
 				if slices.Contains([]string{"acquire_lease", "renew_lease", "release_lease"}, tool) {
 					return map[string]any{"scope": "devices:lease"}
 				}
+				if slices.Contains(runTools, tool) {
+					return map[string]any{"scope": "runs:start"}
+				}
 				return map[string]any{"scope": "devices:act"}
 			},
 		},
@@ -111,7 +115,38 @@ func TestToolVisibility(t *testing.T) {
 			see: []string{"acquire_lease", "batch_actions", "double_tap", "get_device", "get_frame", "get_receipt", "install_catalog_app",
 				"list_devices", "list_leases", "long_press", "observe", "open_app", "press_key", "release_lease", "renew_lease", "swipe",
 				"tap", "tap_element", "type_text", "wake_device"},
-			refusal: func(string) map[string]any { return map[string]any{"where": "the REST API (/v1/webhooks)"} },
+			refusal: func(tool string) map[string]any {
+				if slices.Contains(runTools, tool) {
+					return map[string]any{"scope": "runs:start"}
+				}
+				return map[string]any{"where": "the REST API (/v1/webhooks)"}
+			},
+		},
+		{
+			// Spec 5.2, 5.4: run tools need runs:start AND devices:act, and
+			// an app holding both sees them.
+			name: "OAuth app with runs:start and devices:act",
+			auth: domain.Auth{OrgID: "org_1", Kind: domain.PrincipalApp, UserID: "u", ClientID: "c", Scopes: []domain.Scope{runs, act}},
+			see: []string{"batch_actions", "cancel_run", "double_tap", "get_run", "get_run_frames", "install_catalog_app", "list_runs",
+				"long_press", "open_app", "pause_run", "press_key", "resume_run", "start_run", "swipe", "tap", "tap_element", "type_text",
+				"wake_device"},
+			refusal: func(tool string) map[string]any {
+				if slices.Contains([]string{"acquire_lease", "renew_lease", "release_lease"}, tool) {
+					return map[string]any{"scope": "devices:lease"}
+				}
+				return map[string]any{"scope": "devices:read"}
+			},
+		},
+		{
+			name: "key with runs:start alone",
+			auth: domain.Auth{OrgID: "org_1", Kind: domain.PrincipalAPIKey, APIKeyID: "key_3", Scopes: []domain.Scope{runs}},
+			see:  nil,
+			refusal: func(tool string) map[string]any {
+				if slices.Contains(runTools, tool) {
+					return map[string]any{"scope": "devices:act"}
+				}
+				return map[string]any{"scope": string(s.tools[tool].scopes[0])}
+			},
 		},
 	}
 	for _, tt := range tests {

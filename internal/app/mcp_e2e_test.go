@@ -63,8 +63,9 @@ func TestServeOffersTheToolSurface(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(list.Tools); got != 27 {
-		t.Errorf("got %d tools for the local operator; want 27", got)
+	// 27 device and webhook tools and the 7 run tools (every scope).
+	if got := len(list.Tools); got != 34 {
+		t.Errorf("got %d tools for the local operator; want 34", got)
 	}
 	var devices struct {
 		Devices []struct {

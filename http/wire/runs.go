@@ -1,0 +1,150 @@
+package wire
+
+import (
+	"strconv"
+	"time"
+
+	"phonefleet/commands"
+	"phonefleet/domain"
+	"phonefleet/projections"
+)
+
+// The shapes of runs (ARCHITECTURE.md, "Runs"), as both /v1/runs and the
+// MCP run tools answer them.
+//
+// Null or absent: every member of a run is always present; a value the run
+// does not have (yet) is null — endedAt, reason and detail until it ends,
+// scheduleId when no schedule started it, successCheck when it has none,
+// parkedReason and parkDeadlineAt unless it is parked (awaiting_user). A
+// client can therefore read a field without first testing for it. Page
+// cursors follow the rest of the API instead: absent on the last page.
+
+// Run is a run as the API shows it.
+type Run struct {
+	AgentRunID   string               `json:"agentRunId"`
+	RunID        string               `json:"runId"`
+	State        string               `json:"state"`
+	DeviceID     string               `json:"deviceId"`
+	Goal         string               `json:"goal"`
+	Executor     string               `json:"executor"`
+	StepSeq      int                  `json:"stepSeq"`
+	MaxSteps     int                  `json:"maxSteps"`
+	DeadlineAt   time.Time            `json:"deadlineAt"`
+	CreatedAt    time.Time            `json:"createdAt"`
+	UpdatedAt    time.Time            `json:"updatedAt"`
+	EndedAt      *time.Time           `json:"endedAt"`
+	Reason       *string              `json:"reason"`
+	Detail       *string              `json:"detail"`
+	Starter      domain.ReceiptActor  `json:"starter"`
+	ScheduleID   *string              `json:"scheduleId"`
+	SuccessCheck *domain.SuccessCheck `json:"successCheck"`
+	// HasScript says the run follows a script (POST /v1/runs with script).
+	HasScript      bool       `json:"hasScript"`
+	ParkedReason   *string    `json:"parkedReason"`
+	ParkDeadlineAt *time.Time `json:"parkDeadlineAt"`
+}
+
+// NewRun returns v as the API shows it.
+func NewRun(v projections.RunView) Run {
+	out := Run{AgentRunID: v.AgentRunID, RunID: v.RunID, State: v.State, DeviceID: v.DeviceID, Goal: v.Goal,
+		Executor: v.Executor, StepSeq: v.StepSeq, MaxSteps: v.MaxSteps, DeadlineAt: v.DeadlineAt.UTC(),
+		CreatedAt: v.CreatedAt.UTC(), UpdatedAt: v.UpdatedAt.UTC(), EndedAt: utc(v.EndedAt), Reason: v.Reason,
+		Detail: v.Detail, Starter: v.Starter, SuccessCheck: v.SuccessCheck, HasScript: v.HasScript}
+	if v.ScheduleID != "" {
+		out.ScheduleID = &v.ScheduleID
+	}
+	if v.State == domain.RunStateAwaitingUser {
+		reason := v.ParkReason
+		out.ParkedReason, out.ParkDeadlineAt = &reason, utc(v.ParkDeadlineAt)
+	}
+	return out
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// StartedRun answers POST /v1/runs: the run and, for its starter only, the
+// base URL of its device surface (the run token is inside it).
+type StartedRun struct {
+	Run
+	VrxBaseURL string `json:"vrxBaseUrl"`
+}
+
+// NewStartedRun returns s as its starter sees it.
+func NewStartedRun(s commands.StartedRun) StartedRun {
+	return StartedRun{Run: NewRun(s.Run), VrxBaseURL: s.VrxBaseURL}
+}
+
+// RunPage is one page of runs, newest first; NextBefore, absent on the
+// last page, is the cursor of the next.
+type RunPage struct {
+	Runs       []Run  `json:"runs"`
+	NextBefore string `json:"nextBefore,omitempty"`
+}
+
+// NewRunPage returns p as the API lists it (runs never null).
+func NewRunPage(p projections.RunPage) RunPage {
+	return RunPage{Runs: each(p.Runs, NewRun), NextBefore: p.NextBefore}
+}
+
+// RunFrame is one frame of a run's frame index: a frame the run observed,
+// or the frame before or after one of its actions (actionId names it; null
+// for an observation).
+type RunFrame struct {
+	FrameID  string    `json:"frameId"`
+	Kind     string    `json:"kind"`
+	ActionID *string   `json:"actionId"`
+	At       time.Time `json:"at"`
+}
+
+// NewRunFrame returns f as the API shows it.
+func NewRunFrame(f projections.RunFrame) RunFrame {
+	out := RunFrame{FrameID: f.FrameID, Kind: f.Kind, At: f.At.UTC()}
+	if f.ActionID != "" {
+		out.ActionID = &f.ActionID
+	}
+	return out
+}
+
+// RunFramePage is one page of a run's frames, oldest first; NextAfter,
+// absent on the last page, is the cursor of the next (opaque to clients).
+type RunFramePage struct {
+	Frames    []RunFrame `json:"frames"`
+	NextAfter string     `json:"nextAfter,omitempty"`
+}
+
+// NewRunFramePage returns p as the API lists it (frames never null).
+func NewRunFramePage(p projections.RunFramePage) RunFramePage {
+	out := RunFramePage{Frames: each(p.Frames, NewRunFrame)}
+	if p.NextAfter > 0 {
+		out.NextAfter = strconv.FormatInt(p.NextAfter, 10)
+	}
+	return out
+}
+
+// ParseRunFrameCursor reads a cursor NewRunFramePage wrote; ok is false for
+// anything else. The empty string is the first page.
+func ParseRunFrameCursor(s string) (after int64, ok bool) {
+	if s == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// NewRunScript returns s as the API shows it (steps never null). The
+// script is the body POST /v1/runs accepts as `script`, unchanged.
+func NewRunScript(s commands.RunScript) commands.RunScript {
+	if s.Steps == nil {
+		s.Steps = []commands.ScriptStep{}
+	}
+	return s
+}

@@ -1,0 +1,184 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"phonefleet/commands"
+	"phonefleet/domain"
+	"phonefleet/http/wire"
+	"phonefleet/projections"
+)
+
+// The run tools run the handlers and queries of /v1/runs and answer the
+// same shapes (package wire). Like those routes they need runs:start AND
+// devices:act (spec 5.4), so a credential lacking either does not see
+// them; OAuth apps holding both see them too (spec 5.2: device and run
+// tools). The handlers check scopes and tenancy again: another
+// organisation's run is run_not_found, as one that never existed.
+
+const sRunID = `{"type":"string","pattern":"^a?run_[0-9a-f]{32}$","description":"The run: its runId (run_…) or agentRunId (arun_…)."}`
+
+// runTool defines a run tool: scopes runs:start and devices:act.
+func runTool(name, title, description, schema string, h hints) *tool {
+	return newTool(name, title, description, schema, h, domain.ScopeRunsStart, domain.ScopeDevicesAct)
+}
+
+type startRunArgs struct {
+	DeviceID        string               `json:"deviceId"`
+	Goal            string               `json:"goal"`
+	MaxSteps        int                  `json:"maxSteps"`
+	DeadlineSeconds int                  `json:"deadlineSeconds"`
+	Executor        string               `json:"executor"`
+	SuccessCheck    *domain.SuccessCheck `json:"successCheck"`
+	Script          json.RawMessage      `json:"script"`
+}
+
+type listRunsArgs struct {
+	State           string `json:"state"`
+	DeviceID        string `json:"deviceId"`
+	StarterUserID   string `json:"starterUserId"`
+	StarterAPIKeyID string `json:"starterApiKeyId"`
+	Before          string `json:"before"`
+	Limit           int    `json:"limit"`
+}
+
+type runArgs struct {
+	RunID string `json:"runId"`
+	After string `json:"after"`
+	Limit int    `json:"limit"`
+}
+
+func (s *Server) runTools() []*tool {
+	states, _ := json.Marshal(domain.RunStates)
+	start := runTool("start_run", "Start a run",
+		"Hand a phone to an autonomous run that works towards goal. executor builtin (default): the service's own agent drives the phone; "+
+			"external: you drive it yourself through the returned vrxBaseUrl (its device surface: GET observe, POST actions, POST finish; "+
+			"the URL is the run's credential, returned this once, valid until the run ends). Without deviceId any free device is taken; a device "+
+			"someone holds answers device_unavailable with reason already_leased. The run ends failed after maxSteps actions (default 50) "+
+			"or deadlineSeconds (default 1800). successCheck is verified on the final screen before succeeded is accepted. "+
+			"script (from a run's exported script) replays steps and stops with stale_frame where the screen differs. "+
+			"Watch it with get_run; end it with cancel_run.",
+		object([]string{"goal"},
+			prop{"deviceId", sDeviceID},
+			prop{"goal", `{"type":"string","minLength":1,"maxLength":4000,"description":"What the run is to achieve, in words."}`},
+			prop{"maxSteps", `{"type":"integer","minimum":1,"maximum":1000,"description":"Actions allowed (default 50)."}`},
+			prop{"deadlineSeconds", `{"type":"integer","minimum":10,"maximum":86400,"description":"Seconds until the run ends failed with deadline_exceeded (default 1800)."}`},
+			prop{"executor", `{"type":"string","enum":["builtin","external"],"description":"builtin (default): the service's agent drives; external: you drive through vrxBaseUrl."}`},
+			prop{"successCheck", `{"type":"object","additionalProperties":false,"minProperties":1,"properties":{` +
+				`"text":{"type":"string","maxLength":200,"description":"An element whose text contains this."},` +
+				`"elementId":{"type":"string","maxLength":200,"description":"An element with this resource id."},` +
+				`"app":{"type":"string","maxLength":200,"description":"This app (package) is in front."}},` +
+				`"description":"Verified on the final screen: a succeeded that fails it ends failed with success_check_failed."}`},
+			prop{"script", `{"type":"object","required":["steps"],"description":"A script to replay, as a run's exported script (version, goal, steps)."}`}),
+		hints{})
+	start.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args startRunArgs) (*mcpgo.CallToolResult, error) {
+		started, err := app.Commands.StartRun.Handle(ctx, commands.StartRun{Auth: a, DeviceID: args.DeviceID, Goal: args.Goal,
+			MaxSteps: args.MaxSteps, DeadlineSeconds: args.DeadlineSeconds, Executor: args.Executor, SuccessCheck: args.SuccessCheck,
+			Script: args.Script})
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(wire.NewStartedRun(started))
+	})
+
+	list := runTool("list_runs", "List runs",
+		"List the organisation's runs newest first: state ("+strings.Join(domain.RunStates, ", ")+"), device, goal, steps taken, "+
+			"who started it, why it ended. Filter by state, deviceId and starter (starterUserId or starterApiKeyId, not both). "+
+			"Page with before = the nextBefore of the previous answer.",
+		object(nil,
+			prop{"state", `{"type":"string","enum":` + string(states) + `,"description":"Only runs in this state."}`},
+			prop{"deviceId", sDeviceID},
+			prop{"starterUserId", `{"type":"string","minLength":1,"maxLength":255,"description":"Only runs this person started."}`},
+			prop{"starterApiKeyId", `{"type":"string","minLength":1,"maxLength":255,"description":"Only runs this API key started."}`},
+			prop{"before", `{"type":"string","maxLength":64,"description":"The nextBefore of the previous page."}`},
+			prop{"limit", sLimit}),
+		hints{readOnly: true})
+	list.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args listRunsArgs) (*mcpgo.CallToolResult, error) {
+		if args.StarterUserID != "" && args.StarterAPIKeyID != "" {
+			return nil, domain.Errorf(domain.CodeInvalidArgument, "give starterUserId or starterApiKeyId, not both (a run has one starter)")
+		}
+		if args.State != "" && !slices.Contains(domain.RunStates, args.State) {
+			return nil, domain.Errorf(domain.CodeInvalidArgument, "state must be one of %v", domain.RunStates)
+		}
+		page, err := app.Queries.ListRuns.Handle(ctx, commands.ListRuns{Auth: a, RunQuery: projections.RunQuery{State: args.State,
+			DeviceID: args.DeviceID, StarterUserID: args.StarterUserID, StarterKeyID: args.StarterAPIKeyID, Before: args.Before, Limit: args.Limit}})
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(wire.NewRunPage(page))
+	})
+
+	get := runTool("get_run", "Get a run",
+		"Read one run by runId or agentRunId: state, steps taken (stepSeq of maxSteps), deadlineAt, and once it ended endedAt, reason and "+
+			"detail; a parked run (awaiting_user) says why in parkedReason and until when in parkDeadlineAt.",
+		object([]string{"runId"}, prop{"runId", sRunID}), hints{readOnly: true})
+	get.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args runArgs) (*mcpgo.CallToolResult, error) {
+		v, err := app.Queries.GetRun.Handle(ctx, commands.GetRun{Auth: a, RunID: args.RunID})
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(wire.NewRun(v))
+	})
+
+	pause := runTool("pause_run", "Pause a run",
+		"Stop a queued or running run between steps (state paused); resume_run continues it. Pausing a paused run changes nothing; "+
+			"an ended or parked run answers invalid_argument with its state.",
+		object([]string{"runId"}, prop{"runId", sRunID}), hints{idempotent: true})
+	pause.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args runArgs) (*mcpgo.CallToolResult, error) {
+		v, err := app.Commands.PauseRun.Handle(ctx, commands.PauseRun{Auth: a, RunID: args.RunID})
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(wire.NewRun(v))
+	})
+
+	resume := runTool("resume_run", "Resume a run",
+		"Continue a paused run, or a parked one (awaiting_user) once the person is done: the device goes back to the run. "+
+			"Resuming a running run changes nothing; an ended run answers invalid_argument with its state.",
+		object([]string{"runId"}, prop{"runId", sRunID}), hints{idempotent: true})
+	resume.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args runArgs) (*mcpgo.CallToolResult, error) {
+		v, err := app.Commands.ResumeRun.Handle(ctx, commands.ResumeRun{Auth: a, RunID: args.RunID})
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(wire.NewRun(v))
+	})
+
+	cancel := runTool("cancel_run", "Cancel a run",
+		"End a run cancelled and release its device; its vrxBaseUrl stops working at once. Use it to recall a run started by a key "+
+			"you revoked (revoking does not stop runs). Cancelling an ended run changes nothing.",
+		object([]string{"runId"}, prop{"runId", sRunID}), hints{destructive: true, idempotent: true})
+	cancel.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args runArgs) (*mcpgo.CallToolResult, error) {
+		v, err := app.Commands.CancelRun.Handle(ctx, commands.CancelRun{Auth: a, RunID: args.RunID})
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(wire.NewRun(v))
+	})
+
+	frames := runTool("get_run_frames", "List a run's frames",
+		"List the frames a run saw, oldest first: kind observed (it looked), before or after (around one of its actions, with actionId). "+
+			"Read a frame's picture with get_frame. Page with after = the nextAfter of the previous answer.",
+		object([]string{"runId"}, prop{"runId", sRunID},
+			prop{"after", `{"type":"string","pattern":"^[0-9]+$","maxLength":19,"description":"The nextAfter of the previous page."}`},
+			prop{"limit", sLimit}),
+		hints{readOnly: true})
+	frames.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args runArgs) (*mcpgo.CallToolResult, error) {
+		after, ok := wire.ParseRunFrameCursor(args.After)
+		if !ok {
+			return nil, domain.Errorf(domain.CodeInvalidArgument, "after must be a value returned as nextAfter")
+		}
+		page, err := app.Queries.ListRunFrames.Handle(ctx, commands.ListRunFrames{Auth: a, RunID: args.RunID,
+			RunFrameQuery: projections.RunFrameQuery{After: after, Limit: args.Limit}})
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(wire.NewRunFramePage(page))
+	})
+	return []*tool{start, list, get, pause, resume, cancel, frames}
+}
