@@ -76,6 +76,15 @@ type Commands struct {
 	RunAct       Handler[RunAct, ActOutcome]
 	RunNeedsUser Handler[RunNeedsUser, projections.RunView]
 	RunFinish    Handler[RunFinish, projections.RunView]
+
+	CreateSchedule Handler[CreateSchedule, projections.ScheduleView]
+	UpdateSchedule Handler[UpdateSchedule, projections.ScheduleView]
+	DeleteSchedule Handler[DeleteSchedule, Done]
+	// The firing worker's: record a firing's intent, its outcome, or settle
+	// one whose instance stopped.
+	FireSchedule           Handler[FireSchedule, ScheduleFiring]
+	CompleteScheduleFiring Handler[CompleteScheduleFiring, bool]
+	ResolveScheduleFiring  Handler[ResolveScheduleFiring, string]
 }
 
 // Queries are the application's reads. They answer from read models that
@@ -103,6 +112,10 @@ type Queries struct {
 	// The device surface's reads.
 	RunInfo     Handler[RunInfo, projections.RunView]
 	RunGetFrame Handler[RunGetFrame, Frame]
+
+	ListSchedules       Handler[ListSchedules, projections.SchedulePage]
+	GetSchedule         Handler[GetSchedule, projections.ScheduleView]
+	ListScheduleFirings Handler[ListScheduleFirings, projections.FiringPage]
 }
 
 // APIKeys is what the key commands and queries need.
@@ -130,6 +143,9 @@ type AppDeps struct {
 	APIKeys  *APIKeys
 	Webhooks *WebhookCapability
 	Runs     *Runs
+	// Schedules' firings start runs through Commands.StartRun: without
+	// Runs, a firing is recorded failed (service_unavailable).
+	Schedules *ScheduleCapability
 	// Logger receives one debug line per command and query (name, time
 	// taken, error code); nil discards.
 	Logger *slog.Logger
@@ -284,6 +300,31 @@ func NewApplication(d AppDeps) Application {
 		unavailable(l, &q.GetRunScript, runsDown)
 		unavailable(l, &q.RunInfo, runsDown)
 		unavailable(l, &q.RunGetFrame, runsDown)
+	}
+
+	schedulesDown := func() error {
+		return domain.Errorf(domain.CodeServiceUnavailable, "schedules are not served by this deployment")
+	}
+	if sc := d.Schedules; sc != nil {
+		set(l, &c.CreateSchedule, CreateScheduleHandler{sc})
+		set(l, &c.UpdateSchedule, UpdateScheduleHandler{sc})
+		set(l, &c.DeleteSchedule, done(DeleteScheduleHandler{sc}.Handle))
+		set(l, &c.FireSchedule, FireScheduleHandler{sc})
+		set(l, &c.CompleteScheduleFiring, CompleteScheduleFiringHandler{sc})
+		set(l, &c.ResolveScheduleFiring, ResolveScheduleFiringHandler{sc})
+		set(l, &q.ListSchedules, HandlerFunc[ListSchedules, projections.SchedulePage](sc.ListSchedules))
+		set(l, &q.GetSchedule, HandlerFunc[GetSchedule, projections.ScheduleView](sc.GetSchedule))
+		set(l, &q.ListScheduleFirings, HandlerFunc[ListScheduleFirings, projections.FiringPage](sc.ListScheduleFirings))
+	} else {
+		unavailable(l, &c.CreateSchedule, schedulesDown)
+		unavailable(l, &c.UpdateSchedule, schedulesDown)
+		unavailable(l, &c.DeleteSchedule, schedulesDown)
+		unavailable(l, &c.FireSchedule, schedulesDown)
+		unavailable(l, &c.CompleteScheduleFiring, schedulesDown)
+		unavailable(l, &c.ResolveScheduleFiring, schedulesDown)
+		unavailable(l, &q.ListSchedules, schedulesDown)
+		unavailable(l, &q.GetSchedule, schedulesDown)
+		unavailable(l, &q.ListScheduleFirings, schedulesDown)
 	}
 
 	return app

@@ -344,6 +344,13 @@ func ParseRunToken(token string) (runID, secret string, ok bool) {
 	if !HasPrefix(runID, PrefixRun) {
 		return "", "", false
 	}
+	// The decoder skips line breaks; the token's alphabet is checked
+	// first so that one token has one spelling.
+	for _, c := range []byte(secret) {
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return "", "", false
+		}
+	}
 	if _, err := base64.RawURLEncoding.DecodeString(secret); err != nil {
 		return "", "", false
 	}

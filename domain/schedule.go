@@ -226,15 +226,18 @@ type Schedule struct {
 	Last *Firing
 }
 
-// Exists reports whether the schedule was created and not deleted.
-func (s *Schedule) Exists() bool { return s.ID != "" && !s.Deleted }
+// Exists reports whether the schedule was created and not deleted. (ID
+// may name a schedule that does not exist: the id a command was asked
+// about.)
+func (s *Schedule) Exists() bool { return !s.CreatedAt.IsZero() && !s.Deleted }
 
 // Apply changes the schedule's state by one recorded event of its stream,
-// recorded at stream version version.
-func (s *Schedule) Apply(orgID string, e Event, version int64) {
+// recorded at stream version version. The organisation is the one
+// schedule.created names.
+func (s *Schedule) Apply(e Event, version int64) {
 	switch e := e.(type) {
 	case ScheduleCreated:
-		s.ID, s.OrgID, s.ScheduleSettings = e.ScheduleID, orgID, e.ScheduleSettings
+		s.ID, s.OrgID, s.ScheduleSettings = e.ScheduleID, e.OrgID, e.ScheduleSettings
 		s.CreatedBy, s.CreatedAt, s.UpdatedAt, s.Since = e.CreatedBy, e.CreatedAt, e.CreatedAt, e.CreatedAt
 	case ScheduleUpdated:
 		s.ScheduleSettings, s.UpdatedAt, s.Since = e.ScheduleSettings, e.At, e.CountFrom
@@ -294,13 +297,13 @@ func (s *Schedule) Create(a Auth, id string, set ScheduleSettings, now time.Time
 	if err := a.Require(ScopeRunsStart, ScopeDevicesAct); err != nil {
 		return nil, err
 	}
-	if s.ID != "" {
+	if !s.CreatedAt.IsZero() {
 		return nil, Errorf(CodeInternal, "schedule %s exists already", id)
 	}
 	if err := set.Normalize(); err != nil {
 		return nil, err
 	}
-	return []Event{ScheduleCreated{ScheduleID: id, ScheduleSettings: set, CreatedBy: CreatorOf(a), CreatedAt: now}}, nil
+	return []Event{ScheduleCreated{ScheduleID: id, OrgID: a.OrgID, ScheduleSettings: set, CreatedBy: CreatorOf(a), CreatedAt: now}}, nil
 }
 
 // Update decides new settings for the schedule. Settings equal to the

@@ -57,6 +57,8 @@ type ScheduleSettings struct {
 // schedule's stream.
 type ScheduleCreated struct {
 	ScheduleID string `json:"scheduleId"`
+	// OrgID is the organisation the schedule belongs to (and its stream's).
+	OrgID string `json:"orgId"`
 	ScheduleSettings
 	CreatedBy ScheduleCreator `json:"createdBy"`
 	CreatedAt time.Time       `json:"createdAt"`
@@ -165,6 +167,6 @@ func scheduleTriggered(e Event) (map[string]any, string, bool) {
 		"scheduleId":   c.ScheduleID,
 		"name":         c.Name,
 		"agentRunId":   c.AgentRunID,
-		"scheduledFor": c.ScheduledFor.UTC().Format(time.RFC3339),
+		"scheduledFor": FormatWebhookTime(c.ScheduledFor),
 	}, "", true
 }

@@ -2,16 +2,38 @@ package app
 
 import (
 	"context"
+	"time"
 
+	"phonefleet/commands"
+	"phonefleet/eventstore"
 	"phonefleet/projections"
+	"phonefleet/workers"
 )
 
 // scheduleProjections are the read models of schedules.
 func scheduleProjections() []projections.Projection {
-	return nil
+	return []projections.Projection{projections.Schedules{}}
 }
 
 // wireSchedules builds the schedule capability and its firing worker.
 func (a *App) wireSchedules(ctx context.Context) error {
+	a.capabilities.Schedules = commands.NewSchedules(commands.ScheduleConfig{Store: a.store,
+		Wait: func(ctx context.Context, ap eventstore.Appended) error {
+			return a.runner.WaitFor(ctx, projections.SchedulesName, ap)
+		}})
+	a.workers = append(a.workers, func(ctx context.Context) {
+		// The application object is built after every capability; the
+		// worker sends its commands through it once the service runs.
+		a.scheduleWorker(nil).Run(ctx)
+	})
 	return nil
+}
+
+// scheduleWorker is the firing worker over the application object, with
+// clock now (nil: the wall clock).
+func (a *App) scheduleWorker(now func() time.Time) workers.Schedules {
+	c := a.app.Commands
+	return workers.NewSchedules(workers.Schedules{Fire: c.FireSchedule, Complete: c.CompleteScheduleFiring,
+		Resolve: c.ResolveScheduleFiring, StartRun: c.StartRun, Pool: a.db.Pool, Now: now,
+		Logger: a.logger.With("worker", "schedules")})
 }

@@ -1,0 +1,164 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+	"phonefleet/projections"
+)
+
+// ScheduleConfig is what the schedule capability needs.
+type ScheduleConfig struct {
+	Store *eventstore.Store
+	// Now stamps the events of the schedule routes; nil means time.Now.
+	// Firings are stamped with the firing worker's clock (FireSchedule.At).
+	Now func() time.Time
+	// Wait, when not nil, returns once the schedules read model has
+	// applied what a command appended (projections.Runner.WaitFor bound to
+	// projections.SchedulesName), so the caller can answer from it.
+	Wait func(ctx context.Context, a eventstore.Appended) error
+}
+
+// ScheduleCapability is the schedule capability: the schedule routes
+// (/v1/schedules) and the commands of the firing worker. Each handler
+// embeds it.
+type ScheduleCapability struct {
+	cfg   ScheduleConfig
+	pool  *pgxpool.Pool
+	repo  *eventstore.Repository[domain.Schedule, domain.Event]
+	store *eventstore.Store
+}
+
+// scheduleAggregate folds a schedule's stream: its settings and its
+// firings.
+var scheduleAggregate = eventstore.Aggregate[domain.Schedule, domain.Event]{
+	Stream: domain.ScheduleStream,
+	Codec:  domain.Events,
+	New:    func(id string) domain.Schedule { return domain.Schedule{ID: id} },
+	Apply: func(s *domain.Schedule, e domain.Event, at eventstore.Recorded) {
+		s.Apply(e, at.Version)
+	},
+	OrgID: func(s *domain.Schedule) string { return s.OrgID },
+}
+
+// NewSchedules returns the schedule capability.
+func NewSchedules(cfg ScheduleConfig) *ScheduleCapability {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &ScheduleCapability{cfg: cfg, pool: cfg.Store.Pool(), store: cfg.Store,
+		repo: eventstore.NewRepository(cfg.Store, scheduleAggregate)}
+}
+
+func (s *ScheduleCapability) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Microsecond) }
+
+func (s *ScheduleCapability) wait(ctx context.Context, c eventstore.Committed) error {
+	if s.cfg.Wait == nil || len(c.Appends) == 0 {
+		return nil
+	}
+	return s.cfg.Wait(ctx, c.Last())
+}
+
+// decide runs fn on schedule id's state through the repository and waits
+// for the read model to apply what it appended.
+func (s *ScheduleCapability) decide(ctx context.Context, id string, fn func(*domain.Schedule) ([]domain.Event, error)) (domain.Schedule, error) {
+	st, c, err := s.repo.Update(ctx, id, fn)
+	if err != nil {
+		return st, err
+	}
+	return st, s.wait(ctx, c)
+}
+
+// view reads schedule id as its caller sees it after a write.
+func (s *ScheduleCapability) view(ctx context.Context, a domain.Auth, id string) (projections.ScheduleView, error) {
+	v, ok, err := projections.GetSchedule(ctx, s.pool, a.OrgID, id)
+	if err != nil {
+		return v, err
+	}
+	if !ok || (v.DeviceID != "" && !a.CanSeeDevice(v.DeviceID)) {
+		return projections.ScheduleView{}, domain.ErrScheduleNotFound(id)
+	}
+	return v, nil
+}
+
+// checkDevice refuses a device the caller cannot see (or that does not
+// exist) with invalid_argument naming deviceId: a schedule names a device
+// its creator may use.
+func (s *ScheduleCapability) checkDevice(ctx context.Context, a domain.Auth, deviceID string) error {
+	if deviceID == "" {
+		return nil
+	}
+	refuse := domain.Errorf(domain.CodeInvalidArgument, "no device %s is available to this credential", deviceID).With("field", "deviceId")
+	if !a.CanSeeDevice(deviceID) {
+		return refuse
+	}
+	_, err := projections.GetDevice(ctx, s.pool, a.OrgID, deviceID, s.now())
+	if errors.Is(err, projections.ErrNoRow) {
+		return refuse
+	}
+	return err
+}
+
+// The schedule queries.
+
+// ListSchedules pages through the organisation's schedules, oldest first
+// (GET /v1/schedules).
+type ListSchedules struct {
+	Auth domain.Auth
+	projections.ScheduleQuery
+}
+
+// GetSchedule reads one schedule (GET /v1/schedules/{scheduleId}).
+type GetSchedule struct {
+	Auth       domain.Auth
+	ScheduleID string
+}
+
+// ListScheduleFirings pages through what a schedule's firings did, newest
+// first (GET /v1/schedules/{scheduleId}/firings).
+type ListScheduleFirings struct {
+	Auth       domain.Auth
+	ScheduleID string
+	projections.FiringQuery
+}
+
+// ListSchedules answers ListSchedules. It needs runs:start and
+// devices:act; schedules on devices outside the credential's subset are
+// left out.
+func (s *ScheduleCapability) ListSchedules(ctx context.Context, q ListSchedules) (projections.SchedulePage, error) {
+	if err := q.Auth.Require(domain.ScopeRunsStart, domain.ScopeDevicesAct); err != nil {
+		return projections.SchedulePage{}, err
+	}
+	if q.Limit < 0 {
+		return projections.SchedulePage{}, domain.Errorf(domain.CodeInvalidArgument, "limit must be positive")
+	}
+	return projections.ListSchedules(ctx, s.pool, q.Auth.OrgID, q.Auth.Devices, q.ScheduleQuery)
+}
+
+// GetSchedule answers GetSchedule: not_found for a schedule that is not
+// the caller's, exactly as for one that does not exist.
+func (s *ScheduleCapability) GetSchedule(ctx context.Context, q GetSchedule) (projections.ScheduleView, error) {
+	if err := q.Auth.Require(domain.ScopeRunsStart, domain.ScopeDevicesAct); err != nil {
+		return projections.ScheduleView{}, err
+	}
+	return s.view(ctx, q.Auth, q.ScheduleID)
+}
+
+// ListScheduleFirings answers ListScheduleFirings: not_found as GetSchedule.
+func (s *ScheduleCapability) ListScheduleFirings(ctx context.Context, q ListScheduleFirings) (projections.FiringPage, error) {
+	if err := q.Auth.Require(domain.ScopeRunsStart, domain.ScopeDevicesAct); err != nil {
+		return projections.FiringPage{}, err
+	}
+	if q.Limit < 0 {
+		return projections.FiringPage{}, domain.Errorf(domain.CodeInvalidArgument, "limit must be positive")
+	}
+	if _, err := s.view(ctx, q.Auth, q.ScheduleID); err != nil {
+		return projections.FiringPage{}, err
+	}
+	return projections.ListScheduleFirings(ctx, s.pool, q.ScheduleID, q.FiringQuery)
+}
