@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"phonefleet/domain"
+	"phonefleet/projections"
 )
 
 // FireSchedule records the firing of a schedule's due occurrence, if one
@@ -58,7 +60,33 @@ func (h FireScheduleHandler) Handle(ctx context.Context, cmd FireSchedule) (Sche
 	f.Run = StartRun{Auth: st.Auth(), DeviceID: st.DeviceID, Goal: st.Goal, MaxSteps: st.MaxSteps,
 		DeadlineSeconds: st.DeadlineSeconds, Executor: st.Executor, SuccessCheck: st.SuccessCheck, Script: st.Script,
 		ScheduleID: st.ID}
+	if f.Run.Auth, err = h.currentAuth(ctx, f.Run.Auth, at); err != nil {
+		return ScheduleFiring{}, err
+	}
 	return f, nil
+}
+
+// currentAuth is the schedule's creator as they stand now: a key that was
+// revoked or expired since it made the schedule starts nothing (its
+// firings fail with permission_denied), and one narrowed since starts runs
+// only within its scopes and devices now. A person's grant is as recorded.
+func (h FireScheduleHandler) currentAuth(ctx context.Context, a domain.Auth, now time.Time) (domain.Auth, error) {
+	if a.Kind != domain.PrincipalAPIKey {
+		return a, nil
+	}
+	k, found, err := projections.APIKeyReader{DB: h.pool}.Lookup(ctx, a.APIKeyID)
+	if err != nil {
+		return a, err
+	}
+	if !found || k.OrgID != a.OrgID || k.State(now) != domain.KeyStateActive {
+		a.Scopes = nil
+		return a, nil
+	}
+	a.Scopes = slices.DeleteFunc(slices.Clone(a.Scopes), func(s domain.Scope) bool { return !slices.Contains(k.Scopes, s) })
+	if k.DeviceIDs != nil {
+		a.Devices = k.DeviceIDs
+	}
+	return a, nil
 }
 
 // CompleteScheduleFiring records what a firing came to (the firing

@@ -188,3 +188,45 @@ func TestAScheduleFiresARunAndSendsScheduleTriggered(t *testing.T) {
 		t.Errorf("got %d deliveries; want 1", len(reqs))
 	}
 }
+
+// TestARevokedKeysScheduleStartsNothing: a schedule keeps its creator's
+// authority only while the creator keeps it: once the API key that made
+// it is revoked, its firing starts no run and is recorded failed.
+func TestARevokedKeysScheduleStartsNothing(t *testing.T) {
+	a, _ := startApp(t, map[string]string{
+		"DATABASE_URL": testutil.DatabaseURL(t), "SERVICE_ADDR": "127.0.0.1:0", "SERVICE_DATA_DIR": t.TempDir(),
+		"SERVICE_SIM_DEVICES": "1",
+	})
+	ctx := testutil.Context(t)
+	app := a.Application()
+	op := domain.LocalOperator(a.orgID)
+	scopes := []domain.Scope{domain.ScopeRunsStart, domain.ScopeDevicesAct, domain.ScopeDevicesRead}
+	key, err := app.Commands.MintAPIKey.Handle(ctx, commands.MintAPIKey{Auth: op, Name: "scheduler", Scopes: scopes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyAuth := domain.Auth{OrgID: a.orgID, Kind: domain.PrincipalAPIKey, APIKeyID: key.KeyID, Role: domain.RoleAdmin, Scopes: scopes}
+	s, err := app.Commands.CreateSchedule.Handle(ctx, commands.CreateSchedule{Auth: keyAuth, ScheduleSettings: domain.ScheduleSettings{
+		Name: "nightly", Cron: "0 3 29 2 *", Enabled: true, Goal: "open settings"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.Commands.RevokeAPIKey.Handle(ctx, commands.RevokeAPIKey{Auth: op, KeyID: key.KeyID}); err != nil {
+		t.Fatal(err)
+	}
+	clock := testutil.NewClock(s.NextFireAt.Add(time.Second))
+	out, err := a.scheduleWorker(clock.Now).RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 1 || out[0].Outcome != domain.FiringFailed || out[0].AgentRunID != "" {
+		t.Fatalf("got %+v; want the firing recorded failed, starting no run", out)
+	}
+	page, err := app.Queries.ListRuns.Handle(ctx, commands.ListRuns{Auth: op})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Runs) != 0 {
+		t.Fatalf("a revoked key's schedule started %d runs", len(page.Runs))
+	}
+}
