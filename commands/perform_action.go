@@ -174,7 +174,7 @@ func (h PerformActionHandler) accept(ctx context.Context, cmd PerformAction, aut
 			return nil, nil, frameNotFound(cmd.ObservedFrame)
 		}
 		if m.DeviceID != d.ID {
-			return nil, nil, domain.Errorf(domain.CodeStaleFrame, "observedFrame %s shows another device", cmd.ObservedFrame).
+			return nil, nil, domain.Errorf(domain.CodeStaleFrame, "observedFrame %s shows another device", cmd.ObservedFrame).With("reason", "other_device").
 				With("deviceId", d.ID)
 		}
 		observedHash = m.ScreenHash

@@ -9,15 +9,21 @@ import (
 	"strings"
 	"testing"
 
+	"phonefleet/commands"
 	"phonefleet/http/apitest"
+	"phonefleet/vrx"
 )
 
 // TestContractCoversMountedRoutes proves every mounted route is in the served
-// document and every documented operation is mounted.
+// document and every documented operation is mounted. The device surface is
+// one prefix route on the server's router (/vrx/, any method) with its own
+// router below it, whose routes are listed in its place.
 func TestContractCoversMountedRoutes(t *testing.T) {
-	s, _ := newTestServer(t, Deps{})
+	surface := vrx.New(&commands.Application{})
+	s, _ := newTestServer(t, Deps{VRX: surface})
 	v := apitest.FromHandler(t, s.Handler())
-	mounted := apitest.RoutesOf(s.Router())
+	mounted := slices.DeleteFunc(apitest.RoutesOf(s.Router()), func(r apitest.Route) bool { return r.Path == vrx.PathPrefix })
+	mounted = append(mounted, apitest.RoutesOf(surface.Router())...)
 	documented := v.Operations()
 
 	if len(mounted) == 0 {

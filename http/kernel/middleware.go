@@ -109,6 +109,8 @@ type exchange struct {
 	fault  error
 	stack  []byte
 	errors ErrorWriter
+	// logPath, when set, is logged instead of the request's path.
+	logPath string
 }
 
 type exchangeKey struct{}
@@ -165,6 +167,16 @@ func NoteFault(ctx context.Context, err error) {
 	exchangeFrom(ctx).noteFault(err)
 }
 
+// LogPath makes the access log write path instead of the request's own:
+// for a surface whose paths carry a credential (the device surface's run
+// token), so the credential never reaches the log. Outside a Chain it does
+// nothing.
+func LogPath(ctx context.Context, path string) {
+	if ex := exchangeFrom(ctx); ex != nil {
+		ex.logPath = path
+	}
+}
+
 // logRequests writes one structured line per request once it is answered:
 // method, path (never the query string, which may carry cursors or secrets),
 // status, duration, bytes and request id; a server fault adds its cause, and a
@@ -179,9 +191,13 @@ func logRequests(logger *slog.Logger, ew ErrorWriter, next http.Handler) http.Ha
 		if status == 0 {
 			status = http.StatusOK
 		}
+		path := r.URL.Path
+		if ex.logPath != "" {
+			path = ex.logPath
+		}
 		attrs := []slog.Attr{
 			slog.String("method", r.Method),
-			slog.String("path", r.URL.Path),
+			slog.String("path", path),
 			slog.Int("status", status),
 			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 			slog.Int64("bytes", ex.bytes),

@@ -340,7 +340,9 @@ func mapSimError(err error) error {
 		return domain.Errorf(domain.CodeInvalidArgument, "%s", msg).With("reason", reason).Wrap(err)
 	}
 	switch {
-	case errors.Is(err, sim.ErrOutOfBounds), errors.Is(err, sim.ErrUnknownKey), errors.Is(err, sim.ErrInvalidArgument):
+	case errors.Is(err, sim.ErrOutOfBounds):
+		return withReason("out_of_bounds")
+	case errors.Is(err, sim.ErrUnknownKey), errors.Is(err, sim.ErrInvalidArgument):
 		return domain.Errorf(domain.CodeInvalidArgument, "%s", msg).Wrap(err)
 	case errors.Is(err, sim.ErrNoFocusedField):
 		return withReason("no_focused_field")
