@@ -200,14 +200,18 @@ func errRunState(r *Run, what string) *Error {
 		With("state", r.State).WithRetryable(false)
 }
 
-// Claim gives a queued run (or a running built-in run whose claim lapsed)
-// to worker until now+ttl, or renews worker's own claim.
+// Claim gives a queued built-in run (or a running one whose claim lapsed)
+// to worker until now+ttl, or renews worker's own claim. A paused, parked
+// or ended run is refused: resuming queues it again.
 func (r *Run) Claim(now time.Time, worker string, ttl time.Duration) ([]Event, error) {
-	if r.Executor != ExecutorBuiltin || r.Terminal() || r.State == RunStateAwaitingUser {
+	switch {
+	case r.Executor != ExecutorBuiltin || r.State != RunStateQueued && r.State != RunStateRunning:
+		// Paused, parked or ended: nobody drives it (resuming queues it).
 		return nil, errRunState(r, "claimed")
-	}
-	if r.ClaimedBy != "" && r.ClaimedBy != worker && now.Before(r.ClaimUntil) {
+	case r.ClaimedBy != "" && r.ClaimedBy != worker && now.Before(r.ClaimUntil):
 		return nil, errRunState(r, "claimed by another worker")
+	case r.State == RunStateRunning && r.ClaimedBy == "":
+		return nil, errRunState(r, "claimed")
 	}
 	return []Event{RunClaimed{RunID: r.RunID, Worker: worker, ClaimedAt: now, Until: now.Add(ttl)}}, nil
 }

@@ -52,6 +52,7 @@ func (Runs) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
 		starter_id        text NOT NULL,
 		schedule_id       text,
 		claimed_by        text,
+		claim_until       timestamptz,
 		park_reason       text,
 		park_deadline_at  timestamptz,
 		reason            text,
@@ -122,16 +123,16 @@ func (Runs) Apply(ctx context.Context, tx pgx.Tx, schema string, events []events
 				ev.RunID, ev.AgentRunID, e.OrgID, ev.DeviceID, ev.Goal, ev.Executor, state, ev.MaxSteps,
 				ev.DeadlineAt, check, len(ev.Script) > 0, ev.Starter.Kind, ev.Starter.ID, nullString(ev.ScheduleID), ev.StartedAt)
 		case domain.RunClaimed:
-			b.Queue(`UPDATE `+runs+` SET claimed_by = $2, updated_at = $3,
+			b.Queue(`UPDATE `+runs+` SET claimed_by = $2, claim_until = $4, updated_at = $3,
 					state = CASE WHEN state = 'queued' THEN 'running' ELSE state END WHERE run_id = $1`,
-				ev.RunID, ev.Worker, ev.ClaimedAt)
+				ev.RunID, ev.Worker, ev.ClaimedAt, ev.Until)
 		case domain.RunPaused:
-			b.Queue(`UPDATE `+runs+` SET state = 'paused', claimed_by = NULL, updated_at = $2 WHERE run_id = $1`, ev.RunID, ev.At)
+			b.Queue(`UPDATE `+runs+` SET state = 'paused', claimed_by = NULL, claim_until = NULL, updated_at = $2 WHERE run_id = $1`, ev.RunID, ev.At)
 		case domain.RunResumed:
 			b.Queue(`UPDATE `+runs+` SET state = CASE WHEN executor = 'builtin' AND claimed_by IS NULL THEN 'queued' ELSE 'running' END,
 					park_reason = NULL, park_deadline_at = NULL, updated_at = $2 WHERE run_id = $1`, ev.RunID, ev.At)
 		case domain.RunParked:
-			b.Queue(`UPDATE `+runs+` SET state = 'awaiting_user', claimed_by = NULL, park_reason = $2, park_deadline_at = $3, updated_at = $4
+			b.Queue(`UPDATE `+runs+` SET state = 'awaiting_user', claimed_by = NULL, claim_until = NULL, park_reason = $2, park_deadline_at = $3, updated_at = $4
 				WHERE run_id = $1`, ev.RunID, ev.Reason, ev.DeadlineAt, ev.At)
 		case domain.RunStepTaken:
 			b.Queue(`UPDATE `+runs+` SET step_seq = $2, updated_at = $3 WHERE run_id = $1`, ev.RunID, ev.Seq, ev.At)
@@ -369,10 +370,11 @@ type LiveRun struct {
 	Executor string
 }
 
-// RunsToClaim returns up to limit built-in runs waiting for an executor
-// (queued), oldest first.
-func RunsToClaim(ctx context.Context, pool *pgxpool.Pool, limit int) ([]LiveRun, error) {
-	return liveRuns(ctx, pool, `state = 'queued'`, time.Time{}, limit)
+// RunsToClaim returns up to limit built-in runs waiting for an executor at
+// now: queued ones, and running ones whose executor's claim lapsed (it
+// stopped), oldest first.
+func RunsToClaim(ctx context.Context, pool *pgxpool.Pool, now time.Time, limit int) ([]LiveRun, error) {
+	return liveRuns(ctx, pool, `executor = 'builtin' AND (state = 'queued' OR (state = 'running' AND claim_until <= $1))`, now, limit)
 }
 
 // RunsOverdue returns up to limit runs whose deadline, or wait for a
@@ -383,13 +385,8 @@ func RunsOverdue(ctx context.Context, pool *pgxpool.Pool, now time.Time, limit i
 }
 
 func liveRuns(ctx context.Context, pool *pgxpool.Pool, where string, now time.Time, limit int) ([]LiveRun, error) {
-	q := `SELECT run_id, org_id, state, executor FROM public.runs WHERE ` + where + ` ORDER BY run_id LIMIT $2`
-	args := []any{now, limit}
-	if now.IsZero() {
-		q = `SELECT run_id, org_id, state, executor FROM public.runs WHERE ` + where + ` AND $1::timestamptz IS NULL ORDER BY run_id LIMIT $2`
-		args = []any{nil, limit}
-	}
-	rows, err := pool.Query(ctx, q, args...)
+	rows, err := pool.Query(ctx, `SELECT run_id, org_id, state, executor FROM public.runs WHERE `+where+`
+		ORDER BY run_id LIMIT $2`, now, limit)
 	if err != nil {
 		return nil, err
 	}

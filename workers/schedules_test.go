@@ -36,7 +36,7 @@ func newSchedEnv(t *testing.T) *schedEnv {
 	t.Helper()
 	pool := smallPool(t, testutil.DatabaseURL(t), 12)
 	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
-	runner, err := projections.NewRunner(store, quiet, []projections.Projection{projections.Schedules{}}, projections.WithPollInterval(20*time.Millisecond))
+	runner, err := projections.NewRunner(store, quiet, []projections.Projection{projections.Schedules{}, projections.APIKeys{}}, projections.WithPollInterval(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

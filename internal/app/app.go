@@ -22,6 +22,7 @@ import (
 	"phonefleet/eventstore"
 	httpapi "phonefleet/http"
 	"phonefleet/internal/config"
+	"phonefleet/internal/devices"
 	"phonefleet/internal/pgembed"
 	"phonefleet/migrations"
 	"phonefleet/projections"
@@ -113,6 +114,9 @@ type App struct {
 	capabilities commands.AppDeps
 	// app is the one application object every surface receives.
 	app commands.Application
+	// runtime is the device runtime (the built-in executor drives runs
+	// only where it hosts the devices).
+	runtime *devices.Runtime
 	// workers run beside the server until shutdown (lease expiry, webhook
 	// dispatch, …); each returns when its context ends.
 	workers []func(ctx context.Context)

@@ -35,6 +35,7 @@ func (a *App) wireFleet(ctx context.Context) error {
 		}
 	}
 	a.capabilities.Fleet = fleet
+	a.runtime = fl.Runtime
 	a.workers = append(a.workers,
 		fl.Runtime.Run,
 		// The application object is built after every capability; the

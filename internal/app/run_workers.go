@@ -1,10 +1,33 @@
 package app
 
-import "context"
+import (
+	"context"
+
+	"phonefleet/internal/planner"
+	"phonefleet/workers"
+)
 
 // runWorkers are the workers of runs: the built-in executor and the
 // deadline sweep. They send their commands through the application
-// object, which is built after every capability.
+// object, which is built after every capability, so they read a.app only
+// once the service runs.
 func (a *App) runWorkers() []func(ctx context.Context) {
-	return nil
+	var llm planner.Planner
+	if a.cfg.PlannerURL != "" {
+		p, err := planner.NewOpenAI(planner.OpenAIConfig{BaseURL: a.cfg.PlannerURL, APIKey: a.cfg.PlannerAPIKey, Model: a.cfg.PlannerModel})
+		if err != nil {
+			a.logger.Warn("the run planner is not usable; builtin runs follow scripts only", "err", err)
+		} else {
+			llm = p
+		}
+	}
+	return []func(ctx context.Context){
+		func(ctx context.Context) {
+			workers.NewRunExecutor(workers.RunExecutorConfig{App: &a.app, Pool: a.db.Pool, LLM: llm,
+				Hosting: a.runtime.Hosting, Logger: a.logger.With("component", "run-executor")}).Run(ctx)
+		},
+		func(ctx context.Context) {
+			workers.RunDeadlines{End: a.app.Commands.EndOverdueRun, Pool: a.db.Pool, Logger: a.logger}.Run(ctx)
+		},
+	}
 }

@@ -56,6 +56,15 @@ type Config struct {
 	// WebhookCAFile is an extra CA bundle trusted for webhook receivers, local mode (SERVICE_WEBHOOK_CA_FILE).
 	WebhookCAFile string
 
+	// PlannerURL is the base URL of an OpenAI-compatible chat-completions
+	// API for the built-in run agent, e.g. https://api.openai.com/v1
+	// (SERVICE_PLANNER_URL); empty: built-in runs use the scripted planner only.
+	PlannerURL string
+	// PlannerAPIKey is the bearer sent to it (SERVICE_PLANNER_API_KEY).
+	PlannerAPIKey string
+	// PlannerModel is the model asked (SERVICE_PLANNER_MODEL).
+	PlannerModel string
+
 	raw raw
 }
 
@@ -88,6 +97,9 @@ func (c *Config) settings() []Setting {
 		{"SERVICE_CORS_ORIGINS", "cors-origins", "", "browser origins allowed to call the service (comma separated)", &c.CORSOrigins},
 		{"SERVICE_SIM_DEVICES", "sim-devices", "3", "local mode: sim phones to start with", &c.raw.simDevices},
 		{"SERVICE_WEBHOOK_CA_FILE", "webhook-ca-file", "", "local mode: extra CA bundle trusted for webhook receivers", &c.WebhookCAFile},
+		{"SERVICE_PLANNER_URL", "planner-url", "", "OpenAI-compatible chat-completions base URL for the built-in run agent; unset: scripted planner only", &c.PlannerURL},
+		{"SERVICE_PLANNER_API_KEY", "planner-api-key", "", "bearer token for the planner endpoint", &c.PlannerAPIKey},
+		{"SERVICE_PLANNER_MODEL", "planner-model", "", "model the planner endpoint is asked for", &c.PlannerModel},
 	}
 }
 
@@ -180,6 +192,15 @@ func (c *Config) validate() error {
 	}
 	if c.Mode == "hosted" && (c.OAuthIssuer == "" || c.OAuthJWKSURL == "") {
 		return fmt.Errorf("invalid configuration: hosted mode needs SERVICE_OAUTH_ISSUER and SERVICE_OAUTH_JWKS_URL")
+	}
+	if c.PlannerURL != "" {
+		if u, err := url.Parse(c.PlannerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("invalid SERVICE_PLANNER_URL %q: want an http(s) URL", c.PlannerURL)
+		}
+		if c.PlannerModel == "" {
+			return fmt.Errorf("invalid configuration: SERVICE_PLANNER_URL needs SERVICE_PLANNER_MODEL")
+		}
+		c.PlannerURL = strings.TrimRight(c.PlannerURL, "/")
 	}
 	for _, pair := range splitList(c.FirstPartyOAuthClients) {
 		if id, iss, ok := strings.Cut(pair, "@"); !ok || id == "" || iss == "" {

@@ -47,6 +47,8 @@ func TestInvalidSettingsNameThemselves(t *testing.T) {
 		{"rate limit", map[string]string{"SERVICE_RATE_LIMIT_ANONYMOUS": "0"}, "SERVICE_RATE_LIMIT_ANONYMOUS"},
 		{"hosted without oauth", map[string]string{"SERVICE_MODE": "hosted"}, "SERVICE_OAUTH_ISSUER"},
 		{"first-party clients", map[string]string{"SERVICE_FIRST_PARTY_OAUTH_CLIENTS": "abc"}, "SERVICE_FIRST_PARTY_OAUTH_CLIENTS"},
+		{"planner url", map[string]string{"SERVICE_PLANNER_URL": "ftp://x", "SERVICE_PLANNER_MODEL": "m"}, "SERVICE_PLANNER_URL"},
+		{"planner without model", map[string]string{"SERVICE_PLANNER_URL": "https://api.example/v1"}, "SERVICE_PLANNER_MODEL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := load(tc.env)

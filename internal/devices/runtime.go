@@ -162,6 +162,9 @@ func (r *Runtime) Stop() {
 	r.cfg.Host.Release()
 }
 
+// Hosting reports whether this process hosts the devices now.
+func (r *Runtime) Hosting() bool { return r.cfg.Host.Hosting() }
+
 // Resolve returns the adapter of a device. Errors:
 // backend_resolution_failed (the device names no valid kind),
 // backend_not_implemented (the kind has no adapter yet),

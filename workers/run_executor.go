@@ -1,0 +1,460 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"phonefleet/commands"
+	"phonefleet/domain"
+	"phonefleet/internal/planner"
+	"phonefleet/projections"
+)
+
+// Reasons the executor ends a run with.
+const (
+	// RunReasonPlannerUnavailable: the run has no script, its goal is not
+	// written as steps, and no model planner is configured.
+	RunReasonPlannerUnavailable = "planner_unavailable"
+)
+
+// Bounds of the executor's retries within one run.
+const (
+	// runObserveFailures ends a run device_lost after so many failed
+	// observations in a row.
+	runObserveFailures = 5
+	// runPlannerRetries is how often an unreachable planner is asked
+	// again before the run ends planner_failed.
+	runPlannerRetries = 3
+	// runActRetries is how often an action refused as stale_frame or
+	// answered action_outcome_unknown is decided again on a new
+	// observation before the refusal is given to the planner.
+	runActRetries = 5
+)
+
+// RunExecutorConfig configures the built-in executor.
+type RunExecutorConfig struct {
+	// App is the application object; it is read when a run is driven
+	// (the wiring builds it after the workers).
+	App  *commands.Application
+	Pool *pgxpool.Pool
+	// LLM is the model planner for runs without a script; nil when none
+	// is configured (goals must then be written as steps).
+	LLM planner.Planner
+	// Worker names this executor in claims; empty means a name unique to
+	// the process.
+	Worker string
+	// Now is the clock deciding when claims are renewed; nil means
+	// time.Now.
+	Now func() time.Time
+	// Sleep waits d or until ctx ends (wait steps, backoff); nil means a
+	// timer.
+	Sleep func(ctx context.Context, d time.Duration)
+	// PollInterval is how often queued runs are looked for; zero means
+	// 200 ms.
+	PollInterval time.Duration
+	// ClaimTTL is how long a claim lasts unrenewed; zero means 30 s. It
+	// is renewed each half TTL while the run is driven.
+	ClaimTTL time.Duration
+	// Concurrency bounds the runs driven at once; zero means 16.
+	Concurrency int
+	// History is how many recent steps a planner is shown; zero means
+	// planner.DefaultHistory.
+	History int
+	// Hosting, when set, says whether this process hosts the devices: an
+	// instance that does not claims no run (it could not act on its
+	// device). Nil means it does.
+	Hosting func() bool
+	Logger  *slog.Logger
+}
+
+// RunExecutor is the built-in executor: it claims queued built-in runs
+// (projections.RunsToClaim, then ClaimRun: of several instances exactly
+// one wins a run) and drives each claimed run with its planner, one step
+// at a time: observe (a JPEG at most planner.MaxImageWidth wide and the
+// interactive elements), ask the planner, then act, park or finish
+// through the device surface's commands with the executor's claim as
+// credential.
+//
+// A run is let go as soon as its access is refused or it is no longer
+// running (paused, parked, ended, or claimed by someone else): pause takes
+// effect between steps. Resuming queues the run again and it is claimed
+// afresh, here or by another instance; the planner (and what it was shown)
+// is kept in this process for the run until it ends.
+//
+// An action's idempotency key is derived from the run, its next step
+// number and the attempt at it, so an executor re-claiming a run after a
+// crash retries the same step under the same key and the fleet answers
+// with the recorded outcome rather than acting twice.
+type RunExecutor struct {
+	cfg RunExecutorConfig
+
+	mu       sync.Mutex
+	active   map[string]bool
+	sessions map[string]*runSession
+	wg       sync.WaitGroup
+}
+
+// runSession is what the executor keeps for a run across its claims: the
+// planner and the steps taken.
+type runSession struct {
+	planner planner.Planner
+	history []planner.Step
+	omitted int
+	done    int
+	used    time.Time
+}
+
+// NewRunExecutor returns the executor.
+func NewRunExecutor(cfg RunExecutorConfig) *RunExecutor {
+	if cfg.Worker == "" {
+		host, _ := os.Hostname()
+		cfg.Worker = fmt.Sprintf("run-executor/%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleepCtx
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 200 * time.Millisecond
+	}
+	if cfg.ClaimTTL <= 0 {
+		cfg.ClaimTTL = 30 * time.Second
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 16
+	}
+	if cfg.History <= 0 {
+		cfg.History = planner.DefaultHistory
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &RunExecutor{cfg: cfg, active: map[string]bool{}, sessions: map[string]*runSession{}}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// Worker is the name this executor claims runs under.
+func (e *RunExecutor) Worker() string { return e.cfg.Worker }
+
+// Run looks for queued runs every PollInterval and drives those it claims
+// until ctx ends, then waits for the runs it drives to stop.
+func (e *RunExecutor) Run(ctx context.Context) {
+	defer e.wg.Wait()
+	t := time.NewTicker(e.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		if _, err := e.Poll(ctx); err != nil && ctx.Err() == nil {
+			e.cfg.Logger.Warn("run executor poll failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Wait returns when every run this executor started driving has been let
+// go (ended, parked, paused, or ctx ended).
+func (e *RunExecutor) Wait() { e.wg.Wait() }
+
+// Poll claims queued runs up to the free capacity and starts driving each
+// one it wins; it reports how many it started. A run another instance
+// claimed first is skipped.
+func (e *RunExecutor) Poll(ctx context.Context) (int, error) {
+	e.mu.Lock()
+	free := e.cfg.Concurrency - len(e.active)
+	e.pruneSessions()
+	e.mu.Unlock()
+	if free <= 0 || e.cfg.Hosting != nil && !e.cfg.Hosting() {
+		return 0, nil
+	}
+	queued, err := projections.RunsToClaim(ctx, e.cfg.Pool, e.cfg.Now(), free+e.cfg.Concurrency)
+	if err != nil {
+		return 0, err
+	}
+	started := 0
+	for _, q := range queued {
+		if started == free || ctx.Err() != nil {
+			break
+		}
+		e.mu.Lock()
+		busy := e.active[q.RunID]
+		e.mu.Unlock()
+		if busy || q.Executor != domain.ExecutorBuiltin {
+			continue
+		}
+		pctx := workerPass(ctx, "run-executor")
+		run, err := e.cfg.App.Commands.ClaimRun.Handle(pctx, commands.ClaimRun{RunID: q.RunID, Worker: e.cfg.Worker, TTL: e.cfg.ClaimTTL})
+		if err != nil {
+			// Another instance won it, or it moved on (paused, ended).
+			e.cfg.Logger.Debug("run not claimed", "run", q.RunID, "err", err)
+			continue
+		}
+		e.mu.Lock()
+		e.active[run.RunID] = true
+		e.mu.Unlock()
+		e.wg.Add(1)
+		started++
+		go func() {
+			defer e.wg.Done()
+			defer func() {
+				e.mu.Lock()
+				delete(e.active, run.RunID)
+				e.mu.Unlock()
+			}()
+			e.drive(ctx, run)
+		}()
+	}
+	return started, nil
+}
+
+// pruneSessions forgets runs not driven for longer than any run may last
+// (a run paused and then cancelled is never seen again). e.mu is held.
+func (e *RunExecutor) pruneSessions() {
+	now := e.cfg.Now()
+	for id, s := range e.sessions {
+		if !e.active[id] && now.Sub(s.used) > domain.MaxRunDeadline {
+			delete(e.sessions, id)
+		}
+	}
+}
+
+// session returns the run's session, making its planner on first use: the
+// run's script when it has one, else the model planner when configured,
+// else the goal read as steps. reason is why there is none.
+func (e *RunExecutor) session(ctx context.Context, run domain.Run) (s *runSession, reason string, err error) {
+	e.mu.Lock()
+	s = e.sessions[run.RunID]
+	e.mu.Unlock()
+	if s != nil {
+		return s, "", nil
+	}
+	s = &runSession{}
+	switch {
+	case len(run.Script) > 0:
+		script, err := planner.ParseScript(run.Script)
+		if err != nil {
+			return nil, domain.RunReasonPlannerFailed, err
+		}
+		s.planner = planner.NewScripted(script, run.StepSeq)
+	case e.cfg.LLM != nil:
+		s.planner = e.cfg.LLM
+		// A run taken over from another process shows the model what it
+		// did; the outcomes are on the receipts.
+		if run.StepSeq > 0 {
+			steps, err := projections.ListRunSteps(ctx, e.cfg.Pool, run.OrgID, run.RunID)
+			if err != nil {
+				return nil, "", err
+			}
+			for _, st := range steps {
+				s.record(planner.Step{Kind: planner.KindAct, Action: st.Action, Arguments: st.Arguments,
+					Result: "done by an earlier executor"}, e.cfg.History)
+			}
+			s.done = 0
+		}
+	default:
+		script, err := planner.ParseSteps(run.Goal)
+		if err != nil {
+			return nil, RunReasonPlannerUnavailable,
+				fmt.Errorf("no planner is configured and the goal is not written as steps: %w", err)
+		}
+		s.planner = planner.NewScripted(script, run.StepSeq)
+	}
+	e.mu.Lock()
+	e.sessions[run.RunID] = s
+	e.mu.Unlock()
+	return s, "", nil
+}
+
+func (s *runSession) record(st planner.Step, keep int) {
+	s.history = append(s.history, st)
+	if len(s.history) > keep {
+		s.omitted += len(s.history) - keep
+		s.history = append([]planner.Step(nil), s.history[len(s.history)-keep:]...)
+	}
+	s.done++
+}
+
+func (e *RunExecutor) forget(runID string) {
+	e.mu.Lock()
+	delete(e.sessions, runID)
+	e.mu.Unlock()
+}
+
+// drive takes the run's steps until it is let go.
+func (e *RunExecutor) drive(ctx context.Context, run domain.Run) {
+	acc := commands.RunAccess{RunID: run.RunID, Worker: e.cfg.Worker}
+	log := e.cfg.Logger.With("run", run.RunID)
+	s, reason, err := e.session(workerPass(ctx, "run-executor"), run)
+	if err != nil {
+		if reason == "" {
+			log.Warn("run executor could not prepare the run", "err", err)
+			return // the claim lapses; the run is queued again only by resume
+		}
+		e.finish(workerPass(ctx, "run-executor"), acc, domain.RunStateFailed, reason, err.Error(), log)
+		return
+	}
+	e.mu.Lock()
+	s.used = e.cfg.Now()
+	e.mu.Unlock()
+	app := e.cfg.App
+	renewAt := e.cfg.Now().Add(e.cfg.ClaimTTL / 2)
+	var attempt, actRetries, observeFailures, plannerFailures int
+	for ctx.Err() == nil {
+		pctx := workerPass(ctx, "run-executor")
+		if !e.cfg.Now().Before(renewAt) {
+			// Only a running run is renewed: a claim taken on a paused run
+			// would outlive the pause.
+			if e.lost(pctx, acc) {
+				return
+			}
+			if _, err := app.Commands.ClaimRun.Handle(pctx, commands.ClaimRun{RunID: run.RunID, Worker: e.cfg.Worker, TTL: e.cfg.ClaimTTL}); err != nil {
+				log.Info("run executor lost its claim", "err", err)
+				return
+			}
+			renewAt = e.cfg.Now().Add(e.cfg.ClaimTTL / 2)
+		}
+		obs, err := app.Commands.RunObserve.Handle(pctx, commands.RunObserve{Access: acc, Image: "jpeg",
+			MaxWidth: planner.MaxImageWidth, Elements: "interactive"})
+		if err != nil {
+			if e.lost(pctx, acc) {
+				return
+			}
+			if observeFailures++; observeFailures >= runObserveFailures {
+				e.finish(pctx, acc, domain.RunStateFailed, domain.RunReasonDeviceLost, err.Error(), log)
+				return
+			}
+			e.cfg.Sleep(ctx, backoff(observeFailures))
+			continue
+		}
+		observeFailures = 0
+		in := planner.Input{RunID: run.RunID, Goal: run.Goal, MaxSteps: run.MaxSteps, StepSeq: obs.StepSeq,
+			Done: s.done, History: s.history, Omitted: s.omitted, Observation: planner.FromRun(obs)}
+		d, err := s.planner.Next(pctx, in)
+		if err == nil {
+			err = d.Check()
+		}
+		if err != nil {
+			if errors.Is(err, planner.ErrUnavailable) && plannerFailures < runPlannerRetries {
+				plannerFailures++
+				e.cfg.Sleep(ctx, backoff(plannerFailures))
+				continue
+			}
+			e.finish(pctx, acc, domain.RunStateFailed, domain.RunReasonPlannerFailed, err.Error(), log)
+			return
+		}
+		plannerFailures = 0
+		switch d.Kind {
+		case planner.KindAct:
+			key := fmt.Sprintf("%s/step-%d/%d", run.RunID, obs.StepSeq+1, attempt)
+			out, err := app.Commands.RunAct.Handle(pctx, commands.RunAct{Access: acc, Action: d.Action,
+				Arguments: d.Arguments, IdempotencyKey: key, ObservedFrame: obs.Frame.FrameID})
+			if err == nil && out.Receipt.Error != nil {
+				err = &domain.Error{Code: out.Receipt.Error.Code, Message: out.Receipt.Error.Message}
+			}
+			step := planner.Step{Kind: planner.KindAct, Action: d.Action, Arguments: d.Arguments}
+			if err != nil {
+				de := domain.AsError(err)
+				switch de.Code {
+				case domain.CodeStaleFrame, domain.VrxStaleFrame, domain.CodeActionOutcomeUnknown, domain.VrxActionOutcomeUnknown:
+					// Look again and decide again, under a new key.
+					if actRetries < runActRetries {
+						attempt++
+						actRetries++
+						continue
+					}
+				case domain.CodeIdempotencyConflict:
+					if de.Retryable != nil && *de.Retryable {
+						e.cfg.Sleep(ctx, backoff(1)) // the same step is in flight
+					} else {
+						attempt++ // the key was used for another action
+					}
+					continue
+				}
+				if e.lost(pctx, acc) {
+					return
+				}
+				step.Error = string(de.Code) + ": " + de.Message
+			} else if r := out.Receipt.Result; r != nil {
+				step.Result = r.Description
+			}
+			attempt, actRetries = 0, 0
+			s.record(step, e.cfg.History)
+		case planner.KindNeedsUser:
+			if _, err := app.Commands.RunNeedsUser.Handle(pctx, commands.RunNeedsUser{Access: acc, Reason: d.Reason}); err != nil {
+				if e.lost(pctx, acc) {
+					return
+				}
+				e.finish(pctx, acc, domain.RunStateFailed, domain.RunReasonPlannerFailed, "needs_user refused: "+err.Error(), log)
+				return
+			}
+			// Parked: the claim is gone; resume queues the run again.
+			s.record(planner.Step{Kind: planner.KindNeedsUser, Reason: d.Reason}, e.cfg.History)
+			return
+		case planner.KindFinish:
+			e.finish(pctx, acc, d.State, d.Reason, d.Detail, log)
+			return
+		case planner.KindWait:
+			e.cfg.Sleep(ctx, d.Wait)
+			s.record(planner.Step{Kind: planner.KindWait}, e.cfg.History)
+		}
+	}
+}
+
+// lost reports whether the executor must let the run go: its access is
+// refused (ended, past its deadline, claim lapsed or taken) or the run is
+// not running (paused, parked). A run seen ended is forgotten.
+func (e *RunExecutor) lost(ctx context.Context, acc commands.RunAccess) bool {
+	v, err := e.cfg.App.Queries.RunInfo.Handle(ctx, commands.RunInfo{Access: acc})
+	if err != nil {
+		// A paused or parked run refuses a worker's access as an ended
+		// one does; its session is kept for a resume (and pruned later).
+		return true
+	}
+	if domain.RunTerminal(v.State) {
+		e.forget(acc.RunID)
+	}
+	return v.State != domain.RunStateRunning
+}
+
+// finish ends the run as the executor decided and forgets it.
+func (e *RunExecutor) finish(ctx context.Context, acc commands.RunAccess, state, reason, detail string, log *slog.Logger) {
+	defer e.forget(acc.RunID)
+	if _, err := e.cfg.App.Commands.RunFinish.Handle(ctx, commands.RunFinish{Access: acc, State: state,
+		Reason: clipRunes(reason, domain.MaxRunReasonRunes), Detail: clipRunes(detail, domain.MaxRunDetailRunes)}); err != nil {
+		log.Info("run executor could not finish the run", "state", state, "reason", reason, "err", err)
+	}
+}
+
+// backoff is the pause before the n-th retry: 100 ms doubling, at most 5 s.
+func backoff(n int) time.Duration {
+	d := 100 * time.Millisecond << min(n, 6)
+	return min(d, 5*time.Second)
+}
+
+func clipRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n])
+}
