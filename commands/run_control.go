@@ -448,7 +448,22 @@ func (r *Runs) Script(ctx context.Context, q GetRunScript) (RunScript, error) {
 	}
 	s := RunScript{Version: 1, Goal: run.Goal, Steps: []ScriptStep{}}
 	for _, st := range steps {
-		s.Steps = append(s.Steps, ScriptStep{Action: st.Action, Arguments: st.Arguments, ExpectScreen: st.ObservedScreen})
+		step := ScriptStep{Action: st.Action, Arguments: st.Arguments}
+		if st.ObservedFrame != "" {
+			// The layout the step was decided on, read back from its frame
+			// (a frame past retention leaves the step unchecked).
+			fr, err := r.f.GetFrame(ctx, runAuth(run), st.ObservedFrame, FrameOptions{Snapshot: true})
+			if err == nil && len(fr.Snapshot) > 0 {
+				var root domain.UIElement
+				if err := json.Unmarshal(fr.Snapshot, &root); err != nil {
+					return RunScript{}, err
+				}
+				step.ExpectScreen = LayoutSignature(root)
+			} else if err != nil && domain.ErrorCode(err) != domain.CodeFrameNotFound {
+				return RunScript{}, err
+			}
+		}
+		s.Steps = append(s.Steps, step)
 	}
 	if run.State == domain.RunStateSucceeded {
 		s.Steps = append(s.Steps, ScriptStep{Finish: domain.RunStateSucceeded})

@@ -3,6 +3,8 @@ package commands
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -145,6 +147,7 @@ func (r *Runs) Observe(ctx context.Context, cmd RunObserve) (RunObservation, err
 			return RunObservation{}, fmt.Errorf("read UI snapshot: %w", err)
 		}
 		out.Elements = CompactElements(root, elems == elementsInteractive)
+		out.Layout = LayoutSignature(root)
 	}
 	return out, nil
 }
@@ -186,6 +189,32 @@ func CompactElements(root domain.UIElement, interactiveOnly bool) []RunElement {
 	}
 	walk(root)
 	return out
+}
+
+// systemUIPackage owns the status and navigation bars, whose clock and
+// battery differ from phone to phone.
+const systemUIPackage = "com.android.systemui"
+
+// LayoutSignature is a digest of what a screen shows outside the system
+// bars: each element's class, id, text, description, state and bounds, in
+// tree order. Two phones of one model showing the same screen have the same
+// signature, whatever their clocks and batteries say; a replayed script
+// compares it (a frame's screen hash covers every pixel and differs).
+func LayoutSignature(root domain.UIElement) string {
+	h := sha256.New()
+	var walk func(e domain.UIElement)
+	walk = func(e domain.UIElement) {
+		if e.Package == systemUIPackage {
+			return
+		}
+		fmt.Fprintf(h, "%s\x1f%s\x1f%s\x1f%s\x1f%t\x1f%t\x1f%d,%d,%d,%d\x1e", e.Class, e.ResourceID, e.Text, e.ContentDesc,
+			e.Checked, e.Enabled, e.Bounds[0], e.Bounds[1], e.Bounds[2], e.Bounds[3])
+		for _, c := range e.Children {
+			walk(c)
+		}
+	}
+	walk(root)
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 func firstNonEmpty(a, b string) string {

@@ -169,7 +169,10 @@ type RunObservation struct {
 	ImageWidth  int
 	ImageHeight int
 	Elements    []RunElement
-	StepSeq     int
+	// Layout is the screen's layout signature (LayoutSignature), when the
+	// elements were asked for.
+	Layout  string
+	StepSeq int
 }
 
 // RunElement is one element of the screen in compact form: its ref (what
@@ -251,8 +254,8 @@ type RunScript struct {
 }
 
 // ScriptStep is one step of a script. ExpectScreen, when set, is the
-// screen hash the step was decided on: a replay that sees another screen
-// stops with stale_frame.
+// layout signature (LayoutSignature) of the screen the step was decided
+// on: a replay that sees another screen stops with stale_frame.
 type ScriptStep struct {
 	Action       string          `json:"action,omitempty"`
 	Arguments    json.RawMessage `json:"arguments,omitempty"`

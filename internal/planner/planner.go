@@ -85,6 +85,10 @@ type Input struct {
 type Observation struct {
 	FrameID    string
 	ScreenHash string
+	// Layout is the screen's layout signature (commands.LayoutSignature):
+	// what a replayed script compares, the same on any phone showing the
+	// same screen.
+	Layout string
 	// Width and Height are the screen's size in pixels: the coordinate
 	// space of actions and element bounds.
 	Width, Height int
@@ -99,7 +103,7 @@ type Observation struct {
 
 // FromRun converts a run observation into a planner's observation.
 func FromRun(o commands.RunObservation) Observation {
-	return Observation{FrameID: o.Frame.FrameID, ScreenHash: o.Frame.ScreenHash, Width: o.Width, Height: o.Height,
+	return Observation{FrameID: o.Frame.FrameID, ScreenHash: o.Frame.ScreenHash, Layout: o.Layout, Width: o.Width, Height: o.Height,
 		ScreenOn: o.ScreenOn, ContentType: o.ContentType, Image: o.Image, ImageWidth: o.ImageWidth,
 		ImageHeight: o.ImageHeight, Elements: o.Elements}
 }

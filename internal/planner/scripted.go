@@ -68,9 +68,9 @@ func (p *Scripted) Next(_ context.Context, in Input) (Decision, error) {
 		return Decision{Kind: KindFinish, State: domain.RunStateSucceeded, Reason: ReasonScriptCompleted}, nil
 	}
 	s := p.steps[i]
-	if s.ExpectScreen != "" && s.ExpectScreen != in.Observation.ScreenHash {
+	if s.ExpectScreen != "" && s.ExpectScreen != in.Observation.Layout {
 		return Decision{Kind: KindFinish, State: domain.RunStateFailed, Reason: domain.RunReasonStaleFrame,
-			Detail: fmt.Sprintf("step %d expected screen %s; the device shows %s", i+1, s.ExpectScreen, in.Observation.ScreenHash)}, nil
+			Detail: fmt.Sprintf("step %d expected screen %s; the device shows %s", i+1, s.ExpectScreen, in.Observation.Layout)}, nil
 	}
 	d, err := stepDecision(s)
 	if err != nil {

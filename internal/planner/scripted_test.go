@@ -84,7 +84,7 @@ func TestScriptedPlanner(t *testing.T) {
 		t.Fatal(err)
 	}
 	script.Steps[3].ExpectScreen = "screen-b"
-	obs := func(hash string) Observation { return Observation{ScreenHash: hash} }
+	obs := func(hash string) Observation { return Observation{Layout: hash} }
 	ok := Step{Kind: KindAct, Result: "ok"}
 	tests := []struct {
 		name    string
