@@ -1,6 +1,7 @@
 package commands_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -401,5 +402,66 @@ func TestStartAnyFreeDevice(t *testing.T) {
 	_, err := env.Runs.Start(bg, commands.StartRun{Auth: env.Auth, Goal: "x", Executor: domain.ExecutorExternal})
 	if de := domain.AsError(err); codeOf(err) != domain.CodeDeviceUnavailable || de.Retryable == nil || !*de.Retryable {
 		t.Fatalf("no free device: %v", err)
+	}
+}
+
+// gatedAct holds every action at the phone until its gate opens.
+type gatedAct struct {
+	domain.Backend
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g gatedAct) Act(ctx context.Context, a domain.Action) (domain.ActionResult, error) {
+	g.entered <- struct{}{}
+	<-g.gate
+	return g.Backend.Act(ctx, a)
+}
+
+// TestRunCancelMidAction: a run cancelled while its action is at the phone
+// ends cancelled at once (its token dead from the next request, its device
+// free); the action in flight still reaches one outcome, recorded once, so
+// the run's receipts hold no pending one.
+func TestRunCancelMidAction(t *testing.T) {
+	entered, gate := make(chan struct{}, 1), make(chan struct{})
+	env := fleettest.Start(t, fleettest.Options{Devices: 1, WaitForReceipts: true, Wrap: func(_ *domain.Device, b domain.Backend) domain.Backend {
+		return gatedAct{Backend: b, entered: entered, gate: gate}
+	}})
+	dev := env.DeviceIDs[0]
+	s := startExternal(t, env, dev, nil)
+	acc := token(t, s)
+	type result struct {
+		out commands.ActOutcome
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := env.Runs.Act(bg, commands.RunAct{Access: acc, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "mid"})
+		done <- result{out, err}
+	}()
+	<-entered
+	if v, err := env.Runs.Cancel(bg, commands.CancelRun{Auth: env.Auth, RunID: s.Run.RunID}); err != nil || v.State != domain.RunStateCancelled {
+		t.Fatalf("cancel mid-action: %+v %v", v, err)
+	}
+	if _, err := env.Runs.Observe(bg, commands.RunObserve{Access: acc, Image: "none"}); codeOf(err) != domain.CodeDeviceUnavailable {
+		t.Fatalf("token after cancel: %v", err)
+	}
+	close(gate)
+	r := <-done
+	if r.err != nil {
+		t.Logf("the action in flight answered %v", r.err)
+	}
+	page, err := env.Fleet.ListReceipts(bg, env.Auth, commands.ReceiptQuery{AgentRunID: &s.Run.AgentRunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Receipts) != 1 || page.Receipts[0].State == "pending" {
+		t.Fatalf("receipts of the cancelled run: %+v", page.Receipts)
+	}
+	if (r.err == nil) != (page.Receipts[0].State == "committed") {
+		t.Fatalf("the caller heard %v but the receipt says %s", r.err, page.Receipts[0].State)
+	}
+	if _, err := env.Fleet.AcquireLease().Handle(bg, commands.AcquireLease{Auth: env.Auth, DeviceID: dev}); err != nil {
+		t.Fatalf("device not free after cancel: %v", err)
 	}
 }
