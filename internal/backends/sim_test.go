@@ -283,7 +283,7 @@ func TestSimRefusals(t *testing.T) {
 		code   domain.Code
 		reason string
 	}{
-		{name: "off screen", action: domain.Action{Type: domain.ActionTap, X: 2000, Y: 10}, code: domain.CodeInvalidArgument},
+		{name: "off screen", action: domain.Action{Type: domain.ActionTap, X: 2000, Y: 10}, code: domain.CodeInvalidArgument, reason: "out_of_bounds"},
 		{name: "unknown key", action: domain.Action{Type: domain.ActionKey, Key: "F13"}, code: domain.CodeInvalidArgument},
 		{name: "typing with no field focused", action: domain.Action{Type: domain.ActionTypeText, Text: "hi"}, code: domain.CodeInvalidArgument, reason: "no_focused_field"},
 		{name: "app not installed", action: domain.Action{Type: domain.ActionOpenApp, Package: sim.PkgCounter}, code: domain.CodeInvalidArgument, reason: "app_not_installed"},
