@@ -139,6 +139,9 @@ func New(deps Deps) *Server {
 	s.registerWebhookRoutes(s.v1)
 	s.registerRunRoutes(s.v1)
 	s.registerScheduleRoutes(s.v1)
+	s.registerStreamRoutes(s.v1)
+	s.registerWaitRoutes(s.v1)
+	s.registerReceiptExportRoutes(s.v1)
 	s.registerMCPRoutes(s.router)
 	if deps.VRX != nil {
 		s.router.PathPrefix("/vrx/").Handler(deps.VRX)
