@@ -135,13 +135,14 @@ func New(deps Deps) *Server {
 	s.v1.MethodNotAllowedHandler = kernel.HandlerFunc(s.notFound)
 	s.v1.Use(s.authenticate)
 	s.registerIdentityRoutes(s.v1)
+	// Before the fleet's /v1/receipts/{idempotencyKey}, which would take "export".
+	s.registerReceiptExportRoutes(s.v1)
 	s.registerFleetRoutes(s.v1)
 	s.registerWebhookRoutes(s.v1)
 	s.registerRunRoutes(s.v1)
 	s.registerScheduleRoutes(s.v1)
 	s.registerStreamRoutes(s.v1)
 	s.registerWaitRoutes(s.v1)
-	s.registerReceiptExportRoutes(s.v1)
 	s.registerMCPRoutes(s.router)
 	if deps.VRX != nil {
 		s.router.PathPrefix("/vrx/").Handler(deps.VRX)
