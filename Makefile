@@ -10,10 +10,10 @@ TESTFLAGS ?= -race -count=1 -timeout 20m
 run: deps build
 	./$(BIN) serve
 
-## test: every test, against a real PostgreSQL (DATABASE_URL/TEST_DATABASE_URL, else 127.0.0.1:5432, else a throwaway cluster)
+## test: every test, against a real PostgreSQL (DATABASE_URL/TEST_DATABASE_URL, else 127.0.0.1:5432, else a throwaway cluster, stopped again at the end when this run started it)
 test: deps
 	$(GO) vet $(PKGS)
-	$(GO) test $(TESTFLAGS) $(PKGS)
+	./scripts/run-tests.sh $(GO) test $(TESTFLAGS) $(PKGS)
 
 ## build: the binary at bin/phonefleet
 build:

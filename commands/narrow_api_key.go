@@ -22,7 +22,7 @@ type NarrowAPIKeyHandler struct {
 }
 
 // Handle narrows the key. It fails with not_found for a key that is not the
-// caller's to manage, wrong_state for a revoked or expired key,
+// caller's to manage, invalid_argument (with state) for a revoked or expired key,
 // invalid_argument for a change that would widen the key, and
 // permission_denied for a caller that is not a session.
 func (h NarrowAPIKeyHandler) Handle(ctx context.Context, cmd NarrowAPIKey) error {

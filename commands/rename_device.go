@@ -23,7 +23,7 @@ func (f *Fleet) RenameDevice() RenameDeviceHandler { return RenameDeviceHandler{
 // Handle records device.renamed and answers the device as the read model
 // then shows it. It needs devices:read (renaming is a person's act, not a
 // gesture), and is refused to OAuth apps (spec 5.2). Errors:
-// permission_denied, invalid_argument, not_found.
+// permission_denied, invalid_argument, device_unavailable (not_found).
 func (h RenameDeviceHandler) Handle(ctx context.Context, cmd RenameDevice) (projections.DeviceView, error) {
 	f := h.f
 	if err := cmd.Auth.Require(domain.ScopeDevicesRead); err != nil {

@@ -21,7 +21,7 @@ type RenewAPIKeyHandler struct {
 }
 
 // Handle renews the key. It fails with not_found for a key that is not the
-// caller's to manage, wrong_state for a revoked or expired key (an expired
+// caller's to manage, invalid_argument (with state) for a revoked or expired key (an expired
 // key is never resurrected), invalid_argument for a lifetime out of range
 // and permission_denied for a caller that is not a session.
 func (h RenewAPIKeyHandler) Handle(ctx context.Context, cmd RenewAPIKey) error {

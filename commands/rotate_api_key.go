@@ -25,7 +25,7 @@ type RotateAPIKeyHandler struct {
 
 // Handle gives the key a new secret and returns the new token; the old
 // secret keeps working for the grace window. It fails with not_found for a
-// key that is not the caller's to manage, wrong_state for a revoked or
+// key that is not the caller's to manage, invalid_argument (with state) for a revoked or
 // expired key, and permission_denied for a caller that is not a session.
 func (h RotateAPIKeyHandler) Handle(ctx context.Context, cmd RotateAPIKey) (MintedAPIKey, error) {
 	if err := cmd.Auth.RequireSession("API keys"); err != nil {

@@ -29,7 +29,7 @@ func webhookTestStream(webhookID string) string { return "webhook-tests-" + webh
 
 // Handle returns the id of the queued delivery, derived from the test
 // event's id. It answers not_found for a subscription the caller may not
-// see and wrong_state (state "disabled") for one switched off.
+// see and invalid_argument (state "disabled") for one switched off.
 func (h TestWebhookHandler) Handle(ctx context.Context, cmd TestWebhook) (string, error) {
 	if err := cmd.Auth.Require(domain.ScopeDevicesRead); err != nil {
 		return "", err

@@ -155,7 +155,7 @@ func MintAPIKey(a Auth, in MintAPIKeyInput, now time.Time) (APIKeyMinted, error)
 
 // Rotate decides the event giving the key a new secret. The current secret
 // keeps working for grace after now; a revoked or expired key cannot be
-// rotated (409 wrong_state): an expired key is never resurrected. A key
+// rotated (400 invalid_argument with state): an expired key is never resurrected. A key
 // without a sign-in instance takes the rotating session's.
 func (k APIKey) Rotate(a Auth, newHash []byte, grace time.Duration, now time.Time) (APIKeyRotated, error) {
 	if err := k.manage(a, now); err != nil {
@@ -241,16 +241,17 @@ func (k APIKey) Revoke(a Auth, now time.Time) (ev APIKeyRevoked, ok bool, err er
 
 // manage checks that a may change the key now: the key exists and is a's to
 // manage (else not_found), and is neither revoked nor expired (else
-// wrong_state naming the state).
+// invalid_argument naming the state; wrong_state is the order code of spec
+// 7.2).
 func (k APIKey) manage(a Auth, now time.Time) error {
 	if !k.Exists() || !k.ManageableBy(a) {
 		return APIKeyNotFound()
 	}
 	switch st := k.State(now); st {
 	case KeyStateRevoked:
-		return Errorf(CodeWrongState, "this key is revoked; mint a new key").With("state", st)
+		return Errorf(CodeInvalidArgument, "this key is revoked; mint a new key").With("state", st).WithRetryable(false)
 	case KeyStateExpired:
-		return Errorf(CodeWrongState, "this key has expired and is never resurrected; mint a new key").With("state", st)
+		return Errorf(CodeInvalidArgument, "this key has expired and is never resurrected; mint a new key").With("state", st).WithRetryable(false)
 	}
 	return nil
 }

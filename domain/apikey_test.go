@@ -157,16 +157,16 @@ func TestAPIKeyChanges(t *testing.T) {
 	t.Run("revoked and expired keys are not changed", func(t *testing.T) {
 		k := mintedKey(t, admin, []Scope{ScopeDevicesRead}, nil, now)
 		later := now.Add(DefaultAPIKeyLifetime)
-		if _, err := k.Renew(admin, 0, later); codeOf(err) != CodeWrongState {
-			t.Fatalf("renew an expired key: got %v; want wrong_state", err)
+		if _, err := k.Renew(admin, 0, later); codeOf(err) != CodeInvalidArgument {
+			t.Fatalf("renew an expired key: got %v; want invalid_argument (state expired)", err)
 		}
 		ev, ok, err := k.Revoke(admin, now)
 		if err != nil || !ok {
 			t.Fatal(err)
 		}
 		k.Apply(ev)
-		if _, err := k.Rotate(admin, []byte("x"), 0, now); codeOf(err) != CodeWrongState {
-			t.Fatalf("rotate a revoked key: got %v; want wrong_state", err)
+		if _, err := k.Rotate(admin, []byte("x"), 0, now); codeOf(err) != CodeInvalidArgument {
+			t.Fatalf("rotate a revoked key: got %v; want invalid_argument (state revoked)", err)
 		}
 		if _, ok, err := k.Revoke(admin, now); ok || err != nil {
 			t.Fatalf("revoke twice: got (%v, %v); want nothing to record and no error", ok, err)

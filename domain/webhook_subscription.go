@@ -168,15 +168,17 @@ func (s *WebhookSet) Delete(a Auth, id string) ([]Event, error) {
 }
 
 // RequestTest decides a test delivery to id. A switched-off subscription
-// receives nothing, so its test is refused with wrong_state (state
-// "disabled") rather than accepted and never sent.
+// receives nothing, so its test is refused with invalid_argument (state
+// "disabled") rather than accepted and never sent. Not wrong_state: that is
+// the code of an order that cannot be cancelled or returned (spec 7.2).
 func (s *WebhookSet) RequestTest(a Auth, id, agentRunID, runID string) ([]Event, error) {
 	sub, err := s.Get(a, id)
 	if err != nil {
 		return nil, err
 	}
 	if !sub.Enabled {
-		return nil, Errorf(CodeWrongState, "webhook %s is switched off; switch it on to send a test", id).With("state", "disabled")
+		return nil, Errorf(CodeInvalidArgument, "webhook %s is switched off; switch it on to send a test", id).
+			With("state", "disabled").WithRetryable(false)
 	}
 	return []Event{WebhookTestRequested{WebhookID: id, AgentRunID: agentRunID, RunID: runID}}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"
@@ -89,22 +90,38 @@ func requestBase(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
-// resourceMetadataURL is the address the bearer challenge names.
+// resourceMetadataURL is the address the bearer challenge names, or ""
+// where the metadata is not served (local mode, or no authorization
+// server: getResourceMetadata answers 404 there).
 func (s *Server) resourceMetadataURL(r *http.Request) string {
+	if !s.servesDiscovery() {
+		return ""
+	}
 	return s.baseURL(r) + resourceMetadataPath
 }
 
+// servesDiscovery reports whether the protected-resource metadata is served.
+func (s *Server) servesDiscovery() bool {
+	return s.mode == "hosted" && s.deps.Identity.Issuer != ""
+}
+
 // bearerChallenge is the WWW-Authenticate value of a 401 (spec 5.6.1, RFC
-// 6750 3, RFC 9728 5.1): the resource metadata's address, and
-// error="invalid_token" only when a credential was presented and refused.
+// 6750 3, RFC 9728 5.1): the resource metadata's address where it is
+// served, and error="invalid_token" only when a credential was presented
+// and refused. A deployment that serves no metadata (local mode) names
+// none rather than a document that answers 404: the challenge is then the
+// bare scheme of RFC 6750 3.
 func bearerChallenge(r *http.Request, e *domain.Error) string {
 	u, _ := r.Context().Value(resourceMetadataKey{}).(string)
-	if u == "" {
-		u = requestBase(r) + resourceMetadataPath
+	var params []string
+	if u != "" {
+		params = append(params, "resource_metadata="+strconv.Quote(u))
 	}
-	c := "Bearer resource_metadata=" + strconv.Quote(u)
 	if e.CredentialPresented() {
-		c += `, error="invalid_token"`
+		params = append(params, `error="invalid_token"`)
 	}
-	return c
+	if len(params) == 0 {
+		return "Bearer"
+	}
+	return "Bearer " + strings.Join(params, ", ")
 }

@@ -7,6 +7,7 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/http/kernel"
+	"phonefleet/internal/identity"
 )
 
 // corsAllowedHeaders are exactly the request headers a browser may send
@@ -24,12 +25,20 @@ const corsExposedHeaders = "Retry-After, RateLimit-Limit, RateLimit-Remaining, R
 const corsMaxAge = "600"
 
 // cors answers browser preflights and marks answers to allowed origins
-// (spec 9.2). A request carrying an Origin not on the allow-list
-// (SERVICE_CORS_ORIGINS) is refused 403 origin_not_allowed, preflight or
-// not: a page of another origin gets nothing, which also keeps a web page
-// from driving local mode's unauthenticated operator with a simple request
-// no preflight guards. Requests without Origin (every non-browser client)
-// pass untouched.
+// (spec 9.2). A request carrying Origin is a web page's:
+//
+//   - a preflight from an origin not on the allow-list (SERVICE_CORS_ORIGINS)
+//     is refused 403 origin_not_allowed;
+//   - a request carrying an API key is refused 403
+//     api_key_from_browser_origin whatever its origin and route (spec
+//     5.3.7): the key is what is wrong, and the answer says so; an allowed
+//     origin may read that answer;
+//   - any other request from an origin not on the list is refused
+//     origin_not_allowed too: a page of another origin gets nothing, which
+//     keeps it from driving local mode's unauthenticated operator with a
+//     simple request no preflight guards.
+//
+// Requests without Origin (every non-browser client) pass untouched.
 func (s *Server) cors(next http.Handler) http.Handler {
 	allowed := s.deps.Identity.CORSOrigins
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -45,7 +54,17 @@ func (s *Server) cors(next http.Handler) http.Handler {
 			h.Add("Vary", "Access-Control-Request-Method")
 			h.Add("Vary", "Access-Control-Request-Headers")
 		}
-		if !slices.Contains(allowed, strings.TrimRight(origin, "/")) {
+		ok := slices.Contains(allowed, strings.TrimRight(origin, "/"))
+		if !preflight && carriesAPIKey(r) {
+			if ok {
+				h.Set("Access-Control-Allow-Origin", origin)
+				h.Set("Access-Control-Expose-Headers", corsExposedHeaders)
+			}
+			kernel.Error(w, r, domain.Errorf(domain.CodeAPIKeyFromBrowserOrigin,
+				"an API key must never be used from a web page; sign in with OAuth there instead"))
+			return
+		}
+		if !ok {
 			kernel.Error(w, r, domain.Errorf(domain.CodeOriginNotAllowed, "the origin %s may not call this service from a browser", clipHeader(origin)))
 			return
 		}
@@ -60,6 +79,16 @@ func (s *Server) cors(next http.Handler) http.Handler {
 		h.Set("Access-Control-Expose-Headers", corsExposedHeaders)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// carriesAPIKey reports whether the request's bearer is an API key.
+func carriesAPIKey(r *http.Request) bool {
+	for _, v := range r.Header.Values("Authorization") {
+		if tok, err := identity.ParseBearer(v); err == nil && strings.HasPrefix(tok, identity.APIKeyPrefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // clipHeader keeps a header echoed in a message short and printable.

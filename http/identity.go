@@ -35,6 +35,13 @@ type IdentityDeps struct {
 	// KeyClock is the clock for the state reported on key records; nil
 	// means time.Now.
 	KeyClock func() time.Time
+	// IdentityWebhookSecret is SERVICE_IDENTITY_WEBHOOK_SECRET, the
+	// Standard Webhooks secret (whsec_…) the identity provider signs
+	// POST /webhooks/identity with; empty answers that route 404.
+	IdentityWebhookSecret string
+	// IdentityWebhookClock is the clock a signature's timestamp is checked
+	// against; nil means time.Now.
+	IdentityWebhookClock func() time.Time
 }
 
 // RateLimiter counts one request of a caller's bucket against its budget

@@ -33,7 +33,7 @@ type resourceMetadata struct {
 
 func (s *Server) getResourceMetadata(w http.ResponseWriter, r *http.Request) error {
 	d := s.deps.Identity
-	if s.mode != "hosted" || d.Issuer == "" {
+	if !s.servesDiscovery() {
 		return domain.Errorf(domain.CodeNotFound, "nothing is served at this path")
 	}
 	base := s.baseURL(r)

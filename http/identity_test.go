@@ -284,8 +284,17 @@ func TestAPIKeyLifecycleLocal(t *testing.T) {
 			t.Fatal("got no hint on revoked_key; want one")
 		}
 		wantStatus(t, e.do("DELETE", "/v1/api-keys/"+id, "", ""), http.StatusNoContent, "")
-		wantStatus(t, e.do("PATCH", "/v1/api-keys/"+id, "", `{"expiresInDays":3}`), http.StatusConflict, "wrong_state")
-		wantStatus(t, e.do("POST", "/v1/api-keys/"+id+"/rotate", "", ""), http.StatusConflict, "wrong_state")
+		// Managing a revoked key is invalid_argument naming the state:
+		// wrong_state is the order code (spec 7.2).
+		for _, a := range []answer{
+			e.do("PATCH", "/v1/api-keys/"+id, "", `{"expiresInDays":3}`),
+			e.do("POST", "/v1/api-keys/"+id+"/rotate", "", ""),
+		} {
+			wantStatus(t, a, http.StatusBadRequest, "invalid_argument")
+			if got := a.errField(t, "state"); got != "revoked" {
+				t.Fatalf("got state %v; want revoked", got)
+			}
+		}
 	})
 	t.Run("a key revokes itself", func(t *testing.T) {
 		_, tok := e.mint("", `{"scopes":["devices:read"]}`)
@@ -300,7 +309,11 @@ func TestAPIKeyLifecycleLocal(t *testing.T) {
 		if a.errField(t, "hint") == nil {
 			t.Fatal("got no hint on expired_key; want one")
 		}
-		wantStatus(t, e.do("PATCH", "/v1/api-keys/"+k["id"].(string), "", `{"expiresInDays":3}`), http.StatusConflict, "wrong_state")
+		a = e.do("PATCH", "/v1/api-keys/"+k["id"].(string), "", `{"expiresInDays":3}`)
+		wantStatus(t, a, http.StatusBadRequest, "invalid_argument")
+		if got := a.errField(t, "state"); got != "expired" {
+			t.Fatalf("got state %v; want expired", got)
+		}
 	})
 	t.Run("mint refusals", func(t *testing.T) {
 		for _, body := range []string{`{}`, `{"scopes":[]}`, `{"scopes":["devices:fly"]}`, `{"scopes":["devices:read"],"expiresInDays":366}`,
@@ -386,39 +399,67 @@ func TestMalformedCredentialsAnswer401(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a := e.do("GET", "/v1/api-keys", "", "", "Authorization", tt.value)
 			wantReason(t, a, "malformed_credentials")
-			if got, want := a.resp.Header.Get("WWW-Authenticate"),
-				`Bearer resource_metadata="`+idPublicURL+`/.well-known/oauth-protected-resource/mcp", error="invalid_token"`; got != want {
+			// Local mode serves no resource metadata, so the challenge names none.
+			if got, want := a.resp.Header.Get("WWW-Authenticate"), `Bearer error="invalid_token"`; got != want {
 				t.Fatalf("got WWW-Authenticate %q; want %q", got, want)
 			}
 		})
 	}
 }
 
+// TestBearerChallenge: a 401's WWW-Authenticate names the protected-resource
+// metadata only where that document is served (hosted), never a document
+// the deployment answers 404 (local mode).
 func TestBearerChallenge(t *testing.T) {
-	e := newIDEnv(t, idOptions{devToken: "s3cret"})
+	local := newIDEnv(t, idOptions{devToken: "s3cret"})
+	hosted := newIDEnv(t, idOptions{mode: "hosted"})
 	meta := `Bearer resource_metadata="` + idPublicURL + `/.well-known/oauth-protected-resource/mcp"`
 	tests := []struct {
 		name   string
+		e      *idEnv
 		bearer string
 		query  string
 		reason string
 		want   string
 	}{
-		{"no credential", "", "", "missing_credentials", meta},
-		{"wrong dev token", "nope", "", "invalid_token", meta + `, error="invalid_token"`},
-		{"unknown key", mustToken(t), "", "unknown_key", meta + `, error="invalid_token"`},
-		{"token in the query string", "", "?access_token=s3cret", "malformed_credentials", meta + `, error="invalid_token"`},
+		{"local: no credential", local, "", "", "missing_credentials", `Bearer`},
+		{"local: wrong dev token", local, "nope", "", "invalid_token", `Bearer error="invalid_token"`},
+		{"local: unknown key", local, mustToken(t), "", "unknown_key", `Bearer error="invalid_token"`},
+		{"local: token in the query string", local, "", "?access_token=s3cret", "malformed_credentials", `Bearer error="invalid_token"`},
+		{"hosted: no credential", hosted, "", "", "missing_credentials", meta},
+		{"hosted: not a token", hosted, "nope", "", "malformed_credentials", meta + `, error="invalid_token"`},
+		{"hosted: unknown key", hosted, mustToken(t), "", "unknown_key", meta + `, error="invalid_token"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := e.do("GET", "/v1/api-keys"+tt.query, tt.bearer, "")
+			a := tt.e.do("GET", "/v1/api-keys"+tt.query, tt.bearer, "")
 			wantReason(t, a, tt.reason)
-			if got := a.resp.Header.Get("WWW-Authenticate"); got != tt.want {
+			got := a.resp.Header.Get("WWW-Authenticate")
+			if got != tt.want {
 				t.Fatalf("got WWW-Authenticate %q; want %q", got, tt.want)
+			}
+			// Whatever the challenge names is served.
+			if _, after, ok := strings.Cut(got, `resource_metadata="`); ok {
+				doc, _, _ := strings.Cut(after, `"`)
+				wantStatus(t, tt.e.do("GET", strings.TrimPrefix(doc, idPublicURL), "", ""), http.StatusOK, "")
 			}
 		})
 	}
-	wantStatus(t, e.do("GET", "/v1/api-keys", "s3cret", ""), http.StatusOK, "")
+	wantStatus(t, local.do("GET", "/v1/api-keys", "s3cret", ""), http.StatusOK, "")
+	wantStatus(t, local.do("GET", resourceMetadataPath, "", ""), http.StatusNotFound, "not_found")
+}
+
+// TestLocalModeAnyBearerIsTheOperator: without SERVICE_DEV_TOKEN every
+// bearer that is not an API key resolves to the local operator (spec 5.7);
+// an API key is still verified.
+func TestLocalModeAnyBearerIsTheOperator(t *testing.T) {
+	e := newIDEnv(t, idOptions{})
+	for _, bearer := range []string{"", "anything", "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln"} {
+		// Listing keys needs a signed-in session, which the local
+		// operator counts as.
+		wantStatus(t, e.do("GET", "/v1/api-keys", bearer, ""), http.StatusOK, "")
+	}
+	wantReason(t, e.do("GET", "/v1/api-keys/current", mustToken(t), ""), "unknown_key")
 }
 
 func mustToken(t *testing.T) string {
@@ -593,11 +634,96 @@ func TestCORS(t *testing.T) {
 			t.Fatalf("got Access-Control-Allow-Origin %q; want %q", got, idConsoleOrigin)
 		}
 	})
-	t.Run("an API key from a web page", func(t *testing.T) {
+	t.Run("an API key from a web page, whatever the origin", func(t *testing.T) {
 		_, tok := e.mint("", `{"scopes":["devices:read"]}`)
-		a := e.do("GET", "/v1/api-keys/current", tok, "", "Origin", idConsoleOrigin)
-		wantStatus(t, a, http.StatusForbidden, "api_key_from_browser_origin")
+		for _, tt := range []struct{ origin, path string }{
+			{idConsoleOrigin, "/v1/api-keys/current"},
+			{"https://evil.example", "/v1/api-keys/current"},
+			{"https://evil.example", "/healthz"},
+			{"null", "/mcp"},
+		} {
+			req := httptest.NewRequest("GET", tt.path, nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			req.Header.Set("Origin", tt.origin)
+			resp, b := apitest.Do(t, e.s.Handler(), req)
+			a := answer{resp, b}
+			wantStatus(t, a, http.StatusForbidden, "api_key_from_browser_origin")
+			if got, want := a.resp.Header.Get("Access-Control-Allow-Origin"), map[bool]string{true: idConsoleOrigin}[tt.origin == idConsoleOrigin]; got != want {
+				t.Fatalf("%s from %s: got Access-Control-Allow-Origin %q; want %q", tt.path, tt.origin, got, want)
+			}
+		}
 	})
+	t.Run("a preflight stays origin_not_allowed, even for a key", func(t *testing.T) {
+		req := httptest.NewRequest(http.MethodOptions, "/v1/api-keys/current", nil)
+		req.Header.Set("Origin", "https://evil.example")
+		req.Header.Set("Access-Control-Request-Method", "GET")
+		req.Header.Set("Authorization", "Bearer "+mustToken(t))
+		resp, body := apitest.Do(t, e.s.Handler(), req)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), `"origin_not_allowed"`) {
+			t.Fatalf("got %d %s; want 403 origin_not_allowed", resp.StatusCode, body)
+		}
+	})
+}
+
+// TestRateLimitComesFirstAndCountsEveryRoute: in hosted mode every request
+// counts against its caller's budget, whatever the route and whatever CORS
+// would answer, and a caller over budget is refused 429 before CORS,
+// routing or authentication (spec 8: "refused before any work").
+func TestRateLimitComesFirstAndCountsEveryRoute(t *testing.T) {
+	minute := time.Now().UTC().Truncate(time.Minute).Add(20 * time.Second)
+	clock := func() time.Time { return minute }
+	type req struct {
+		name, method, path string
+		header             []string
+		status             int
+	}
+	evil := []string{"Origin", "https://evil.example"}
+	reqs := []req{
+		{"health", "GET", "/healthz", nil, http.StatusOK},
+		{"document", "GET", "/openapi.json", nil, http.StatusOK},
+		{"discovery", "GET", resourceMetadataPath, nil, http.StatusOK},
+		{"unknown path", "GET", "/nothing-here", nil, http.StatusNotFound},
+		{"device surface", "GET", "/vrx/vrx_x/v1/run", nil, http.StatusNotFound},
+		{"authenticated route without a credential", "GET", "/v1/devices", nil, http.StatusUnauthorized},
+		{"preflight from a refused origin", "OPTIONS", "/v1/devices", append([]string{"Access-Control-Request-Method", "GET"}, evil...), http.StatusForbidden},
+		{"simple request from a refused origin", "GET", "/v1/devices", evil, http.StatusForbidden},
+		{"allowed preflight", "OPTIONS", "/v1/devices", []string{"Origin", idConsoleOrigin, "Access-Control-Request-Method", "GET"}, http.StatusNoContent},
+	}
+	// One more than the requests below: building the validator fetched the
+	// document once, and that counted too.
+	e := newIDEnv(t, idOptions{mode: "hosted", anonymous: len(reqs) + 1, authenticated: 1, rateClock: clock})
+	send := func(t *testing.T, r req) *http.Response {
+		t.Helper()
+		hr := httptest.NewRequest(r.method, r.path, nil)
+		for i := 0; i+1 < len(r.header); i += 2 {
+			hr.Header.Set(r.header[i], r.header[i+1])
+		}
+		resp, _ := apitest.Do(t, e.s.Handler(), hr)
+		return resp
+	}
+	for i, r := range reqs {
+		resp := send(t, r)
+		if resp.StatusCode != r.status {
+			t.Fatalf("%s: got %d; want %d", r.name, resp.StatusCode, r.status)
+		}
+		if got, want := resp.Header.Get("RateLimit-Remaining"), itoa(int64(len(reqs)-1-i)); got != want {
+			t.Fatalf("%s: got RateLimit-Remaining %q; want %s (every request counted)", r.name, got, want)
+		}
+	}
+	for _, r := range reqs {
+		if resp := send(t, r); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s over budget: got %d; want 429 with Retry-After before any other answer", r.name, resp.StatusCode)
+		}
+	}
+	// A key from a web page counts against the authenticated budget (1)
+	// and, over it, hears 429 before api_key_from_browser_origin.
+	key := []string{"Authorization", "Bearer " + mustToken(t), "Origin", "https://evil.example"}
+	if resp := send(t, req{method: "GET", path: "/v1/devices", header: key}); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("key from a web page: got %d; want 403", resp.StatusCode)
+	}
+	if resp := send(t, req{method: "GET", path: "/v1/devices", header: key}); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("key from a web page over budget: got %d; want 429", resp.StatusCode)
+	}
 }
 
 // rateHeaders are the headers every hosted answer carries.

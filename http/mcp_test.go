@@ -87,9 +87,12 @@ func TestMCPContract(t *testing.T) {
 		}, http.StatusBadRequest, "content type"},
 		{"refused credential", func() *http.Request {
 			r := rpc(`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`)()
-			r.Header.Set("Authorization", "Bearer not-a-key")
+			// Local mode without SERVICE_DEV_TOKEN takes any bearer but a
+			// key as the operator (spec 5.7); a header that is no bearer at
+			// all is still refused before the tool surface sees it.
+			r.Header.Set("Authorization", "Basic dXNlcjpwdw==")
 			return r
-		}, http.StatusUnauthorized, `"reason":"invalid_token"`},
+		}, http.StatusUnauthorized, `"reason":"malformed_credentials"`},
 		{"body over the limit", func() *http.Request {
 			r := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(bytes.Repeat([]byte(" "), 2<<20)))
 			r.Header.Set("Content-Type", "application/json")

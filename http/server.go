@@ -127,6 +127,7 @@ func New(deps Deps) *Server {
 	s.registerOpenAPIRoutes(s.router)
 	s.registerContractRoutes(s.router)
 	s.registerDiscoveryRoutes(s.router)
+	s.registerIdentityWebhookRoutes(s.router)
 	if s.auth == nil {
 		s.auth = localOperator{orgID: deps.LocalOrgID}
 	}
@@ -139,6 +140,7 @@ func New(deps Deps) *Server {
 	s.registerReceiptExportRoutes(s.v1)
 	s.registerFleetRoutes(s.v1)
 	s.registerWebhookRoutes(s.v1)
+	s.registerTimeRoutes(s.v1)
 	s.registerRunRoutes(s.v1)
 	s.registerScheduleRoutes(s.v1)
 	s.registerStreamRoutes(s.v1)
@@ -156,11 +158,15 @@ func New(deps Deps) *Server {
 	//   → [seam] → router.
 	var h http.Handler = s.router
 	// ---- Seam: later work wraps h here, in this order in code ----
-	h = s.rateLimit(h) // hosted only; refused before any work (spec 8)
-	h = s.cors(h)      // preflight answers and origin_not_allowed (spec 9.2)
-	// so that on the wire CORS comes before rate limiting. Authentication is
-	// not a wrap here: it goes on the /v1 and /mcp subrouters (Router.Use),
-	// because /healthz, /openapi.json, discovery and /vrx take no bearer token.
+	h = s.cors(h)      // preflights, origin_not_allowed, keys from web pages (spec 9.2, 5.3.7)
+	h = s.rateLimit(h) // hosted only; counts every request, refused before any work (spec 8)
+	// so that on the wire rate limiting comes first: a preflight and a
+	// refused origin are counted like any request, and a caller over budget
+	// gets 429 before CORS, routing or authentication look at it. (The
+	// body limit's refusal of a declared Content-Length, in kernel.Chain,
+	// reads nothing and so stays outermost.) Authentication is not a wrap
+	// here: it goes on the /v1 and /mcp subrouters (Router.Use), because
+	// /healthz, /openapi.json, discovery and /vrx take no bearer token.
 	// ---- end of seam ----
 	s.handler = kernel.Chain(h, kernel.Options{Logger: s.logger, BodyLimit: deps.BodyLimit, Errors: writeError})
 	return s

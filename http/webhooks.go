@@ -17,6 +17,7 @@ import (
 func (s *Server) registerWebhookRoutes(r *mux.Router) {
 	r.Handle("/webhooks", kernel.HandlerFunc(s.createWebhook)).Methods(http.MethodPost)
 	r.Handle("/webhooks", kernel.HandlerFunc(s.listWebhooks)).Methods(http.MethodGet)
+	r.Handle("/webhooks/{webhookId}", kernel.HandlerFunc(s.getWebhook)).Methods(http.MethodGet)
 	r.Handle("/webhooks/{webhookId}", kernel.HandlerFunc(s.patchWebhook)).Methods(http.MethodPatch)
 	r.Handle("/webhooks/{webhookId}", kernel.HandlerFunc(s.deleteWebhook)).Methods(http.MethodDelete)
 	r.Handle("/webhooks/{webhookId}/rotate", kernel.HandlerFunc(s.rotateWebhook)).Methods(http.MethodPost)
@@ -64,6 +65,21 @@ func webhookID(r *http.Request) (string, error) {
 		return "", domain.Errorf(domain.CodeNotFound, "no webhook %s", id)
 	}
 	return id, nil
+}
+
+// getWebhook answers one subscription. An OAuth app reads only those it made
+// for the same person (the query's visibility rule); any other id answers
+// the same not_found as one that names nothing.
+func (s *Server) getWebhook(w http.ResponseWriter, r *http.Request) error {
+	id, err := webhookID(r)
+	if err != nil {
+		return err
+	}
+	v, err := s.app.Queries.GetWebhook.Handle(r.Context(), commands.GetWebhook{Auth: authOf(r), WebhookID: id})
+	if err != nil {
+		return err
+	}
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewWebhook(v))
 }
 
 type patchWebhookRequest struct {

@@ -171,6 +171,17 @@ func TestWebhookRoutesLifecycle(t *testing.T) {
 			t.Fatal("the list reveals the secret")
 		}
 	})
+	t.Run("read one without the secret", func(t *testing.T) {
+		status, body := e.do("console", "GET", "/v1/webhooks/"+id, "")
+		if status != http.StatusOK || body["webhookId"] != id || body["url"] != "https://hooks.example.com/in" || body["secret"] != nil {
+			t.Fatalf("got %d %v; want 200 with the webhook and no secret", status, body)
+		}
+		for _, bad := range []string{"nope", domain.NewID(domain.PrefixWebhook)} {
+			if status, body := e.do("console", "GET", "/v1/webhooks/"+bad, ""); status != http.StatusNotFound || errCode(body) != "not_found" {
+				t.Errorf("GET /v1/webhooks/%s: got %d %v; want 404 not_found", bad, status, body)
+			}
+		}
+	})
 	t.Run("patch", func(t *testing.T) {
 		for _, tc := range []struct {
 			name, body string
@@ -273,8 +284,9 @@ func TestWebhookRoutesLifecycle(t *testing.T) {
 	t.Run("test on a switched-off webhook", func(t *testing.T) {
 		e.do("console", "PATCH", "/v1/webhooks/"+id, `{"enabled":false}`)
 		status, body := e.do("console", "POST", "/v1/webhooks/"+id+"/test", "")
-		if status != http.StatusConflict || errCode(body) != "wrong_state" {
-			t.Fatalf("got %d %v; want 409 wrong_state", status, body)
+		// invalid_argument naming the state: wrong_state is the order code (spec 7.2).
+		if e, _ := body["error"].(map[string]any); status != http.StatusBadRequest || errCode(body) != "invalid_argument" || e["state"] != "disabled" {
+			t.Fatalf("got %d %v; want 400 invalid_argument with state disabled", status, body)
 		}
 		rows := e.deliveryStatuses(id)
 		for d, s := range rows {
@@ -292,7 +304,7 @@ func TestWebhookRoutesLifecycle(t *testing.T) {
 			t.Fatalf("got %v after delete; want no webhooks", body)
 		}
 		for _, r := range []struct{ method, path string }{
-			{"GET", "/v1/webhooks/" + id + "/deliveries"}, {"PATCH", "/v1/webhooks/" + id}, {"DELETE", "/v1/webhooks/" + id},
+			{"GET", "/v1/webhooks/" + id}, {"GET", "/v1/webhooks/" + id + "/deliveries"}, {"PATCH", "/v1/webhooks/" + id}, {"DELETE", "/v1/webhooks/" + id},
 			{"POST", "/v1/webhooks/" + id + "/rotate"}, {"POST", "/v1/webhooks/" + id + "/test"},
 		} {
 			body := ""
@@ -375,7 +387,7 @@ func TestWebhookTenancyAppsAndLimits(t *testing.T) {
 	t.Run("another organisation's id answers like a missing one", func(t *testing.T) {
 		missing := domain.NewID(domain.PrefixWebhook)
 		for _, r := range []struct{ method, suffix, body string }{
-			{"PATCH", "", `{"enabled":false}`}, {"DELETE", "", ""}, {"POST", "/rotate", ""}, {"POST", "/test", ""}, {"GET", "/deliveries", ""},
+			{"GET", "", ""}, {"PATCH", "", `{"enabled":false}`}, {"DELETE", "", ""}, {"POST", "/rotate", ""}, {"POST", "/test", ""}, {"GET", "/deliveries", ""},
 		} {
 			s1, b1 := e.do("other-org", r.method, "/v1/webhooks/"+consoleID+r.suffix, r.body)
 			s2, b2 := e.do("other-org", r.method, "/v1/webhooks/"+missing+r.suffix, r.body)
@@ -408,6 +420,19 @@ func TestWebhookTenancyAppsAndLimits(t *testing.T) {
 		if got := list("console"); len(got) != 2 {
 			t.Errorf("console lists %v; want both", got)
 		}
+		if status, body := e.do("app", "GET", "/v1/webhooks/"+appID, ""); status != http.StatusOK || body["webhookId"] != appID {
+			t.Errorf("app reading its own webhook: got %d %v; want 200", status, body)
+		}
+		for _, r := range []struct{ principal, id string }{{"app", consoleID}, {"app-other", appID}} {
+			s1, b1 := e.do(r.principal, "GET", "/v1/webhooks/"+r.id, "")
+			missing := domain.NewID(domain.PrefixWebhook)
+			s2, b2 := e.do(r.principal, "GET", "/v1/webhooks/"+missing, "")
+			j1, _ := json.Marshal(b1)
+			j2, _ := json.Marshal(b2)
+			if s1 != http.StatusNotFound || s1 != s2 || strings.ReplaceAll(string(j1), r.id, "ID") != strings.ReplaceAll(string(j2), missing, "ID") {
+				t.Errorf("%s reading %s: got %d %s; want the 404 of a missing webhook (%d %s)", r.principal, r.id, s1, j1, s2, j2)
+			}
+		}
 		if status, body := e.do("app", "PATCH", "/v1/webhooks/"+consoleID, `{"enabled":false}`); status != http.StatusNotFound {
 			t.Errorf("app patching a console webhook: got %d %v; want 404", status, body)
 		}
@@ -417,7 +442,8 @@ func TestWebhookTenancyAppsAndLimits(t *testing.T) {
 	})
 	t.Run("devices:read and no role gate", func(t *testing.T) {
 		for _, r := range []struct{ method, path, body string }{
-			{"GET", "/v1/webhooks", ""}, {"POST", "/v1/webhooks", `{"url":"https://hooks.example.com/x","events":["run.ended"]}`},
+			{"GET", "/v1/webhooks", ""}, {"GET", "/v1/webhooks/" + consoleID, ""},
+			{"POST", "/v1/webhooks", `{"url":"https://hooks.example.com/x","events":["run.ended"]}`},
 			{"PATCH", "/v1/webhooks/" + consoleID, `{"enabled":true}`}, {"DELETE", "/v1/webhooks/" + consoleID, ""},
 			{"POST", "/v1/webhooks/" + consoleID + "/rotate", ""}, {"POST", "/v1/webhooks/" + consoleID + "/test", ""},
 			{"GET", "/v1/webhooks/" + consoleID + "/deliveries", ""},

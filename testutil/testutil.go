@@ -12,10 +12,13 @@
 //     accepts a connection within about a second.
 //  5. A throwaway cluster started with pgembed in
 //     $TMPDIR/phonefleet-test-pg-<uid>. It is shared by every test process of
-//     that user (pgembed serialises their starts) and deliberately left
-//     running when the tests end, so that there is only ever one such
-//     cluster per user, however many test runs there are, and the next run
-//     starts in milliseconds. Stop it with
+//     that user (pgembed serialises their starts), so there is only ever one
+//     such cluster per user. Test processes never stop it (another may be
+//     using it); `make test` does, through scripts/run-tests.sh: when the
+//     cluster was not running as the run began, the script stops it once
+//     the tests end (unless another `make test` still uses it). A cluster
+//     left by plain `go test` keeps running, and the next run starts in
+//     milliseconds; stop it with
 //     `pg_ctl stop -D $TMPDIR/phonefleet-test-pg-<uid>/data` (as user postgres
 //     when root started it) and remove the directory to reclaim the space.
 //

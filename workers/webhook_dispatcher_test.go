@@ -289,8 +289,8 @@ func TestDisablingAbandonsQueuedRetries(t *testing.T) {
 	if row.Status != domain.DeliveryFailed || row.NextAttemptAt != nil || !row.Abandoned {
 		t.Fatalf("got %s next %v abandoned %v; want failed, no next attempt, abandoned", row.Status, row.NextAttemptAt, row.Abandoned)
 	}
-	if _, err := (commands.TestWebhookHandler{Webhooks: e.base}).Handle(testutil.Context(t), commands.TestWebhook{Auth: e.auth, WebhookID: id}); domain.ErrorCode(err) != domain.CodeWrongState {
-		t.Fatalf("got %v testing a switched-off webhook; want wrong_state", err)
+	if _, err := (commands.TestWebhookHandler{Webhooks: e.base}).Handle(testutil.Context(t), commands.TestWebhook{Auth: e.auth, WebhookID: id}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
+		t.Fatalf("got %v testing a switched-off webhook; want invalid_argument", err)
 	}
 	e.clock.Advance(time.Hour)
 	if got := e.dispatch(t, d); len(got) != 0 {

@@ -70,7 +70,8 @@ func (a *App) wireIdentity(ctx context.Context) error {
 
 	a.capabilities.APIKeys = &commands.APIKeys{Deps: commands.APIKeyDeps{Store: a.store, Wait: a.runner},
 		Hasher: hasher, Grace: a.cfg.KeyRotationGrace, Reader: reader}
-	a.deps.Identity = httpapi.IdentityDeps{PublicURL: a.cfg.PublicURL, CORSOrigins: a.cfg.Origins()}
+	a.deps.Identity = httpapi.IdentityDeps{PublicURL: a.cfg.PublicURL, CORSOrigins: a.cfg.Origins(),
+		IdentityWebhookSecret: a.cfg.IdentityWebhookSecret}
 	if hosted {
 		limiter := &identity.RateLimiter{DB: a.db.Pool}
 		a.deps.Identity.Issuer = a.cfg.OAuthIssuer

@@ -4,6 +4,7 @@
 package config
 
 import (
+	"encoding/base64"
 	"flag"
 	"fmt"
 	"net"
@@ -49,6 +50,9 @@ type Config struct {
 	RateLimitAnonymous     int
 	// CORSOrigins lists the browser origins allowed to call the service (SERVICE_CORS_ORIGINS, comma separated).
 	CORSOrigins string
+	// IdentityWebhookSecret is the Standard Webhooks secret (whsec_<base64>) the identity provider
+	// signs POST /webhooks/identity with (SERVICE_IDENTITY_WEBHOOK_SECRET); empty: that route answers 404.
+	IdentityWebhookSecret string
 
 	// SimDevices is how many sim phones local mode starts with (SERVICE_SIM_DEVICES).
 	SimDevices int
@@ -95,6 +99,7 @@ func (c *Config) settings() []Setting {
 		{"SERVICE_RATE_LIMIT_AUTHENTICATED", "rate-limit-authenticated", "600", "hosted: requests per minute for a caller that sent Authorization", &c.raw.rateAuth},
 		{"SERVICE_RATE_LIMIT_ANONYMOUS", "rate-limit-anonymous", "60", "hosted: requests per minute for a caller that sent no Authorization", &c.raw.rateAnon},
 		{"SERVICE_CORS_ORIGINS", "cors-origins", "", "browser origins allowed to call the service (comma separated)", &c.CORSOrigins},
+		{"SERVICE_IDENTITY_WEBHOOK_SECRET", "identity-webhook-secret", "", "whsec_ secret the identity provider signs POST /webhooks/identity with; unset: that route answers 404", &c.IdentityWebhookSecret},
 		{"SERVICE_SIM_DEVICES", "sim-devices", "3", "local mode: sim phones to start with", &c.raw.simDevices},
 		{"SERVICE_WEBHOOK_CA_FILE", "webhook-ca-file", "", "local mode: extra CA bundle trusted for webhook receivers", &c.WebhookCAFile},
 		{"SERVICE_PLANNER_URL", "planner-url", "", "OpenAI-compatible chat-completions base URL for the built-in run agent; unset: scripted planner only", &c.PlannerURL},
@@ -201,6 +206,14 @@ func (c *Config) validate() error {
 			return fmt.Errorf("invalid configuration: SERVICE_PLANNER_URL needs SERVICE_PLANNER_MODEL")
 		}
 		c.PlannerURL = strings.TrimRight(c.PlannerURL, "/")
+	}
+	if c.IdentityWebhookSecret != "" {
+		// Standard Webhooks: whsec_ and the base64 of a 24 to 64 byte key.
+		rest, ok := strings.CutPrefix(c.IdentityWebhookSecret, "whsec_")
+		key, err := base64.StdEncoding.DecodeString(rest)
+		if !ok || err != nil || len(key) < 24 || len(key) > 64 {
+			return fmt.Errorf("invalid SERVICE_IDENTITY_WEBHOOK_SECRET: want whsec_ followed by the base64 of a 24 to 64 byte key, as the identity provider shows it")
+		}
 	}
 	for _, pair := range splitList(c.FirstPartyOAuthClients) {
 		if id, iss, ok := strings.Cut(pair, "@"); !ok || id == "" || iss == "" {

@@ -23,6 +23,17 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+func TestIdentityWebhookSecret(t *testing.T) {
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" // 24 bytes, as providers show them
+	c, err := load(map[string]string{"SERVICE_IDENTITY_WEBHOOK_SECRET": secret})
+	if err != nil || c.IdentityWebhookSecret != secret {
+		t.Fatalf("got %q (%v); want the secret as given", c.IdentityWebhookSecret, err)
+	}
+	if c, err := load(nil); err != nil || c.IdentityWebhookSecret != "" {
+		t.Fatalf("got %q (%v); want unset by default", c.IdentityWebhookSecret, err)
+	}
+}
+
 func TestFlagsOverrideEnvironment(t *testing.T) {
 	c, err := load(map[string]string{"SERVICE_ADDR": "127.0.0.1:9000"}, "-addr", "127.0.0.1:9001")
 	if err != nil || c.Addr != "127.0.0.1:9001" {
@@ -49,6 +60,9 @@ func TestInvalidSettingsNameThemselves(t *testing.T) {
 		{"first-party clients", map[string]string{"SERVICE_FIRST_PARTY_OAUTH_CLIENTS": "abc"}, "SERVICE_FIRST_PARTY_OAUTH_CLIENTS"},
 		{"planner url", map[string]string{"SERVICE_PLANNER_URL": "ftp://x", "SERVICE_PLANNER_MODEL": "m"}, "SERVICE_PLANNER_URL"},
 		{"planner without model", map[string]string{"SERVICE_PLANNER_URL": "https://api.example/v1"}, "SERVICE_PLANNER_MODEL"},
+		{"identity webhook secret without prefix", map[string]string{"SERVICE_IDENTITY_WEBHOOK_SECRET": "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, "SERVICE_IDENTITY_WEBHOOK_SECRET"},
+		{"identity webhook secret not base64", map[string]string{"SERVICE_IDENTITY_WEBHOOK_SECRET": "whsec_not base64!"}, "SERVICE_IDENTITY_WEBHOOK_SECRET"},
+		{"identity webhook secret too short", map[string]string{"SERVICE_IDENTITY_WEBHOOK_SECRET": "whsec_c2hvcnQ="}, "SERVICE_IDENTITY_WEBHOOK_SECRET"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := load(tc.env)

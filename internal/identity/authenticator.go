@@ -15,10 +15,10 @@ import (
 //
 // The channel is chosen by the bearer value's shape (spec 5.1): pbk_… is an
 // API key, anything else an OAuth access token. In local mode without OAuth
-// (spec 5.7) the development branch applies: no Authorization resolves to
-// the local operator when DevToken is empty; with DevToken set, exactly
-// that bearer is required; a presented API key is still verified and its
-// own scopes apply.
+// (spec 5.7) the development branch applies: when DevToken is empty, no
+// Authorization and any bearer that is not an API key resolve to the local
+// operator; with DevToken set, exactly that bearer is required; a presented
+// API key (pbk_…) is still verified and its own scopes apply.
 type Authenticator struct {
 	// Mode is "local" or "hosted".
 	Mode string
@@ -93,14 +93,13 @@ func (a *Authenticator) Authenticate(r *http.Request) (domain.Auth, error) {
 		return auth, nil
 	}
 	if a.devBranch() {
-		if a.DevToken != "" && equalSecret(tok, a.DevToken) {
+		// Spec 5.7: without SERVICE_DEV_TOKEN every request resolves to the
+		// local operator, so a client that always sends some bearer (an
+		// MCP client configured with a placeholder) works unchanged.
+		if a.DevToken == "" || equalSecret(tok, a.DevToken) {
 			return domain.LocalOperator(a.LocalOrgID), nil
 		}
-		msg := "this local deployment takes no bearer token but an API key; send none"
-		if a.DevToken != "" {
-			msg = "the bearer token is neither SERVICE_DEV_TOKEN nor an API key"
-		}
-		return domain.Auth{}, domain.Unauthorized(domain.ReasonInvalidToken, msg)
+		return domain.Auth{}, domain.Unauthorized(domain.ReasonInvalidToken, "the bearer token is neither SERVICE_DEV_TOKEN nor an API key")
 	}
 	if a.OAuth == nil {
 		return domain.Auth{}, domain.Unauthorized(domain.ReasonInvalidToken, "this deployment accepts no OAuth access tokens")

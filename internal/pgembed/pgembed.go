@@ -24,8 +24,13 @@
 //
 // Root: PostgreSQL refuses to run as root. When this process runs as root,
 // initdb, pg_ctl and postgres run as the system user "postgres" (or "nobody"
-// when there is no such user), and dir is owned by that user. Every parent of
-// dir must then be searchable by that user.
+// when there is no such user), and dir is owned by that user. That user must
+// be able to enter every parent of the cluster's directory. When it cannot
+// enter one of dir's (a clone under /root, mode 0700), the cluster is placed
+// in a directory of its own under /var/lib/phonefleet (else
+// $TMPDIR/phonefleet-postgres), named after a hash of dir so the same dir
+// always finds it again; dir becomes a symbolic link to it when dir is free,
+// and Start logs where it is. The caller's directories keep their modes.
 //
 // Lifetime: pg_ctl starts the server in a session of its own, so the server
 // outlives the process that started it unless Stop is called. A later Start
@@ -177,6 +182,10 @@ type Cluster struct {
 	stopped bool
 }
 
+// Dir returns the directory the cluster lives in: the one given to Start,
+// or, when the server's user could not reach it, where Start placed it.
+func (c *Cluster) Dir() string { return c.dir }
+
 // Start initialises (initdb on first use) and starts the cluster under dir,
 // listening on 127.0.0.1 at a free TCP port chosen at each start and on no
 // Unix socket. A second Start on the same dir reuses the data; when the
@@ -203,6 +212,11 @@ func Start(ctx context.Context, dir string, logger *slog.Logger) (*Cluster, erro
 	runAs, err := serverUser()
 	if err != nil {
 		return nil, err
+	}
+	if runAs != nil {
+		if dir, err = reachableDir(dir, runAs, logger); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return nil, fmt.Errorf("embedded PostgreSQL: create %s: %w", filepath.Dir(dir), err)

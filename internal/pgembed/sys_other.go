@@ -5,6 +5,7 @@ package pgembed
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os/exec"
 	"runtime"
 )
@@ -21,3 +22,5 @@ func chownTree(string, *osUser) error                  { return nil }
 func lockFile(context.Context, string) (func(), error) { return func() {}, nil }
 func processAlive(int) bool                            { return false }
 func isPostmasterOf(int, string) (ours, known bool)    { return false, false }
+
+func reachableDir(dir string, _ *osUser, _ *slog.Logger) (string, error) { return dir, nil }

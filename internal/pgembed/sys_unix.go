@@ -4,9 +4,12 @@ package pgembed
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/user"
@@ -174,4 +177,85 @@ func isPostmasterOf(pid int, dataDir string) (ours, known bool) {
 		return false, false
 	}
 	return cwd == want, true
+}
+
+// relocationRoots are where a cluster goes when the server's user cannot
+// reach the directory asked for: a system place that survives reboots
+// first, then the temporary directory. Tests point it elsewhere.
+var relocationRoots = func() []string {
+	return []string{"/var/lib/phonefleet", filepath.Join(os.TempDir(), "phonefleet-postgres")}
+}
+
+// reachableDir returns the directory the cluster of dir lives in when u
+// runs the server: dir itself (or what it links to) when u can enter every
+// parent of it; otherwise a directory of its own under the first usable
+// relocation root, named after a hash of dir's absolute path so the same
+// dir finds it again. dir then becomes a symbolic link to it when dir is
+// free (missing, or an empty directory), so a person looking for the
+// cluster finds it, and the move is logged. No directory of the caller is
+// opened up to u.
+func reachableDir(dir string, u *osUser, logger *slog.Logger) (string, error) {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", fmt.Errorf("embedded PostgreSQL: create %s: %w", filepath.Dir(dir), err)
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	unreachable := checkSearchable(dir, u)
+	if unreachable == nil {
+		return dir, nil
+	}
+	sum := sha256.Sum256([]byte(dir))
+	name := "postgres-" + hex.EncodeToString(sum[:8])
+	for _, root := range relocationRoots() {
+		if !ownRoot(root) {
+			continue
+		}
+		target := filepath.Join(root, name)
+		if checkSearchable(target, u) != nil {
+			continue
+		}
+		if err := os.Mkdir(target, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		linked := linkTo(dir, target)
+		msg := fmt.Sprintf("embedded PostgreSQL placed at %s: it runs as user %q, which cannot enter a parent of %s (left as it is)", target, u.name, dir)
+		if linked {
+			msg += "; " + dir + " links to it"
+		}
+		logger.Info(msg, "dir", target, "asked", dir)
+		return target, nil
+	}
+	return "", unreachable
+}
+
+// ownRoot makes root (mode 0755, owned by this process's user) if it is
+// missing, and reports whether it is usable: a directory of ours that
+// nobody else may write to, so no one can plant a cluster in it.
+func ownRoot(root string) bool {
+	if err := os.Mkdir(root, 0o755); err == nil {
+		_ = os.Chmod(root, 0o755) // whatever the umask
+	} else if !errors.Is(err, fs.ErrExist) {
+		return false
+	}
+	fi, err := os.Lstat(root)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
+}
+
+// linkTo makes dir a symbolic link to target when dir is missing or an
+// empty directory, and reports whether dir now leads there.
+func linkTo(dir, target string) bool {
+	if fi, err := os.Lstat(dir); err == nil {
+		if !fi.IsDir() || os.Remove(dir) != nil { // Remove fails unless empty
+			return false
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return false
+	}
+	return os.Symlink(target, dir) == nil
 }
