@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 
 	"phonefleet/commands"
 	"phonefleet/domain"
@@ -20,10 +21,12 @@ virtual phones driven by the service; adb and robot devices are recorded and
 answer backend_not_implemented until those adapters exist.`
 
 const receiptsUsage = `usage: phonefleet receipts verify
+       phonefleet receipts verify --file EXPORT [--head HASH]
 
 Replays the event history and checks the receipts read model against it:
 the same actions, each with the same organisation, key, device, state,
-outcome, actor and review. Exits 1 if they disagree.`
+outcome, actor and review. Exits 1 if they disagree. With --file, checks
+an export of GET /v1/receipts/export offline instead, without a database.`
 
 // devicesCmd runs `phonefleet devices …`.
 func devicesCmd(ctx context.Context, args []string, out io.Writer) error {
@@ -62,6 +65,9 @@ func devicesCmd(ctx context.Context, args []string, out io.Writer) error {
 func receiptsCmd(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 || args[0] != "verify" {
 		return usageError{receiptsUsage}
+	}
+	if wantsExportVerify(args[1:]) {
+		return verifyExport(args[1:], os.Stdin, out)
 	}
 	return withOperator(ctx, "receipts verify", args[1:], nil, func(ctx context.Context, _ *flag.FlagSet, op *app.Operator, _ *slog.Logger) error {
 		if err := op.Runner.Ensure(ctx); err != nil {

@@ -1,0 +1,187 @@
+package receiptchain_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"phonefleet/receiptchain"
+)
+
+// export builds a chain of n entries for org (receipt r<i> for entry i)
+// and returns its lines, end line included.
+func export(t *testing.T, org string, n int) [][]byte {
+	t.Helper()
+	head := receiptchain.Start()
+	var lines [][]byte
+	for i := 1; i <= n; i++ {
+		key := fmt.Sprintf("r%d", i)
+		receipt := fmt.Sprintf(`{"idempotencyKey":%q,"state":"committed","arguments":{"y":2,"x":1.50},"durationMs":12.5}`, key)
+		_, line, next, err := receiptchain.Next(org, head, "action.committed", []byte(receipt), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head = next
+		lines = append(lines, line)
+	}
+	end, err := receiptchain.EndLine(org, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(lines, end)
+}
+
+func join(lines [][]byte) []byte { return append(bytes.Join(lines, []byte("\n")), '\n') }
+
+func verify(t *testing.T, data []byte, opt receiptchain.Options) (receiptchain.Report, *receiptchain.Problem) {
+	t.Helper()
+	rep, err := receiptchain.Verify(bytes.NewReader(data), opt)
+	var p *receiptchain.Problem
+	if err != nil && !errors.As(err, &p) {
+		t.Fatalf("verify: %v", err)
+	}
+	return rep, p
+}
+
+func TestIntactExportVerifies(t *testing.T) {
+	lines := export(t, "org_a", 5)
+	rep, p := verify(t, join(lines), receiptchain.Options{})
+	if p != nil {
+		t.Fatalf("got problem %v; want none", p)
+	}
+	if rep.Entries != 5 || rep.Receipts != 5 || rep.OrgID != "org_a" || len(rep.HeadHash) != 64 {
+		t.Errorf("got report %+v; want 5 entries, 5 receipts of org_a", rep)
+	}
+	if _, p := verify(t, join(lines), receiptchain.Options{Head: rep.HeadHash}); p != nil {
+		t.Errorf("with the right head: got %v; want none", p)
+	}
+	// An empty chain is an end line alone.
+	if rep, p := verify(t, join(export(t, "org_a", 0)), receiptchain.Options{}); p != nil || rep.Entries != 0 {
+		t.Errorf("empty export: got %+v, %v; want 0 entries and no problem", rep, p)
+	}
+}
+
+// TestTamperingIsNamed: each way of tampering is reported at the right
+// line, naming the receipt concerned and what was done.
+func TestTamperingIsNamed(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tamper func(lines [][]byte) [][]byte
+		opt    receiptchain.Options
+		line   int
+		key    string
+		kind   string
+		detail string
+	}{
+		{name: "one byte of a receipt altered", line: 3, key: "r3", kind: receiptchain.Altered, detail: "does not match its hash",
+			tamper: func(l [][]byte) [][]byte {
+				l[2] = bytes.Replace(l[2], []byte(`"committed"`), []byte(`"commitTed"`), 1)
+				return l
+			}},
+		{name: "the receipt's key altered", line: 3, key: "r3", kind: receiptchain.Altered, detail: `now names receipt "r9"`,
+			tamper: func(l [][]byte) [][]byte { l[2] = bytes.Replace(l[2], []byte(`"r3"`), []byte(`"r9"`), 1); return l }},
+		{name: "a byte altered so the line is no JSON", line: 2, key: "r2", kind: receiptchain.Altered, detail: "not a chain entry",
+			tamper: func(l [][]byte) [][]byte { l[1] = append([]byte{'['}, l[1][1:]...); return l }},
+		{name: "one line dropped", line: 3, key: "r3", kind: receiptchain.Removed, detail: "entry 3 is missing",
+			tamper: func(l [][]byte) [][]byte { return append(l[:2:2], l[3:]...) }},
+		{name: "two lines dropped", line: 2, key: "r3", kind: receiptchain.Removed, detail: "entries 2 to 3 are missing",
+			tamper: func(l [][]byte) [][]byte { return append(l[:1:1], l[3:]...) }},
+		{name: "two lines swapped", line: 2, key: "r4", kind: receiptchain.Reordered, detail: `ahead of entry 2 (receipt "r2"), which is at line 4`,
+			tamper: func(l [][]byte) [][]byte { l[1], l[3] = l[3], l[1]; return l }},
+		{name: "adjacent lines swapped", line: 4, key: "r5", kind: receiptchain.Reordered, detail: "entry 5 is at line 4",
+			tamper: func(l [][]byte) [][]byte { l[3], l[4] = l[4], l[3]; return l }},
+		{name: "a line repeated", line: 3, key: "r2", kind: receiptchain.Reordered, detail: "repeated or out of order",
+			tamper: func(l [][]byte) [][]byte { return append(l[:2:2], append([][]byte{l[1]}, l[2:]...)...) }},
+		{name: "cut short", line: 4, key: "r4", kind: receiptchain.Truncated, detail: "without its end line",
+			tamper: func(l [][]byte) [][]byte { return l[:4] }},
+		{name: "last entry dropped, end line kept", line: 5, kind: receiptchain.Removed, detail: "entries 5 to 5 were removed",
+			tamper: func(l [][]byte) [][]byte { return append(l[:4:4], l[5]) }},
+		{name: "last entry dropped and end line rewritten, head known", line: 5, key: "r4", kind: receiptchain.Removed, detail: "not at the expected head",
+			tamper: func(l [][]byte) [][]byte {
+				end := bytes.Replace(l[5], []byte(`"entries":5`), []byte(`"entries":4`), 1)
+				h := entryHash(t, l[3])
+				end = bytes.Replace(end, []byte(entryHash(t, l[4])), []byte(h), 1)
+				return append(l[:4:4], end)
+			}},
+		{name: "an entry of another organisation inserted", line: 3, key: "r3", kind: receiptchain.Foreign, detail: `organisation "org_b"`,
+			tamper: func(l [][]byte) [][]byte {
+				return append(l[:2:2], append([][]byte{export(t, "org_b", 3)[2]}, l[2:]...)...)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lines := export(t, "org_a", 5)
+			opt := tc.opt
+			if strings.Contains(tc.name, "head known") {
+				rep, _ := verify(t, join(lines), opt)
+				opt.Head = rep.HeadHash
+			}
+			_, p := verify(t, join(tc.tamper(lines)), opt)
+			if p == nil {
+				t.Fatal("got no problem; want one")
+			}
+			if p.Line != tc.line || p.Key != tc.key || p.Kind != tc.kind || !strings.Contains(p.Detail, tc.detail) {
+				t.Errorf("got %q (line %d, key %q, %s); want line %d, key %q, %s, detail containing %q",
+					p.Error(), p.Line, p.Key, p.Kind, tc.line, tc.key, tc.kind, tc.detail)
+			}
+		})
+	}
+}
+
+// TestRecomputedHashIsCaught: an entry altered and re-hashed is named by
+// the next entry, which recorded its original hash.
+func TestRecomputedHashIsCaught(t *testing.T) {
+	lines := export(t, "org_a", 4)
+	forged := reHash(t, bytes.Replace(lines[1], []byte(`"committed"`), []byte(`"failed"`), 1))
+	lines[1] = forged
+	_, p := verify(t, join(lines), receiptchain.Options{})
+	if p == nil || p.Line != 2 || p.Key != "r2" || p.Kind != receiptchain.Altered || !strings.Contains(p.Detail, "hash was recomputed") {
+		t.Fatalf("got %v; want line 2, receipt r2 altered with its hash recomputed", p)
+	}
+}
+
+func entryHash(t *testing.T, line []byte) string {
+	t.Helper()
+	i := bytes.Index(line, []byte(`"hash":"`))
+	return string(line[i+8 : i+8+64])
+}
+
+// reHash recomputes an entry line's hash after its content was changed.
+func reHash(t *testing.T, line []byte) []byte {
+	t.Helper()
+	old := entryHash(t, line)
+	var e receiptchain.Entry
+	if err := json.Unmarshal(line, &e); err != nil {
+		t.Fatal(err)
+	}
+	h, err := receiptchain.HashOf(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Replace(line, []byte(`"hash":"`+old), []byte(`"hash":"`+h), 1)
+}
+
+func TestCanonical(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{ "b": 1, "a": [true, null, "x"] }`, `{"a":[true,null,"x"],"b":1}`},
+		{`{"n": [1.50, 1e21, 1E-7, -0, 100, 0.000001, 12345678901234567890]}`, `{"n":[1.5,1e+21,1e-7,0,100,0.000001,12345678901234567000]}`},
+		{`"\u00e9\u2028<>&\u001f\t\/"`, "\"é\u2028<>&\\u001f\\t/\""},
+		// Sorted by UTF-16 code units: U+E000 sorts after U+1F600 (a surrogate pair).
+		{`{"\ue000":1,"\ud83d\ude00":2,"a":3}`, "{\"a\":3,\"\U0001F600\":2,\"\uE000\":1}"},
+	} {
+		got, err := receiptchain.Canonical([]byte(tc.in))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		if string(got) != tc.want {
+			t.Errorf("Canonical(%s): got %s; want %s", tc.in, got, tc.want)
+		}
+	}
+	for _, bad := range []string{`{"a":1,"a":2}`, `{"a":1} 2`, "\"\xff\""} {
+		if _, err := receiptchain.Canonical([]byte(bad)); err == nil {
+			t.Errorf("Canonical(%q): got no error; want one", bad)
+		}
+	}
+}

@@ -1,0 +1,293 @@
+package receiptchain
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+)
+
+// What a Problem found.
+const (
+	// Altered: an entry's content no longer matches its hash, or (when its
+	// hash was recomputed) the next entry's record of it.
+	Altered = "altered"
+	// Removed: an entry is missing and appears nowhere later.
+	Removed = "removed"
+	// Reordered: an entry is out of place.
+	Reordered = "reordered"
+	// Truncated: the export ends without its end line.
+	Truncated = "truncated"
+	// Malformed: a line that is not an entry or the end line at all.
+	Malformed = "malformed"
+	// Foreign: an entry of another organisation.
+	Foreign = "foreign"
+)
+
+// Problem is the first break in an export's chain: the line where it shows
+// (1-based), the receipt it concerns (its idempotency key, when known) and
+// what is wrong.
+type Problem struct {
+	Line   int
+	Key    string
+	Seq    int64
+	Kind   string
+	Detail string
+}
+
+func (p *Problem) Error() string {
+	who := "the export"
+	if p.Key != "" {
+		who = fmt.Sprintf("receipt %q", p.Key)
+		if p.Seq > 0 {
+			who += fmt.Sprintf(" (entry %d)", p.Seq)
+		}
+	}
+	return fmt.Sprintf("line %d: %s %s: %s", p.Line, who, p.Kind, p.Detail)
+}
+
+// Report is what a successful verification saw.
+type Report struct {
+	OrgID string
+	// Entries is the number of chain entries; Receipts the number of
+	// distinct receipts they record.
+	Entries  int64
+	Receipts int
+	// HeadHash is the last entry's hash: record it to check that a later
+	// export extends this one, or compare it with the service's.
+	HeadHash string
+}
+
+// Options adjust a verification.
+type Options struct {
+	// Head, when set, is the head hash the chain must end at (a value
+	// recorded earlier or read from the service): without it, an export
+	// whose last entries were removed and whose end line was rewritten to
+	// match cannot be told from a genuine shorter one.
+	Head string
+}
+
+// Verify checks an export read from r (NDJSON, as GET /v1/receipts/export
+// streams it) and returns its report, or a *Problem naming the first
+// receipt that was altered, removed or reordered. Other errors are read
+// failures. Memory is bounded by the longest line, plus the set of
+// receipt keys counted for the report.
+func Verify(r io.Reader, opt Options) (Report, error) {
+	in := &lines{r: bufio.NewReaderSize(r, 64<<10)}
+	var rep Report
+	head := Start()
+	keys := map[string]struct{}{}
+	for {
+		ln, raw, err := in.next()
+		if err == io.EOF {
+			return rep, &Problem{Line: ln, Key: head.Key, Seq: head.Seq, Kind: Truncated,
+				Detail: fmt.Sprintf("the export ends after entry %d without its end line: it was cut short, entries after it may be missing", head.Seq)}
+		}
+		if err != nil {
+			return rep, err
+		}
+		end, entry, perr := parse(raw)
+		if perr != nil {
+			key := keyIn(raw)
+			if nxt, ok := in.peekEntry(); ok && nxt.Seq == head.Seq+2 && nxt.PrevKey != "" {
+				key = nxt.PrevKey
+			}
+			return rep, &Problem{Line: ln, Key: key, Seq: head.Seq + 1, Kind: Altered, Detail: "the line is not a chain entry: " + perr.Error()}
+		}
+		if end != nil {
+			if p := checkEnd(ln, end, head, rep, opt); p != nil {
+				return rep, p
+			}
+			if ln2, raw2, err := in.next(); err == nil {
+				return rep, &Problem{Line: ln2, Key: keyIn(raw2), Kind: Malformed, Detail: "a line follows the end line"}
+			} else if err != io.EOF {
+				return rep, err
+			}
+			rep.HeadHash, rep.Receipts = head.Hash, len(keys)
+			return rep, nil
+		}
+		key := receiptKey(entry.Receipt)
+		// The entry itself: its hash must cover its content.
+		if h, err := HashOf(*entry); err != nil || h != entry.Hash {
+			p := &Problem{Line: ln, Key: key, Seq: entry.Seq, Kind: Altered, Detail: "its content does not match its hash"}
+			if nxt, ok := in.peekEntry(); ok && nxt.PrevHash == entry.Hash && nxt.PrevKey != "" && nxt.PrevKey != key {
+				p.Key, p.Detail = nxt.PrevKey, fmt.Sprintf("its content does not match its hash (the line now names receipt %q)", key)
+			}
+			return rep, p
+		}
+		if entry.V != Version {
+			return rep, &Problem{Line: ln, Key: key, Seq: entry.Seq, Kind: Malformed, Detail: fmt.Sprintf("chain format v%d; this verifier reads v%d", entry.V, Version)}
+		}
+		if rep.OrgID == "" {
+			rep.OrgID = entry.OrgID
+		} else if entry.OrgID != rep.OrgID {
+			return rep, &Problem{Line: ln, Key: key, Seq: entry.Seq, Kind: Foreign,
+				Detail: fmt.Sprintf("it belongs to organisation %q, the export to %q", entry.OrgID, rep.OrgID)}
+		}
+		// Its place: the next number, linked to the entry before it.
+		want := head.Seq + 1
+		switch {
+		case entry.Seq > want:
+			return rep, missing(in, ln, want, entry, key)
+		case entry.Seq < want:
+			return rep, &Problem{Line: ln, Key: key, Seq: entry.Seq, Kind: Reordered,
+				Detail: fmt.Sprintf("entry %d comes after entry %d: it is repeated or out of order", entry.Seq, head.Seq)}
+		case entry.PrevHash != head.Hash || entry.PrevKey != head.Key:
+			// The previous line hashes correctly, yet this entry records a
+			// different one: the previous line was changed and its hash
+			// recomputed.
+			return rep, &Problem{Line: ln - 1, Key: entry.PrevKey, Seq: head.Seq, Kind: Altered,
+				Detail: fmt.Sprintf("its hash was recomputed: line %d records the original (prevHash %s), the line now hashes to %s",
+					ln, short(entry.PrevHash), short(head.Hash))}
+		}
+		head = Head{Seq: entry.Seq, Hash: entry.Hash, Key: key}
+		rep.Entries = entry.Seq
+		keys[key] = struct{}{}
+	}
+}
+
+// missing explains a gap before entry (at line ln), where entry want was
+// expected: reordered when want appears later, removed otherwise.
+func missing(in *lines, ln int, want int64, entry *Entry, key string) *Problem {
+	for {
+		ln2, raw, err := in.next()
+		if err != nil {
+			break
+		}
+		_, e, perr := parse(raw)
+		if perr == nil && e != nil && e.Seq == want {
+			return &Problem{Line: ln, Key: key, Seq: entry.Seq, Kind: Reordered,
+				Detail: fmt.Sprintf("entry %d is at line %d, ahead of entry %d (receipt %q), which is at line %d", entry.Seq, ln, want, receiptKey(e.Receipt), ln2)}
+		}
+	}
+	if entry.Seq == want+1 {
+		return &Problem{Line: ln, Key: entry.PrevKey, Seq: want, Kind: Removed,
+			Detail: fmt.Sprintf("entry %d is missing: line %d holds entry %d (receipt %q), which follows it", want, ln, entry.Seq, key)}
+	}
+	return &Problem{Line: ln, Key: entry.PrevKey, Seq: entry.Seq - 1, Kind: Removed,
+		Detail: fmt.Sprintf("entries %d to %d are missing (this receipt's is the last of them): line %d holds entry %d (receipt %q)",
+			want, entry.Seq-1, ln, entry.Seq, key)}
+}
+
+func checkEnd(ln int, end *End, head Head, rep Report, opt Options) *Problem {
+	switch {
+	case rep.OrgID != "" && end.OrgID != rep.OrgID:
+		return &Problem{Line: ln, Kind: Foreign, Detail: fmt.Sprintf("the end line names organisation %q, the entries %q", end.OrgID, rep.OrgID)}
+	case end.Entries > head.Seq:
+		return &Problem{Line: ln, Key: "", Seq: head.Seq + 1, Kind: Removed,
+			Detail: fmt.Sprintf("the end line counts %d entries; the export holds %d: entries %d to %d were removed", end.Entries, head.Seq, head.Seq+1, end.Entries)}
+	case end.Entries < head.Seq || end.HeadHash != head.Hash:
+		return &Problem{Line: ln, Kind: Altered,
+			Detail: fmt.Sprintf("the end line (%d entries, head %s) does not match the chain (%d entries, head %s)", end.Entries, short(end.HeadHash), head.Seq, short(head.Hash))}
+	case opt.Head != "" && opt.Head != head.Hash:
+		return &Problem{Line: ln, Key: head.Key, Seq: head.Seq, Kind: Removed,
+			Detail: fmt.Sprintf("the chain ends at entry %d with hash %s, not at the expected head %s: entries were removed from its end (or it is another chain)", head.Seq, short(head.Hash), short(opt.Head))}
+	}
+	return nil
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12] + "…"
+	}
+	return h
+}
+
+// parse reads one line: the end line or an entry.
+func parse(raw []byte) (*End, *Entry, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var l struct {
+		End *End `json:"end"`
+		Entry
+	}
+	if err := dec.Decode(&l); err != nil {
+		return nil, nil, err
+	}
+	if dec.More() {
+		return nil, nil, errors.New("more than one value on the line")
+	}
+	if l.End != nil {
+		if l.Entry.Seq != 0 || l.Entry.Hash != "" {
+			return nil, nil, errors.New("an entry and the end line at once")
+		}
+		return l.End, nil, nil
+	}
+	if l.Seq < 1 || l.Hash == "" || len(l.Receipt) == 0 {
+		return nil, nil, errors.New("seq, hash or receipt is missing")
+	}
+	e := l.Entry
+	return nil, &e, nil
+}
+
+func receiptKey(r json.RawMessage) string {
+	var k struct {
+		IdempotencyKey string `json:"idempotencyKey"`
+	}
+	_ = json.Unmarshal(r, &k)
+	return k.IdempotencyKey
+}
+
+var keyRE = regexp.MustCompile(`"idempotencyKey":"((?:[^"\\]|\\.)*)"`)
+
+// keyIn finds a receipt key in a line that does not parse.
+func keyIn(raw []byte) string {
+	if m := keyRE.FindSubmatch(raw); m != nil {
+		var s string
+		if json.Unmarshal(append(append([]byte{'"'}, m[1]...), '"'), &s) == nil {
+			return s
+		}
+	}
+	return ""
+}
+
+// lines reads an export's lines, numbered from 1, with one line of
+// look-ahead.
+type lines struct {
+	r       *bufio.Reader
+	n       int
+	peeked  []byte
+	peekErr error
+	hasPeek bool
+}
+
+func (l *lines) read() ([]byte, error) {
+	b, err := l.r.ReadBytes('\n')
+	if err == io.EOF && len(b) > 0 {
+		err = nil
+	}
+	return bytes.TrimRight(b, "\r\n"), err
+}
+
+// next returns the next line and its number; io.EOF after the last (a
+// final newline does not make an empty last line).
+func (l *lines) next() (int, []byte, error) {
+	var b []byte
+	var err error
+	if l.hasPeek {
+		b, err, l.hasPeek = l.peeked, l.peekErr, false
+	} else {
+		b, err = l.read()
+	}
+	if err != nil {
+		return l.n, nil, err
+	}
+	l.n++
+	return l.n, b, nil
+}
+
+// peekEntry parses the next line without consuming it.
+func (l *lines) peekEntry() (*Entry, bool) {
+	if !l.hasPeek {
+		l.peeked, l.peekErr = l.read()
+		l.hasPeek = true
+	}
+	if l.peekErr != nil {
+		return nil, false
+	}
+	_, e, err := parse(l.peeked)
+	return e, err == nil && e != nil
+}
