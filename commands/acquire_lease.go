@@ -15,6 +15,11 @@ type AcquireLease struct {
 	DeviceID string
 	// TTLSeconds is the lease's time-to-live; 0 means the default.
 	TTLSeconds int
+	// ResetOnRelease asks for a clean hand-over: when the lease ends
+	// (released, expired, or given up by a run it was handed to), the
+	// device is reset to its baseline, through its queue, before anyone
+	// can lease it again. Recorded on lease.acquired.
+	ResetOnRelease bool
 }
 
 // AcquireLeaseHandler handles AcquireLease.
@@ -28,12 +33,27 @@ func (f *Fleet) AcquireLease() AcquireLeaseHandler { return AcquireLeaseHandler{
 // callers exactly one wins (the append at the stream's version decides);
 // the others, and any caller while the device is leased, get
 // device_unavailable with reason already_leased. Other errors:
-// invalid_argument (ttl), device_unavailable (not_found).
+// invalid_argument (ttl), device_unavailable (not_found; resetting, while
+// the reset an earlier lease asked for is owed), and with ResetOnRelease
+// capability_unsupported (the backend cannot reset) and the backend
+// resolution's errors (device_unavailable offline, …).
 func (h AcquireLeaseHandler) Handle(ctx context.Context, cmd AcquireLease) (projections.LeaseView, error) {
 	leaseID := domain.NewID(domain.PrefixLease)
+	checked := false
 	return h.f.changeLease(ctx, cmd.Auth, cmd.DeviceID, cmd.TTLSeconds,
 		func(d *domain.Device, now time.Time, actor domain.Actor, ttl time.Duration) ([]domain.Event, error) {
-			return d.AcquireLease(now, actor, leaseID, ttl)
+			if cmd.ResetOnRelease && !checked {
+				// Promise a reset only on a device that can do one.
+				backend, err := h.f.runtime.Resolve(ctx, d)
+				if err != nil {
+					return nil, err
+				}
+				if !backend.Capabilities().Reset {
+					return nil, errCannotReset()
+				}
+				checked = true
+			}
+			return d.AcquireLeaseWith(now, actor, leaseID, ttl, domain.LeaseOptions{ResetOnRelease: cmd.ResetOnRelease})
 		})
 }
 

@@ -20,14 +20,20 @@ func (f *Fleet) ExpireLease() ExpireLeaseHandler { return ExpireLeaseHandler{f} 
 
 // Handle appends lease.expired if the device's lease has run out by now,
 // and reports whether it did. A lease renewed, released or replaced in the
-// meantime is left alone.
+// meantime is left alone. A lease asked with resetOnRelease makes the
+// device's reset due, which is then performed (ResetDevice) before it
+// answers.
 func (h ExpireLeaseHandler) Handle(ctx context.Context, cmd ExpireLease) (bool, error) {
 	now := h.f.now()
-	_, c, err := h.f.devices.Update(ctx, cmd.DeviceID, func(d *domain.Device) ([]domain.Event, error) {
+	d, c, err := h.f.devices.Update(ctx, cmd.DeviceID, func(d *domain.Device) ([]domain.Event, error) {
 		if !d.Registered() {
 			return nil, nil
 		}
 		return d.ExpireLease(now), nil
 	})
-	return len(c.Appends) > 0, err
+	expired := len(c.Appends) > 0
+	if err == nil && expired && d.ResetDue != "" {
+		h.f.resetAfter(ctx, cmd.DeviceID)
+	}
+	return expired, err
 }

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"
@@ -13,11 +14,24 @@ import (
 type ObserveDevice struct {
 	Auth     domain.Auth
 	DeviceID string
-	// Image asks for a PNG screenshot, at most MaxWidth wide when positive.
+	// Image asks for a screenshot, at most MaxWidth wide when positive.
 	Image    bool
 	MaxWidth int
+	// Format is the picture's encoding: png (the default) or jpeg, at
+	// Quality (1–100; 0 means 70). The backend encodes it from the
+	// rendered screen.
+	Format  string
+	Quality int
 	// Snapshot asks for the UI element tree.
 	Snapshot bool
+	// Elements, when not empty, asks for the compact element list
+	// (CompactElements): all, interactive or none.
+	Elements string
+	// Marks makes the picture a set-of-marks image (it implies Image): a
+	// box numbered k is drawn at the bounds of Elements[k-1], whose ref is
+	// Marks[k-1].Ref. Elements defaults to interactive then; none is
+	// refused.
+	Marks bool
 	// LeaseID, when given, must be the device's lease in force held by the
 	// caller; observing does not need a lease.
 	LeaseID string
@@ -30,8 +44,62 @@ type Observation struct {
 	Width    int
 	Height   int
 	ScreenOn bool
-	PNG      []byte
+	// PNG is the plain full-colour PNG when that is the picture asked for
+	// (png, no marks); Image is the picture as asked, of media type
+	// ContentType and ImageWidth×ImageHeight pixels.
+	PNG         []byte
+	Image       []byte
+	ContentType string
+	ImageWidth  int
+	ImageHeight int
+	// Snapshot is the UI element tree, when asked for.
 	Snapshot json.RawMessage
+	// Elements is the compact element list, when asked for; on a
+	// set-of-marks picture element i carries box number i+1.
+	Elements []RunElement
+	// Marks maps each box of a set-of-marks picture to its element.
+	Marks []domain.Mark
+}
+
+// Observation budgets ObserveDevice accepts.
+const (
+	imagePNG  = "png"
+	imageJPEG = "jpeg"
+	imageNone = "none"
+
+	elementsAll         = "all"
+	elementsInteractive = "interactive"
+	elementsNone        = "none"
+
+	maxObserveWidth = 4096
+)
+
+// check validates the budget and fills its defaults.
+func (cmd *ObserveDevice) check() error {
+	if cmd.Marks {
+		cmd.Image = true
+		if cmd.Elements == "" {
+			cmd.Elements = elementsInteractive
+		}
+	}
+	switch {
+	case cmd.MaxWidth < 0 || cmd.MaxWidth > maxObserveWidth:
+		return domain.Errorf(domain.CodeInvalidArgument, "maxWidth must be between 1 and %d", maxObserveWidth)
+	case cmd.Format != "" && cmd.Format != imagePNG && cmd.Format != imageJPEG:
+		return domain.Errorf(domain.CodeInvalidArgument, "format must be png or jpeg")
+	case cmd.Quality < 0 || cmd.Quality > 100:
+		return domain.Errorf(domain.CodeInvalidArgument, "quality must be between 1 and 100")
+	case cmd.Elements != "" && cmd.Elements != elementsAll && cmd.Elements != elementsInteractive && cmd.Elements != elementsNone:
+		return domain.Errorf(domain.CodeInvalidArgument, "elements must be all, interactive or none")
+	case cmd.Marks && cmd.Elements == elementsNone:
+		return domain.Errorf(domain.CodeInvalidArgument, "marks number the elements; elements=none leaves nothing to mark")
+	}
+	return nil
+}
+
+// wantsTree reports whether the UI tree must be taken.
+func (cmd *ObserveDevice) wantsTree() bool {
+	return cmd.Snapshot || cmd.Elements == elementsAll || cmd.Elements == elementsInteractive
 }
 
 // ObserveDeviceHandler handles ObserveDevice.
@@ -50,8 +118,8 @@ func (h ObserveDeviceHandler) Handle(ctx context.Context, cmd ObserveDevice) (Ob
 	if err := cmd.Auth.Require(domain.ScopeDevicesRead); err != nil {
 		return Observation{}, err
 	}
-	if cmd.MaxWidth < 0 {
-		return Observation{}, domain.Errorf(domain.CodeInvalidArgument, "maxWidth must be positive")
+	if err := cmd.check(); err != nil {
+		return Observation{}, err
 	}
 	d, err := f.visibleDevice(ctx, cmd.Auth, cmd.DeviceID)
 	if err != nil {
@@ -68,19 +136,50 @@ func (h ObserveDeviceHandler) Handle(ctx context.Context, cmd ObserveDevice) (Ob
 		return Observation{}, err
 	}
 	caps := backend.Capabilities()
-	if cmd.Image && !caps.Screenshot || cmd.Snapshot && !caps.UISnapshot {
+	if cmd.Image && !caps.Screenshot || cmd.wantsTree() && !caps.UISnapshot {
 		return Observation{}, domain.Errorf(domain.CodeCapabilityUnsupported, "this device cannot be observed that way").
 			With("capability", map[bool]string{true: "screenshot", false: "ui_snapshot"}[cmd.Image && !caps.Screenshot])
 	}
-	obs, err := backend.Observe(ctx, domain.ObserveOptions{Image: cmd.Image, MaxWidth: cmd.MaxWidth, Snapshot: cmd.Snapshot, Replay: true})
+	opts := domain.ObserveOptions{Image: cmd.Image, MaxWidth: cmd.MaxWidth, Format: cmd.Format, Quality: cmd.Quality,
+		Snapshot: cmd.wantsTree(), Replay: true}
+	var elements []RunElement
+	if cmd.Marks {
+		// The marks are the compact elements of the very screen pictured,
+		// numbered in list order: box k is element k.
+		interactiveOnly := cmd.Elements == elementsInteractive
+		opts.Marks = func(root domain.UIElement) []domain.Mark {
+			elements = CompactElements(root, interactiveOnly)
+			marks := make([]domain.Mark, len(elements))
+			for i, e := range elements {
+				marks[i] = domain.Mark{N: i + 1, Ref: e.Ref, Bounds: e.Bounds}
+			}
+			return marks
+		}
+	}
+	obs, err := backend.Observe(ctx, opts)
 	if err != nil {
 		return Observation{}, err
 	}
+	out := Observation{DeviceID: d.ID, Width: obs.Width, Height: obs.Height, ScreenOn: obs.ScreenOn,
+		PNG: obs.PNG, Image: obs.Image, ContentType: obs.ImageType, ImageWidth: obs.ImageWidth, ImageHeight: obs.ImageHeight,
+		Elements: elements, Marks: obs.Marks}
+	if cmd.Snapshot {
+		out.Snapshot = obs.Snapshot
+	}
+	if !cmd.Marks && (cmd.Elements == elementsAll || cmd.Elements == elementsInteractive) && len(obs.Snapshot) > 0 {
+		var root domain.UIElement
+		if err := json.Unmarshal(obs.Snapshot, &root); err != nil {
+			return Observation{}, fmt.Errorf("read UI snapshot: %w", err)
+		}
+		out.Elements = CompactElements(root, cmd.Elements == elementsInteractive)
+	}
+	if cmd.Elements != "" && cmd.Elements != elementsNone && out.Elements == nil {
+		out.Elements = []RunElement{}
+	}
 	row := f.frameFor(&d, obs, now)
+	out.Frame = *row.ref()
 	if row.stored {
 		// Same screen as the last stored frame: name that one.
-		out := Observation{Frame: *row.ref(), DeviceID: d.ID, Width: obs.Width, Height: obs.Height, ScreenOn: obs.ScreenOn,
-			PNG: obs.PNG, Snapshot: obs.Snapshot}
 		return out, nil
 	}
 	if cmd.MaxWidth > 0 && cmd.MaxWidth < obs.Width {
@@ -97,13 +196,12 @@ func (h ObserveDeviceHandler) Handle(ctx context.Context, cmd ObserveDevice) (Ob
 		return Observation{}, err
 	}
 	f.runtime.RememberFrames(row.Frame)
-	return Observation{Frame: *row.ref(), DeviceID: d.ID, Width: obs.Width, Height: obs.Height, ScreenOn: obs.ScreenOn,
-		PNG: obs.PNG, Snapshot: obs.Snapshot}, nil
+	return out, nil
 }
 
 func observeReason(cmd ObserveDevice) string {
 	switch {
-	case cmd.Image && cmd.Snapshot:
+	case cmd.Image && cmd.wantsTree():
 		return "screenshot_and_snapshot"
 	case cmd.Image:
 		return "screenshot"

@@ -306,7 +306,9 @@ func (r *Runs) change(ctx context.Context, runID string, decide func(run *domain
 	if err != nil {
 		return projections.RunView{}, err
 	}
-	if err := r.f.waitFor(ctx, c.Last(), projections.RunsName); err != nil {
+	// A transition may end, give up or hand over the device's lease in the
+	// same unit: the lease and device read models show it too.
+	if err := r.f.waitFor(ctx, c.Last(), projections.RunsName, projections.LeasesName, projections.DevicesName); err != nil {
 		return projections.RunView{}, err
 	}
 	return runView(run), nil

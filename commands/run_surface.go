@@ -1,16 +1,12 @@
 package commands
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-
-	"image/jpeg"
-	"image/png"
 	"strings"
 	"time"
 
@@ -75,24 +71,11 @@ func (r *Runs) Info(ctx context.Context, q RunInfo) (projections.RunView, error)
 	return runView(run), nil
 }
 
-// Observation formats of the device surface.
-const (
-	imagePNG  = "png"
-	imageJPEG = "jpeg"
-	imageNone = "none"
-
-	elementsAll         = "all"
-	elementsInteractive = "interactive"
-	elementsNone        = "none"
-
-	defaultJPEGQuality = 70
-	maxObserveWidth    = 4096
-)
-
 // Observe looks at the run's device and stores the frame (attributed to
-// the run, so it is in the run's frame index). A JPEG is drawn from the
-// (scaled) PNG; elements come from the UI snapshot in compact form.
-// Errors: invalid_argument, and those of ObserveDevice.
+// the run, so it is in the run's frame index). The picture comes from the
+// backend in the asked format (a JPEG encoded from the rendered screen);
+// elements come from the UI snapshot in compact form. Errors:
+// invalid_argument, and those of ObserveDevice.
 func (r *Runs) Observe(ctx context.Context, cmd RunObserve) (RunObservation, error) {
 	run, _, err := r.access(ctx, cmd.Access)
 	if err != nil {
@@ -106,10 +89,6 @@ func (r *Runs) Observe(ctx context.Context, cmd RunObserve) (RunObservation, err
 	if elems == "" {
 		elems = elementsInteractive
 	}
-	quality := cmd.Quality
-	if quality == 0 {
-		quality = defaultJPEGQuality
-	}
 	switch {
 	case img != imagePNG && img != imageJPEG && img != imageNone:
 		return RunObservation{}, domain.Errorf(domain.CodeInvalidArgument, "image must be png, jpeg or none")
@@ -117,29 +96,23 @@ func (r *Runs) Observe(ctx context.Context, cmd RunObserve) (RunObservation, err
 		return RunObservation{}, domain.Errorf(domain.CodeInvalidArgument, "elements must be all, interactive or none")
 	case cmd.MaxWidth < 0 || cmd.MaxWidth > maxObserveWidth:
 		return RunObservation{}, domain.Errorf(domain.CodeInvalidArgument, "maxWidth must be between 1 and %d", maxObserveWidth)
-	case quality < 1 || quality > 100:
+	case cmd.Quality < 0 || cmd.Quality > 100:
 		return RunObservation{}, domain.Errorf(domain.CodeInvalidArgument, "quality must be between 1 and 100")
 	}
+	format := ""
+	if img == imageJPEG {
+		format = imageJPEG
+	}
 	obs, err := r.f.ObserveDevice().Handle(ctx, ObserveDevice{Auth: runAuth(run), DeviceID: run.DeviceID,
-		Image: img != imageNone, MaxWidth: cmd.MaxWidth, Snapshot: elems != elementsNone})
+		Image: img != imageNone, MaxWidth: cmd.MaxWidth, Format: format, Quality: cmd.Quality, Snapshot: elems != elementsNone})
 	if err != nil {
 		return RunObservation{}, err
 	}
 	out := RunObservation{Frame: obs.Frame, DeviceID: run.DeviceID, Width: obs.Width, Height: obs.Height,
 		ScreenOn: obs.ScreenOn, StepSeq: run.StepSeq}
-	if img != imageNone && obs.PNG != nil {
-		out.ContentType, out.Image = "image/png", obs.PNG
-		cfg, err := png.DecodeConfig(bytes.NewReader(obs.PNG))
-		if err != nil {
-			return RunObservation{}, fmt.Errorf("read screenshot: %w", err)
-		}
-		out.ImageWidth, out.ImageHeight = cfg.Width, cfg.Height
-		if img == imageJPEG {
-			if out.Image, err = toJPEG(obs.PNG, quality); err != nil {
-				return RunObservation{}, err
-			}
-			out.ContentType = "image/jpeg"
-		}
+	if img != imageNone && obs.Image != nil {
+		out.ContentType, out.Image = obs.ContentType, obs.Image
+		out.ImageWidth, out.ImageHeight = obs.ImageWidth, obs.ImageHeight
 	}
 	if elems != elementsNone && len(obs.Snapshot) > 0 {
 		var root domain.UIElement
@@ -150,19 +123,6 @@ func (r *Runs) Observe(ctx context.Context, cmd RunObserve) (RunObservation, err
 		out.Layout = LayoutSignature(root)
 	}
 	return out, nil
-}
-
-// toJPEG re-encodes a PNG as a JPEG of the given quality.
-func toJPEG(p []byte, quality int) ([]byte, error) {
-	img, err := png.Decode(bytes.NewReader(p))
-	if err != nil {
-		return nil, fmt.Errorf("read screenshot: %w", err)
-	}
-	var b bytes.Buffer
-	if err := jpeg.Encode(&b, img, &jpeg.Options{Quality: quality}); err != nil {
-		return nil, fmt.Errorf("encode jpeg: %w", err)
-	}
-	return b.Bytes(), nil
 }
 
 // CompactElements flattens a UI tree into the elements worth naming:

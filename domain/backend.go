@@ -46,6 +46,13 @@ type Backend interface {
 	// Stop puts the device to sleep (screen off). Errors:
 	// capability_unsupported, device_disconnected, backend_command_failed.
 	Stop(ctx context.Context) error
+
+	// Reset returns the device to its baseline: the state of a fresh
+	// device of the same model and serial (apps' data cleared, screen on).
+	// A clean hand-over (a lease's resetOnRelease) calls it through the
+	// device's queue. Errors: capability_unsupported (Capabilities.Reset is
+	// false), device_disconnected, backend_command_failed.
+	Reset(ctx context.Context) error
 }
 
 // StatefulBackend is a Backend whose whole device state can be saved, so
@@ -73,13 +80,35 @@ type Resolver interface {
 	Resolve(ctx context.Context, d *Device) (Backend, error)
 }
 
+// Picture formats of an observation's image.
+const (
+	ImagePNG  = "png"
+	ImageJPEG = "jpeg"
+)
+
+// DefaultJPEGQuality is the JPEG quality used when none is asked for.
+const DefaultJPEGQuality = 70
+
 // ObserveOptions says what an observation should include.
 type ObserveOptions struct {
-	// Image asks for a PNG screenshot.
+	// Image asks for a screenshot.
 	Image bool
-	// MaxWidth, when positive and smaller than the screen, shrinks the PNG
-	// to that width, keeping the aspect ratio.
+	// MaxWidth, when positive and smaller than the screen, shrinks the
+	// picture to that width, keeping the aspect ratio.
 	MaxWidth int
+	// Format is the picture's encoding: ImagePNG (or empty) or ImageJPEG.
+	// A JPEG is encoded from the rendered screen, never from a PNG.
+	Format string
+	// Quality is the JPEG quality, 1–100; 0 means DefaultJPEGQuality.
+	Quality int
+	// Marks, when not nil and Image is asked, makes the picture a
+	// set-of-marks image: the backend passes it the UI tree of the very
+	// screen it pictures, and draws a box labelled Mark.N at the bounds of
+	// each mark it returns (scaled with the picture). The marks drawn come
+	// back in Observation.Marks and the tree in Observation.Snapshot. It
+	// is called at most once per observation and must not call the
+	// backend.
+	Marks func(root UIElement) []Mark
 	// Snapshot asks for the UI element tree.
 	Snapshot bool
 	// Replay asks for replay bytes (from which FrameRenderer draws the PNG
@@ -94,8 +123,18 @@ type Observation struct {
 	Width      int
 	Height     int
 	ScreenOn   bool
-	// PNG is the screenshot, when asked for.
+	// PNG is the screenshot when a plain PNG was asked for (no marks); a
+	// frame stores it as captured.
 	PNG []byte
+	// Image is the picture as asked for (format, width, marks), when one
+	// was; it is PNG when that is set. ImageType is its media type
+	// (image/png or image/jpeg), ImageWidth and ImageHeight its size.
+	Image       []byte
+	ImageType   string
+	ImageWidth  int
+	ImageHeight int
+	// Marks are the boxes drawn on a set-of-marks picture.
+	Marks []Mark
 	// Snapshot is the UI element tree as JSON (UIElement), when asked for.
 	Snapshot json.RawMessage
 	// Replay, when not nil, lets the backend's FrameRenderer draw PNG and
@@ -122,6 +161,15 @@ type ActionResult struct {
 	ScreenOn bool `json:"screenOn"`
 }
 
+// Mark is one box of a set-of-marks picture: the number drawn on it and
+// the element it frames, whose bounds (in screen pixels) the box is drawn
+// at. N is 1-based and unique within one picture.
+type Mark struct {
+	N      int    `json:"mark"`
+	Ref    string `json:"ref"`
+	Bounds [4]int `json:"bounds"`
+}
+
 // FrameRef names a stored frame and what it showed.
 type FrameRef struct {
 	FrameID    string    `json:"frameId"`
@@ -136,6 +184,9 @@ type Capabilities struct {
 	UISnapshot bool         `json:"uiSnapshot"`
 	Wake       bool         `json:"wake"`
 	Stop       bool         `json:"stop"`
+	// Reset reports that the device can be returned to its baseline
+	// (Backend.Reset), which a lease's resetOnRelease needs.
+	Reset bool `json:"reset"`
 	// Width and Height bound coordinates, when known (0 = unchecked).
 	Width  int `json:"width,omitempty"`
 	Height int `json:"height,omitempty"`

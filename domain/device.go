@@ -61,6 +61,9 @@ type Device struct {
 	Lease *Lease
 	// FencingCounter is the highest fencing token issued for the device.
 	FencingCounter int64
+	// ResetDue names the lease whose ending (with resetOnRelease) made a
+	// reset due that is not recorded done yet; empty when none is owed.
+	ResetDue string
 	// Version is the stream version of the last applied event.
 	Version int64
 }
@@ -86,7 +89,7 @@ func (d *Device) Apply(e Event, version int64) {
 		d.Asleep = true
 	case LeaseAcquired:
 		d.Lease = &Lease{ID: e.LeaseID, DeviceID: e.DeviceID, FencingToken: e.FencingToken, Holder: e.Holder,
-			AcquiredAt: e.AcquiredAt, ExpiresAt: e.ExpiresAt}
+			AcquiredAt: e.AcquiredAt, ExpiresAt: e.ExpiresAt, ResetOnRelease: e.ResetOnRelease}
 		d.FencingCounter = max(d.FencingCounter, e.FencingToken)
 	case LeaseRenewed:
 		if d.Lease != nil && d.Lease.ID == e.LeaseID {
@@ -96,10 +99,19 @@ func (d *Device) Apply(e Event, version int64) {
 		if d.Lease != nil && d.Lease.ID == e.LeaseID {
 			d.Lease = nil
 		}
+		if e.Reset {
+			d.ResetDue = e.LeaseID
+		}
 	case LeaseExpired:
 		if d.Lease != nil && d.Lease.ID == e.LeaseID {
 			d.Lease = nil
 		}
+		if e.Reset {
+			d.ResetDue = e.LeaseID
+		}
+	case DeviceReset:
+		d.ResetDue = ""
+		d.Asleep = false
 	}
 }
 

@@ -22,6 +22,7 @@ var fleetEvents = []EventDef{
 	Def[ActionOutcomeUnknown](1, nil),
 	Def[ReceiptReviewed](1, nil),
 	Def[FrameCaptured](1, nil),
+	Def[DeviceReset](1, nil),
 }
 
 // DeviceRegistered records a device joining an organisation's fleet. It is
@@ -93,6 +94,9 @@ type LeaseAcquired struct {
 	Holder       Actor     `json:"holder"`
 	AcquiredAt   time.Time `json:"acquiredAt"`
 	ExpiresAt    time.Time `json:"expiresAt"`
+	// ResetOnRelease asks for the device to be reset to its baseline when
+	// the lease ends (added in place: absent means false).
+	ResetOnRelease bool `json:"resetOnRelease,omitempty"`
 }
 
 // EventName implements Event.
@@ -114,6 +118,10 @@ type LeaseReleased struct {
 	DeviceID   string    `json:"deviceId"`
 	LeaseID    string    `json:"leaseId"`
 	ReleasedAt time.Time `json:"releasedAt"`
+	// Reset records that the lease asked for resetOnRelease: from this
+	// event on the device owes a reset, until device.reset names the lease
+	// (added in place: absent means false).
+	Reset bool `json:"reset,omitempty"`
 }
 
 // EventName implements Event.
@@ -125,6 +133,8 @@ type LeaseExpired struct {
 	LeaseID  string `json:"leaseId"`
 	// ExpiredAt is the lease's expiry, not when the expiry was noticed.
 	ExpiredAt time.Time `json:"expiredAt"`
+	// Reset: as LeaseReleased.Reset.
+	Reset bool `json:"reset,omitempty"`
 }
 
 // EventName implements Event.
@@ -226,3 +236,15 @@ type FrameCaptured struct {
 
 // EventName implements Event.
 func (FrameCaptured) EventName() string { return "frame.captured" }
+
+// DeviceReset records that a device was returned to its baseline (a fresh
+// device of its model and serial) for the lease LeaseID, which ended with
+// resetOnRelease. It settles the reset that lease's ending made due.
+type DeviceReset struct {
+	DeviceID string    `json:"deviceId"`
+	LeaseID  string    `json:"leaseId"`
+	At       time.Time `json:"at"`
+}
+
+// EventName implements Event.
+func (DeviceReset) EventName() string { return "device.reset" }

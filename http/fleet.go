@@ -99,6 +99,8 @@ func (s *Server) getDriving(w http.ResponseWriter, r *http.Request) error {
 type leaseBody struct {
 	LeaseID    string `json:"leaseId"`
 	TTLSeconds int    `json:"ttlSeconds"`
+	// ResetOnRelease (acquire only) asks for a clean hand-over.
+	ResetOnRelease bool `json:"resetOnRelease"`
 }
 
 func (s *Server) powerDevice(wake bool) kernel.HandlerFunc {

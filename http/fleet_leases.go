@@ -16,7 +16,8 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) error {
 	if _, err := kernel.DecodeOptionalJSON(r, &body); err != nil {
 		return err
 	}
-	l, err := s.app.Commands.AcquireLease.Handle(r.Context(), commands.AcquireLease{Auth: a, DeviceID: mux.Vars(r)["deviceId"], TTLSeconds: body.TTLSeconds})
+	l, err := s.app.Commands.AcquireLease.Handle(r.Context(), commands.AcquireLease{Auth: a, DeviceID: mux.Vars(r)["deviceId"], TTLSeconds: body.TTLSeconds,
+		ResetOnRelease: body.ResetOnRelease})
 	if err != nil {
 		return err
 	}

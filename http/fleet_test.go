@@ -249,8 +249,8 @@ func TestFleetRefusals(t *testing.T) {
 		code                     string
 		reason                   string
 	}{
-		{"unknown device", "GET", "/v1/devices/" + other, "", 404, "not_found", ""},
-		{"malformed device id", "GET", "/v1/devices/nope", "", 404, "not_found", ""},
+		{"unknown device", "GET", "/v1/devices/" + other, "", 409, "device_unavailable", "not_found"},
+		{"malformed device id", "GET", "/v1/devices/nope", "", 409, "device_unavailable", "not_found"},
 		{"lease an unknown device", "POST", "/v1/devices/" + other + "/lease", "", 409, "device_unavailable", "not_found"},
 		{"ttl out of range", "POST", "/v1/devices/" + dev + "/lease", `{"ttlSeconds":5}`, 400, "invalid_argument", ""},
 		{"renew another lease", "PATCH", "/v1/devices/" + dev + "/lease", `{"leaseId":"lse_x"}`, 409, "lease_mismatch", "not_current"},

@@ -44,6 +44,9 @@ func (a *App) wireFleet(ctx context.Context) error {
 			workers.LeaseExpiry{Expire: a.app.Commands.ExpireLease, Pool: a.db.Pool, Logger: a.logger}.Run(ctx)
 		},
 		workers.FrameRetention{Pool: a.db.Pool, Logger: a.logger}.Run,
+		func(ctx context.Context) {
+			workers.DeviceResets{Reset: a.app.Commands.ResetDevice, Pool: a.db.Pool, Logger: a.logger}.Run(ctx)
+		},
 	)
 	return nil
 }

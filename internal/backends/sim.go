@@ -202,7 +202,7 @@ func newSimDevice(p *sim.Phone) *SimDevice {
 	keys := append(sim.Keys(), "BACKSPACE", "RETURN", "RECENTS", "OVERVIEW")
 	return &SimDevice{phone: p, caps: domain.Capabilities{
 		Actions:    domain.ActionTypes,
-		Screenshot: true, UISnapshot: true, Wake: true, Stop: true,
+		Screenshot: true, UISnapshot: true, Wake: true, Stop: true, Reset: true,
 		Width: m.Width, Height: m.Height, Keys: keys,
 	}}
 }
@@ -220,6 +220,9 @@ func (s *SimDevice) Capabilities() domain.Capabilities { return s.caps }
 // need no such care: inputs reach a phone only through its device queue,
 // which is also the only caller that asks for them alone.
 func (s *SimDevice) Observe(_ context.Context, opts domain.ObserveOptions) (domain.Observation, error) {
+	if opts.Image && (opts.Format == domain.ImageJPEG || opts.Marks != nil) {
+		return s.observePicture(opts)
+	}
 	m := s.phone.Model()
 	for attempt := 0; ; attempt++ {
 		obs := domain.Observation{Width: m.Width, Height: m.Height}
@@ -242,6 +245,11 @@ func (s *SimDevice) Observe(_ context.Context, opts domain.ObserveOptions) (doma
 			}
 			if err != nil {
 				return obs, mapSimError(err)
+			}
+			obs.Image, obs.ImageType = obs.PNG, "image/png"
+			obs.ImageWidth, obs.ImageHeight = m.Width, m.Height
+			if opts.MaxWidth > 0 && opts.MaxWidth < m.Width {
+				obs.ImageWidth, obs.ImageHeight = scaledSize(m, opts.MaxWidth)
 			}
 		}
 		if opts.Snapshot {
@@ -305,6 +313,12 @@ func (s *SimDevice) Wake(context.Context) error {
 func (s *SimDevice) Stop(context.Context) error {
 	_, err := s.phone.ScreenOff()
 	return mapSimError(err)
+}
+
+// Reset implements domain.Backend: the phone becomes a fresh one of its
+// model and serial.
+func (s *SimDevice) Reset(context.Context) error {
+	return mapSimError(s.phone.Reset())
 }
 
 // SaveState implements domain.StatefulBackend.

@@ -1,0 +1,143 @@
+package sim
+
+import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
+)
+
+// PictureOptions say how Picture draws and encodes the screen.
+type PictureOptions struct {
+	// MaxWidth, when positive and smaller than the screen, shrinks the
+	// picture to that width, keeping the aspect ratio (box filter, as
+	// ScreenshotScaled).
+	MaxWidth int
+	// JPEG encodes the picture as a JPEG of Quality (1–100) instead of a
+	// PNG.
+	JPEG    bool
+	Quality int
+	// State also returns the phone's State of the screen pictured.
+	State bool
+}
+
+// Mark is one numbered box of a set-of-marks picture: Label is drawn in
+// the box's corner, Bounds (screen pixels) is what it frames.
+type Mark struct {
+	Label  string
+	Bounds Bounds
+}
+
+// Picture is a screen drawn by Picture: the encoded image and its size,
+// the element tree and hash of the same screen, and the marks drawn on it.
+type Picture struct {
+	Data       []byte
+	Width      int
+	Height     int
+	Root       Element
+	ScreenHash string
+	Marks      []Mark
+	// State is the phone's State when PictureOptions.State asked for it.
+	State []byte
+}
+
+// markColors are the box colours of a set-of-marks picture, by mark
+// number (MarkColor); saturated hues rare in the phone's own palette, so
+// neighbouring boxes are told apart.
+var markColors = []color.RGBA{
+	{0xff, 0x00, 0x80, 0xff}, // magenta
+	{0x00, 0x90, 0xff, 0xff}, // azure
+	{0xff, 0x80, 0x00, 0xff}, // orange
+	{0x00, 0xb0, 0x40, 0xff}, // green
+	{0x90, 0x30, 0xff, 0xff}, // violet
+}
+
+// MarkColor returns the colour of the box drawn for the i-th mark (0-based)
+// Picture was given.
+func MarkColor(i int) color.RGBA { return markColors[i%len(markColors)] }
+
+// MarkStroke returns the width in picture pixels of a mark's outline in a
+// picture w pixels wide.
+func MarkStroke(w int) int { return max(2, w/360) }
+
+// Picture renders the screen once and, under the phone's lock, lets pick
+// (when not nil) choose the marks from the element tree of that very
+// screen; it draws each mark as a box outline at its bounds with its label
+// on a filled tab in the box's top-left corner, in MarkColor order, after
+// scaling (so boxes and labels stay sharp at any width), then encodes. The
+// picture, tree and hash are always of one screen. pick must not call the
+// phone. A black frame (and an empty tree) is drawn while the screen is
+// off. Errors wrap ErrInvalidArgument for a negative MaxWidth or a quality
+// outside 1–100.
+func (p *Phone) Picture(opts PictureOptions, pick func(root Element) []Mark) (Picture, error) {
+	if opts.MaxWidth < 0 {
+		return Picture{}, fmt.Errorf("%w: maxWidth %d must be positive", ErrInvalidArgument, opts.MaxWidth)
+	}
+	if opts.JPEG && (opts.Quality < 1 || opts.Quality > 100) {
+		return Picture{}, fmt.Errorf("%w: quality %d must be between 1 and 100", ErrInvalidArgument, opts.Quality)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	root := p.build()
+	out := Picture{Root: root.element(), ScreenHash: hashTree(root)}
+	if opts.State {
+		out.State = p.st.marshal()
+	}
+	if pick != nil {
+		out.Marks = pick(out.Root)
+	}
+	full := getFrame(p.model.Width, p.model.Height)
+	defer putFrame(full)
+	renderInto(full, root)
+	img := full
+	if opts.MaxWidth > 0 && opts.MaxWidth < p.model.Width {
+		img = downscale(full, opts.MaxWidth)
+	}
+	drawMarks(img, out.Marks, float64(img.Rect.Dx())/float64(p.model.Width))
+	var err error
+	if opts.JPEG {
+		var b bytes.Buffer
+		err = jpeg.Encode(&b, img, &jpeg.Options{Quality: opts.Quality})
+		out.Data = b.Bytes()
+	} else {
+		out.Data, err = encodeFastPNG(img)
+	}
+	if err != nil {
+		return Picture{}, fmt.Errorf("sim: encode picture: %w", err)
+	}
+	out.Width, out.Height = img.Rect.Dx(), img.Rect.Dy()
+	return out, nil
+}
+
+// drawMarks draws the marks on img, whose pixels are scale times the
+// screen's. Marks with empty bounds take their number but draw nothing.
+func drawMarks(img *image.RGBA, marks []Mark, scale float64) {
+	if len(marks) == 0 {
+		return
+	}
+	cv := &canvas{img: img, clip: img.Rect}
+	w := img.Rect.Dx()
+	stroke := MarkStroke(w)
+	size := max(10, w/40)
+	fk := faceKey{fontBold, size}
+	ascent, descent := textEng().metrics(fk)
+	pad := max(2, size/5)
+	sc := func(v int) int { return int(float64(v)*scale + 0.5) }
+	for i, m := range marks {
+		if m.Bounds.Empty() {
+			continue
+		}
+		c := MarkColor(i)
+		r := image.Rect(sc(m.Bounds[0]), sc(m.Bounds[1]), sc(m.Bounds[2]), sc(m.Bounds[3]))
+		s := min(stroke, max(1, r.Dx()/2), max(1, r.Dy()/2))
+		cv.fill(image.Rect(r.Min.X, r.Min.Y, r.Max.X, r.Min.Y+s), c)
+		cv.fill(image.Rect(r.Min.X, r.Max.Y-s, r.Max.X, r.Max.Y), c)
+		cv.fill(image.Rect(r.Min.X, r.Min.Y, r.Min.X+s, r.Max.Y), c)
+		cv.fill(image.Rect(r.Max.X-s, r.Min.Y, r.Max.X, r.Max.Y), c)
+		tw := measure(fk, m.Label)
+		tab := image.Rect(r.Min.X, r.Min.Y, r.Min.X+tw+2*pad, r.Min.Y+ascent+descent+pad)
+		cv.fill(tab, c)
+		cv.text(fk, m.Label, tab.Min.X+pad, tab.Min.Y+pad/2+ascent, color.RGBA{0xff, 0xff, 0xff, 0xff})
+	}
+}
