@@ -98,19 +98,24 @@ func (s *Server) getDeviceTool() *tool {
 }
 
 type leaseArgs struct {
-	DeviceID   string `json:"deviceId"`
-	LeaseID    string `json:"leaseId"`
-	TTLSeconds int    `json:"ttlSeconds"`
+	DeviceID       string `json:"deviceId"`
+	LeaseID        string `json:"leaseId"`
+	TTLSeconds     int    `json:"ttlSeconds"`
+	ResetOnRelease bool   `json:"resetOnRelease"`
 }
 
 func (s *Server) acquireLeaseTool() *tool {
 	t := newTool("acquire_lease", "Acquire a lease",
 		"Take exclusive use of a device before acting on it. Returns leaseId (pass it to every action) and expiresAt; renew_lease before then, "+
-			"release_lease when done. A device someone else holds answers device_unavailable with reason already_leased (retryable later).",
-		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}, prop{"ttlSeconds", sTTL}),
+			"release_lease when done. A device someone else holds answers device_unavailable with reason already_leased (retryable later); "+
+			"one being reset after a clean hand-over, reason resetting (retry in a second). resetOnRelease=true resets the phone to a fresh one "+
+			"(apps' data cleared) when the lease ends, so the next holder starts clean.",
+		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}, prop{"ttlSeconds", sTTL},
+			prop{"resetOnRelease", `{"type":"boolean","description":"Reset the phone to its baseline when the lease ends (released or expired); default false."}`}),
 		hints{}, domain.ScopeDevicesLease)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
-		l, err := app.Commands.AcquireLease.Handle(ctx, commands.AcquireLease{Auth: a, DeviceID: args.DeviceID, TTLSeconds: args.TTLSeconds})
+		l, err := app.Commands.AcquireLease.Handle(ctx, commands.AcquireLease{Auth: a, DeviceID: args.DeviceID, TTLSeconds: args.TTLSeconds,
+			ResetOnRelease: args.ResetOnRelease})
 		if err != nil {
 			return nil, err
 		}

@@ -17,12 +17,13 @@ import (
 )
 
 var (
-	readTools    = []string{"get_device", "get_frame", "get_receipt", "list_devices", "list_leases", "observe"}
+	readTools = []string{"get_device", "get_driving", "get_frame", "get_receipt", "list_devices", "list_leases", "list_receipts", "observe",
+		"rename_device", "wait_for"}
 	webhookTools = []string{"create_webhook", "delete_webhook", "list_webhook_deliveries", "list_webhooks", "rotate_webhook_secret",
 		"test_webhook", "update_webhook"}
 	leaseTools = []string{"acquire_lease", "release_lease", "renew_lease"}
 	actTools   = []string{"batch_actions", "double_tap", "install_catalog_app", "long_press", "open_app", "press_key", "swipe", "tap",
-		"tap_element", "type_text", "wake_device"}
+		"stop_device", "tap_element", "type_text", "wake_device"}
 )
 
 func sorted(lists ...[]string) []string {
@@ -461,8 +462,8 @@ func TestWebhookTools(t *testing.T) {
 	}
 	mustCall(t, a, "update_webhook", map[string]any{"webhookId": id, "enabled": false})
 	env = mustFail(t, a, "test_webhook", map[string]any{"webhookId": id})
-	if env["code"] != "invalid_argument" || env["reason"] != "wrong_state" {
-		t.Errorf("got %v; want invalid_argument wrong_state for a disabled webhook", env)
+	if env["code"] != "invalid_argument" || env["state"] != "disabled" {
+		t.Errorf("got %v; want invalid_argument with state disabled for a disabled webhook", env)
 	}
 	var rotated struct {
 		Secret string `json:"secret"`
@@ -560,6 +561,10 @@ func TestToolsAnswerAnotherOrganisationsIDsAsMissing(t *testing.T) {
 		{"renew_lease", []string{"deviceId", "leaseId"}, nil},
 		{"release_lease", []string{"deviceId", "leaseId"}, nil},
 		{"wake_device", []string{"deviceId"}, nil},
+		{"stop_device", []string{"deviceId"}, nil},
+		{"get_driving", []string{"deviceId"}, nil},
+		{"rename_device", []string{"deviceId"}, map[string]any{"name": "taken over"}},
+		{"wait_for", []string{"deviceId"}, map[string]any{"text": "Settings", "timeoutMs": 1}},
 		{"tap", []string{"deviceId", "leaseId"}, map[string]any{"x": 1, "y": 1, "idempotencyKey": "b-tap"}},
 		{"tap_element", []string{"deviceId", "leaseId"}, map[string]any{"ref": "e9vjcu", "idempotencyKey": "b-tap-element"}},
 		{"get_frame", []string{"frameId"}, nil},
@@ -606,7 +611,7 @@ func TestToolsAnswerAnotherOrganisationsIDsAsMissing(t *testing.T) {
 			}
 		})
 	}
-	for _, tool := range []string{"list_devices", "list_leases", "list_webhooks"} {
+	for _, tool := range []string{"list_devices", "list_leases", "list_receipts", "list_webhooks"} {
 		r := mustCall(t, orgB, tool, nil)
 		for _, v := range ofA {
 			if strings.Contains(strings.Join(r.texts, ""), v) {

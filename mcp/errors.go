@@ -22,8 +22,8 @@ import (
 // in spec 7.2 (domain.MCPCodes) appear; a REST-only code is translated here,
 // once, for every tool:
 //
-//   - not_found, receipt_not_found and wrong_state (a webhook or a
-//     receipt the argument names nothing of, a webhook switched off)
+//   - not_found, receipt_not_found and wrong_state (a webhook, device or
+//     receipt the argument names nothing of, a state the call cannot act in)
 //     become invalid_argument with `reason` naming the REST code: the
 //     argument does not name something the call can act on, and nothing
 //     reached a device;

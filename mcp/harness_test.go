@@ -116,7 +116,7 @@ func (s *service) key(t testing.TB, scopes ...domain.Scope) string {
 type result struct {
 	isError bool
 	texts   []string
-	images  [][]byte // decoded PNGs
+	images  [][]byte // decoded images (PNG, or JPEG when asked for)
 	// structured is the result's structuredContent (must stay empty on
 	// errors).
 	structured any
@@ -147,6 +147,8 @@ type sdkTool struct {
 	Name        string
 	ReadOnly    *bool
 	Destructive *bool
+	// OutputSchema is the declared output schema as the client decoded it.
+	OutputSchema any
 }
 
 // client names one way to connect: an SDK and the protocol era it speaks.
@@ -213,7 +215,19 @@ func (a *mcpGoAgent) tools(t *testing.T) []sdkTool {
 	}
 	var out []sdkTool
 	for _, tl := range res.Tools {
-		out = append(out, sdkTool{Name: tl.Name, ReadOnly: tl.Annotations.ReadOnlyHint, Destructive: tl.Annotations.DestructiveHint})
+		st := sdkTool{Name: tl.Name, ReadOnly: tl.Annotations.ReadOnlyHint, Destructive: tl.Annotations.DestructiveHint}
+		if tl.OutputSchema.Type != "" {
+			// mcp-go decodes the schema into its struct (type, properties,
+			// required, additionalProperties, $defs): what its users see.
+			raw, err := json.Marshal(tl.OutputSchema)
+			if err != nil {
+				t.Fatalf("tools/list: %s: output schema: %v", tl.Name, err)
+			}
+			var v any
+			_ = json.Unmarshal(raw, &v)
+			st.OutputSchema = v
+		}
+		out = append(out, st)
 	}
 	return out
 }
@@ -235,7 +249,7 @@ func (a *mcpGoAgent) call(t *testing.T, name string, args map[string]any) (resul
 			out.texts = append(out.texts, c.Text)
 		case mcpgo.ImageContent:
 			b, err := base64.StdEncoding.DecodeString(c.Data)
-			if err != nil || c.MIMEType != "image/png" {
+			if err != nil || c.MIMEType != "image/png" && c.MIMEType != "image/jpeg" {
 				t.Fatalf("image block: %v, mime %q", err, c.MIMEType)
 			}
 			out.images = append(out.images, b)
@@ -292,7 +306,7 @@ func (a *sdkAgent) tools(t *testing.T) []sdkTool {
 	}
 	var out []sdkTool
 	for _, tl := range res.Tools {
-		st := sdkTool{Name: tl.Name}
+		st := sdkTool{Name: tl.Name, OutputSchema: tl.OutputSchema}
 		if tl.Annotations != nil {
 			ro := tl.Annotations.ReadOnlyHint
 			st.ReadOnly, st.Destructive = &ro, tl.Annotations.DestructiveHint
@@ -316,7 +330,7 @@ func (a *sdkAgent) call(t *testing.T, name string, args map[string]any) (result,
 		case *sdk.TextContent:
 			out.texts = append(out.texts, c.Text)
 		case *sdk.ImageContent:
-			if c.MIMEType != "image/png" {
+			if c.MIMEType != "image/png" && c.MIMEType != "image/jpeg" {
 				t.Fatalf("image block of type %q", c.MIMEType)
 			}
 			out.images = append(out.images, c.Data)

@@ -53,6 +53,9 @@ type screen struct {
 	App             string    `json:"app,omitempty"`
 	Elements        []element `json:"elements,omitempty"`
 	ElementsOmitted int       `json:"elementsOmitted,omitempty"`
+	// Marks maps each numbered box of a set-of-marks picture to its
+	// element's ref.
+	Marks []domain.Mark `json:"marks,omitempty"`
 }
 
 type imageSize struct {
@@ -87,6 +90,8 @@ type element struct {
 	Checked       bool   `json:"checked,omitempty"`
 	Scrollable    bool   `json:"scrollable,omitempty"`
 	Disabled      bool   `json:"disabled,omitempty"`
+	// Mark is the number of the element's box on a set-of-marks picture.
+	Mark int `json:"mark,omitempty"`
 }
 
 // interactive reports whether an input acts on e.
@@ -279,12 +284,23 @@ func pngSize(b []byte) (int, int, bool) {
 	return int(binary.BigEndian.Uint32(b[16:20])), int(binary.BigEndian.Uint32(b[20:24])), true
 }
 
+// picture is an image an answer attaches.
+type picture struct {
+	data          []byte
+	mimeType      string
+	width, height int
+}
+
+// pngPicture is a PNG as a picture, its size read from its header.
+func pngPicture(png []byte) picture {
+	w, h, _ := pngSize(png)
+	return picture{data: png, mimeType: "image/png", width: w, height: h}
+}
+
 // render builds the observe / get_frame answer.
-func (s *Server) render(sc screen, png []byte, snapshot json.RawMessage, o observeOptions) (*mcpgo.CallToolResult, error) {
-	if png != nil {
-		if iw, ih, ok := pngSize(png); ok && iw != sc.Width && iw > 0 {
-			sc.Image = &imageSize{Width: iw, Height: ih, Scale: float64(int(float64(sc.Width)/float64(iw)*1000)) / 1000}
-		}
+func (s *Server) render(sc screen, pic picture, snapshot json.RawMessage, o observeOptions) (*mcpgo.CallToolResult, error) {
+	if pic.data != nil && pic.width != sc.Width && pic.width > 0 {
+		sc.Image = &imageSize{Width: pic.width, Height: pic.height, Scale: float64(int(float64(sc.Width)/float64(pic.width)*1000)) / 1000}
 	}
 	if o.snapshot() {
 		mode := o.Elements
@@ -296,35 +312,72 @@ func (s *Server) render(sc screen, png []byte, snapshot json.RawMessage, o obser
 			return nil, domain.Errorf(domain.CodeInternal, "the UI snapshot could not be read").Wrap(err)
 		}
 		sc.App, sc.Elements, sc.ElementsOmitted = app, els, omitted
+		if len(sc.Marks) > 0 {
+			// The cached list is shared: number a copy.
+			sc.Elements = append([]element(nil), sc.Elements...)
+			number := make(map[string]int, len(sc.Marks))
+			for _, m := range sc.Marks {
+				number[m.Ref] = m.N
+			}
+			for i := range sc.Elements {
+				sc.Elements[i].Mark = number[sc.Elements[i].Ref]
+			}
+		}
 	}
-	return imageResult(png, sc)
+	return imageResultOf(pic.data, pic.mimeType, sc)
 }
 
 type observeArgs struct {
 	DeviceID string `json:"deviceId"`
 	LeaseID  string `json:"leaseId"`
+	// The observation budget beyond observeOptions: the picture's
+	// encoding and quality, and set-of-marks.
+	Format  string `json:"format"`
+	Quality int    `json:"quality"`
+	Marks   bool   `json:"marks"`
 	observeOptions
 }
 
 func (s *Server) observeTool() *tool {
 	props := append([]prop{{"deviceId", sDeviceID}, {"leaseId", `{"type":"string","pattern":"^lse_[0-9a-f]{32}$","description":"Optional: your lease, checked to be in force. Observing needs no lease."}`}}, observeProps...)
+	props = append(props, prop{"format", sFormat}, prop{"quality", sQuality}, prop{"marks", sMarks})
 	t := newTool("observe", "Observe the screen",
 		"Look at a device's screen now. Returns the screenshot (PNG) and a compact list of the UI elements on screen — ref, class, id, text, "+
 			"bounds [left,top,right,bottom] in device pixels, flags — plus frameId. Act on what you see with tap_element (by ref) or tap "+
 			"(by coordinates), passing observedFrame = frameId so a changed screen is refused rather than tapped blind. "+
-			"To save tokens: maxWidth shrinks the image, elements=interactive keeps only what inputs act on, screenshot=false skips the image.",
+			"To save tokens: maxWidth shrinks the image, format=jpeg encodes it smaller, elements=interactive keeps only what inputs act on, "+
+			"screenshot=false skips the image. marks=true draws numbered boxes on the elements (set-of-marks): box k is the element with mark k "+
+			"(marks lists number → ref).",
 		object([]string{"deviceId"}, props...),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args observeArgs) (*mcpgo.CallToolResult, error) {
-		obs, err := app.Commands.ObserveDevice.Handle(ctx, commands.ObserveDevice{Auth: a, DeviceID: args.DeviceID, Image: args.image(),
-			MaxWidth: args.MaxWidth, Snapshot: args.snapshot(), LeaseID: args.LeaseID})
+		cmd := commands.ObserveDevice{Auth: a, DeviceID: args.DeviceID, Image: args.image(), MaxWidth: args.MaxWidth,
+			Format: args.Format, Quality: args.Quality, Snapshot: args.snapshot(), LeaseID: args.LeaseID}
+		if args.Marks {
+			if !args.image() {
+				return nil, domain.Errorf(domain.CodeInvalidArgument, "marks are drawn on the screenshot; leave screenshot on")
+			}
+			cmd.Marks, cmd.Elements, cmd.Snapshot = true, args.Elements, true
+			if cmd.Elements == "" {
+				cmd.Elements = "interactive"
+			}
+		}
+		obs, err := app.Commands.ObserveDevice.Handle(ctx, cmd)
 		if err != nil {
 			return nil, err
 		}
 		on := obs.ScreenOn
 		sc := screen{DeviceID: obs.DeviceID, FrameID: obs.Frame.FrameID, ScreenHash: obs.Frame.ScreenHash, CapturedAt: obs.Frame.CapturedAt,
-			Width: obs.Width, Height: obs.Height, ScreenOn: &on}
-		return s.render(sc, obs.PNG, obs.Snapshot, args.observeOptions)
+			Width: obs.Width, Height: obs.Height, ScreenOn: &on, Marks: obs.Marks}
+		opts := args.observeOptions
+		if args.Marks && opts.Elements == "" {
+			opts.Elements = "interactive"
+		}
+		var pic picture
+		if obs.Image != nil {
+			pic = picture{data: obs.Image, mimeType: obs.ContentType, width: obs.ImageWidth, height: obs.ImageHeight}
+		}
+		return s.render(sc, pic, obs.Snapshot, opts)
 	})
 	return t
 }
@@ -348,11 +401,11 @@ func (s *Server) getFrameTool() *tool {
 		}
 		sc := screen{DeviceID: fr.DeviceID, FrameID: fr.FrameID, ScreenHash: fr.ScreenHash, CapturedAt: fr.CapturedAt,
 			Width: fr.Width, Height: fr.Height}
-		var png []byte
-		if args.image() {
-			png = fr.PNG
+		var pic picture
+		if args.image() && fr.PNG != nil {
+			pic = pngPicture(fr.PNG)
 		}
-		return s.render(sc, png, fr.Snapshot, args.observeOptions)
+		return s.render(sc, pic, fr.Snapshot, args.observeOptions)
 	})
 	return t
 }

@@ -27,6 +27,9 @@ const (
 		`"description":"UI elements to return: all (default; every element with text, a description or an action), interactive (only what a tap, long press, typing or scroll acts on), none."}`
 	sOnScreen = `{"type":"boolean","description":"Only elements inside the visible screen (default true)."}`
 	sShot     = `{"type":"boolean","description":"Include the screenshot image (default true); false returns the elements alone, the cheapest observation."}`
+	sFormat   = `{"type":"string","enum":["png","jpeg"],"description":"The screenshot's encoding (default png); jpeg is smaller, e.g. with maxWidth 768."}`
+	sQuality  = `{"type":"integer","minimum":1,"maximum":100,"description":"JPEG quality (default 70)."}`
+	sMarks    = `{"type":"boolean","description":"Set-of-marks: draw a numbered box on each listed element (elements=interactive unless all is asked). Box k frames the element whose mark is k; marks lists number → ref. Tap it with tap_element(ref)."}`
 	sDuration = `{"type":"integer","minimum":0,"maximum":10000,"description":"Duration in milliseconds; 0 or omitted means the device's default."}`
 )
 

@@ -3,6 +3,10 @@
 // leases one, observes its screen and acts on it one tool call at a time,
 // with the same bearer token as REST.
 //
+// Every tool declares an outputSchema and answers structuredContent beside
+// a text block holding the same JSON (outputs.go); a failure is the error
+// envelope in the text block alone.
+//
 // Every tool calls the same command handlers and reads as the /v1 routes
 // (commands.Fleet, the webhook handlers), so receipts, idempotency, leases
 // and stale-frame protection apply identically; there is no separate path
@@ -24,9 +28,12 @@
 // connection, so the list is the same however the client connects):
 //
 //  1. tools/list answers exactly the tools the credential can use: those
-//     whose scopes it holds all of, and, for a third-party OAuth app's
-//     token, only device tools (spec 5.2: apps see device and run tools;
-//     webhook tools are REST-only for apps).
+//     whose scopes it holds all of, less those closed to its kind of
+//     credential. A third-party OAuth app's token sees only what spec 5.2
+//     lets apps do (device and run tools; not the webhook tools, which are
+//     REST-only for apps, nor list_receipts, stop_device or
+//     rename_device); review_receipt is a person's act, shown to a
+//     signed-in session (or local mode's operator) only.
 //  2. tools/call of a tool that exists but the credential cannot use (one
 //     rule 1 hides from it) answers a tool error permission_denied naming
 //     the missing scope in `scope` (or, for an app, where to do it in
@@ -71,7 +78,7 @@ const ToolSurfaceVersion = "1.0.0"
 const instructions = `phonefleet controls real and simulated phones. A typical session:
 list_devices → acquire_lease (keep the leaseId) → observe (screenshot + UI elements + frameId) →
 tap_element / tap / swipe / type_text / press_key with leaseId and observedFrame = that frameId →
-observe again → release_lease. Every action takes an idempotencyKey (generated and returned when
+wait_for (until the element you expect appears, or the screen is still) or observe again → release_lease. Every action takes an idempotencyKey (generated and returned when
 omitted): retrying a call with the same key never acts twice. An action refused with stale_frame
 did nothing: observe again and decide anew. Failed calls carry a JSON error with a stable "code".`
 
@@ -105,7 +112,8 @@ type Server struct {
 }
 
 // New builds the tool surface. It fails only on a defect of the build (a
-// tool whose input schema does not compile), which the package tests catch.
+// tool whose input schema does not compile, or that declares no output
+// schema), which the package tests catch.
 func New(deps Deps) (*Server, error) {
 	s := &Server{deps: deps, logger: deps.Logger, tools: map[string]*tool{}}
 	if s.logger == nil {
@@ -122,9 +130,16 @@ func New(deps Deps) (*Server, error) {
 		server.WithToolCapabilities(false),
 		server.WithToolFilter(s.filterTools),
 	)
-	defs := slices.Concat(s.fleetTools(), s.webhookTools(), s.runTools())
+	comps, err := loadComponents()
+	if err != nil {
+		return nil, err
+	}
+	defs := slices.Concat(s.fleetTools(), s.receiptTools(), s.deviceTools(), s.webhookTools(), s.runTools())
 	for _, t := range defs {
 		if err := t.compile(); err != nil {
+			return nil, err
+		}
+		if t.def.RawOutputSchema, err = comps.outputSchema(t.def.Name); err != nil {
 			return nil, err
 		}
 		if _, dup := s.tools[t.def.Name]; dup {

@@ -32,8 +32,8 @@ func newTestServer(t *testing.T) *Server {
 // behaviour annotations, a closed object schema, and at least one scope.
 func TestToolDefinitions(t *testing.T) {
 	s := newTestServer(t)
-	if got := len(s.ToolNames()); got != 34 {
-		t.Errorf("got %d tools; want 34", got)
+	if got := len(s.ToolNames()); got != 40 {
+		t.Errorf("got %d tools; want 40", got)
 	}
 	snake := regexp.MustCompile(`^[a-z]+(_[a-z]+)*$`)
 	for _, name := range s.ToolNames() {
@@ -89,9 +89,13 @@ func TestToolVisibility(t *testing.T) {
 		{
 			name: "key with devices:read",
 			auth: domain.Auth{OrgID: "org_1", Kind: domain.PrincipalAPIKey, APIKeyID: "key_1", Scopes: []domain.Scope{read}},
-			see: []string{"create_webhook", "delete_webhook", "get_device", "get_frame", "get_receipt", "list_devices", "list_leases",
-				"list_webhook_deliveries", "list_webhooks", "observe", "rotate_webhook_secret", "test_webhook", "update_webhook"},
+			see: []string{"create_webhook", "delete_webhook", "get_device", "get_driving", "get_frame", "get_receipt", "list_devices",
+				"list_leases", "list_receipts", "list_webhook_deliveries", "list_webhooks", "observe", "rename_device", "rotate_webhook_secret",
+				"test_webhook", "update_webhook", "wait_for"},
 			refusal: func(tool string) map[string]any {
+				if tool == "review_receipt" {
+					return map[string]any{"scope": nil, "where": nil} // a person's act: no scope lacks, no app
+				}
 				if slices.Contains([]string{"acquire_lease", "renew_lease", "release_lease"}, tool) {
 					return map[string]any{"scope": "devices:lease"}
 				}
@@ -112,12 +116,19 @@ func TestToolVisibility(t *testing.T) {
 		{
 			name: "OAuth app with every device scope",
 			auth: domain.Auth{OrgID: "org_1", Kind: domain.PrincipalApp, UserID: "u", ClientID: "c", Scopes: []domain.Scope{read, lease, act}},
-			see: []string{"acquire_lease", "batch_actions", "double_tap", "get_device", "get_frame", "get_receipt", "install_catalog_app",
-				"list_devices", "list_leases", "long_press", "observe", "open_app", "press_key", "release_lease", "renew_lease", "swipe",
-				"tap", "tap_element", "type_text", "wake_device"},
+			see: []string{"acquire_lease", "batch_actions", "double_tap", "get_device", "get_driving", "get_frame", "get_receipt",
+				"install_catalog_app", "list_devices", "list_leases", "long_press", "observe", "open_app", "press_key", "release_lease",
+				"renew_lease", "swipe", "tap", "tap_element", "type_text", "wait_for", "wake_device"},
 			refusal: func(tool string) map[string]any {
-				if slices.Contains(runTools, tool) {
+				switch {
+				case slices.Contains(runTools, tool):
 					return map[string]any{"scope": "runs:start"}
+				case tool == "list_receipts":
+					return map[string]any{"where": "the console's receipts page (an app reads one receipt by its idempotency key: get_receipt)"}
+				case tool == "rename_device" || tool == "stop_device":
+					return map[string]any{"where": "the console's device page"}
+				case tool == "review_receipt":
+					return map[string]any{"where": "the console"}
 				}
 				return map[string]any{"where": "the REST API (/v1/webhooks)"}
 			},
@@ -133,6 +144,9 @@ func TestToolVisibility(t *testing.T) {
 			refusal: func(tool string) map[string]any {
 				if slices.Contains([]string{"acquire_lease", "renew_lease", "release_lease"}, tool) {
 					return map[string]any{"scope": "devices:lease"}
+				}
+				if tool == "stop_device" {
+					return map[string]any{"where": "the console's device page"}
 				}
 				return map[string]any{"scope": "devices:read"}
 			},

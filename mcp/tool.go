@@ -26,9 +26,10 @@ type tool struct {
 	def mcpgo.Tool
 	// scopes must all be held to use the tool.
 	scopes []domain.Scope
-	// noApps hides the tool from third-party OAuth apps (spec 5.2: they see
-	// device and run tools only).
-	noApps bool
+	// deny, when set, refuses a credential whose scopes admit the tool but
+	// whose kind may not use it (closedToApps, sessionOnly): the tool is
+	// hidden from it and a call answers the refusal.
+	deny   func(name string, a domain.Auth) error
 	schema *jsonschema.Schema
 	// run does the work; arguments have passed the input schema. It
 	// returns the result, or an error the envelope renders.
@@ -75,15 +76,29 @@ func (t *tool) compile() error {
 
 // permit returns nil when a may use the tool, else the permission_denied
 // that names what is missing: the first missing scope (in `scope`), or for
-// an OAuth app a tool closed to apps (with `where`).
+// a credential of a kind the tool is closed to, why (an OAuth app is told
+// where to do it instead, in `where`).
 func (t *tool) permit(a domain.Auth) error {
 	if err := a.Require(t.scopes...); err != nil {
 		return err
 	}
-	if t.noApps {
-		return a.DenyApp("the "+t.def.Name+" tool", "the REST API (/v1/webhooks)")
+	if t.deny != nil {
+		return t.deny(t.def.Name, a)
 	}
 	return nil
+}
+
+// closedToApps is a deny rule: an OAuth app's token may not use the tool
+// (spec 5.2), and is told where to do it instead.
+func closedToApps(where string) func(string, domain.Auth) error {
+	return func(name string, a domain.Auth) error { return a.DenyApp("the "+name+" tool", where) }
+}
+
+// sessionOnly is a deny rule: only a signed-in person (a console session
+// or local mode's operator) may use the tool; an API key or an OAuth app
+// may not.
+func sessionOnly(what string) func(string, domain.Auth) error {
+	return func(_ string, a domain.Auth) error { return a.RequireSession(what) }
 }
 
 // handle adapts a tool to mcp-go: the caller's credential, then the scope
@@ -190,31 +205,49 @@ func decode(args json.RawMessage, v any) error {
 	return nil
 }
 
-// jsonResult is a successful result: v as compact JSON in one text block.
+// jsonResult is a successful result: v as compact JSON in one text block,
+// and the same JSON as structuredContent (which the tool's outputSchema
+// describes). Both are the one marshalled buffer, never copied: clients
+// that read only text and those that read structuredContent see the same
+// bytes.
 func jsonResult(v any) (*mcpgo.CallToolResult, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	return &mcpgo.CallToolResult{Content: []mcpgo.Content{mcpgo.NewTextContent(ownedString(b))}}, nil
+	return structured(b, mcpgo.NewTextContent(ownedString(b))), nil
 }
 
-// imageResult is a successful result with a PNG first and v as JSON after.
+// structured is a successful result whose structuredContent is the JSON b
+// and whose content is blocks.
+func structured(b []byte, blocks ...mcpgo.Content) *mcpgo.CallToolResult {
+	raw := json.RawMessage(b)
+	return &mcpgo.CallToolResult{Content: blocks, StructuredContent: raw, RawStructuredContent: raw}
+}
+
+// imageResult is a successful result with a PNG first and v as JSON after
+// (and as structuredContent).
 func imageResult(png []byte, v any) (*mcpgo.CallToolResult, error) {
+	return imageResultOf(png, "image/png", v)
+}
+
+// imageResultOf is imageResult for an image of any media type.
+func imageResultOf(data []byte, mimeType string, v any) (*mcpgo.CallToolResult, error) {
+	png := data
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
 	text := mcpgo.NewTextContent(ownedString(b))
 	if png == nil {
-		return &mcpgo.CallToolResult{Content: []mcpgo.Content{text}}, nil
+		return structured(b, text), nil
 	}
 	// The base64 text is written once, into a buffer the string then owns
 	// (EncodeToString would copy it a second time).
 	enc := make([]byte, base64.StdEncoding.EncodedLen(len(png)))
 	base64.StdEncoding.Encode(enc, png)
-	img := mcpgo.NewImageContent(ownedString(enc), "image/png")
-	return &mcpgo.CallToolResult{Content: []mcpgo.Content{img, text}}, nil
+	img := mcpgo.NewImageContent(ownedString(enc), mimeType)
+	return structured(b, img, text), nil
 }
 
 // ownedString returns b as a string without copying it. b must be a fresh

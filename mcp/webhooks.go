@@ -22,7 +22,7 @@ const sWebhookID = `{"type":"string","pattern":"^whk_[0-9a-f]{32}$","description
 // webhookTool defines a webhook tool: scope devices:read, closed to apps.
 func webhookTool(name, title, description, schema string, h hints) *tool {
 	t := newTool(name, title, description, schema, h, domain.ScopeDevicesRead)
-	t.noApps = true
+	t.deny = closedToApps("the REST API (/v1/webhooks)")
 	return t
 }
 
@@ -100,7 +100,7 @@ func (s *Server) webhookTools() []*tool {
 
 	test := webhookTool("test_webhook", "Send a test delivery",
 		"Queue one run.ended delivery with data.test true on the real path (same signature, headers and retries); "+
-			"follow it with list_webhook_deliveries. A disabled webhook answers invalid_argument with reason wrong_state.",
+			"follow it with list_webhook_deliveries. A disabled webhook answers invalid_argument with state disabled.",
 		object([]string{"webhookId"}, prop{"webhookId", sWebhookID}), hints{openWorld: true})
 	test.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args webhookArgs) (*mcpgo.CallToolResult, error) {
 		id, err := app.Commands.TestWebhook.Handle(ctx, commands.TestWebhook{Auth: a, WebhookID: args.WebhookID})

@@ -63,9 +63,9 @@ func TestServeOffersTheToolSurface(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 27 device and webhook tools and the 7 run tools (every scope).
-	if got := len(list.Tools); got != 34 {
-		t.Errorf("got %d tools for the local operator; want 34", got)
+	// 33 device, receipt and webhook tools and the 7 run tools (every scope).
+	if got := len(list.Tools); got != 40 {
+		t.Errorf("got %d tools for the local operator; want 40", got)
 	}
 	var devices struct {
 		Devices []struct {
@@ -123,8 +123,9 @@ func TestServeOffersTheToolSurface(t *testing.T) {
 	for _, tl := range tools.Tools {
 		names = append(names, tl.Name)
 	}
-	want := []string{"create_webhook", "delete_webhook", "get_device", "get_frame", "get_receipt", "list_devices", "list_leases",
-		"list_webhook_deliveries", "list_webhooks", "observe", "rotate_webhook_secret", "test_webhook", "update_webhook"}
+	want := []string{"create_webhook", "delete_webhook", "get_device", "get_driving", "get_frame", "get_receipt", "list_devices",
+		"list_leases", "list_receipts", "list_webhook_deliveries", "list_webhooks", "observe", "rename_device", "rotate_webhook_secret",
+		"test_webhook", "update_webhook", "wait_for"}
 	if !slices.Equal(names, want) {
 		t.Errorf("got tools %v for a devices:read key; want %v", names, want)
 	}

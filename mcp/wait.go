@@ -1,0 +1,50 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"phonefleet/commands"
+	"phonefleet/domain"
+)
+
+type waitArgs struct {
+	DeviceID   string `json:"deviceId"`
+	Until      string `json:"until"`
+	Text       string `json:"text"`
+	ResourceID string `json:"resourceId"`
+	StableMs   int    `json:"stableMs"`
+	TimeoutMs  int    `json:"timeoutMs"`
+}
+
+// waitForTool runs commands.WaitFor, the handler behind POST
+// /v1/devices/{deviceId}/wait, and answers its result as that route does.
+func (s *Server) waitForTool() *tool {
+	t := newTool("wait_for", "Wait for the screen",
+		"Wait until an element appears on a device's screen (until=appears, the default), disappears (until=disappears), or until the "+
+			"screen stops changing for stableMs (until=stable) — instead of observing again and again after an action whose effect "+
+			"takes a moment. Name the element by text (its text or description contains it) and/or resourceId. The wait is bounded by "+
+			fmt.Sprintf("timeoutMs (default %d, at most %d); a timeout is an answer with met=false, not an error. ", commands.DefaultWaitTimeoutMs, commands.MaxWaitTimeoutMs)+
+			"Answers met, elapsedMs, the frameId of the last screen seen (pass it as observedFrame) and, when an element appeared, "+
+			"the element with its ref for tap_element. Observing needs no lease.",
+		object([]string{"deviceId"}, prop{"deviceId", sDeviceID},
+			prop{"until", `{"type":"string","enum":["appears","disappears","stable"],"description":"What to wait for (default appears)."}`},
+			prop{"text", `{"type":"string","minLength":1,"maxLength":200,"description":"An element whose text or description contains this (case-sensitive)."}`},
+			prop{"resourceId", `{"type":"string","minLength":1,"maxLength":200,"description":"An element with this resource id, whole or without its package (e.g. save)."}`},
+			prop{"stableMs", fmt.Sprintf(`{"type":"integer","minimum":%d,"maximum":%d,"description":"until=stable: how long the screen must stay unchanged (default %d)."}`,
+				commands.MinStableMs, commands.MaxStableMs, commands.DefaultStableMs)},
+			prop{"timeoutMs", fmt.Sprintf(`{"type":"integer","minimum":1,"maximum":%d,"description":"Give up after this long (default %d)."}`,
+				commands.MaxWaitTimeoutMs, commands.DefaultWaitTimeoutMs)}),
+		hints{readOnly: true}, domain.ScopeDevicesRead)
+	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args waitArgs) (*mcpgo.CallToolResult, error) {
+		res, err := app.Commands.WaitFor.Handle(ctx, commands.WaitFor{Auth: a, DeviceID: args.DeviceID, WaitCondition: commands.WaitCondition{
+			Until: args.Until, Text: args.Text, ResourceID: args.ResourceID, StableMs: args.StableMs, TimeoutMs: args.TimeoutMs}})
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(res)
+	})
+	return t
+}
