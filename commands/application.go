@@ -45,12 +45,17 @@ type Commands struct {
 	RenewLease      Handler[RenewLease, projections.LeaseView]
 	ReleaseLease    Handler[ReleaseLease, Done]
 	ExpireLease     Handler[ExpireLease, bool]
+	ResetDevice     Handler[ResetDevice, bool]
 	PerformAction   Handler[PerformAction, ActOutcome]
 	ObserveDevice   Handler[ObserveDevice, Observation]
+	WaitFor         Handler[WaitFor, WaitResult]
 	PowerDevice     Handler[PowerDevice, projections.DeviceView]
 	RenameDevice    Handler[RenameDevice, projections.DeviceView]
 	ReviewReceipt   Handler[ReviewReceipt, domain.Receipt]
 	RegisterDevices Handler[RegisterDevices, []string]
+	// Live sessions: join (or open) in a role, end.
+	JoinLiveSession Handler[JoinLiveSession, JoinedLiveSession]
+	EndLiveSession  Handler[EndLiveSession, Done]
 
 	MintAPIKey   Handler[MintAPIKey, MintedAPIKey]
 	RotateAPIKey Handler[RotateAPIKey, MintedAPIKey]
@@ -97,6 +102,12 @@ type Queries struct {
 	GetFrame     Handler[GetFrame, Frame]
 	ListReceipts Handler[ListReceipts, ReceiptPage]
 	GetReceipt   Handler[GetReceipt, domain.Receipt]
+	// Live screens and sessions.
+	OpenStream     Handler[OpenStream, *ScreenStream]
+	GetLiveSession Handler[GetLiveSession, LiveSessionView]
+
+	// ExportReceipts answers the receipt chain (GET /v1/receipts/export).
+	ExportReceipts Handler[ExportReceipts, ReceiptExport]
 
 	ListAPIKeys Handler[ListAPIKeys, []projections.APIKeyRecord]
 	GetAPIKey   Handler[GetAPIKey, projections.APIKeyRecord]
@@ -168,8 +179,10 @@ func NewApplication(d AppDeps) Application {
 		set(l, &c.RenewLease, f.RenewLease())
 		set(l, &c.ReleaseLease, done(f.ReleaseLease().Handle))
 		set(l, &c.ExpireLease, f.ExpireLease())
+		set(l, &c.ResetDevice, f.ResetDevice())
 		set(l, &c.PerformAction, f.PerformAction())
 		set(l, &c.ObserveDevice, f.ObserveDevice())
+		set(l, &c.WaitFor, f.WaitFor())
 		set(l, &c.PowerDevice, f.PowerDevice())
 		set(l, &c.RenameDevice, f.RenameDevice())
 		set(l, &c.ReviewReceipt, f.ReviewReceipt())
@@ -180,8 +193,17 @@ func NewApplication(d AppDeps) Application {
 		set(l, &q.GetDevice, HandlerFunc[GetDevice, projections.DeviceView](func(ctx context.Context, r GetDevice) (projections.DeviceView, error) {
 			return f.GetDevice(ctx, r.Auth, r.DeviceID)
 		}))
+		live, streams := NewLiveSessions(f), NewStreams(f)
+		set(l, &c.JoinLiveSession, live.JoinLiveSession())
+		set(l, &c.EndLiveSession, done(live.EndLiveSession().Handle))
+		set(l, &q.OpenStream, streams.OpenStream())
+		set(l, &q.GetLiveSession, live.GetLiveSession())
 		set(l, &q.GetDriving, HandlerFunc[GetDriving, Driving](func(ctx context.Context, r GetDriving) (Driving, error) {
-			return f.Driving(ctx, r.Auth, r.DeviceID)
+			d, err := f.Driving(ctx, r.Auth, r.DeviceID)
+			if err != nil {
+				return d, err
+			}
+			return live.WithLiveSession(ctx, r.Auth, d)
 		}))
 		set(l, &q.ListLeases, HandlerFunc[ListLeases, LeasePage](func(ctx context.Context, r ListLeases) (LeasePage, error) {
 			return f.ListLeases(ctx, r.Auth, r.LeaseQuery)
@@ -195,13 +217,16 @@ func NewApplication(d AppDeps) Application {
 		set(l, &q.GetReceipt, HandlerFunc[GetReceipt, domain.Receipt](func(ctx context.Context, r GetReceipt) (domain.Receipt, error) {
 			return f.GetReceipt(ctx, r.Auth, r.IdempotencyKey)
 		}))
+		set(l, &q.ExportReceipts, HandlerFunc[ExportReceipts, ReceiptExport](f.ExportReceipts))
 	} else {
 		unavailable(l, &c.AcquireLease, fleetDown)
 		unavailable(l, &c.RenewLease, fleetDown)
 		unavailable(l, &c.ReleaseLease, fleetDown)
 		unavailable(l, &c.ExpireLease, fleetDown)
+		unavailable(l, &c.ResetDevice, fleetDown)
 		unavailable(l, &c.PerformAction, fleetDown)
 		unavailable(l, &c.ObserveDevice, fleetDown)
+		unavailable(l, &c.WaitFor, fleetDown)
 		unavailable(l, &c.PowerDevice, fleetDown)
 		unavailable(l, &c.RenameDevice, fleetDown)
 		unavailable(l, &c.ReviewReceipt, fleetDown)
@@ -209,10 +234,15 @@ func NewApplication(d AppDeps) Application {
 		unavailable(l, &q.ListDevices, fleetDown)
 		unavailable(l, &q.GetDevice, fleetDown)
 		unavailable(l, &q.GetDriving, fleetDown)
+		unavailable(l, &c.JoinLiveSession, fleetDown)
+		unavailable(l, &c.EndLiveSession, fleetDown)
+		unavailable(l, &q.OpenStream, fleetDown)
+		unavailable(l, &q.GetLiveSession, fleetDown)
 		unavailable(l, &q.ListLeases, fleetDown)
 		unavailable(l, &q.GetFrame, fleetDown)
 		unavailable(l, &q.ListReceipts, fleetDown)
 		unavailable(l, &q.GetReceipt, fleetDown)
+		unavailable(l, &q.ExportReceipts, fleetDown)
 	}
 
 	keysDown := func() error {

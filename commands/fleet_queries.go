@@ -58,8 +58,8 @@ func (f *Fleet) ListDevices(ctx context.Context, auth domain.Auth, q DeviceQuery
 }
 
 // GetDevice reads one device (devices:read). A device of another
-// organisation or outside the credential's subset answers not_found, as
-// an unknown one does.
+// organisation or outside the credential's subset answers as an unknown one
+// does: device_unavailable with reason not_found, as the command side.
 func (f *Fleet) GetDevice(ctx context.Context, auth domain.Auth, deviceID string) (projections.DeviceView, error) {
 	if err := auth.Require(domain.ScopeDevicesRead); err != nil {
 		return projections.DeviceView{}, err
@@ -74,8 +74,11 @@ func (f *Fleet) GetDevice(ctx context.Context, auth domain.Auth, deviceID string
 	return d, err
 }
 
+// deviceNotFound is the one answer for a device the caller cannot see, on
+// read routes as on command routes: device_unavailable with reason
+// not_found (spec 7.2), an MCP code as well as a REST one.
 func deviceNotFound(deviceID string) error {
-	return domain.Errorf(domain.CodeNotFound, "no device %s", deviceID)
+	return domain.ErrDeviceNotFound(deviceID)
 }
 
 // Driving says who holds a device now.
@@ -83,6 +86,10 @@ type Driving struct {
 	DeviceID string
 	Driving  bool
 	Lease    *projections.DeviceLeaseView
+	// LiveSession is the device's open live session (who drives it, who
+	// watches), when one is; the application object's GetDriving adds it
+	// (LiveSessions.WithLiveSession).
+	LiveSession *LiveSessionView
 }
 
 // Driving answers who is driving a device (devices:read): the holder of

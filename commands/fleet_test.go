@@ -487,8 +487,8 @@ func TestTenancy(t *testing.T) {
 		auth domain.Auth
 	}{{"other organisation", other}, {"device outside the key's subset", narrowed}} {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := env.Fleet.GetDevice(bg, tt.auth, dev); codeOf(err) != domain.CodeNotFound {
-				t.Errorf("device: got %v; want not_found", err)
+			if _, err := env.Fleet.GetDevice(bg, tt.auth, dev); codeOf(err) != domain.CodeDeviceUnavailable {
+				t.Errorf("device: got %v; want device_unavailable (not_found), as the lease below", err)
 			}
 			if _, err := env.Fleet.AcquireLease().Handle(bg, commands.AcquireLease{Auth: tt.auth, DeviceID: dev}); codeOf(err) != domain.CodeDeviceUnavailable {
 				t.Errorf("lease: got %v; want device_unavailable", err)

@@ -11,9 +11,10 @@ import (
 	"phonefleet/eventstore"
 )
 
-// Fleet returns the read models of devices, leases, receipts and frames.
+// Fleet returns the read models of devices, leases, receipts (and their
+// chain), frames and the resets devices owe.
 func Fleet() []Projection {
-	return []Projection{Devices{}, Leases{}, Receipts{}, FrameIndex{}}
+	return []Projection{Devices{}, Leases{}, Receipts{}, ReceiptChain{}, FrameIndex{}, DeviceResets{}}
 }
 
 // applyBatch decodes the events named in types and queues the statements

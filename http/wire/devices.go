@@ -63,11 +63,13 @@ type Driving struct {
 	DeviceID string       `json:"deviceId"`
 	Driving  bool         `json:"driving"`
 	Lease    *DeviceLease `json:"lease,omitempty"`
+	// LiveSession is the device's open live session, when one is.
+	LiveSession *LiveSession `json:"liveSession,omitempty"`
 }
 
 // NewDriving returns d as the API shows it.
 func NewDriving(d commands.Driving) Driving {
-	return Driving{DeviceID: d.DeviceID, Driving: d.Driving, Lease: newDeviceLease(d.Lease)}
+	return Driving{DeviceID: d.DeviceID, Driving: d.Driving, Lease: newDeviceLease(d.Lease), LiveSession: newLiveSessionPtr(d.LiveSession)}
 }
 
 // Lease is a lease in force as its holder sees it: the lease id every

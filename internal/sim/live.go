@@ -1,0 +1,40 @@
+package sim
+
+import (
+	"fmt"
+	"image"
+)
+
+// LiveFrame renders the screen as an image no wider than maxWidth (zero, or
+// a width at or above the screen's, means full size), keeping the aspect
+// ratio, and returns it with the ScreenHash it shows. It is for live
+// streaming: the caller encodes the image as it likes (JPEG, say) without a
+// PNG round trip, and the image is its own to keep. A negative maxWidth is
+// an error wrapping ErrInvalidArgument.
+//
+// The phone's lock is held while the screen is laid out and painted, as for
+// Screenshot, so an input never lands half-way through a frame; shrinking
+// happens after the lock is released.
+func (p *Phone) LiveFrame(maxWidth int) (*image.RGBA, string, error) {
+	if maxWidth < 0 {
+		return nil, "", fmt.Errorf("%w: maxWidth %d must not be negative", ErrInvalidArgument, maxWidth)
+	}
+	full := maxWidth == 0 || maxWidth >= p.model.Width
+	p.mu.Lock()
+	root := p.build()
+	h := hashTree(root)
+	var img *image.RGBA
+	if full {
+		img = image.NewRGBA(p.screenRect())
+	} else {
+		img = getFrame(p.model.Width, p.model.Height)
+	}
+	renderInto(img, root)
+	p.mu.Unlock()
+	if full {
+		return img, h, nil
+	}
+	out := downscale(img, maxWidth)
+	putFrame(img)
+	return out, h, nil
+}
