@@ -4,14 +4,15 @@ BIN      := bin/phonefleet
 PKGS     := ./...
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: run test build bench lint migrate deps clean fuzz
+.PHONY: run test build bench lint migrate deps deps-adb clean fuzz
 
-## run: start the service on 127.0.0.1:8080 in local mode (embedded PostgreSQL unless DATABASE_URL is set)
+## run: start the service on 127.0.0.1:8080 in local mode (embedded PostgreSQL unless DATABASE_URL is set; SERVICE_ADB_SIM_DEVICES=N adds N sim phones served over adb)
 run: deps build
+	@if [ "$${SERVICE_ADB_SIM_DEVICES:-0}" != 0 ]; then ./scripts/ensure-adb.sh; fi
 	./$(BIN) serve
 
 ## test: every test, against a real PostgreSQL (DATABASE_URL/TEST_DATABASE_URL, else 127.0.0.1:5432, else a throwaway cluster, stopped again at the end when this run started it)
-test: deps
+test: deps deps-adb
 	$(GO) vet $(PKGS)
 	./scripts/run-tests.sh $(GO) test $(TESTFLAGS) $(PKGS)
 
@@ -48,6 +49,10 @@ fuzz:
 
 deps:
 	@./scripts/ensure-postgres.sh
+
+## deps-adb: the adb command (Debian package adb), which the tests run as a real adb server
+deps-adb:
+	@if [ "$${PHONEFLEET_TEST_ADB:-}" != skip ]; then ./scripts/ensure-adb.sh; fi
 
 clean:
 	rm -rf bin

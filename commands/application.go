@@ -53,6 +53,8 @@ type Commands struct {
 	RenameDevice    Handler[RenameDevice, projections.DeviceView]
 	ReviewReceipt   Handler[ReviewReceipt, domain.Receipt]
 	RegisterDevices Handler[RegisterDevices, []string]
+	// RecordDeviceConnection is sent by device discovery.
+	RecordDeviceConnection Handler[RecordDeviceConnection, bool]
 	// Live sessions: join (or open) in a role, end.
 	JoinLiveSession Handler[JoinLiveSession, JoinedLiveSession]
 	EndLiveSession  Handler[EndLiveSession, Done]
@@ -187,6 +189,7 @@ func NewApplication(d AppDeps) Application {
 		set(l, &c.RenameDevice, f.RenameDevice())
 		set(l, &c.ReviewReceipt, f.ReviewReceipt())
 		set(l, &c.RegisterDevices, f.RegisterDevices())
+		set(l, &c.RecordDeviceConnection, f.RecordDeviceConnection())
 		set(l, &q.ListDevices, HandlerFunc[ListDevices, DevicePage](func(ctx context.Context, r ListDevices) (DevicePage, error) {
 			return f.ListDevices(ctx, r.Auth, r.DeviceQuery)
 		}))
@@ -231,6 +234,7 @@ func NewApplication(d AppDeps) Application {
 		unavailable(l, &c.RenameDevice, fleetDown)
 		unavailable(l, &c.ReviewReceipt, fleetDown)
 		unavailable(l, &c.RegisterDevices, fleetDown)
+		unavailable(l, &c.RecordDeviceConnection, fleetDown)
 		unavailable(l, &q.ListDevices, fleetDown)
 		unavailable(l, &q.GetDevice, fleetDown)
 		unavailable(l, &q.GetDriving, fleetDown)

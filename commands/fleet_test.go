@@ -422,8 +422,8 @@ func TestStaleFrameIsRefusedBeforeActing(t *testing.T) {
 }
 
 // TestBackendKinds: a device of a kind without an adapter answers
-// backend_not_implemented; a row naming no valid kind,
-// backend_resolution_failed. Neither records anything.
+// backend_not_implemented; a row naming no valid kind, or an adb device
+// naming no serial, backend_resolution_failed. None records anything.
 func TestBackendKinds(t *testing.T) {
 	env := fleettest.Start(t, fleettest.Options{})
 	ids, err := env.Fleet.RegisterDevices().Handle(bg, commands.RegisterDevices{OrgID: env.OrgID, Backend: domain.BackendADB, Count: 1})
@@ -447,7 +447,7 @@ func TestBackendKinds(t *testing.T) {
 		name, dev string
 		want      domain.Code
 	}{
-		{"adb", ids[0], domain.CodeBackendNotImplemented},
+		{"adb without a serial", ids[0], domain.CodeBackendResolutionFailed},
 		{"robot", robot[0], domain.CodeBackendNotImplemented},
 		{"unknown kind", bogus, domain.CodeBackendResolutionFailed},
 	}

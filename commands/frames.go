@@ -144,9 +144,14 @@ func (f *Fleet) GetFrame(ctx context.Context, auth domain.Auth, frameID string, 
 	}
 	r, ok := f.runtime.Renderer(backend)
 	if !ok || replay == nil {
-		// A backend that cannot redraw stored what it captured; what it
-		// did not capture does not exist.
-		return Frame{}, domain.Errorf(domain.CodeFrameNotFound, "frame %s holds no such picture", frameID).With("frameId", frameID)
+		// A backend that cannot redraw stored what it captured: a picture
+		// it did not capture does not exist. A UI tree it did not capture
+		// (an adb device's frames around an action keep none: a dump costs
+		// seconds on a phone) is left out, as a frame needs none.
+		if needImage {
+			return Frame{}, domain.Errorf(domain.CodeFrameNotFound, "frame %s holds no such picture", frameID).With("frameId", frameID)
+		}
+		return fr, nil
 	}
 	obs, err := r.RenderFrame(ctx, replay, domain.ObserveOptions{Image: needImage, MaxWidth: opts.MaxWidth, Snapshot: needSnap})
 	if err != nil {
@@ -155,7 +160,7 @@ func (f *Fleet) GetFrame(ctx context.Context, auth domain.Auth, frameID string, 
 	if needImage {
 		fr.PNG = obs.PNG
 	}
-	if needSnap {
+	if needSnap && len(obs.Snapshot) > 0 {
 		fr.Snapshot = obs.Snapshot
 	}
 	// Keep what was drawn at full size, so the next read is a plain read.
@@ -164,7 +169,7 @@ func (f *Fleet) GetFrame(ctx context.Context, auth domain.Auth, frameID string, 
 		keepPNG = obs.PNG
 	}
 	var keepSnap any
-	if needSnap {
+	if needSnap && len(obs.Snapshot) > 0 {
 		keepSnap = string(obs.Snapshot)
 	}
 	if keepPNG != nil || keepSnap != nil {

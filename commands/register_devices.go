@@ -21,6 +21,11 @@ type RegisterDevices struct {
 	Count   int
 	// Model is the sim model (empty = the default); other kinds record it.
 	Model string
+	// Serial is the adb serial of the one adb device registered (Count 1).
+	// An organisation registers each serial once: the command then also
+	// claims the stream ADBSerialStream and does nothing (no ids) when the
+	// serial is registered already.
+	Serial string
 	// NamePrefix names the devices NamePrefix-1, NamePrefix-2, …; empty
 	// means the backend kind.
 	NamePrefix string
@@ -53,6 +58,20 @@ func (h RegisterDevicesHandler) Handle(ctx context.Context, cmd RegisterDevices)
 	if cmd.Count < 0 || cmd.Count > MaxRegisterCount {
 		return nil, domain.Errorf(domain.CodeInvalidArgument, "count must be between 0 and %d", MaxRegisterCount)
 	}
+	if cmd.Serial != "" {
+		if cmd.Backend != domain.BackendADB || cmd.Count != 1 {
+			return nil, domain.Errorf(domain.CodeInvalidArgument, "a serial names one adb device (backend adb, count 1)")
+		}
+		if !domain.ValidSerial(cmd.Serial) {
+			return nil, domain.Errorf(domain.CodeInvalidArgument, "serial %q is not an adb serial", cmd.Serial)
+		}
+		if cmd.SeedMarker == "" {
+			cmd.SeedMarker = domain.ADBSerialStream(cmd.OrgID, cmd.Serial)
+		}
+		if cmd.NamePrefix == "" {
+			cmd.NamePrefix = cmd.Serial
+		}
+	}
 	prefix := cmd.NamePrefix
 	if prefix == "" {
 		prefix = cmd.Backend
@@ -69,7 +88,10 @@ func (h RegisterDevicesHandler) Handle(ctx context.Context, cmd RegisterDevices)
 	for i := 0; i < cmd.Count; i++ {
 		id := domain.NewID(domain.PrefixDevice)
 		reg := domain.DeviceRegistered{DeviceID: id, OrgID: cmd.OrgID, Name: fmt.Sprintf("%s-%d", prefix, i+1),
-			Backend: cmd.Backend, Model: cmd.Model, RegisteredAt: now}
+			Backend: cmd.Backend, Model: cmd.Model, Serial: cmd.Serial, RegisteredAt: now}
+		if cmd.Serial != "" {
+			reg.Name = string([]rune(cmd.NamePrefix)[:min(len([]rune(cmd.NamePrefix)), domain.MaxDeviceNameRunes)])
+		}
 		if cmd.Backend == domain.BackendSim {
 			reg.Serial = simSerialFor(id)
 			state, model, err := backends.NewSimState(cmd.Model, reg.Serial)

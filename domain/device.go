@@ -19,8 +19,9 @@ var BackendKinds = []string{BackendSim, BackendADB, BackendRobot}
 
 // Device statuses as the read model reports them.
 const (
-	DeviceOnline = "online"
-	DeviceAsleep = "asleep"
+	DeviceOnline  = "online"
+	DeviceAsleep  = "asleep"
+	DeviceOffline = "offline"
 )
 
 // Reasons carried by device_unavailable (spec 7.2).
@@ -30,6 +31,26 @@ const (
 	ReasonAlreadyLeased = "already_leased"
 	ReasonAsleep        = "asleep"
 )
+
+// ADBSerialStream is the stream whose first event (fleet.seeded, naming
+// the device) claims an adb serial in an organisation, so registering the
+// serial twice, by hand or by discovery, registers one device.
+func ADBSerialStream(orgID, serial string) string { return "adb-serial-" + orgID + "-" + serial }
+
+// ValidSerial reports whether s can be an adb serial (as the adb server
+// lists it: a USB serial, host:port, an emulator name): printable, no
+// spaces, at most 128 bytes.
+func ValidSerial(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for _, r := range s {
+		if r <= ' ' || r > '~' {
+			return false
+		}
+	}
+	return true
+}
 
 // MaxDeviceNameRunes bounds a device's display name.
 const MaxDeviceNameRunes = 64
@@ -46,15 +67,18 @@ func LocalFleetStream(orgID string) string { return "fleet-seeded-" + orgID }
 // the request against the current state and return the events to append;
 // Apply is the only place its state changes.
 type Device struct {
-	ID           string
-	OrgID        string
-	Name         string
-	Backend      string
-	Model        string
-	Serial       string
-	Width        int
-	Height       int
-	Asleep       bool
+	ID      string
+	OrgID   string
+	Name    string
+	Backend string
+	Model   string
+	Serial  string
+	Width   int
+	Height  int
+	Asleep  bool
+	// Offline reports that the device's transport lost it
+	// (device.went_offline) and has not found it again.
+	Offline      bool
 	RegisteredAt time.Time
 	// Lease is the last lease acquired and neither released nor recorded
 	// as expired; it may already be past its expiry (see ActiveLease).
@@ -112,11 +136,18 @@ func (d *Device) Apply(e Event, version int64) {
 	case DeviceReset:
 		d.ResetDue = ""
 		d.Asleep = false
+	case DeviceWentOffline:
+		d.Offline = true
+	case DeviceCameOnline:
+		d.Offline = false
 	}
 }
 
-// Status is online or asleep.
+// Status is offline, asleep or online.
 func (d *Device) Status() string {
+	if d.Offline {
+		return DeviceOffline
+	}
 	if d.Asleep {
 		return DeviceAsleep
 	}
@@ -203,6 +234,19 @@ func (d *Device) CheckPower(now time.Time, actor Actor, leaseID string) error {
 // Wake returns the event recording that the screen was turned on.
 func (d *Device) Wake(now time.Time) []Event {
 	return []Event{DeviceWoken{DeviceID: d.ID, At: now}}
+}
+
+// Connection returns the event recording that the device's transport
+// has it (online) or lost it (state says how), or none when that is
+// already recorded.
+func (d *Device) Connection(now time.Time, online bool, state string) []Event {
+	switch {
+	case online && d.Offline:
+		return []Event{DeviceCameOnline{DeviceID: d.ID, At: now}}
+	case !online && !d.Offline:
+		return []Event{DeviceWentOffline{DeviceID: d.ID, State: state, At: now}}
+	}
+	return nil
 }
 
 // Stop returns the event recording that the device was put to sleep.

@@ -23,6 +23,8 @@ var fleetEvents = []EventDef{
 	Def[ReceiptReviewed](1, nil),
 	Def[FrameCaptured](1, nil),
 	Def[DeviceReset](1, nil),
+	Def[DeviceWentOffline](1, nil),
+	Def[DeviceCameOnline](1, nil),
 }
 
 // DeviceRegistered records a device joining an organisation's fleet. It is
@@ -248,3 +250,25 @@ type DeviceReset struct {
 
 // EventName implements Event.
 func (DeviceReset) EventName() string { return "device.reset" }
+
+// DeviceWentOffline records that a device's transport lost it (an adb
+// server stopped listing it as a connected device).
+type DeviceWentOffline struct {
+	DeviceID string `json:"deviceId"`
+	// State is what the transport said, e.g. "offline", "unauthorized",
+	// or "gone" when it stopped listing the device.
+	State string    `json:"state,omitempty"`
+	At    time.Time `json:"at"`
+}
+
+// EventName implements Event.
+func (DeviceWentOffline) EventName() string { return "device.went_offline" }
+
+// DeviceCameOnline records that a device's transport has it again.
+type DeviceCameOnline struct {
+	DeviceID string    `json:"deviceId"`
+	At       time.Time `json:"at"`
+}
+
+// EventName implements Event.
+func (DeviceCameOnline) EventName() string { return "device.came_online" }

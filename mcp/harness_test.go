@@ -41,7 +41,13 @@ type service struct {
 // startService starts the edge on 127.0.0.1 with devices sim phones.
 func startService(t testing.TB, devices int) *service {
 	t.Helper()
-	fe := fleettest.Start(t, fleettest.Options{Devices: devices, WaitForReceipts: true})
+	return startServiceWith(t, fleettest.Options{Devices: devices, WaitForReceipts: true})
+}
+
+// startServiceWith starts the edge over a fleet started with opts.
+func startServiceWith(t testing.TB, opts fleettest.Options) *service {
+	t.Helper()
+	fe := fleettest.Start(t, opts)
 	ctx := testutil.Context(t)
 
 	// Keys and webhooks get a pool of their own, beside the fleet's.

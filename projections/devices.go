@@ -54,7 +54,8 @@ func (Devices) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
 
 var deviceEvents = typeSet(nameOf(domain.DeviceRegistered{}), nameOf(domain.DeviceRenamed{}), nameOf(domain.DeviceWoken{}),
 	nameOf(domain.DeviceStopped{}), nameOf(domain.LeaseAcquired{}), nameOf(domain.LeaseRenewed{}),
-	nameOf(domain.LeaseReleased{}), nameOf(domain.LeaseExpired{}), nameOf(domain.ActionCommitted{}))
+	nameOf(domain.LeaseReleased{}), nameOf(domain.LeaseExpired{}), nameOf(domain.ActionCommitted{}),
+	nameOf(domain.DeviceWentOffline{}), nameOf(domain.DeviceCameOnline{}))
 
 // Apply implements Projection.
 func (Devices) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eventstore.Event) error {
@@ -69,9 +70,13 @@ func (Devices) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eve
 		case domain.DeviceRenamed:
 			b.Queue(`UPDATE `+t+` SET name = $2, updated_at = $3 WHERE device_id = $1`, ev.DeviceID, ev.Name, at)
 		case domain.DeviceWoken:
+			b.Queue(`UPDATE `+t+` SET status = 'online', updated_at = $2 WHERE device_id = $1 AND status <> 'offline'`, ev.DeviceID, at)
+		case domain.DeviceWentOffline:
+			b.Queue(`UPDATE `+t+` SET status = 'offline', updated_at = $2 WHERE device_id = $1`, ev.DeviceID, at)
+		case domain.DeviceCameOnline:
 			b.Queue(`UPDATE `+t+` SET status = 'online', updated_at = $2 WHERE device_id = $1`, ev.DeviceID, at)
 		case domain.DeviceStopped:
-			b.Queue(`UPDATE `+t+` SET status = 'asleep', updated_at = $2 WHERE device_id = $1`, ev.DeviceID, at)
+			b.Queue(`UPDATE `+t+` SET status = 'asleep', updated_at = $2 WHERE device_id = $1 AND status <> 'offline'`, ev.DeviceID, at)
 		case domain.LeaseAcquired:
 			b.Queue(`UPDATE `+t+` SET lease_id = $2, lease_holder_kind = $3, lease_holder_id = $4, fencing_token = $5,
 				lease_acquired_at = $6, lease_expires_at = $7, updated_at = $8 WHERE device_id = $1`,
@@ -90,7 +95,8 @@ func (Devices) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eve
 			if ev.Result.ScreenOn {
 				status = domain.DeviceOnline
 			}
-			b.Queue(`UPDATE `+t+` SET status = $2, updated_at = $3 WHERE device_id = $1 AND status <> $2`, ev.DeviceID, status, at)
+			b.Queue(`UPDATE `+t+` SET status = $2, updated_at = $3 WHERE device_id = $1 AND status <> $2 AND status <> 'offline'`,
+				ev.DeviceID, status, at)
 		}
 		return nil
 	})

@@ -7,18 +7,25 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
+	"time"
 
 	"phonefleet/commands"
 	"phonefleet/domain"
+	"phonefleet/internal/adb"
 	"phonefleet/internal/app"
 	"phonefleet/projections"
 )
 
-const devicesUsage = `usage: phonefleet devices add --org ORG --backend sim|adb|robot --count N [--model MODEL]
+const devicesUsage = `usage: phonefleet devices add --org ORG --backend sim|robot --count N [--model MODEL]
+       phonefleet devices add --org ORG --backend adb --serial SERIAL [--model MODEL]
 
-Registers N devices (as events) for an organisation. With --backend sim they are
-virtual phones driven by the service; adb and robot devices are recorded and
-answer backend_not_implemented until those adapters exist.`
+Registers devices (as events) for an organisation. With --backend sim they are
+virtual phones driven by the service. With --backend adb, SERIAL is the device's
+adb serial (as "adb devices" lists it) on the adb server at SERVICE_ADB_ADDR; its
+model is read from the device when the server has it, and a serial already
+registered is left as it is. Robot devices are recorded and answer
+backend_not_implemented until that adapter exists.`
 
 const receiptsUsage = `usage: phonefleet receipts verify
        phonefleet receipts verify --file EXPORT [--head HASH]
@@ -33,25 +40,36 @@ func devicesCmd(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 || args[0] != "add" {
 		return usageError{devicesUsage}
 	}
-	var org, backend, model string
+	var org, backend, model, serial string
 	var count int
 	extra := func(fs *flag.FlagSet) {
 		fs.StringVar(&org, "org", "", "organisation id to register the devices for")
 		fs.StringVar(&backend, "backend", domain.BackendSim, "backend kind: sim, adb or robot")
 		fs.IntVar(&count, "count", 1, "how many devices")
 		fs.StringVar(&model, "model", "", "device model (sim: Pixel7, Generic or Compact)")
+		fs.StringVar(&serial, "serial", "", "adb: the device's adb serial")
 	}
-	return withOperator(ctx, "devices add", args[1:], extra, func(ctx context.Context, _ *flag.FlagSet, op *app.Operator, _ *slog.Logger) error {
+	return withOperator(ctx, "devices add", args[1:], extra, func(ctx context.Context, fs *flag.FlagSet, op *app.Operator, _ *slog.Logger) error {
 		if org == "" {
 			return usageError{devicesUsage}
 		}
 		if count < 1 {
 			return usageError{"--count must be at least 1"}
 		}
+		if (backend == domain.BackendADB) != (serial != "") {
+			return usageError{"--serial is required with --backend adb, and only there"}
+		}
+		if serial != "" && model == "" {
+			model = adbModel(ctx, fs.Lookup("adb-addr").Value.String(), serial, out)
+		}
 		ids, err := op.App.Commands.RegisterDevices.Handle(op.Context(ctx),
-			commands.RegisterDevices{OrgID: org, Backend: backend, Count: count, Model: model})
+			commands.RegisterDevices{OrgID: org, Backend: backend, Count: count, Model: model, Serial: serial})
 		if err != nil {
 			return err
+		}
+		if serial != "" && len(ids) == 0 {
+			fmt.Fprintf(out, "adb serial %s is already registered for %s\n", serial, org)
+			return nil
 		}
 		for _, id := range ids {
 			fmt.Fprintln(out, id)
@@ -59,6 +77,19 @@ func devicesCmd(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "registered %d %s device(s) for %s\n", len(ids), backend, org)
 		return nil
 	})
+}
+
+// adbModel reads a device's model through the adb server at addr, or
+// says why it cannot (the device is registered all the same).
+func adbModel(ctx context.Context, addr, serial string, out io.Writer) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	b, err := adb.New(addr).Shell(ctx, serial, "getprop ro.product.model")
+	if err != nil {
+		fmt.Fprintf(out, "note: model not read (%v)\n", err)
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // receiptsCmd runs `phonefleet receipts …`.

@@ -142,7 +142,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 		a.orgID, err = commands.EnsureLocalOrganisationHandler{Store: a.store}.Handle(ctx, commands.EnsureLocalOrganisation{})
 	}
 	a.deps = httpapi.Deps{Logger: logger, Mode: cfg.Mode, Health: health{a}, LocalOrgID: a.orgID}
-	for _, wire := range []func(context.Context) error{a.wireIdentity, a.wireFleet, a.wireWebhooks, a.wireRuns, a.wireSchedules, a.wireApplication, a.wireMCP, a.wireVRX} {
+	for _, wire := range []func(context.Context) error{a.wireIdentity, a.wireFleet, a.startADBSims, a.wireWebhooks, a.wireRuns, a.wireSchedules, a.wireApplication, a.wireMCP, a.wireVRX} {
 		if err == nil {
 			err = wire(ctx)
 		}

@@ -20,7 +20,7 @@ func fleetProjections() []projections.Projection { return projections.Fleet() }
 // In local mode the organisation's starting phones (SERVICE_SIM_DEVICES)
 // are registered, as events, on the first start only.
 func (a *App) wireFleet(ctx context.Context) error {
-	fl, err := fleetwire.New(ctx, fleetwire.Config{Store: a.store, Runner: a.runner, Logger: a.logger})
+	fl, err := fleetwire.New(ctx, fleetwire.Config{Store: a.store, Runner: a.runner, Logger: a.logger, ADBAddr: a.cfg.ADBAddr})
 	if err != nil {
 		return err
 	}
@@ -34,6 +34,7 @@ func (a *App) wireFleet(ctx context.Context) error {
 			a.logger.Info("local sim phones registered", "count", len(ids))
 		}
 	}
+	a.wireADB(fl)
 	a.capabilities.Fleet = fleet
 	a.runtime = fl.Runtime
 	a.workers = append(a.workers,

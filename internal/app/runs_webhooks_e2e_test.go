@@ -34,10 +34,17 @@ func TestRunEventsReachAnHTTPSReceiver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	started, err := app.Commands.StartRun.Handle(ctx, commands.StartRun{Auth: auth, Goal: "sign in", Executor: domain.ExecutorExternal})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The sim phone registered at start-up reaches the read model a start
+	// chooses a free device from a moment later.
+	var started commands.StartedRun
+	waitUntil(t, 30*time.Second, "a free device", func() (bool, error) {
+		var err error
+		started, err = app.Commands.StartRun.Handle(ctx, commands.StartRun{Auth: auth, Goal: "sign in", Executor: domain.ExecutorExternal})
+		if e := domain.AsError(err); err != nil && e.Code == domain.CodeDeviceUnavailable && e.Retryable != nil && *e.Retryable {
+			return false, nil
+		}
+		return err == nil, err
+	})
 	_, tok, _ := strings.Cut(started.VrxBaseURL, "/vrx/")
 	parked, err := app.Commands.RunNeedsUser.Handle(ctx, commands.RunNeedsUser{Access: commands.RunAccess{Token: tok}, Reason: "captcha"})
 	if err != nil {

@@ -1,7 +1,8 @@
 // Package backends holds the device backend adapters behind domain.Backend:
-// sim (the built-in virtual phone, internal/sim), and the kinds that have
-// no adapter yet (adb, robot), which answer backend_not_implemented.
-// Registry resolves a device row to its adapter.
+// sim (the built-in virtual phone, internal/sim), adb (Android devices
+// behind an adb server, internal/adb), and the kind that has no adapter
+// yet (robot), which answers backend_not_implemented. Registry resolves a
+// device row to its adapter.
 package backends
 
 import (
@@ -14,17 +15,24 @@ import (
 // Registry resolves devices to their backends. It implements
 // domain.Resolver.
 type Registry struct {
-	// Sim drives the sim phones; nil means this process drives none.
+	// Sim drives the sim phones; nil means this process drives none. Its
+	// host claim is also the claim on the adb devices: the process that
+	// drives the devices drives them all, so one process settles what an
+	// earlier one left unfinished.
 	Sim *SimHost
+	// ADB drives the adb devices; nil means this process drives none.
+	ADB *ADBHost
 	// Wrap, when not nil, wraps every resolved backend (tests use it to
 	// inject faults: a dropped connection, an outcome that never comes).
 	Wrap func(d *domain.Device, b domain.Backend) domain.Backend
 }
 
 // Resolve returns the backend of d. Errors: backend_resolution_failed (the
-// row names no valid kind), backend_not_implemented (adb, robot),
-// device_unavailable with reason offline (a sim phone this process does
-// not drive), internal_error (its saved state cannot be read).
+// row names no valid kind), backend_not_implemented (robot),
+// device_unavailable with reason offline (a device this process does not
+// drive, or no adb server answers), device_disconnected (the adb server
+// does not have the device now), internal_error (a sim's saved state
+// cannot be read).
 func (r *Registry) Resolve(ctx context.Context, d *domain.Device) (domain.Backend, error) {
 	if err := CheckKind(d); err != nil {
 		return nil, err
@@ -32,7 +40,17 @@ func (r *Registry) Resolve(ctx context.Context, d *domain.Device) (domain.Backen
 	if r.Sim == nil {
 		return nil, offline(d.ID)
 	}
-	b, err := r.Sim.Device(ctx, d)
+	var b domain.Backend
+	var err error
+	switch d.Backend {
+	case domain.BackendADB:
+		if r.ADB == nil || !r.Sim.Hosting() {
+			return nil, offline(d.ID)
+		}
+		b, err = r.ADB.Device(ctx, d)
+	default:
+		b, err = r.Sim.Device(ctx, d)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +64,7 @@ func (r *Registry) Resolve(ctx context.Context, d *domain.Device) (domain.Backen
 // kind and backend_not_implemented for a kind without an adapter.
 func CheckKind(d *domain.Device) error {
 	switch {
-	case d.Backend == domain.BackendSim:
+	case d.Backend == domain.BackendSim, d.Backend == domain.BackendADB:
 		return nil
 	case slices.Contains(domain.BackendKinds, d.Backend):
 		return domain.Errorf(domain.CodeBackendNotImplemented, "device %s uses the %s backend, which has no adapter yet", d.ID, d.Backend).
@@ -59,8 +77,11 @@ func CheckKind(d *domain.Device) error {
 
 // Renderer returns the frame renderer of a backend kind, if it has one.
 func (r *Registry) Renderer(kind string) (domain.FrameRenderer, bool) {
-	if kind == domain.BackendSim {
+	switch kind {
+	case domain.BackendSim:
 		return simRenderer{}, true
+	case domain.BackendADB:
+		return adbRenderer{}, true
 	}
 	return nil, false
 }

@@ -343,7 +343,7 @@ func TestCheckKind(t *testing.T) {
 		want domain.Code
 	}{
 		{"sim", ""},
-		{"adb", domain.CodeBackendNotImplemented},
+		{"adb", ""},
 		{"robot", domain.CodeBackendNotImplemented},
 		{"quantum", domain.CodeBackendResolutionFailed},
 		{"", domain.CodeBackendResolutionFailed},

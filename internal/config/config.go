@@ -57,6 +57,17 @@ type Config struct {
 	// SimDevices is how many sim phones local mode starts with (SERVICE_SIM_DEVICES).
 	SimDevices int
 
+	// ADBAddr is the adb server the adb backend talks to (SERVICE_ADB_ADDR).
+	ADBAddr string
+	// ADBDiscover registers every device the adb server reports in the local
+	// organisation and records them going offline and online (SERVICE_ADB_DISCOVER).
+	ADBDiscover bool
+	// ADBSimDevices is how many adb-reachable sim phones local mode starts:
+	// device-side adb daemons over sim phones, connected to the adb server
+	// at ADBAddr (started when none runs), so the fleet has adb devices
+	// without a real phone (SERVICE_ADB_SIM_DEVICES).
+	ADBSimDevices int
+
 	// WebhookCAFile is an extra CA bundle trusted for webhook receivers, local mode (SERVICE_WEBHOOK_CA_FILE).
 	WebhookCAFile string
 
@@ -74,7 +85,7 @@ type Config struct {
 
 // Setting describes one configuration variable, for flags, docs and errors.
 // raw holds settings parsed from strings after the flags are read.
-type raw struct{ keyRotationGrace, rateAuth, rateAnon, simDevices string }
+type raw struct{ keyRotationGrace, rateAuth, rateAnon, simDevices, adbDiscover, adbSimDevices string }
 
 type Setting struct {
 	Env, Flag, Default, Usage string
@@ -101,6 +112,9 @@ func (c *Config) settings() []Setting {
 		{"SERVICE_CORS_ORIGINS", "cors-origins", "", "browser origins allowed to call the service (comma separated)", &c.CORSOrigins},
 		{"SERVICE_IDENTITY_WEBHOOK_SECRET", "identity-webhook-secret", "", "whsec_ secret the identity provider signs POST /webhooks/identity with; unset: that route answers 404", &c.IdentityWebhookSecret},
 		{"SERVICE_SIM_DEVICES", "sim-devices", "3", "local mode: sim phones to start with", &c.raw.simDevices},
+		{"SERVICE_ADB_ADDR", "adb-addr", "127.0.0.1:5037", "adb server (host:port) that drives the adb devices", &c.ADBAddr},
+		{"SERVICE_ADB_DISCOVER", "adb-discover", "false", "local mode: register every device the adb server reports, and track it going offline and online", &c.raw.adbDiscover},
+		{"SERVICE_ADB_SIM_DEVICES", "adb-sim-devices", "0", "local mode: sim phones to serve over adb (device-side adb daemons connected to the adb server), to try the adb backend without a phone", &c.raw.adbSimDevices},
 		{"SERVICE_WEBHOOK_CA_FILE", "webhook-ca-file", "", "local mode: extra CA bundle trusted for webhook receivers", &c.WebhookCAFile},
 		{"SERVICE_PLANNER_URL", "planner-url", "", "OpenAI-compatible chat-completions base URL for the built-in run agent; unset: scripted planner only", &c.PlannerURL},
 		{"SERVICE_PLANNER_API_KEY", "planner-api-key", "", "bearer token for the planner endpoint", &c.PlannerAPIKey},
@@ -188,12 +202,22 @@ func (c *Config) validate() error {
 		{"SERVICE_RATE_LIMIT_AUTHENTICATED", c.raw.rateAuth, &c.RateLimitAuthenticated, 1},
 		{"SERVICE_RATE_LIMIT_ANONYMOUS", c.raw.rateAnon, &c.RateLimitAnonymous, 1},
 		{"SERVICE_SIM_DEVICES", c.raw.simDevices, &c.SimDevices, 0},
+		{"SERVICE_ADB_SIM_DEVICES", c.raw.adbSimDevices, &c.ADBSimDevices, 0},
 	} {
 		v, err := strconv.Atoi(n.raw)
 		if err != nil || v < n.min || v > 1_000_000 {
 			return fmt.Errorf("invalid %s %q: want a whole number from %d", n.env, n.raw, n.min)
 		}
 		*n.dst = v
+	}
+	if _, _, err := net.SplitHostPort(c.ADBAddr); err != nil {
+		return fmt.Errorf("invalid SERVICE_ADB_ADDR %q: want host:port (%v)", c.ADBAddr, err)
+	}
+	if c.ADBDiscover, err2 = strconv.ParseBool(c.raw.adbDiscover); err2 != nil {
+		return fmt.Errorf("invalid SERVICE_ADB_DISCOVER %q: want true or false", c.raw.adbDiscover)
+	}
+	if c.Mode == "hosted" && c.ADBSimDevices > 0 {
+		return fmt.Errorf("invalid SERVICE_ADB_SIM_DEVICES %d: sim phones over adb are for local mode only", c.ADBSimDevices)
 	}
 	if c.Mode == "hosted" && (c.OAuthIssuer == "" || c.OAuthJWKSURL == "") {
 		return fmt.Errorf("invalid configuration: hosted mode needs SERVICE_OAUTH_ISSUER and SERVICE_OAUTH_JWKS_URL")

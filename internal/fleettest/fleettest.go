@@ -58,6 +58,10 @@ type Options struct {
 	WaitForReceipts bool
 	// FrameRetention sets fleetwire.Config.FrameRetention.
 	FrameRetention time.Duration
+	// ADBAddr is the adb server the fleet's adb devices are driven
+	// through (testutil.ADBServer); empty means adb.DefaultAddr, which
+	// tests must not touch, so set it in every test with adb devices.
+	ADBAddr string
 }
 
 // Env is a running fleet.
@@ -68,7 +72,9 @@ type Env struct {
 	Runner   *projections.Runner
 	Registry *backends.Registry
 	Sim      *backends.SimHost
-	Fleet    *commands.Fleet
+	// ADB drives the adb devices through Options.ADBAddr.
+	ADB   *backends.ADBHost
+	Fleet *commands.Fleet
 	// Runs is the run capability over Fleet (vrxBaseUrl on http://vrx.test).
 	Runs      *commands.Runs
 	Runtime   *devices.Runtime
@@ -78,6 +84,7 @@ type Env struct {
 	Auth domain.Auth
 	Now  func() time.Time
 
+	runCtx   context.Context
 	stop     context.CancelFunc
 	done     sync.WaitGroup
 	stopOnce sync.Once
@@ -122,11 +129,12 @@ func Start(t testing.TB, opts Options) *Env {
 		t.Fatal(err)
 	}
 	fl, err := fleetwire.New(ctx, fleetwire.Config{Store: e.Store, Runner: e.Runner, Now: e.Now, Logger: Quiet,
-		QueueLimit: opts.QueueLimit, FrameRetention: opts.FrameRetention, WaitForReceipts: opts.WaitForReceipts, Wrap: opts.Wrap})
+		QueueLimit: opts.QueueLimit, FrameRetention: opts.FrameRetention, WaitForReceipts: opts.WaitForReceipts, Wrap: opts.Wrap,
+		ADBAddr: opts.ADBAddr, Catalog: backends.CatalogAPK})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Fleet, e.Runtime, e.Sim, e.Registry = fl.Commands, fl.Runtime, fl.Sim, fl.Registry
+	e.Fleet, e.Runtime, e.Sim, e.ADB, e.Registry = fl.Commands, fl.Runtime, fl.Sim, fl.ADB, fl.Registry
 	e.Runs = commands.NewRuns(commands.RunsConfig{Fleet: e.Fleet, BaseURL: func() string { return "http://vrx.test" }})
 	e.Auth = domain.LocalOperator(e.OrgID)
 	if opts.Devices > 0 {
@@ -141,7 +149,7 @@ func Start(t testing.TB, opts Options) *Env {
 		e.DeviceIDs = e.existingDevices(t)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	e.stop = cancel
+	e.runCtx, e.stop = runCtx, cancel
 	e.done.Add(2)
 	go func() { defer e.done.Done(); _ = e.Runner.Run(runCtx) }()
 	go func() { defer e.done.Done(); e.Runtime.Run(runCtx) }()
@@ -195,6 +203,7 @@ func (e *Env) Close() {
 	e.stopOnce.Do(func() {
 		e.stop()
 		e.done.Wait()
+		e.ADB.Close()
 		e.Pool.Close()
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"phonefleet/commands"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/adb"
 	"phonefleet/internal/backends"
 	"phonefleet/internal/devices"
 	"phonefleet/projections"
@@ -43,6 +44,13 @@ type Config struct {
 	// Wrap, when set, wraps every resolved backend (tests inject faults
 	// with it).
 	Wrap func(d *domain.Device, b domain.Backend) domain.Backend
+	// ADBAddr is the adb server that drives the adb devices
+	// (SERVICE_ADB_ADDR); empty means adb.DefaultAddr.
+	ADBAddr string
+	// Catalog returns the APK install_app sends to an adb device for a
+	// catalog package; nil means the sim catalog's APKs
+	// (backends.CatalogAPK).
+	Catalog func(pkg string) ([]byte, bool)
 }
 
 // Fleet is the assembled fleet.
@@ -51,6 +59,7 @@ type Fleet struct {
 	// Runtime runs device work; run its Run until shutdown.
 	Runtime  *devices.Runtime
 	Sim      *backends.SimHost
+	ADB      *backends.ADBHost
 	Registry *backends.Registry
 }
 
@@ -62,8 +71,10 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	fl := &Fleet{Sim: backends.NewSimHost(cfg.Store.Pool())}
-	fl.Registry = &backends.Registry{Sim: fl.Sim, Wrap: cfg.Wrap}
+	// The adb devices are driven by the process holding the sim host
+	// claim too (one claim, one takeover pass for every device).
+	fl := &Fleet{Sim: backends.NewSimHost(cfg.Store.Pool()), ADB: backends.NewADBHost(adb.New(cfg.ADBAddr), cfg.Catalog)}
+	fl.Registry = &backends.Registry{Sim: fl.Sim, ADB: fl.ADB, Wrap: cfg.Wrap}
 	// The takeover hook runs only from Prepare and Run, once the commands
 	// it sends exist.
 	takeover := func(ctx context.Context) error {
