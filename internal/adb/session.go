@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strconv"
 	"sync"
-	"time"
 )
 
 // Session is one long-lived shell: on a device, so that a command costs a
@@ -86,23 +85,14 @@ func (s *Session) closeLocked() {
 	}
 }
 
-// alive reports whether the kept shell is still open, by a read that
-// waits one millisecond: a closed one answers at once with its end. Left
-// over bytes (nothing should be) are dropped.
+// alive reports whether the kept shell is still open, without waiting:
+// a closed one has left its end-of-file to be read. Left over bytes
+// (nothing should be) are dropped.
 func (s *Session) alive() bool {
-	_ = s.conn.SetReadDeadline(time.Now().Add(time.Millisecond))
-	_, err := s.r.Peek(1)
-	_ = s.conn.SetReadDeadline(time.Time{})
-	var ne net.Error
-	switch {
-	case err == nil:
+	if s.r.Buffered() > 0 {
 		_, _ = s.r.Discard(s.r.Buffered())
-		return true
-	case errors.As(err, &ne) && ne.Timeout():
-		return true
-	default:
-		return false
 	}
+	return !peerClosed(s.conn)
 }
 
 func (s *Session) open(ctx context.Context) error {
@@ -134,6 +124,9 @@ func (s *Session) exchange(ctx context.Context, cmd string) (res Result, sent bo
 	}
 	var out bytes.Buffer
 	for {
+		if s.r.Buffered() == 0 {
+			quickAck(s.conn)
+		}
 		l, err := s.r.ReadBytes('\n')
 		if err != nil {
 			if len(l) == 0 && out.Len() == 0 && errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
