@@ -4,17 +4,17 @@ BIN      := bin/phonefleet
 PKGS     := ./...
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: run test build bench lint migrate deps deps-adb clean fuzz
+.PHONY: run test build bench lint migrate deps deps-adb deps-stripe-mock clean fuzz
 
-## run: start the service on 127.0.0.1:8080 in local mode (embedded PostgreSQL unless DATABASE_URL is set; SERVICE_ADB_SIM_DEVICES=N adds N sim phones served over adb)
+## run: start the service on 127.0.0.1:8080 in local mode (embedded PostgreSQL unless DATABASE_URL is set; SERVICE_ADB_SIM_DEVICES=N adds N sim phones served over adb; STRIPE_MOCK=1 runs stripe-mock as the payment provider)
 run: deps build
 	@if [ "$${SERVICE_ADB_SIM_DEVICES:-0}" != 0 ]; then ./scripts/ensure-adb.sh; fi
-	./$(BIN) serve
+	@if [ "$${STRIPE_MOCK:-0}" != 0 ]; then GO=$(GO) ./scripts/ensure-stripe-mock.sh --run ./$(BIN) serve; else ./$(BIN) serve; fi
 
 ## test: every test, against a real PostgreSQL (DATABASE_URL/TEST_DATABASE_URL, else 127.0.0.1:5432, else a throwaway cluster, stopped again at the end when this run started it)
-test: deps deps-adb
+test: deps deps-adb deps-stripe-mock
 	$(GO) vet $(PKGS)
-	./scripts/run-tests.sh $(GO) test $(TESTFLAGS) $(PKGS)
+	sm="$$(GO=$(GO) ./scripts/ensure-stripe-mock.sh)" && PHONEFLEET_STRIPE_MOCK="$$sm" ./scripts/run-tests.sh $(GO) test $(TESTFLAGS) $(PKGS)
 
 ## build: the binary at bin/phonefleet
 build:
@@ -53,6 +53,10 @@ deps:
 ## deps-adb: the adb command (Debian package adb), which the tests run as a real adb server
 deps-adb:
 	@if [ "$${PHONEFLEET_TEST_ADB:-}" != skip ]; then ./scripts/ensure-adb.sh; fi
+
+## deps-stripe-mock: stripe-mock (go install github.com/stripe/stripe-mock@v0.189.0), which the payment tests run as the payment provider
+deps-stripe-mock:
+	@GO=$(GO) ./scripts/ensure-stripe-mock.sh >/dev/null
 
 clean:
 	rm -rf bin

@@ -80,12 +80,38 @@ type Config struct {
 	// PlannerModel is the model asked (SERVICE_PLANNER_MODEL).
 	PlannerModel string
 
+	// StripeSecretKey is the payment provider's secret API key
+	// (SERVICE_STRIPE_SECRET_KEY); empty: no payment provider, checkout
+	// answers 503 checkout_unavailable.
+	StripeSecretKey string
+	// StripeAPIBase is the provider API's base URL (SERVICE_STRIPE_API_BASE);
+	// empty is Stripe's real API. Point it at stripe-mock in tests and development.
+	StripeAPIBase string
+	// StripeWebhookSecret is the whsec_ secret Stripe signs POST /webhooks/stripe
+	// with (SERVICE_STRIPE_WEBHOOK_SECRET).
+	StripeWebhookSecret string
+	// CatalogFile is the price list, JSON (SERVICE_CATALOG_FILE); empty: the embedded default.
+	CatalogFile string
+	// RequireReverification makes checkout and managed-proxy financial actions
+	// need a recent identity check (SERVICE_REQUIRE_REVERIFICATION).
+	RequireReverification bool
+	// RefuseOutOfStock refuses, with 409 out_of_stock, a purchase that cannot
+	// be fulfilled immediately instead of accepting it as awaiting provisioning
+	// (SERVICE_REFUSE_OUT_OF_STOCK).
+	RefuseOutOfStock bool
+	// PAYGDeviceLimit is how many devices a pay-as-you-go organisation may
+	// hold at once (SERVICE_PAYG_DEVICE_LIMIT).
+	PAYGDeviceLimit int
+
 	raw raw
 }
 
 // Setting describes one configuration variable, for flags, docs and errors.
 // raw holds settings parsed from strings after the flags are read.
-type raw struct{ keyRotationGrace, rateAuth, rateAnon, simDevices, adbDiscover, adbSimDevices string }
+type raw struct {
+	keyRotationGrace, rateAuth, rateAnon, simDevices, adbDiscover, adbSimDevices string
+	requireReverification, refuseOutOfStock, paygDeviceLimit                     string
+}
 
 type Setting struct {
 	Env, Flag, Default, Usage string
@@ -119,6 +145,13 @@ func (c *Config) settings() []Setting {
 		{"SERVICE_PLANNER_URL", "planner-url", "", "OpenAI-compatible chat-completions base URL for the built-in run agent; unset: scripted planner only", &c.PlannerURL},
 		{"SERVICE_PLANNER_API_KEY", "planner-api-key", "", "bearer token for the planner endpoint", &c.PlannerAPIKey},
 		{"SERVICE_PLANNER_MODEL", "planner-model", "", "model the planner endpoint is asked for", &c.PlannerModel},
+		{"SERVICE_STRIPE_SECRET_KEY", "stripe-secret-key", "", "payment provider (Stripe) secret API key; unset: checkout answers 503 checkout_unavailable", &c.StripeSecretKey},
+		{"SERVICE_STRIPE_API_BASE", "stripe-api-base", "", "payment provider API base URL (stripe-mock in tests and development); unset: Stripe's real API", &c.StripeAPIBase},
+		{"SERVICE_STRIPE_WEBHOOK_SECRET", "stripe-webhook-secret", "", "whsec_ secret Stripe signs POST /webhooks/stripe with", &c.StripeWebhookSecret},
+		{"SERVICE_CATALOG_FILE", "catalog-file", "", "price list (JSON); unset: the embedded default", &c.CatalogFile},
+		{"SERVICE_REQUIRE_REVERIFICATION", "require-reverification", "false", "checkout and managed-proxy financial actions need an identity check within the last 10 minutes (header x-service-step-up)", &c.raw.requireReverification},
+		{"SERVICE_REFUSE_OUT_OF_STOCK", "refuse-out-of-stock", "false", "refuse with 409 out_of_stock a purchase that cannot be fulfilled now, instead of accepting it as awaiting provisioning", &c.raw.refuseOutOfStock},
+		{"SERVICE_PAYG_DEVICE_LIMIT", "payg-device-limit", "2", "devices a pay-as-you-go organisation may hold at once", &c.raw.paygDeviceLimit},
 	}
 }
 
@@ -203,6 +236,7 @@ func (c *Config) validate() error {
 		{"SERVICE_RATE_LIMIT_ANONYMOUS", c.raw.rateAnon, &c.RateLimitAnonymous, 1},
 		{"SERVICE_SIM_DEVICES", c.raw.simDevices, &c.SimDevices, 0},
 		{"SERVICE_ADB_SIM_DEVICES", c.raw.adbSimDevices, &c.ADBSimDevices, 0},
+		{"SERVICE_PAYG_DEVICE_LIMIT", c.raw.paygDeviceLimit, &c.PAYGDeviceLimit, 0},
 	} {
 		v, err := strconv.Atoi(n.raw)
 		if err != nil || v < n.min || v > 1_000_000 {
@@ -215,6 +249,18 @@ func (c *Config) validate() error {
 	}
 	if c.ADBDiscover, err2 = strconv.ParseBool(c.raw.adbDiscover); err2 != nil {
 		return fmt.Errorf("invalid SERVICE_ADB_DISCOVER %q: want true or false", c.raw.adbDiscover)
+	}
+	if c.RequireReverification, err2 = strconv.ParseBool(c.raw.requireReverification); err2 != nil {
+		return fmt.Errorf("invalid SERVICE_REQUIRE_REVERIFICATION %q: want true or false", c.raw.requireReverification)
+	}
+	if c.RefuseOutOfStock, err2 = strconv.ParseBool(c.raw.refuseOutOfStock); err2 != nil {
+		return fmt.Errorf("invalid SERVICE_REFUSE_OUT_OF_STOCK %q: want true or false", c.raw.refuseOutOfStock)
+	}
+	if c.StripeAPIBase != "" {
+		if u, err := url.Parse(c.StripeAPIBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("invalid SERVICE_STRIPE_API_BASE %q: want an http(s) URL", c.StripeAPIBase)
+		}
+		c.StripeAPIBase = strings.TrimRight(c.StripeAPIBase, "/")
 	}
 	if c.Mode == "hosted" && c.ADBSimDevices > 0 {
 		return fmt.Errorf("invalid SERVICE_ADB_SIM_DEVICES %d: sim phones over adb are for local mode only", c.ADBSimDevices)

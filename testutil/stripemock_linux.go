@@ -1,0 +1,12 @@
+package testutil
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// stopWithParent has the kernel kill stripe-mock should its supervisor die
+// without stopping it (a SIGKILL aimed at the supervisor itself).
+func stopWithParent(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
