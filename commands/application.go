@@ -92,6 +92,29 @@ type Commands struct {
 	FireSchedule           Handler[FireSchedule, ScheduleFiring]
 	CompleteScheduleFiring Handler[CompleteScheduleFiring, bool]
 	ResolveScheduleFiring  Handler[ResolveScheduleFiring, string]
+
+	// The payment provider's webhook (POST /webhooks/stripe).
+	ReceiveProviderEvent Handler[ReceiveProviderEvent, ProviderEventReceipt]
+	// Fulfilments: the customer's Cancel, Return and cancel-renewal
+	// (/v1/fulfilments/{id}/…), the owner's refund (phonefleet fulfilments
+	// refund) and the fulfilment sweeps' step on one fulfilment.
+	CancelFulfilment        Handler[CancelFulfilment, projections.FulfilmentView]
+	ReturnFulfilment        Handler[ReturnFulfilment, projections.FulfilmentView]
+	CancelFulfilmentRenewal Handler[CancelFulfilmentRenewal, FulfilmentRenewal]
+	RefundFulfilment        Handler[RefundFulfilment, domain.Fulfilment]
+	SweepFulfilment         Handler[SweepFulfilment, string]
+
+	// The shared pay-as-you-go pool: take a unit (POST /v1/devices/take);
+	// the pool-returns worker's pass putting back those whose lease ended.
+	TakePoolDevice    Handler[TakePoolDevice, TakenPoolDevice]
+	ReturnPoolDevices Handler[ReturnPoolDevices, int]
+
+	// OpenBillingPortal opens the provider's billing portal (POST
+	// /v1/billing/portal-sessions).
+	OpenBillingPortal Handler[OpenBillingPortal, BillingPortalSession]
+
+	// StartCheckout begins a purchase (POST /v1/checkout-sessions).
+	StartCheckout Handler[StartCheckout, CheckoutAnswer]
 }
 
 // Queries are the application's reads. They answer from read models that
@@ -129,6 +152,24 @@ type Queries struct {
 	ListSchedules       Handler[ListSchedules, projections.SchedulePage]
 	GetSchedule         Handler[GetSchedule, projections.ScheduleView]
 	ListScheduleFirings Handler[ListScheduleFirings, projections.FiringPage]
+
+	// Fulfilments (GET /v1/fulfilments, …/estimate-history,
+	// …/renewal-status).
+	ListFulfilments        Handler[ListFulfilments, projections.FulfilmentPage]
+	GetFulfilmentEstimates Handler[GetFulfilmentEstimates, FulfilmentEstimates]
+	GetFulfilmentRenewal   Handler[GetFulfilmentRenewal, FulfilmentRenewal]
+
+	// GetUsage answers device time per billing period (GET /v1/usage).
+	GetUsage Handler[GetUsage, UsageReport]
+
+	// GetUpcomingInvoice answers the organisation's next invoice (GET
+	// /v1/billing/upcoming).
+	GetUpcomingInvoice Handler[GetUpcomingInvoice, UpcomingInvoice]
+
+	// The price list with live inventory (GET /v1/skus) and the
+	// organisation's onboarding and purchase status (GET /v1/admission).
+	GetPriceList Handler[GetPriceList, PriceList]
+	GetAdmission Handler[GetAdmission, Admission]
 }
 
 // APIKeys is what the key commands and queries need.
@@ -159,6 +200,11 @@ type AppDeps struct {
 	// Schedules' firings start runs through Commands.StartRun: without
 	// Runs, a firing is recorded failed (service_unavailable).
 	Schedules *ScheduleCapability
+	// Provisioning is the price list, checkout, the payment provider's
+	// webhook, fulfilments, admission, billing and the pay-as-you-go pool.
+	Provisioning *Provisioning
+	// Usage answers device time from the usage read model.
+	Usage *UsageCapability
 	// Logger receives one debug line per command and query (name, time
 	// taken, error code); nil discards.
 	Logger *slog.Logger
@@ -359,6 +405,16 @@ func NewApplication(d AppDeps) Application {
 		unavailable(l, &q.ListSchedules, schedulesDown)
 		unavailable(l, &q.GetSchedule, schedulesDown)
 		unavailable(l, &q.ListScheduleFirings, schedulesDown)
+	}
+
+	registerProvisioning(l, d.Provisioning, c, q)
+
+	if u := d.Usage; u != nil {
+		set(l, &q.GetUsage, HandlerFunc[GetUsage, UsageReport](u.GetUsage))
+	} else {
+		unavailable(l, &q.GetUsage, func() error {
+			return domain.Errorf(domain.CodeServiceUnavailable, "usage is not served by this deployment")
+		})
 	}
 
 	return app

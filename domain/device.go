@@ -88,13 +88,17 @@ type Device struct {
 	// ResetDue names the lease whose ending (with resetOnRelease) made a
 	// reset due that is not recorded done yet; empty when none is owed.
 	ResetDue string
+	// Retired reports that the device left its organisation
+	// (device.retired): it then answers as one that never existed.
+	Retired bool
 	// Version is the stream version of the last applied event.
 	Version int64
 }
 
 // Registered reports whether the device exists (its stream starts with
-// device.registered, which always names an organisation).
-func (d *Device) Registered() bool { return d.OrgID != "" }
+// device.registered, which always names an organisation) and has not been
+// retired.
+func (d *Device) Registered() bool { return d.OrgID != "" && !d.Retired }
 
 // Apply changes state by one recorded event at stream version version.
 // Events of other kinds are ignored.
@@ -140,6 +144,8 @@ func (d *Device) Apply(e Event, version int64) {
 		d.Offline = true
 	case DeviceCameOnline:
 		d.Offline = false
+	case DeviceRetired:
+		d.Retired, d.Lease = true, nil
 	}
 }
 

@@ -25,7 +25,22 @@ var fleetEvents = []EventDef{
 	Def[DeviceReset](1, nil),
 	Def[DeviceWentOffline](1, nil),
 	Def[DeviceCameOnline](1, nil),
+	Def[DeviceRetired](1, nil),
 }
+
+// DeviceRetired records that a device left its organisation's fleet (its
+// fulfilment was cancelled): from this event on it answers exactly as a
+// device that never existed. Any lease on it is ended in the same append
+// (lease.released just before this event).
+type DeviceRetired struct {
+	DeviceID string    `json:"deviceId"`
+	OrgID    string    `json:"orgId"`
+	Reason   string    `json:"reason"`
+	At       time.Time `json:"at"`
+}
+
+// EventName implements Event.
+func (DeviceRetired) EventName() string { return "device.retired" }
 
 // DeviceRegistered records a device joining an organisation's fleet. It is
 // the first event of the device's stream (DeviceStream).

@@ -44,6 +44,10 @@ var webhookSources = map[string]WebhookSource{
 	ScheduleFiringCompleted{}.EventName(): {Event: WebhookScheduleTriggered, Build: scheduleTriggered},
 	RunEnded{}.EventName():                {Event: WebhookRunEnded, Build: runEnded},
 	RunParked{}.EventName():               {Event: WebhookRunNeedsUserControl, Build: runNeedsUserControl},
+
+	FulfilmentProvisioned{}.EventName():          {Event: WebhookFulfilmentChanged, Build: fulfilmentChanged},
+	FulfilmentAwaitingProvisioning{}.EventName(): {Event: WebhookFulfilmentChanged, Build: fulfilmentChanged},
+	FulfilmentCancelled{}.EventName():            {Event: WebhookFulfilmentChanged, Build: fulfilmentChanged},
 }
 
 // WebhookSourceTypes lists the event types that cause webhooks, sorted.

@@ -30,11 +30,10 @@ var appRoutes = map[string]bool{}
 
 func init() {
 	for _, r := range []string{
-		// 1. devices: list, read, screenshot, UI snapshot, who is driving.
-		// (Taking a pay-as-you-go device, POST /v1/devices/take, is not
-		// served yet; list it when it is.)
+		// 1. devices: list, read, screenshot, UI snapshot, who is driving,
+		// take a pay-as-you-go device.
 		"GET /v1/devices", "GET /v1/devices/{}", "GET /v1/devices/{}/screenshot", "GET /v1/devices/{}/snapshot",
-		"GET /v1/devices/{}/driving",
+		"GET /v1/devices/{}/driving", "POST /v1/devices/take",
 		// 2. leases, actions, wake.
 		"POST /v1/devices/{}/lease", "PATCH /v1/devices/{}/lease", "DELETE /v1/devices/{}/lease",
 		"POST /v1/devices/{}/actions", "POST /v1/devices/{}/wake",
@@ -47,8 +46,9 @@ func init() {
 		"POST /v1/webhooks", "GET /v1/webhooks", "GET /v1/webhooks/{}", "PATCH /v1/webhooks/{}",
 		"DELETE /v1/webhooks/{}", "POST /v1/webhooks/{}/rotate", "POST /v1/webhooks/{}/test",
 		"GET /v1/webhooks/{}/deliveries",
-		// 6. the price list and a prepaid order: GET /v1/skus and POST
-		// /v1/checkout-sessions are not served yet; list them when they are.
+		// 6. the price list and a prepaid order (the route refuses
+		// pay-as-you-go and a member's app).
+		"GET /v1/skus", "POST /v1/checkout-sessions",
 		// 7. the agent tool surface.
 		"POST /mcp", "GET /mcp", "DELETE /mcp",
 	} {

@@ -128,6 +128,7 @@ func New(deps Deps) *Server {
 	s.registerContractRoutes(s.router)
 	s.registerDiscoveryRoutes(s.router)
 	s.registerIdentityWebhookRoutes(s.router)
+	s.registerPaymentWebhookRoutes(s.router)
 	if s.auth == nil {
 		s.auth = localOperator{orgID: deps.LocalOrgID}
 	}
@@ -138,6 +139,8 @@ func New(deps Deps) *Server {
 	s.registerIdentityRoutes(s.v1)
 	// Before the fleet's /v1/receipts/{idempotencyKey}, which would take "export".
 	s.registerReceiptExportRoutes(s.v1)
+	// Before the fleet's /v1/devices/{deviceId}, which would take "take".
+	s.registerPoolRoutes(s.v1)
 	s.registerFleetRoutes(s.v1)
 	s.registerWebhookRoutes(s.v1)
 	s.registerTimeRoutes(s.v1)
@@ -145,6 +148,10 @@ func New(deps Deps) *Server {
 	s.registerScheduleRoutes(s.v1)
 	s.registerStreamRoutes(s.v1)
 	s.registerWaitRoutes(s.v1)
+	s.registerCheckoutRoutes(s.v1)
+	s.registerFulfilmentRoutes(s.v1)
+	s.registerBillingRoutes(s.v1)
+	s.registerUsageRoutes(s.v1)
 	s.registerMCPRoutes(s.router)
 	if deps.VRX != nil {
 		s.router.PathPrefix("/vrx/").Handler(deps.VRX)

@@ -40,7 +40,8 @@ func (DeviceResets) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
 	return err
 }
 
-var deviceResetEvents = typeSet(nameOf(domain.LeaseReleased{}), nameOf(domain.LeaseExpired{}), nameOf(domain.DeviceReset{}))
+var deviceResetEvents = typeSet(nameOf(domain.LeaseReleased{}), nameOf(domain.LeaseExpired{}), nameOf(domain.DeviceReset{}),
+	nameOf(domain.DeviceRetired{}))
 
 // EventTypes implements Selective.
 func (DeviceResets) EventTypes() []string { return sortedKeys(deviceResetEvents) }
@@ -65,6 +66,9 @@ func (DeviceResets) Apply(ctx context.Context, tx pgx.Tx, schema string, events 
 			}
 		case domain.DeviceReset:
 			b.Queue(`DELETE FROM `+t+` WHERE device_id = $1 AND lease_id = $2`, ev.DeviceID, ev.LeaseID)
+		case domain.DeviceRetired:
+			// A retired device is reset by nobody.
+			b.Queue(`DELETE FROM `+t+` WHERE device_id = $1`, ev.DeviceID)
 		}
 		return nil
 	})

@@ -15,7 +15,7 @@ import (
 // Devices is the devices read model: one row per device with its name,
 // backend, screen, power status and current lease. It consumes device.*,
 // lease.* and action.committed (whose result says whether the screen is on)
-// and emits nothing.
+// and emits nothing. A retired device's row is deleted.
 type Devices struct{}
 
 // DevicesName is the projection's stable name.
@@ -55,7 +55,7 @@ func (Devices) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
 var deviceEvents = typeSet(nameOf(domain.DeviceRegistered{}), nameOf(domain.DeviceRenamed{}), nameOf(domain.DeviceWoken{}),
 	nameOf(domain.DeviceStopped{}), nameOf(domain.LeaseAcquired{}), nameOf(domain.LeaseRenewed{}),
 	nameOf(domain.LeaseReleased{}), nameOf(domain.LeaseExpired{}), nameOf(domain.ActionCommitted{}),
-	nameOf(domain.DeviceWentOffline{}), nameOf(domain.DeviceCameOnline{}))
+	nameOf(domain.DeviceWentOffline{}), nameOf(domain.DeviceCameOnline{}), nameOf(domain.DeviceRetired{}))
 
 // Apply implements Projection.
 func (Devices) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eventstore.Event) error {
@@ -75,6 +75,9 @@ func (Devices) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eve
 			b.Queue(`UPDATE `+t+` SET status = 'offline', updated_at = $2 WHERE device_id = $1`, ev.DeviceID, at)
 		case domain.DeviceCameOnline:
 			b.Queue(`UPDATE `+t+` SET status = 'online', updated_at = $2 WHERE device_id = $1`, ev.DeviceID, at)
+		case domain.DeviceRetired:
+			// A retired device answers as one that never existed.
+			b.Queue(`DELETE FROM `+t+` WHERE device_id = $1`, ev.DeviceID)
 		case domain.DeviceStopped:
 			b.Queue(`UPDATE `+t+` SET status = 'asleep', updated_at = $2 WHERE device_id = $1 AND status <> 'offline'`, ev.DeviceID, at)
 		case domain.LeaseAcquired:

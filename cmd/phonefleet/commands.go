@@ -29,6 +29,12 @@ func exitCode(err error) int {
 	if errors.As(err, &u) || errors.Is(err, flag.ErrHelp) {
 		return 2
 	}
+	// A command may choose its own status (fulfilments reconcile: 1 for
+	// differences found, 2 when nothing could be compared).
+	var c interface{ ExitCode() int }
+	if errors.As(err, &c) {
+		return c.ExitCode()
+	}
 	return 1
 }
 
@@ -40,6 +46,8 @@ commands:
   projections status          show each projection's position, lag, state and rebuild progress
   projections rebuild NAME    rebuild a projection from position 0 without downtime
   events tail [-follow]       print the ordered event feed
+  fulfilments refund ID       the owner's refund of one phone (no webhook is sent)
+  fulfilments reconcile       compare orders and fulfilments with the payment provider (exit 1: differences)
   version                     print the version
 `
 
@@ -91,6 +99,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return devicesCmd(ctx, rest, out)
 	case "receipts":
 		return receiptsCmd(ctx, rest, out)
+	case "fulfilments":
+		return fulfilmentsCmd(ctx, rest, out)
 	case "version":
 		fmt.Fprintln(out, "phonefleet", app.Version)
 		return nil

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"phonefleet/commands"
+	"phonefleet/domain"
+	"phonefleet/internal/app"
+	"phonefleet/internal/payments"
+	"phonefleet/projections"
+)
+
+const reconcileUsage = `usage: phonefleet fulfilments reconcile [-json]
+
+For finance: compares the payment provider's records (every subscription,
+payment and refund; SERVICE_STRIPE_SECRET_KEY, SERVICE_STRIPE_API_BASE) with
+the organisations' orders and fulfilments, and prints one line per
+difference (a live phone whose subscription ended, a subscription renewing
+for no phone, a payment or refund no order accounts for, an amount that is
+not the order's price times its quantity, ...); -json prints one JSON
+document instead. The fulfilments read model is first brought up to date.
+Exits 0 when nothing differs, 1 when something does, 2 on an error (no
+payment provider configured, the provider or the database failed).`
+
+func init() {
+	fulfilmentSubcommands["reconcile"] = fulfilmentSubcommand{usage: reconcileUsage, run: reconcileCmd}
+}
+
+// reconcileCmd runs `phonefleet fulfilments reconcile`.
+func reconcileCmd(ctx context.Context, args []string, out io.Writer) error {
+	var asJSON bool
+	extra := func(fs *flag.FlagSet) {
+		fs.BoolVar(&asJSON, "json", false, "print one JSON document instead of one line per difference")
+	}
+	err := withOperator(ctx, "fulfilments reconcile", args, extra, func(ctx context.Context, fs *flag.FlagSet, op *app.Operator, logger *slog.Logger) error {
+		if fs.NArg() > 0 {
+			return usageError{reconcileUsage}
+		}
+		key := fs.Lookup("stripe-secret-key").Value.String()
+		if key == "" {
+			return errors.New("no payment provider is configured: set SERVICE_STRIPE_SECRET_KEY (and SERVICE_STRIPE_API_BASE for another API than Stripe's)")
+		}
+		provider := payments.New(payments.Config{SecretKey: key, APIBase: fs.Lookup("stripe-api-base").Value.String()})
+		// The fulfilments read model alone, consumed here until reconcile
+		// has seen it catch up (beside the service's own consumer, if it
+		// runs: the checkpoint serialises them).
+		runner, err := projections.NewRunner(op.Store, logger, []projections.Projection{projections.Fulfilments{}})
+		if err != nil {
+			return err
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { _ = runner.Run(rctx); close(done) }()
+		defer func() { cancel(); <-done }()
+		p := commands.NewProvisioning(commands.ProvisioningConfig{Store: op.Store, Payments: provider, Wait: runner.WaitFor})
+		rep, err := p.Reconcile(ctx)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			err = writeReconcileJSON(out, rep)
+		} else {
+			err = writeReconcileText(out, rep)
+		}
+		if err != nil {
+			return err
+		}
+		if !rep.Clean() {
+			return reconcileDifferences(len(rep.Differences))
+		}
+		return nil
+	})
+	var u usageError
+	var d reconcileDifferences
+	if err == nil || errors.As(err, &u) || errors.Is(err, flag.ErrHelp) || errors.As(err, &d) {
+		return err
+	}
+	return reconcileFailed{err}
+}
+
+// reconcileDifferences is the outcome of a reconciliation that found
+// differences: exit status 1.
+type reconcileDifferences int
+
+func (n reconcileDifferences) Error() string {
+	return fmt.Sprintf("fulfilments reconcile: %d difference(s) with the payment provider", int(n))
+}
+
+// ExitCode implements the exit status of the command (see exitCode).
+func (reconcileDifferences) ExitCode() int { return 1 }
+
+// reconcileFailed is a reconciliation that could not be made: exit status
+// 2, so a script tells "the books differ" from "nothing was compared".
+type reconcileFailed struct{ err error }
+
+func (e reconcileFailed) Error() string { return "fulfilments reconcile: " + e.err.Error() }
+func (e reconcileFailed) Unwrap() error { return e.err }
+
+// ExitCode implements the exit status of the command (see exitCode).
+func (reconcileFailed) ExitCode() int { return 2 }
+
+func writeReconcileText(out io.Writer, rep commands.ReconcileReport) error {
+	for _, d := range rep.Differences {
+		if _, err := fmt.Fprintln(out, "DIFFERENCE", d); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "compared %d billing accounts (%d orders) and %d fulfilments with the provider's %d subscriptions, %d payments and %d refunds",
+		rep.Accounts, rep.Orders, rep.Fulfilments, rep.Subscriptions, rep.Payments, rep.Refunds)
+	fmt.Fprintf(out, " (%d payments of our customers naming no order, not compared; %d records not ours)\n", rep.InvoicePayments, rep.NotOurs)
+	if rep.Clean() {
+		_, err := fmt.Fprintln(out, "OK: no differences")
+		return err
+	}
+	_, err := fmt.Fprintf(out, "%d difference(s)\n", len(rep.Differences))
+	return err
+}
+
+// reconcileJSON is the -json document.
+type reconcileJSON struct {
+	Clean          bool                      `json:"clean"`
+	ProviderReadAt string                    `json:"providerReadAt"`
+	Checked        reconcileJSONChecked      `json:"checked"`
+	Differences    []reconcileJSONDifference `json:"differences"`
+}
+
+type reconcileJSONChecked struct {
+	Accounts        int `json:"accounts"`
+	Orders          int `json:"orders"`
+	Fulfilments     int `json:"fulfilments"`
+	Subscriptions   int `json:"subscriptions"`
+	Payments        int `json:"payments"`
+	Refunds         int `json:"refunds"`
+	InvoicePayments int `json:"invoicePayments"`
+	NotOurs         int `json:"notOurs"`
+}
+
+type reconcileJSONDifference struct {
+	Kind          string   `json:"kind"`
+	OrgID         string   `json:"orgId,omitempty"`
+	OrderID       string   `json:"orderId,omitempty"`
+	FulfilmentIDs []string `json:"fulfilmentIds"`
+	ProviderIDs   []string `json:"providerIds"`
+	Detail        string   `json:"detail"`
+}
+
+func writeReconcileJSON(out io.Writer, rep commands.ReconcileReport) error {
+	doc := reconcileJSON{Clean: rep.Clean(), ProviderReadAt: domain.FormatWebhookTime(rep.ProviderReadAt),
+		Checked: reconcileJSONChecked{Accounts: rep.Accounts, Orders: rep.Orders, Fulfilments: rep.Fulfilments,
+			Subscriptions: rep.Subscriptions, Payments: rep.Payments, Refunds: rep.Refunds,
+			InvoicePayments: rep.InvoicePayments, NotOurs: rep.NotOurs},
+		Differences: make([]reconcileJSONDifference, 0, len(rep.Differences))}
+	for _, d := range rep.Differences {
+		doc.Differences = append(doc.Differences, reconcileJSONDifference{Kind: d.Kind, OrgID: d.OrgID, OrderID: d.OrderID,
+			FulfilmentIDs: append([]string{}, d.FulfilmentIDs...), ProviderIDs: append([]string{}, d.ProviderIDs...), Detail: d.Detail})
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(doc)
+}

@@ -1,0 +1,100 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/gorilla/mux"
+
+	"phonefleet/commands"
+	"phonefleet/domain"
+	"phonefleet/http/kernel"
+	"phonefleet/http/wire"
+	"phonefleet/projections"
+)
+
+// registerFulfilmentRoutes mounts the fulfilment routes (spec 4.5), served
+// in both modes: the organisation's phones bought, their estimate history
+// and renewal status, and the customer's Cancel, Return and
+// cancel-renewal. Who may call is the commands' to check (reads: a
+// signed-in person, or a key with orders:place; changes: a signed-in
+// admin); OAuth apps are refused by the app gate before them.
+func (s *Server) registerFulfilmentRoutes(r *mux.Router) {
+	r.Handle("/fulfilments", kernel.HandlerFunc(s.listFulfilments)).Methods(http.MethodGet)
+	r.Handle("/fulfilments/{id}/estimate-history", kernel.HandlerFunc(s.getFulfilmentEstimates)).Methods(http.MethodGet)
+	r.Handle("/fulfilments/{id}/renewal-status", kernel.HandlerFunc(s.getFulfilmentRenewal)).Methods(http.MethodGet)
+	r.Handle("/fulfilments/{id}/cancel", kernel.HandlerFunc(s.cancelFulfilment)).Methods(http.MethodPost)
+	r.Handle("/fulfilments/{id}/return", kernel.HandlerFunc(s.returnFulfilment)).Methods(http.MethodPost)
+	r.Handle("/fulfilments/{id}/cancel-renewal", kernel.HandlerFunc(s.cancelFulfilmentRenewal)).Methods(http.MethodPost)
+}
+
+// listFulfilments answers ?state=, ?limit= (1 to 200, default 50) and
+// ?cursor= (the previous page's nextCursor).
+func (s *Server) listFulfilments(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	query := projections.FulfilmentQuery{State: q.Get("state")}
+	if raw := q.Get("limit"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 {
+			return domain.Errorf(domain.CodeInvalidArgument, "limit must be a whole number of at least 1").With("field", "limit")
+		}
+		query.Limit = n
+	}
+	if raw := q.Get("cursor"); raw != "" {
+		c, ok := wire.DecodeFulfilmentCursor(raw)
+		if !ok {
+			return domain.Errorf(domain.CodeInvalidArgument, "cursor must be a nextCursor passed back unchanged").With("field", "cursor")
+		}
+		query.Before = &c
+	}
+	page, err := s.app.Queries.ListFulfilments.Handle(r.Context(), commands.ListFulfilments{Auth: authOf(r), FulfilmentQuery: query})
+	if err != nil {
+		return err
+	}
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewFulfilmentPage(page))
+}
+
+func (s *Server) getFulfilmentEstimates(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.app.Queries.GetFulfilmentEstimates.Handle(r.Context(),
+		commands.GetFulfilmentEstimates{Auth: authOf(r), FulfilmentID: mux.Vars(r)["id"]})
+	if err != nil {
+		return err
+	}
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewFulfilmentEstimateHistory(e))
+}
+
+func (s *Server) getFulfilmentRenewal(w http.ResponseWriter, r *http.Request) error {
+	rs, err := s.app.Queries.GetFulfilmentRenewal.Handle(r.Context(),
+		commands.GetFulfilmentRenewal{Auth: authOf(r), FulfilmentID: mux.Vars(r)["id"]})
+	if err != nil {
+		return err
+	}
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewFulfilmentRenewal(rs))
+}
+
+func (s *Server) cancelFulfilment(w http.ResponseWriter, r *http.Request) error {
+	v, err := s.app.Commands.CancelFulfilment.Handle(r.Context(),
+		commands.CancelFulfilment{Auth: authOf(r), FulfilmentID: mux.Vars(r)["id"]})
+	if err != nil {
+		return err
+	}
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewFulfilment(v))
+}
+
+func (s *Server) returnFulfilment(w http.ResponseWriter, r *http.Request) error {
+	v, err := s.app.Commands.ReturnFulfilment.Handle(r.Context(),
+		commands.ReturnFulfilment{Auth: authOf(r), FulfilmentID: mux.Vars(r)["id"]})
+	if err != nil {
+		return err
+	}
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewFulfilment(v))
+}
+
+func (s *Server) cancelFulfilmentRenewal(w http.ResponseWriter, r *http.Request) error {
+	rs, err := s.app.Commands.CancelFulfilmentRenewal.Handle(r.Context(),
+		commands.CancelFulfilmentRenewal{Auth: authOf(r), FulfilmentID: mux.Vars(r)["id"]})
+	if err != nil {
+		return err
+	}
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewFulfilmentRenewal(rs))
+}

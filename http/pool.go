@@ -1,0 +1,44 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/gorilla/mux"
+
+	"phonefleet/commands"
+	"phonefleet/domain"
+	"phonefleet/http/kernel"
+	"phonefleet/http/wire"
+)
+
+// registerPoolRoutes mounts POST /v1/devices/take, taking a device out of
+// the shared pay-as-you-go pool. It is registered before the fleet's
+// /v1/devices/{deviceId} routes, so "take" is never read as a device id.
+//
+// The route is hosted-only. It is mounted in both modes, as the discovery
+// documents are, and a local deployment answers it 404 not_found, the
+// answer of a path that is not served: one OpenAPI document then describes
+// every deployment, and the app list names only mounted routes.
+func (s *Server) registerPoolRoutes(r *mux.Router) {
+	r.Handle("/devices/take", kernel.HandlerFunc(s.takePoolDevice)).Methods(http.MethodPost)
+}
+
+// takeBody is the optional body of POST /v1/devices/take.
+type takeBody struct {
+	TTLSeconds int `json:"ttlSeconds"`
+}
+
+func (s *Server) takePoolDevice(w http.ResponseWriter, r *http.Request) error {
+	if s.mode != "hosted" {
+		return domain.Errorf(domain.CodeNotFound, "nothing is served at this path")
+	}
+	var body takeBody
+	if _, err := kernel.DecodeOptionalJSON(r, &body); err != nil {
+		return err
+	}
+	t, err := s.app.Commands.TakePoolDevice.Handle(r.Context(), commands.TakePoolDevice{Auth: authOf(r), TTLSeconds: body.TTLSeconds})
+	if err != nil {
+		return err
+	}
+	return kernel.WriteJSON(w, http.StatusCreated, wire.NewPoolDevice(t))
+}

@@ -1,0 +1,84 @@
+package workers
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"phonefleet/commands"
+	"phonefleet/eventstore"
+	"phonefleet/projections"
+)
+
+// FulfilmentSweeps moves fulfilments along with time and inventory: every
+// Interval it reads the fulfilments read model for phones awaiting
+// provisioning (oldest first, the queue for free units) and for
+// provisioned phones whose end is due, and sends SweepFulfilment for each.
+// The command decides on the fulfilment's stream: it provisions an
+// awaiting phone when a unit of its slot is free for it (fulfilment.changed),
+// moves a passed estimate (no event), gives a phone up undelivered once
+// UndeliveredAfter has passed since its payment (no event), and ends a
+// day pass (no event) or a subscription whose renewal was cancelled
+// (fulfilment.changed) when its time is up. Several instances may run it:
+// each decision appends at the fulfilment stream's version and a device is
+// registered once per fulfilment.
+type FulfilmentSweeps struct {
+	// Sweep is the application's SweepFulfilment command.
+	Sweep commands.Handler[commands.SweepFulfilment, string]
+	Pool  *pgxpool.Pool
+	// Now is the clock choosing which ends are due; nil means time.Now.
+	// The command decides with the provisioning capability's clock.
+	Now func() time.Time
+	// Interval between sweeps; zero means 10 seconds.
+	Interval time.Duration
+	// UndeliveredAfter is how long a paid phone may await provisioning;
+	// zero means domain.DefaultUndeliveredAfter.
+	UndeliveredAfter time.Duration
+	Logger           *slog.Logger
+}
+
+// sweepBatch bounds the rows one pass reads of each kind.
+const sweepBatch = 500
+
+// RunOnce sweeps every awaiting fulfilment and every provisioned one whose
+// end is due, and reports how many of each outcome it caused (keyed by
+// the command's answer). A fulfilment that fails is left for the next
+// sweep; the first error is returned after the others were tried.
+func (w FulfilmentSweeps) RunOnce(ctx context.Context) (map[string]int, error) {
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
+	}
+	ctx = workerPass(ctx, "fulfilment-sweeps")
+	awaiting, err := projections.AwaitingFulfilments(ctx, w.Pool, sweepBatch)
+	if err != nil {
+		return nil, err
+	}
+	ending, err := projections.EndingFulfilments(ctx, w.Pool, now(), sweepBatch)
+	if err != nil {
+		return nil, err
+	}
+	done := map[string]int{}
+	var first error
+	for _, f := range append(awaiting, ending...) {
+		did, err := w.Sweep.Handle(eventstore.CausedBy(ctx, f.FulfilmentID),
+			commands.SweepFulfilment{FulfilmentID: f.FulfilmentID, UndeliveredAfter: w.UndeliveredAfter})
+		if err != nil && first == nil {
+			first = err
+		}
+		if did != commands.SweptNothing {
+			done[did]++
+		}
+	}
+	return done, first
+}
+
+// Run sweeps until ctx ends.
+func (w FulfilmentSweeps) Run(ctx context.Context) {
+	SweepEvery(ctx, w.Interval, 10*time.Second, w.Logger, "fulfilment sweep failed", func(ctx context.Context) error {
+		_, err := w.RunOnce(ctx)
+		return err
+	})
+}

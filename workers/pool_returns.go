@@ -1,0 +1,40 @@
+package workers
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"phonefleet/commands"
+)
+
+// PoolReturns gives units of the shared pay-as-you-go pool back: every
+// Interval it sends ReturnPoolDevices, which retires from its organisation
+// each lent device no lease is in force on any more (released, or run out
+// without renewal; the lease-expiry worker need not have recorded it) or
+// whose organisation lost pay-as-you-go access, and records its unit
+// returned, in one append per unit. Several instances may run it: the pool
+// stream's version lets one of them record each return, and a pass that
+// stops half-way leaves nothing half done.
+type PoolReturns struct {
+	// Return is the application's ReturnPoolDevices command.
+	Return commands.Handler[commands.ReturnPoolDevices, int]
+	// Interval between passes; zero means one second, which bounds how
+	// long a unit whose lease ended stays out (the retryAfterMs a refused
+	// take names is at least that).
+	Interval time.Duration
+	Logger   *slog.Logger
+}
+
+// RunOnce makes one pass and reports how many units it put back.
+func (w PoolReturns) RunOnce(ctx context.Context) (int, error) {
+	return w.Return.Handle(workerPass(ctx, "pool-returns"), commands.ReturnPoolDevices{})
+}
+
+// Run makes a pass every Interval until ctx ends.
+func (w PoolReturns) Run(ctx context.Context) {
+	SweepEvery(ctx, w.Interval, time.Second, w.Logger, "pool returns pass failed", func(ctx context.Context) error {
+		_, err := w.RunOnce(ctx)
+		return err
+	})
+}
