@@ -1,9 +1,7 @@
 package app
 
 import (
-	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -44,31 +42,7 @@ func TestBillingThroughTheService(t *testing.T) {
 	idp.SetRole("user_a", "org_a", "admin")
 	appA := idp.App(t, aud, "user_a", "org_a", "third-party")
 
-	call := func(token, method, path, body string, want int) map[string]any {
-		t.Helper()
-		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var raw json.RawMessage
-		_ = json.NewDecoder(resp.Body).Decode(&raw)
-		if resp.StatusCode != want {
-			t.Fatalf("%s %s: got %d %s; want %d", method, path, resp.StatusCode, raw, want)
-		}
-		v.Check(t, httptest.NewRequest(method, path, strings.NewReader(body)), resp, raw)
-		var out map[string]any
-		_ = json.Unmarshal(raw, &out)
-		return out
-	}
+	call := checkedCaller(t, v, base)
 	errorOf := func(body map[string]any) map[string]any {
 		e, _ := body["error"].(map[string]any)
 		return e

@@ -1,11 +1,8 @@
 package app
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -35,34 +32,7 @@ func TestUsageThroughTheService(t *testing.T) {
 	adminA := idp.Console(t, aud, "user_a", "org_a", "admin")
 	adminB := idp.Console(t, aud, "user_b", "org_b", "admin")
 
-	call := func(token, method, path, body string, want int) map[string]any {
-		t.Helper()
-		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var raw json.RawMessage
-		_ = json.NewDecoder(resp.Body).Decode(&raw)
-		if resp.StatusCode != want {
-			t.Fatalf("%s %s: got %d %s; want %d", method, path, resp.StatusCode, raw, want)
-		}
-		if method == http.MethodGet && strings.HasPrefix(path, "/v1/usage") {
-			vreq := httptest.NewRequest(method, path, nil)
-			v.Check(t, vreq, resp, raw)
-		}
-		var out map[string]any
-		_ = json.Unmarshal(raw, &out)
-		return out
-	}
+	call := checkedCaller(t, v, base)
 	register := func(org string, n int) []string {
 		t.Helper()
 		ids, err := a.app.Commands.RegisterDevices.Handle(ctx, commands.RegisterDevices{OrgID: org, Backend: domain.BackendSim, Count: n})
