@@ -12,12 +12,13 @@ import (
 	"phonefleet/internal/identity"
 	"phonefleet/internal/payments"
 	"phonefleet/projections"
+	"phonefleet/workers"
 )
 
 // provisioningProjections are the read models of purchases. Each part of
 // provisioning adds its own here.
 func provisioningProjections() []projections.Projection {
-	return []projections.Projection{projections.Fulfilments{}}
+	return []projections.Projection{projections.Fulfilments{}, projections.PaymentFollowups{}}
 }
 
 // wireProvisioning builds the provisioning capability: the price list
@@ -61,5 +62,11 @@ func (a *App) wireProvisioning(ctx context.Context) error {
 	})
 	a.wirePool()
 	a.wireFulfilments()
+	if provider != nil {
+		// Payment follow-ups (cancel or refund at the provider what our own
+		// decisions ended) run wherever a provider is configured.
+		a.workers = append(a.workers, workers.NewPaymentFollowups(workers.PaymentFollowupsConfig{Pool: a.db.Pool,
+			Store: a.store, Provider: provider, Logger: a.logger.With("worker", "payment-followups")}).Run)
+	}
 	return nil
 }

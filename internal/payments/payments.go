@@ -70,6 +70,17 @@ type Provider interface {
 	// ListRefunds returns every refund, for reconciliation. Errors:
 	// ErrUnavailable, *RefusedError.
 	ListRefunds(ctx context.Context) ([]Refund, error)
+	// CancelSubscription stops a subscription: at once (Stripe's
+	// subscription cancel) or, with atPeriodEnd, at the end of the period
+	// already paid (cancel_at_period_end=true). idempotencyKey is sent as
+	// Stripe's Idempotency-Key, so a repeat of the same follow-up performs
+	// it once. Errors: ErrUnavailable, *RefusedError.
+	CancelSubscription(ctx context.Context, subscriptionID string, atPeriodEnd bool, idempotencyKey string) error
+	// Refund refunds amount (the smallest currency unit; 0 is the whole
+	// payment) of a payment intent and returns the refund's id.
+	// idempotencyKey is sent as Stripe's Idempotency-Key. Errors:
+	// ErrUnavailable, *RefusedError.
+	Refund(ctx context.Context, paymentIntentID string, amount int64, idempotencyKey string) (string, error)
 }
 
 // Checkout modes (Stripe's Checkout Session mode).

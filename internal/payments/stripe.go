@@ -494,3 +494,60 @@ func dispute(d *stripe.Dispute) Dispute {
 	}
 	return out
 }
+
+// CancelSubscription cancels a subscription now, or sets
+// cancel_at_period_end when atPeriodEnd.
+func (s *Stripe) CancelSubscription(ctx context.Context, subscriptionID string, atPeriodEnd bool, idempotencyKey string) error {
+	if err := s.configured(); err != nil {
+		return err
+	}
+	if subscriptionID == "" {
+		return errors.New("payments: cancel subscription: no subscription id")
+	}
+	if atPeriodEnd {
+		p := &stripe.SubscriptionParams{CancelAtPeriodEnd: stripe.Bool(true)}
+		p.Context = ctx
+		if idempotencyKey != "" {
+			p.SetIdempotencyKey(idempotencyKey)
+		}
+		if _, err := s.api.Subscriptions.Update(subscriptionID, p); err != nil {
+			return classify(ctx, "cancel subscription at period end", err)
+		}
+		return nil
+	}
+	p := &stripe.SubscriptionCancelParams{}
+	p.Context = ctx
+	if idempotencyKey != "" {
+		p.SetIdempotencyKey(idempotencyKey)
+	}
+	if _, err := s.api.Subscriptions.Cancel(subscriptionID, p); err != nil {
+		return classify(ctx, "cancel subscription", err)
+	}
+	return nil
+}
+
+// Refund refunds amount of a payment intent (0: all of it).
+func (s *Stripe) Refund(ctx context.Context, paymentIntentID string, amount int64, idempotencyKey string) (string, error) {
+	if err := s.configured(); err != nil {
+		return "", err
+	}
+	if paymentIntentID == "" {
+		return "", errors.New("payments: refund: no payment intent id")
+	}
+	if amount < 0 {
+		return "", fmt.Errorf("payments: refund: negative amount %d", amount)
+	}
+	p := &stripe.RefundParams{PaymentIntent: stripe.String(paymentIntentID)}
+	if amount > 0 {
+		p.Amount = stripe.Int64(amount)
+	}
+	p.Context = ctx
+	if idempotencyKey != "" {
+		p.SetIdempotencyKey(idempotencyKey)
+	}
+	r, err := s.api.Refunds.New(p)
+	if err != nil {
+		return "", classify(ctx, "refund", err)
+	}
+	return r.ID, nil
+}

@@ -1,0 +1,239 @@
+package domain
+
+import (
+	"encoding/hex"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Payment follow-ups: telling the payment provider that a fulfilment ended
+// or stopped renewing by our decision (the customer's Cancel or Return,
+// cancel-renewal, the owner's refund, an undelivered phone given up on).
+// Each follow-up is derived from the event that triggered it
+// (PaymentFollowupID), carried out by a reactor (workers.PaymentFollowups)
+// with an idempotency key derived from the same event, and each attempt is
+// recorded as payment.followup_attempted in the follow-up's own stream.
+// Ends the provider initiated (subscription_ended, refunded, disputed) are
+// never followed up: the provider knows already.
+var paymentFollowupEvents = []EventDef{
+	Def[PaymentFollowupAttempted](1, nil),
+}
+
+// What a follow-up asks of the provider.
+const (
+	// FollowupCancelSubscription cancels the subscription now.
+	FollowupCancelSubscription = "cancel_subscription"
+	// FollowupCancelAtPeriodEnd sets cancel_at_period_end: the paid period
+	// runs out, nothing more is billed.
+	FollowupCancelAtPeriodEnd = "cancel_subscription_at_period_end"
+	// FollowupRefund refunds the unit's payment (its UnitAmount of the
+	// order's payment intent).
+	FollowupRefund = "refund"
+	// FollowupNone asks nothing (Note says why); the attempt is recorded
+	// as skipped, so the decision is on record.
+	FollowupNone = "none"
+)
+
+// Why a follow-up asks nothing, or what it leaves undone (Note).
+const (
+	// FollowupNoteShared: another live phone of the order still renews on
+	// the same subscription; the last one to stop renewing cancels it.
+	FollowupNoteShared = "subscription_shared"
+	// FollowupNoteNoSubscription / FollowupNoteNoPayment: the fulfilment
+	// names no provider subscription / payment intent.
+	FollowupNoteNoSubscription = "no_subscription"
+	FollowupNoteNoPayment      = "no_payment_intent"
+	// FollowupNoteNothingPaid: the unit cost nothing.
+	FollowupNoteNothingPaid = "nothing_paid"
+	// FollowupNoteInvoiceNotRefunded: a subscription phone returned or
+	// refunded has its subscription cancelled, but the invoice already paid
+	// is not refunded automatically (the port cannot find its charge); the
+	// owner refunds it from the dashboard if owed.
+	FollowupNoteInvoiceNotRefunded = "invoice_not_refunded"
+)
+
+// Attempt outcomes (PaymentFollowupAttempted.Outcome).
+const (
+	FollowupDone     = "done"
+	FollowupSkipped  = "skipped"
+	FollowupRetrying = "retrying"
+	// FollowupGaveUp: the provider stayed unavailable for every attempt.
+	FollowupGaveUp = "gave_up"
+	// FollowupRefused: the provider refused the request (4xx); repeating it
+	// does not help, so it is not retried.
+	FollowupRefused = "refused"
+)
+
+// The retry schedule: gaps after attempts 1 to 8 while the provider is
+// unavailable, about 15 h 42 min in all, within the 24 hours Stripe keeps
+// an idempotency key (so a late retry of a write that did happen is still
+// recognised).
+var FollowupRetryGaps = [...]time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute,
+	time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour}
+
+// FollowupMaxAttempts is how many attempts a follow-up gets in all.
+const FollowupMaxAttempts = len(FollowupRetryGaps) + 1
+
+// FollowupAttemptTimeout bounds one attempt's provider call.
+const FollowupAttemptTimeout = 45 * time.Second
+
+// followupNamespace is the UUIDv5 namespace of follow-up ids. Never change
+// it: every recorded follow-up id depends on it.
+var followupNamespace = uuid.MustParse("b7a4f1de-2c55-4d0e-8f7b-3e9a61c0d2a8")
+
+// PaymentFollowupID derives the id of the follow-up of the triggering
+// event eventID: pfu_ and the hex of a UUIDv5, so a rebuilt read model
+// finds the same follow-ups and never acts twice.
+func PaymentFollowupID(eventID uuid.UUID) string {
+	u := uuid.NewSHA1(followupNamespace, []byte(eventID.String()))
+	return "pfu_" + hex.EncodeToString(u[:])
+}
+
+// PaymentFollowupStream is the stream of one follow-up's attempts; its
+// version is the number of attempts recorded.
+func PaymentFollowupStream(followupID string) string { return "payment-followup-" + followupID }
+
+// PaymentFollowupKey is the Idempotency-Key of every provider call of a
+// follow-up: the same on every attempt, so the provider performs it once.
+func PaymentFollowupKey(followupID string) string { return "phonefleet-followup-" + followupID }
+
+// FollowupTrigger is what decides a follow-up: the triggering event and
+// the fulfilment as it was, with the other fulfilments on the same
+// subscription at that point of the log.
+type FollowupTrigger struct {
+	// Event is fulfilment.cancelled or fulfilment.renewal_cancelled;
+	// Reason the cancellation's reason.
+	Event, Reason   string
+	Billing         string
+	SubscriptionID  string
+	PaymentIntentID string
+	UnitAmount      int64
+	// OthersLive counts the other live fulfilments of the subscription,
+	// OthersRenewing those of them whose renewal is not cancelled.
+	OthersLive, OthersRenewing int
+}
+
+// FollowupPlan is what a follow-up asks of the provider.
+type FollowupPlan struct {
+	Action string
+	Note   string
+}
+
+// PlanPaymentFollowup decides the follow-up of a trigger; false means
+// none is owed:
+//   - ends the provider initiated (subscription_ended, refunded, disputed)
+//     and a day pass running out: the provider knows, or nothing is owed;
+//   - a subscription phone (Cancel, Return, owner refund, undelivered, or
+//     cancel-renewal): the subscription is one for the whole order, so it
+//     is left alone while another of its phones still renews (noted
+//     subscription_shared); otherwise it is cancelled now, or at the
+//     period's end when another of its phones is still live (its paid
+//     period is honoured) or this phone only stopped renewing. A return or
+//     refund does not refund the paid invoice (noted);
+//   - a paid-once phone (day): Return, the owner's refund and an
+//     undelivered phone (undelivered, cloud_undelivered) refund its
+//     UnitAmount of the order's payment; the customer's Cancel of a
+//     delivered day pass refunds nothing (Return is the refund).
+func PlanPaymentFollowup(t FollowupTrigger) (FollowupPlan, bool) {
+	renewal := t.Event == FulfilmentRenewalCancelled{}.EventName()
+	if !renewal {
+		switch t.Reason {
+		case EndCustomerCancel, EndCustomerReturn, EndOwnerRefund, EndUndelivered, EndCloudUndelivered:
+		default:
+			return FollowupPlan{}, false
+		}
+	}
+	if t.Billing == BillingSubscription {
+		note := ""
+		if t.Reason == EndCustomerReturn || t.Reason == EndOwnerRefund {
+			note = FollowupNoteInvoiceNotRefunded
+		}
+		switch {
+		case t.SubscriptionID == "":
+			return FollowupPlan{Action: FollowupNone, Note: FollowupNoteNoSubscription}, true
+		case t.OthersRenewing > 0:
+			return FollowupPlan{Action: FollowupNone, Note: FollowupNoteShared}, true
+		case renewal || t.OthersLive > 0:
+			return FollowupPlan{Action: FollowupCancelAtPeriodEnd, Note: note}, true
+		}
+		return FollowupPlan{Action: FollowupCancelSubscription, Note: note}, true
+	}
+	if renewal || t.Reason == EndCustomerCancel {
+		return FollowupPlan{}, false
+	}
+	switch {
+	case t.PaymentIntentID == "":
+		return FollowupPlan{Action: FollowupNone, Note: FollowupNoteNoPayment}, true
+	case t.UnitAmount <= 0:
+		return FollowupPlan{Action: FollowupNone, Note: FollowupNoteNothingPaid}, true
+	}
+	return FollowupPlan{Action: FollowupRefund}, true
+}
+
+// PaymentFollowup is one follow-up as the reactor carries it out.
+type PaymentFollowup struct {
+	// OrgID is the organisation (the event envelope's, not in the data).
+	OrgID           string `json:"-"`
+	FollowupID      string `json:"followupId"`
+	FulfilmentID    string `json:"fulfilmentId"`
+	Action          string `json:"action"`
+	Note            string `json:"note,omitempty"`
+	SubscriptionID  string `json:"subscriptionId,omitempty"`
+	PaymentIntentID string `json:"paymentIntentId,omitempty"`
+	// Amount is what a refund returns, in the smallest currency unit.
+	Amount   int64  `json:"amount,omitempty"`
+	Currency string `json:"currency,omitempty"`
+}
+
+// FollowupResult is what one attempt's provider call came to.
+type FollowupResult struct {
+	// Unavailable: the provider did not answer usefully (retry);
+	// Refused: it refused the request (do not retry).
+	Unavailable, Refused bool
+	// Error describes a failure; RefundID is the refund made.
+	Error    string
+	RefundID string
+}
+
+// PaymentFollowupAttempted records one attempt of a follow-up and the
+// decision on it: done, skipped (nothing to ask), retrying (with its next
+// attempt time), refused or gave up.
+type PaymentFollowupAttempted struct {
+	PaymentFollowup
+	Attempt        int        `json:"attempt"`
+	Outcome        string     `json:"outcome"`
+	IdempotencyKey string     `json:"idempotencyKey,omitempty"`
+	RefundID       string     `json:"refundId,omitempty"`
+	Error          string     `json:"error,omitempty"`
+	NextAttemptAt  *time.Time `json:"nextAttemptAt,omitempty"`
+	At             time.Time  `json:"at"`
+}
+
+// EventName implements Event.
+func (PaymentFollowupAttempted) EventName() string { return "payment.followup_attempted" }
+
+// DecidePaymentFollowup records attempt number attempt (1-based) of f,
+// made at at with result r.
+func DecidePaymentFollowup(f PaymentFollowup, attempt int, at time.Time, r FollowupResult) PaymentFollowupAttempted {
+	e := PaymentFollowupAttempted{PaymentFollowup: f, Attempt: attempt, At: at.UTC().Truncate(time.Microsecond),
+		RefundID: r.RefundID, Error: r.Error}
+	if f.Action != FollowupNone {
+		e.IdempotencyKey = PaymentFollowupKey(f.FollowupID)
+	}
+	switch {
+	case f.Action == FollowupNone:
+		e.Outcome = FollowupSkipped
+	case r.Refused:
+		e.Outcome = FollowupRefused
+	case r.Unavailable && attempt >= FollowupMaxAttempts:
+		e.Outcome = FollowupGaveUp
+	case r.Unavailable:
+		e.Outcome = FollowupRetrying
+		next := e.At.Add(FollowupRetryGaps[max(attempt, 1)-1])
+		e.NextAttemptAt = &next
+	default:
+		e.Outcome = FollowupDone
+	}
+	return e
+}
