@@ -56,7 +56,7 @@ type CheckoutAnswer struct {
 }
 
 // StartCheckout answers StartCheckout. The order of checks (spec 4.1;
-// docs/decisions-issue11-checkout.md) is:
+// docs/decisions.md, "The price list, admission and checkout") is:
 //
 //  1. the Idempotency-Key's shape (400 invalid_argument), like the body's
 //     JSON, which the edge read before;
