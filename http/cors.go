@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -54,7 +56,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 			h.Add("Vary", "Access-Control-Request-Method")
 			h.Add("Vary", "Access-Control-Request-Headers")
 		}
-		ok := slices.Contains(allowed, strings.TrimRight(origin, "/"))
+		ok := slices.Contains(allowed, strings.TrimRight(origin, "/")) || s.ownOrigin(r, origin)
 		if !preflight && carriesAPIKey(r) {
 			if ok {
 				h.Set("Access-Control-Allow-Origin", origin)
@@ -79,6 +81,30 @@ func (s *Server) cors(next http.Handler) http.Handler {
 		h.Set("Access-Control-Expose-Headers", corsExposedHeaders)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// ownOrigin reports whether origin is the service's own: the console's
+// page calling the API it was served with. Hosted mode knows its origin
+// ({base_url}); a local deployment is its own origin only at a loopback
+// host (127.0.0.1, [::1], localhost) and only as the Host the request was
+// sent to, so a page of another site that rebinds its name to 127.0.0.1
+// (its Origin is its own name) is still refused.
+func (s *Server) ownOrigin(r *http.Request, origin string) bool {
+	origin = strings.TrimRight(origin, "/")
+	if s.mode == "hosted" {
+		u, err := url.Parse(s.deps.Identity.PublicURL)
+		return err == nil && u.Host != "" && origin == u.Scheme+"://"+u.Host
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Scheme != "http" || u.Host != r.Host {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // carriesAPIKey reports whether the request's bearer is an API key.

@@ -57,6 +57,8 @@ type Deps struct {
 	// MCP is the agent tool surface (package mcp), served at /mcp behind
 	// authentication; nil answers service_unavailable there.
 	MCP http.Handler
+	// Console configures the console's sign-in (hosted mode).
+	Console ConsoleDeps
 	// VRX is the device surface (package vrx), served at /vrx/ without
 	// authentication (its credential is the run token in the path); nil
 	// answers not_found there.
@@ -129,6 +131,7 @@ func New(deps Deps) *Server {
 	s.registerDiscoveryRoutes(s.router)
 	s.registerIdentityWebhookRoutes(s.router)
 	s.registerPaymentWebhookRoutes(s.router)
+	s.registerConsoleRoutes(s.router)
 	if s.auth == nil {
 		s.auth = localOperator{orgID: deps.LocalOrgID}
 	}

@@ -80,6 +80,10 @@ type Config struct {
 	// PlannerModel is the model asked (SERVICE_PLANNER_MODEL).
 	PlannerModel string
 
+	// ConsoleClientID is the console's public OAuth client id, used for the
+	// authorization code + PKCE sign-in in hosted mode (SERVICE_CONSOLE_CLIENT_ID).
+	ConsoleClientID string
+
 	// StripeSecretKey is the payment provider's secret API key
 	// (SERVICE_STRIPE_SECRET_KEY); empty: no payment provider, checkout
 	// answers 503 checkout_unavailable.
@@ -145,6 +149,7 @@ func (c *Config) settings() []Setting {
 		{"SERVICE_PLANNER_URL", "planner-url", "", "OpenAI-compatible chat-completions base URL for the built-in run agent; unset: scripted planner only", &c.PlannerURL},
 		{"SERVICE_PLANNER_API_KEY", "planner-api-key", "", "bearer token for the planner endpoint", &c.PlannerAPIKey},
 		{"SERVICE_PLANNER_MODEL", "planner-model", "", "model the planner endpoint is asked for", &c.PlannerModel},
+		{"SERVICE_CONSOLE_CLIENT_ID", "console-client-id", "", "the console's public OAuth client id (hosted: authorization code + PKCE sign-in)", &c.ConsoleClientID},
 		{"SERVICE_STRIPE_SECRET_KEY", "stripe-secret-key", "", "payment provider (Stripe) secret API key; unset: checkout answers 503 checkout_unavailable", &c.StripeSecretKey},
 		{"SERVICE_STRIPE_API_BASE", "stripe-api-base", "", "payment provider API base URL (stripe-mock in tests and development); unset: Stripe's real API", &c.StripeAPIBase},
 		{"SERVICE_STRIPE_WEBHOOK_SECRET", "stripe-webhook-secret", "", "whsec_ secret Stripe signs POST /webhooks/stripe with", &c.StripeWebhookSecret},
