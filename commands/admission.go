@@ -135,6 +135,10 @@ func (p *Provisioning) GetAdmission(ctx context.Context, q GetAdmission) (Admiss
 		out.CheckoutBlocked = AdmissionProvisioned
 	case p.cfg.Payments == nil:
 		out.CheckoutBlocked = AdmissionNoPaymentProvider
+	case p.attributed(q.Auth) != nil:
+		// No sign-in instance to attribute the organisation to: no
+		// instance's purchases are served for it.
+		out.CheckoutBlocked = AdmissionInstanceNotServed
 	case pending:
 		out.CheckoutBlocked = AdmissionPaymentInProgress
 	}

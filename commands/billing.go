@@ -100,7 +100,8 @@ const NoBillingAccountState = "no_billing_account"
 // signed-in person of the organisation, of either role, may read it; an
 // API key or an OAuth app may not (permission_denied). Without a payment
 // provider, or when it does not answer or refuses, it answers 503
-// checkout_unavailable.
+// checkout_unavailable; when the billing account cannot be read, 503
+// admission_unavailable.
 func (p *Provisioning) GetUpcomingInvoice(ctx context.Context, q GetUpcomingInvoice) (UpcomingInvoice, error) {
 	if err := billingSession(q.Auth); err != nil {
 		return UpcomingInvoice{}, err
@@ -110,7 +111,7 @@ func (p *Provisioning) GetUpcomingInvoice(ctx context.Context, q GetUpcomingInvo
 	}
 	acc, _, err := p.accounts.Load(ctx, q.Auth.OrgID)
 	if err != nil {
-		return UpcomingInvoice{}, err
+		return UpcomingInvoice{}, storeDown(err)
 	}
 	if acc.CustomerID == "" {
 		return emptyUpcomingInvoice(p.cfg.Catalog.Currency), nil
@@ -161,7 +162,8 @@ func emptyUpcomingInvoice(currency string) UpcomingInvoice {
 // organisation with no customer yet answers 409 wrong_state (state
 // no_billing_account); no payment provider, a provider that does not
 // answer, or one that refuses (a portal not set up) answers 503
-// checkout_unavailable.
+// checkout_unavailable; a billing account that cannot be read, 503
+// admission_unavailable.
 func (p *Provisioning) OpenBillingPortal(ctx context.Context, c OpenBillingPortal) (BillingPortalSession, error) {
 	a := c.Auth
 	if err := billingSession(a); err != nil {
@@ -176,7 +178,7 @@ func (p *Provisioning) OpenBillingPortal(ctx context.Context, c OpenBillingPorta
 	}
 	acc, _, err := p.accounts.Load(ctx, a.OrgID)
 	if err != nil {
-		return BillingPortalSession{}, err
+		return BillingPortalSession{}, storeDown(err)
 	}
 	if acc.CustomerID == "" {
 		return BillingPortalSession{}, domain.Errorf(domain.CodeWrongState,

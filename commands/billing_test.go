@@ -221,3 +221,26 @@ func TestBillingProviderMissingDownOrRefusing(t *testing.T) {
 		})
 	}
 }
+
+// TestBillingStoreUnreadable: when the organisation's billing account
+// cannot be read, both billing routes answer 503 admission_unavailable
+// (spec 7.2: the provisioning store cannot be read; retryable), not an
+// internal error.
+func TestBillingStoreUnreadable(t *testing.T) {
+	pool := testutil.FreshPool(t)
+	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
+	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: store,
+		Payments: payments.New(payments.Config{SecretKey: "sk_test_billing", APIBase: billingClosedURL(t), MaxNetworkRetries: -1})})
+	pool.Close() // every read fails
+	admin := domain.Auth{OrgID: domain.NewID(domain.PrefixOrganisation), Kind: domain.PrincipalConsole, UserID: "user_admin",
+		Role: domain.RoleAdmin, Scopes: domain.AllScopes}
+	ctx := testutil.Context(t)
+	_, upcoming := p.GetUpcomingInvoice(ctx, commands.GetUpcomingInvoice{Auth: admin})
+	_, portal := p.OpenBillingPortal(ctx, commands.OpenBillingPortal{Auth: admin})
+	for name, err := range map[string]error{"upcoming": upcoming, "portal": portal} {
+		var de *domain.Error
+		if !errors.As(err, &de) || de.Code != domain.CodeAdmissionUnavailable || de.Retryable == nil || !*de.Retryable {
+			t.Errorf("%s: got %v; want admission_unavailable, retryable", name, err)
+		}
+	}
+}

@@ -19,8 +19,11 @@ func init() {
 		register: func(p *Provisioning, l *slog.Logger, c *Commands, q *Queries) {
 			set(l, &c.StartCheckout, HandlerFunc[StartCheckout, CheckoutAnswer](p.StartCheckout))
 		},
-		unavailable: func(l *slog.Logger, c *Commands, q *Queries, why func() error) {
-			unavailable(l, &c.StartCheckout, why)
+		unavailable: func(l *slog.Logger, c *Commands, q *Queries, _ func() error) {
+			// Spec 2.3: every 503 of checkout is one of the checkout codes.
+			unavailable(l, &c.StartCheckout, func() error {
+				return domain.Errorf(domain.CodeCheckoutUnavailable, "purchases are not served by this deployment").WithRetryable(false)
+			})
 		}})
 }
 
@@ -71,9 +74,12 @@ type CheckoutAnswer struct {
 //     abandoned, or 409 idempotency_conflict;
 //  6. an already-provisioned organisation (409 wrong_state, state
 //     provisioned), before any configuration gap;
-//  7. the deployment's state (503 checkout_unavailable: no provider; no
-//     price for what is asked; a model not listed or not priced; no default
+//  7. the deployment's state (503 checkout_unavailable: no provider; the
+//     organisation not attributable to a sign-in instance; no price for
+//     what is asked; a model not listed or not priced; no default
 //     region; with out-of-stock refusal, inventory unreadable);
+//     the provisioning store unreadable at any step is 503
+//     admission_unavailable;
 //  8. the body (400 invalid_argument);
 //  9. the quote (409 quote_changed);
 //  10. stock (409 out_of_stock);
@@ -126,6 +132,9 @@ func (p *Provisioning) StartCheckout(ctx context.Context, cmd StartCheckout) (Ch
 
 	if p.cfg.Payments == nil {
 		return CheckoutAnswer{}, domain.Errorf(domain.CodeCheckoutUnavailable, "this deployment has no payment provider configured").WithRetryable(false)
+	}
+	if err := p.attributed(a); err != nil {
+		return CheckoutAnswer{}, err
 	}
 	if err := cat.Unpurchasable(req); err != nil {
 		return CheckoutAnswer{}, err
@@ -229,7 +238,11 @@ func (p *Provisioning) reverified(ctx context.Context, a domain.Auth, token stri
 	if err != nil {
 		var de *domain.Error
 		if errors.As(err, &de) && (de.Code == domain.CodeServiceUnavailable) {
-			return de // the authorization server's keys cannot be read now: not the person's doing
+			// The authorization server's keys cannot be read now: not the
+			// person's doing, and, like every reason the deployment cannot
+			// sell now, a checkout 503 (spec 2.3: one of its three codes).
+			return domain.Errorf(domain.CodeCheckoutUnavailable,
+				"the identity check cannot be verified now; nothing was charged, try again").WithRetryable(true).Wrap(err)
 		}
 		return domain.ErrReverificationRequired("the x-service-step-up token is not a valid identity check for this person; sign in again").Wrap(err)
 	}
@@ -241,9 +254,11 @@ func (p *Provisioning) reverified(ctx context.Context, a domain.Auth, token stri
 }
 
 // served refuses an organisation signing in through an instance whose
-// purchases this deployment does not handle.
+// purchases this deployment does not handle. A credential naming no
+// instance is not refused here: that is the deployment's gap (attributed),
+// answered after the provisioned state.
 func (p *Provisioning) served(a domain.Auth) error {
-	if len(p.cfg.ServedInstances) == 0 {
+	if len(p.cfg.ServedInstances) == 0 || a.Instance == "" {
 		return nil
 	}
 	inst := strings.TrimRight(a.Instance, "/")
@@ -252,6 +267,17 @@ func (p *Provisioning) served(a domain.Auth) error {
 	}
 	return domain.Errorf(domain.CodeInstanceNotServed,
 		"this organisation signs in through an instance whose purchases this deployment does not handle").WithRetryable(false)
+}
+
+// attributed refuses, where the deployment sells by sign-in instance, an
+// organisation it cannot attribute to one (the credential names none):
+// spec 4.1 lists it among the 503 reasons the deployment cannot provision.
+func (p *Provisioning) attributed(a domain.Auth) error {
+	if len(p.cfg.ServedInstances) == 0 || a.Instance != "" {
+		return nil
+	}
+	return domain.Errorf(domain.CodeCheckoutUnavailable,
+		"this organisation cannot be attributed to a sign-in instance now; nothing was charged").WithRetryable(false)
 }
 
 // subscriptionPhones reads the state of every fulfilment of the account's
@@ -457,12 +483,13 @@ func providerRefusal(err error) *domain.Error {
 }
 
 // storeDown is the answer when the provisioning store cannot be read or
-// written (a refusal already decided passes through).
+// written: 503 admission_unavailable, retryable, with Retry-After (spec
+// 7.2 names that code for it). A refusal already decided passes through.
 func storeDown(err error) error {
 	var de *domain.Error
 	if errors.As(err, &de) {
 		return err
 	}
-	return domain.Errorf(domain.CodeCheckoutUnavailable, "the provisioning store cannot be read now; nothing was charged").
+	return domain.Errorf(domain.CodeAdmissionUnavailable, "the provisioning store cannot be read now; nothing was charged").
 		WithRetryable(true).Wrap(err)
 }

@@ -679,6 +679,35 @@ func TestCheckoutCallers(t *testing.T) {
 	}
 }
 
+// TestCheckoutNotServedAnswersACheckoutCode checks an application without
+// the provisioning capability: its checkout answers 503
+// checkout_unavailable, one of the three codes spec 2.3 allows a checkout
+// 503, not the generic service_unavailable.
+func TestCheckoutNotServedAnswersACheckoutCode(t *testing.T) {
+	app := commands.NewApplication(commands.AppDeps{})
+	req, _ := domain.ReadPurchaseRequest([]byte(checkoutDay))
+	_, err := app.Commands.StartCheckout.Handle(testutil.Context(t),
+		commands.StartCheckout{Auth: checkoutAdmin(domain.NewID(domain.PrefixOrganisation)), Request: req})
+	wantCheckoutCode(t, err, domain.CodeCheckoutUnavailable, "no")
+}
+
+// TestCheckoutIdentityCheckUnverifiable: when the step-up token cannot be
+// verified because the authorization server's keys cannot be read, the
+// answer is 503 checkout_unavailable (retryable), not
+// reverification_required (not the person's doing) and not
+// service_unavailable (spec 2.3's checkout codes).
+func TestCheckoutIdentityCheckUnverifiable(t *testing.T) {
+	e := newCheckoutEnv(t, testutil.Pool(t), func(c *commands.ProvisioningConfig) {
+		c.RequireReverification = true
+		c.StepUp = func(context.Context, string, string) (time.Time, error) {
+			return time.Time{}, domain.Errorf(domain.CodeServiceUnavailable, "the authorization server's keys cannot be fetched")
+		}
+	})
+	req, _ := domain.ReadPurchaseRequest([]byte(checkoutDay))
+	_, err := e.p.StartCheckout(e.ctx, commands.StartCheckout{Auth: checkoutAdmin(e.org), Request: req, StepUp: "a-token"})
+	wantCheckoutCode(t, err, domain.CodeCheckoutUnavailable, "yes")
+}
+
 func TestCheckoutReverification(t *testing.T) {
 	var checked []string
 	authAt := time.Time{}

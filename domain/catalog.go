@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 )
 
 // The price list (ARCHITECTURE.md, "Provisioning"): skus, billing modes,
@@ -173,7 +174,7 @@ func (c *Catalog) check() error {
 		}
 		models := map[string]bool{}
 		for _, m := range s.Models {
-			if len(m.ID) < 1 || len(m.ID) > 64 || models[m.ID] {
+			if n := utf8.RuneCountInString(m.ID); n < 1 || n > MaxModelLength || models[m.ID] {
 				return fmt.Errorf("sku %s: model id %q must be 1 to 64 characters and unique", s.Sku, m.ID)
 			}
 			models[m.ID] = true

@@ -8,9 +8,12 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Checkout (spec 4.1): a PurchaseChoice body read as sent, resolved against
@@ -150,8 +153,10 @@ func ReadPurchaseRequest(body []byte) (PurchaseRequest, error) {
 	case nil:
 	case json.Number:
 		known["quantity"] = q
-		if n, err := q.Int64(); err == nil {
+		if n, ok := wholeNumber(q); ok {
 			r.Quantity = &n
+			// 2 and 2.0 are one purchase.
+			known["quantity"] = json.Number(strconv.FormatInt(n, 10))
 		} else {
 			r.problems = append(r.problems, "quantity must be a whole number")
 		}
@@ -170,6 +175,48 @@ func ReadPurchaseRequest(body []byte) (PurchaseRequest, error) {
 	}
 	r.digest = digestOf(known)
 	return r, nil
+}
+
+// wholeNumber reads a JSON number that is a whole number, as JSON Schema's
+// integer does (2, 2.0, 2e0 and 20e-1 are all 2; 2.5 and 1e-400 are not),
+// saturating at the int64 range (a whole number beyond it is still out of
+// every range the route allows); ok is false for a number with a
+// fractional part. n is a number as the JSON decoder read it.
+func wholeNumber(n json.Number) (int64, bool) {
+	if v, err := n.Int64(); err == nil {
+		return v, true
+	}
+	s := strings.TrimPrefix(string(n), "-")
+	mantissa, exponent := s, "0"
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mantissa, exponent = s[:i], s[i+1:]
+	}
+	whole, frac, _ := strings.Cut(mantissa, ".")
+	digits := whole + frac
+	if significant := strings.TrimRight(digits, "0"); strings.Trim(significant, "0") != "" {
+		// digits × 10^(e − len(frac)) is whole when the digits end in at
+		// least len(frac) − e zeros.
+		e, err := strconv.Atoi(exponent)
+		switch {
+		case err != nil || e < -1<<30:
+			if strings.HasPrefix(exponent, "-") {
+				return 0, false
+			}
+		case e <= 1<<30 && len(frac)-e > len(digits)-len(significant):
+			return 0, false
+		}
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, false
+	}
+	switch {
+	case f >= math.MaxInt64:
+		return math.MaxInt64, true
+	case f <= math.MinInt64:
+		return math.MinInt64, true
+	}
+	return int64(f), true
 }
 
 // digestOf is the request digest: the members the route reads, as
@@ -285,10 +332,11 @@ type Purchase struct {
 }
 
 // QuantityLimit is how many phones of model one purchase on the row may
-// hold: the model's maxQuantity on a subscription row (the first month
-// of a monthly cloud payment allows up to 3), 1 on every other plan.
+// hold: the model's maxQuantity on the monthly cloud phone row (spec 2.1:
+// the first month of a monthly cloud payment allows up to 3), 1 on every
+// other plan, whatever the catalog lists there.
 func (r PriceRow) QuantityLimit(m PriceModel) int {
-	if r.Billing != BillingSubscription {
+	if r.Sku != SkuCloudPhone || r.Billing != BillingSubscription {
 		return 1
 	}
 	return m.MaxQuantity
@@ -338,7 +386,7 @@ func (c *Catalog) ValidatePurchase(r PurchaseRequest) (Purchase, error) {
 	var model *PriceModel
 	if r.Model != nil {
 		id := *r.Model
-		if len(id) < 1 || len(id) > MaxModelLength {
+		if n := utf8.RuneCountInString(id); n < 1 || n > MaxModelLength {
 			return bad("model", "model must be 1 to %d characters", MaxModelLength)
 		}
 		m, ok := row.Model(id)

@@ -132,6 +132,100 @@ func TestValidatePurchaseResolves(t *testing.T) {
 	}
 }
 
+// TestModelLengthCountsCharacters checks spec 2.1's "length 1 to 64" of
+// model in characters, not bytes: a model of 64 characters that takes
+// more bytes is a model the row does not list (the message names the
+// listed ones), not one too long; a catalog may list such a model.
+func TestModelLengthCountsCharacters(t *testing.T) {
+	cat := DefaultCatalog()
+	body := func(model string) string {
+		return `{"sku":"cloud_phone","billing":"subscription","model":"` + model + `","quoteId":"q"}`
+	}
+	_, err := cat.ValidatePurchase(mustRead(t, body(strings.Repeat("é", 64))))
+	if codeOf(err) != CodeInvalidArgument || !strings.Contains(err.Error(), "is not listed") {
+		t.Errorf("64 characters (128 bytes): got %v; want the model refused as not listed", err)
+	}
+	_, err = cat.ValidatePurchase(mustRead(t, body(strings.Repeat("é", 65))))
+	if codeOf(err) != CodeInvalidArgument || !strings.Contains(err.Error(), "1 to 64 characters") {
+		t.Errorf("65 characters: got %v; want the model refused as too long", err)
+	}
+	long := strings.Repeat("é", 64)
+	listed, err := ParseCatalog([]byte(`{"currency":"usd","skus":[{"sku":"cloud_phone","name":"C","prices":{},"maxQuantity":1,
+		"models":[{"id":"` + long + `","name":"Long","listed":true,"prices":{"subscription":100},"maxQuantity":1,"inventory":1}]}]}`))
+	if err != nil {
+		t.Fatalf("a catalog model id of 64 characters: %v", err)
+	}
+	q := QuoteID("usd", SkuCloudPhone, BillingSubscription, long, 100)
+	p, err := listed.ValidatePurchase(mustRead(t, `{"sku":"cloud_phone","billing":"subscription","model":"`+long+`","quoteId":"`+q+`"}`))
+	if err != nil || p.Choice.Model != long {
+		t.Errorf("buying it: got %+v, %v", p.Choice, err)
+	}
+}
+
+// TestQuantityIsAnInteger checks quantity as spec 2.1's (and the
+// contract's JSON Schema) integer: a whole number however it is written
+// is that number (and the same purchase for an Idempotency-Key); a
+// fraction is not a whole number; a whole number too large for any
+// integer type is out of range, not "not a whole number".
+func TestQuantityIsAnInteger(t *testing.T) {
+	cat := DefaultCatalog()
+	q := QuoteID("usd", SkuCloudPhone, BillingSubscription, "pixel-8", 9900)
+	body := func(quantity string) string {
+		return `{"sku":"cloud_phone","billing":"subscription","model":"pixel-8","quoteId":"` + q + `","quantity":` + quantity + `}`
+	}
+	two := mustRead(t, body("2"))
+	for _, spelling := range []string{"2.0", "2e0", "20e-1", "0.2E1", "2.000"} {
+		r := mustRead(t, body(spelling))
+		p, err := cat.ValidatePurchase(r)
+		if err != nil || p.Choice.Quantity != 2 {
+			t.Errorf("quantity %s: got %+v, %v; want 2", spelling, p.Choice, err)
+		}
+		if r.Digest() != two.Digest() {
+			t.Errorf("quantity %s: got another digest than quantity 2", spelling)
+		}
+	}
+	for _, spelling := range []string{"1.5", "2.0000001", "1e-400", "25e-1"} {
+		_, err := cat.ValidatePurchase(mustRead(t, body(spelling)))
+		if codeOf(err) != CodeInvalidArgument || !strings.Contains(err.Error(), "whole number") {
+			t.Errorf("quantity %s: got %v; want not a whole number", spelling, err)
+		}
+	}
+	for _, spelling := range []string{"99999999999999999999", "1e400", "-1e30", "-99999999999999999999"} {
+		_, err := cat.ValidatePurchase(mustRead(t, body(spelling)))
+		if codeOf(err) != CodeInvalidArgument || !strings.Contains(err.Error(), "1 to 20") {
+			t.Errorf("quantity %s: got %v; want out of range 1 to 20", spelling, err)
+		}
+	}
+}
+
+// TestQuantityBeyondOneOnlyForMonthlyCloudPhones checks spec 2.1's
+// "first-month modern cloud payments allow up to 3, every other plan 1":
+// a catalog listing maxQuantity 3 on a model of another sku's
+// subscription still sells one at a time there.
+func TestQuantityBeyondOneOnlyForMonthlyCloudPhones(t *testing.T) {
+	cat, err := ParseCatalog([]byte(`{"currency":"usd","skus":[
+		{"sku":"phone_robot_android","name":"R","prices":{},"maxQuantity":1,"inventory":0,"models":[
+			{"id":"arm-2","name":"Arm 2","listed":true,"prices":{"subscription":100},"maxQuantity":3,"backorderable":true,"inventory":5}]},
+		{"sku":"cloud_phone","name":"C","prices":{},"maxQuantity":1,"inventory":0,"models":[
+			{"id":"p8","name":"P8","listed":true,"prices":{"subscription":100,"day":10},"maxQuantity":3,"backorderable":true,"inventory":5}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buy := func(sku, billing, model, quantity string) (Purchase, error) {
+		q := QuoteID("usd", sku, billing, model, map[string]int64{"subscription": 100, "day": 10}[billing])
+		return cat.ValidatePurchase(mustRead(t, `{"sku":"`+sku+`","billing":"`+billing+`","model":"`+model+`","quoteId":"`+q+`","quantity":`+quantity+`}`))
+	}
+	if _, err := buy(SkuPhoneRobotAndroid, BillingSubscription, "arm-2", "2"); codeOf(err) != CodeInvalidArgument || !strings.Contains(err.Error(), "at most 1") {
+		t.Errorf("two robots on a subscription: got %v; want at most 1", err)
+	}
+	if _, err := buy(SkuCloudPhone, BillingDay, "p8", "2"); codeOf(err) != CodeInvalidArgument {
+		t.Errorf("two cloud day passes: got %v; want at most 1", err)
+	}
+	if p, err := buy(SkuCloudPhone, BillingSubscription, "p8", "3"); err != nil || p.Choice.Quantity != 3 {
+		t.Errorf("three monthly cloud phones: got %+v, %v", p.Choice, err)
+	}
+}
+
 func TestUnpurchasable(t *testing.T) {
 	cat, err := ParseCatalog([]byte(`{"currency":"eur","skus":[
 		{"sku":"emulator","name":"E","prices":{"day":null},"maxQuantity":1,"inventory":1},

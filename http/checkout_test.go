@@ -43,6 +43,10 @@ func coPrincipal(name, org string) (domain.Auth, bool) {
 	case "app":
 		return domain.Auth{OrgID: org, Kind: domain.PrincipalApp, UserID: "user_admin", ClientID: "client_1", Role: domain.RoleAdmin,
 			Scopes: []domain.Scope{domain.ScopeDevicesRead, domain.ScopeOrdersPlace}, Instance: inst}, true
+	case "unattributed":
+		// A credential naming no sign-in instance (spec 4.1: the
+		// organisation cannot be attributed to an authentication instance).
+		return domain.Auth{OrgID: org, Kind: domain.PrincipalConsole, UserID: "user_admin", Role: domain.RoleAdmin, Scopes: domain.AllScopes}, true
 	case "elsewhere":
 		return domain.Auth{OrgID: org, Kind: domain.PrincipalConsole, UserID: "user_admin", Role: domain.RoleAdmin, Scopes: domain.AllScopes,
 			Instance: "https://other-idp.example"}, true
@@ -559,6 +563,36 @@ func TestCheckoutAnswers503(t *testing.T) {
 			t.Error("admission_unavailable without Retry-After")
 		}
 	})
+	t.Run("organisation not attributable to a sign-in instance", func(t *testing.T) {
+		e := newCOEnv(t, db, coOptions{})
+		e.checkout("unattributed", coDay).want(t, http.StatusServiceUnavailable, "checkout_unavailable", "no")
+		// A configuration gap: an already-provisioned organisation still
+		// answers 409 (spec 4.1, order of checks).
+		o := domain.NewID(domain.PrefixOrder)
+		choice := domain.PurchaseChoice{Sku: domain.SkuEmulator, Billing: domain.BillingSubscription, Quantity: 1}
+		e.record(domain.AccountStream(e.org), domain.CheckoutStarted{OrgID: e.org, OrderID: o, FulfilmentIDs: []string{o}, Choice: choice},
+			domain.CheckoutOpened{OrderID: o, SessionID: "cs_u", CheckoutURL: "https://pay"}, domain.OrderPaid{OrderID: o, ProviderEventID: "evt_u"})
+		e.record(domain.FulfilmentStream(o), domain.FulfilmentCreated{FulfilmentID: o, OrgID: e.org, OrderID: o, Choice: choice},
+			domain.FulfilmentProvisioned{FulfilmentID: o, DeviceID: "dev_u"})
+		e.checkout("unattributed", coDay).want(t, http.StatusConflict, "wrong_state", "no")
+		if e.provider.creates != 0 {
+			t.Error("a session was opened for an organisation with no sign-in instance")
+		}
+	})
+	t.Run("identity check cannot be verified now", func(t *testing.T) {
+		// The authorization server's keys cannot be read: not the person's
+		// doing, and still one of the three checkout codes (spec 2.3).
+		e := newCOEnv(t, db, coOptions{config: func(c *commands.ProvisioningConfig) {
+			c.RequireReverification = true
+			c.StepUp = func(context.Context, string, string) (time.Time, error) {
+				return time.Time{}, domain.Errorf(domain.CodeServiceUnavailable, "the authorization server's keys cannot be fetched")
+			}
+		}})
+		e.checkout("admin", coDay, "x-service-step-up", "a-token").want(t, http.StatusServiceUnavailable, "checkout_unavailable", "yes")
+		if e.provider.creates != 0 {
+			t.Error("a session was opened without the identity check")
+		}
+	})
 	t.Run("customer balance", func(t *testing.T) {
 		e := newCOEnv(t, db, coOptions{})
 		e.record(domain.AccountStream(e.org), domain.BillingCustomerRecorded{OrgID: e.org, CustomerID: "cus_owing"})
@@ -576,7 +610,13 @@ func TestCheckoutAnswers503(t *testing.T) {
 		}
 		pool.Close() // every read fails
 		gone := newCOEnv(t, &coDB{pool: pool, store: eventstore.New(pool, eventstore.WithUpcaster(domain.Events))}, coOptions{})
-		gone.checkout("admin", coDay).want(t, http.StatusServiceUnavailable, "checkout_unavailable", "yes")
+		// Spec 7.2: admission_unavailable is the provisioning store that
+		// cannot be read; retry after Retry-After.
+		unread := gone.checkout("admin", coDay)
+		unread.want(t, http.StatusServiceUnavailable, "admission_unavailable", "yes")
+		if unread.header.Get("Retry-After") == "" {
+			t.Error("checkout admission_unavailable without Retry-After")
+		}
 		a := gone.do("reader-key", http.MethodGet, "/v1/admission", "")
 		a.want(t, http.StatusServiceUnavailable, "admission_unavailable", "yes")
 		if a.header.Get("Retry-After") == "" {
@@ -655,6 +695,39 @@ func TestPriceListAndAdmissionRoutes(t *testing.T) {
 	if m := e.do("reader-key", http.MethodGet, "/v1/admission", "").json(t); m["openCheckout"] == nil {
 		t.Errorf("admission %v; want the open checkout", m)
 	}
+}
+
+// TestAppsAreToldWhereToBuy walks the provisioning routes spec 5.2 keeps
+// from OAuth apps (reading, cancelling and returning orders, billing and
+// the portal, usage, onboarding status, a pay-as-you-go purchase): each
+// answers 403 permission_denied whose where (and message) names where to
+// do it instead; the price list and a prepaid checkout stay open to an
+// admin's app.
+func TestAppsAreToldWhereToBuy(t *testing.T) {
+	e := newCOEnv(t, newCODB(t), coOptions{})
+	orders, billing := "the console's orders page", "the console's billing page"
+	for _, tt := range []struct{ method, path, body, where string }{
+		{http.MethodGet, "/v1/fulfilments", "", orders},
+		{http.MethodGet, "/v1/fulfilments/ful_x/estimate-history", "", orders},
+		{http.MethodGet, "/v1/fulfilments/ful_x/renewal-status", "", orders},
+		{http.MethodPost, "/v1/fulfilments/ful_x/cancel", "", orders},
+		{http.MethodPost, "/v1/fulfilments/ful_x/return", "", orders},
+		{http.MethodPost, "/v1/fulfilments/ful_x/cancel-renewal", "", orders},
+		{http.MethodGet, "/v1/billing/upcoming", "", billing},
+		{http.MethodPost, "/v1/billing/portal-sessions", "", billing},
+		{http.MethodGet, "/v1/usage", "", "the console's usage page"},
+		{http.MethodGet, "/v1/admission", "", "the console"},
+		{http.MethodPost, "/v1/checkout-sessions", `{"sku":"emulator","billing":"payg"}`, "the console"},
+	} {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			errBody := e.do("app", tt.method, tt.path, tt.body).want(t, http.StatusForbidden, "permission_denied", "")
+			if errBody["where"] != tt.where || !strings.Contains(fmt.Sprint(errBody["message"]), tt.where) {
+				t.Errorf("got %v; want where and message naming %q", errBody, tt.where)
+			}
+		})
+	}
+	e.do("app", http.MethodGet, "/v1/skus", "").want(t, http.StatusOK, "", "")
+	e.checkout("app", coDay).want(t, http.StatusOK, "", "")
 }
 
 // TestCheckoutRoutesDocumentedAndMounted is the contract test for a hosted

@@ -241,7 +241,7 @@ func (c *Config) validate() error {
 		{"SERVICE_RATE_LIMIT_ANONYMOUS", c.raw.rateAnon, &c.RateLimitAnonymous, 1},
 		{"SERVICE_SIM_DEVICES", c.raw.simDevices, &c.SimDevices, 0},
 		{"SERVICE_ADB_SIM_DEVICES", c.raw.adbSimDevices, &c.ADBSimDevices, 0},
-		{"SERVICE_PAYG_DEVICE_LIMIT", c.raw.paygDeviceLimit, &c.PAYGDeviceLimit, 0},
+		{"SERVICE_PAYG_DEVICE_LIMIT", c.raw.paygDeviceLimit, &c.PAYGDeviceLimit, 1},
 	} {
 		v, err := strconv.Atoi(n.raw)
 		if err != nil || v < n.min || v > 1_000_000 {

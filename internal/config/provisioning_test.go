@@ -48,6 +48,9 @@ func TestInvalidProvisioningSettingsNameThemselves(t *testing.T) {
 		{"reverification", map[string]string{"SERVICE_REQUIRE_REVERIFICATION": "sometimes"}, "SERVICE_REQUIRE_REVERIFICATION"},
 		{"out of stock", map[string]string{"SERVICE_REFUSE_OUT_OF_STOCK": "maybe"}, "SERVICE_REFUSE_OUT_OF_STOCK"},
 		{"payg limit", map[string]string{"SERVICE_PAYG_DEVICE_LIMIT": "-1"}, "SERVICE_PAYG_DEVICE_LIMIT"},
+		// Zero is refused rather than read as the default 2 (the pool's
+		// own setting serves no devices: a catalog without a pool).
+		{"payg limit zero", map[string]string{"SERVICE_PAYG_DEVICE_LIMIT": "0"}, "SERVICE_PAYG_DEVICE_LIMIT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := load(tc.env)
