@@ -115,6 +115,17 @@ type Commands struct {
 
 	// StartCheckout begins a purchase (POST /v1/checkout-sessions).
 	StartCheckout Handler[StartCheckout, CheckoutAnswer]
+
+	// CLI sign-in (/v1/cli-sessions): a CLI starts a session and polls
+	// it; a signed-in person approves (minting a key) or denies it.
+	StartCLISession   Handler[StartCLISession, StartedCLISession]
+	PollCLISession    Handler[PollCLISession, CLISessionPoll]
+	ApproveCLISession Handler[ApproveCLISession, CLISessionView]
+	DenyCLISession    Handler[DenyCLISession, CLISessionView]
+
+	// RecordConsoleEvents records a console page's telemetry (POST
+	// /v1/console/events).
+	RecordConsoleEvents Handler[RecordConsoleEvents, RecordedConsoleEvents]
 }
 
 // Queries are the application's reads. They answer from read models that
@@ -170,6 +181,17 @@ type Queries struct {
 	// organisation's onboarding and purchase status (GET /v1/admission).
 	GetPriceList Handler[GetPriceList, PriceList]
 	GetAdmission Handler[GetAdmission, Admission]
+
+	// GetCLISessionByCode shows the CLI sign-in a user code names (GET
+	// /v1/cli-sessions/by-code/{userCode}).
+	GetCLISessionByCode Handler[GetCLISessionByCode, CLISessionView]
+	// ListConsoleEvents pages through the console's telemetry (GET
+	// /v1/console/events).
+	ListConsoleEvents Handler[ListConsoleEvents, projections.ConsoleEventPage]
+
+	// GetProjectionStatus answers every projection's state, lag and
+	// rebuild progress (GET /v1/operators/projections).
+	GetProjectionStatus Handler[GetProjectionStatus, ProjectionStatus]
 }
 
 // APIKeys is what the key commands and queries need.
@@ -205,6 +227,12 @@ type AppDeps struct {
 	Provisioning *Provisioning
 	// Usage answers device time from the usage read model.
 	Usage *UsageCapability
+	// CLISessions is CLI sign-in; it mints keys through the key commands.
+	CLISessions *CLISessions
+	// ConsoleEvents is the console's telemetry.
+	ConsoleEvents *ConsoleEvents
+	// Operators answers the operator views (projection status).
+	Operators *OperatorCapability
 	// Logger receives one debug line per command and query (name, time
 	// taken, error code); nil discards.
 	Logger *slog.Logger
@@ -408,6 +436,7 @@ func NewApplication(d AppDeps) Application {
 	}
 
 	registerProvisioning(l, d.Provisioning, c, q)
+	registerOperators(l, d.Operators, q)
 
 	if u := d.Usage; u != nil {
 		set(l, &q.GetUsage, HandlerFunc[GetUsage, UsageReport](u.GetUsage))
@@ -416,6 +445,9 @@ func NewApplication(d AppDeps) Application {
 			return domain.Errorf(domain.CodeServiceUnavailable, "usage is not served by this deployment")
 		})
 	}
+
+	registerCLISessions(l, d.CLISessions, c, q)
+	registerConsoleEvents(l, d.ConsoleEvents, c, q)
 
 	return app
 }

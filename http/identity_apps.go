@@ -69,6 +69,7 @@ var appDenials = []struct{ prefix, what, where string }{
 	{"/v1/receipts", "the receipt feed", "the console's receipts page (an app reads one receipt by its idempotency key)"},
 	{"/v1/copilot", "the copilot", "the console"},
 	{"/v1/cli-sessions", "CLI sign-in", "the console"},
+	{"/v1/console", "the console's own telemetry", "the console"},
 	{"/v1/members", "team management", "the console's team page"},
 	{"/v1/devices/{}/live-session", "live video sessions", "the console"},
 	{"/v1/devices/{}/stream", "live video sessions", "the console"},

@@ -131,6 +131,9 @@ func New(deps Deps) *Server {
 	s.registerDiscoveryRoutes(s.router)
 	s.registerIdentityWebhookRoutes(s.router)
 	s.registerPaymentWebhookRoutes(s.router)
+	// Before /v1's subrouter, which would authenticate them: the CLI has
+	// no credential yet when it starts and polls a sign-in.
+	s.registerCLISessionPublicRoutes(s.router)
 	s.registerConsoleRoutes(s.router)
 	if s.auth == nil {
 		s.auth = localOperator{orgID: deps.LocalOrgID}
@@ -155,6 +158,9 @@ func New(deps Deps) *Server {
 	s.registerFulfilmentRoutes(s.v1)
 	s.registerBillingRoutes(s.v1)
 	s.registerUsageRoutes(s.v1)
+	s.registerCLISessionRoutes(s.v1)
+	s.registerConsoleEventRoutes(s.v1)
+	s.registerOperatorRoutes(s.v1)
 	s.registerMCPRoutes(s.router)
 	if deps.VRX != nil {
 		s.router.PathPrefix("/vrx/").Handler(deps.VRX)

@@ -48,6 +48,8 @@ commands:
   events tail [-follow]       print the ordered event feed
   fulfilments refund ID       the owner's refund of one phone (no webhook is sent)
   fulfilments reconcile       compare orders and fulfilments with the payment provider (exit 1: differences)
+  login [-url URL] [-scopes]  sign this CLI in: approve its code in the console; the key is stored 0600
+  logout                      revoke the stored key and remove it
   version                     print the version
 `
 
@@ -101,6 +103,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return receiptsCmd(ctx, rest, out)
 	case "fulfilments":
 		return fulfilmentsCmd(ctx, rest, out)
+	case "login":
+		return loginCmd(ctx, rest, out)
+	case "logout":
+		return logoutCmd(ctx, rest, out)
 	case "version":
 		fmt.Fprintln(out, "phonefleet", app.Version)
 		return nil

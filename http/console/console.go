@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"mime"
 	"net/http"
+	"net/url"
 	"path"
 	"strings"
 )
@@ -57,14 +58,20 @@ func New(cfg Config) (*Console, error) {
 		return nil, err
 	}
 	var b bytes.Buffer
-	if err := tmpl.Execute(&b, map[string]any{"Config": string(conf)}); err != nil {
+	// As template.JS the page reads the object itself, not a string of it;
+	// json.Marshal escapes <, > and &, so it cannot end the script element.
+	if err := tmpl.Execute(&b, map[string]any{"Config": template.JS(conf)}); err != nil {
 		return nil, err
 	}
 	// The page talks to its own origin, and in hosted mode to the
 	// authorization server (discovery and the token exchange).
 	connect := "'self'"
 	if cfg.Issuer != "" {
-		connect += " " + cfg.Issuer
+		// Its origin, not its URL: a source with a path allows that path
+		// only, and discovery and the token endpoint are other paths.
+		if u, err := url.Parse(cfg.Issuer); err == nil && u.Host != "" {
+			connect += " " + u.Scheme + "://" + u.Host
+		}
 	}
 	policy := "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; script-src 'self'; connect-src " + connect +
 		"; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"

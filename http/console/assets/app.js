@@ -25,10 +25,17 @@ function randomString(n) {
 
 async function authServer() {
   const base = config.issuer.replace(/\/$/, '');
-  for (const p of ['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']) {
+  // RFC 8414 puts the well-known segment before an issuer's path; OpenID
+  // Connect appends it. A document naming another issuer is not used
+  // (RFC 8414 3.3: no mix-up with another server).
+  const iss = new URL(base);
+  const path = iss.pathname.replace(/\/$/, '');
+  for (const u of [iss.origin + '/.well-known/oauth-authorization-server' + path, base + '/.well-known/openid-configuration']) {
     try {
-      const r = await fetch(base + p);
-      if (r.ok) return await r.json();
+      const r = await fetch(u);
+      if (!r.ok) continue;
+      const meta = await r.json();
+      if (String(meta.issuer || '').replace(/\/$/, '') === base) return meta;
     } catch (e) { /* try the next document */ }
   }
   throw new Error('the authorization server ' + base + ' publishes no metadata');
@@ -55,11 +62,12 @@ async function signIn() {
 async function finishSignIn() {
   const q = new URLSearchParams(location.search);
   const code = q.get('code');
-  if (!code) return false;
+  if (!code && !q.get('error')) return false;
   const saved = JSON.parse(sessionStorage.getItem('pkce') || 'null');
   sessionStorage.removeItem('pkce');
   history.replaceState(null, '', '/' + (saved && saved.hash ? saved.hash : '#/fleet'));
   if (!saved || saved.state !== q.get('state')) throw new Error('the sign-in answer does not match this page; sign in again');
+  if (!code) throw new Error('the authorization server did not sign you in: ' + (q.get('error_description') || q.get('error')));
   const meta = await authServer();
   const r = await fetch(meta.token_endpoint, {
     method: 'POST',
@@ -162,6 +170,7 @@ export function toast(message, kind) {
   const box = document.getElementById('toasts');
   const el = h('div', { class: 'toast ' + (kind || 'info'), role: kind === 'error' ? 'alert' : 'status' }, message);
   box.append(el);
+  while (box.children.length > 3) box.firstElementChild.remove(); // the latest few, not a wall
   setTimeout(() => el.remove(), 6000);
 }
 
@@ -264,7 +273,9 @@ async function render() {
       await r.render(view, params, query);
       if (mine === rendering) main.replaceChildren(view);
     } catch (e) {
-      if (mine === rendering) main.replaceChildren(errorBox(e));
+      // A 401 has already asked to sign in again; keep that on screen.
+      if (!signedIn()) renderSignIn();
+      else if (mine === rendering) main.replaceChildren(errorBox(e));
     }
     document.title = 'phonefleet — ' + (main.querySelector('h1') ? main.querySelector('h1').textContent : 'console');
     main.focus({ preventScroll: true });

@@ -32,10 +32,17 @@ type IdP struct {
 	JWKSHits, RoleHits atomic.Int64
 	// JWKSDown and RoleDown make each endpoint answer 503.
 	JWKSDown, RoleDown atomic.Bool
+	// AuthorizeHits and TokenHits count requests to the authorization and
+	// token endpoints (authorize.go).
+	AuthorizeHits, TokenHits atomic.Int64
+	// AutoApprove makes the authorization endpoint sign the person in
+	// without showing its one-click page.
+	AutoApprove atomic.Bool
 
 	mu    sync.Mutex
 	roles map[[2]string]string // (sub, org) → role
 	jwks  []byte
+	authz authorizer
 }
 
 // New starts a provider that is closed at the end of the test.
@@ -82,6 +89,7 @@ func New(tb testing.TB) *IdP {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]string{"role": role})
 	})
+	p.routeAuthorize(mux)
 	p.Server = httptest.NewServer(mux)
 	tb.Cleanup(p.Server.Close)
 	p.Issuer = p.Server.URL
