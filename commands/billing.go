@@ -87,8 +87,9 @@ type BillingPortalSession struct {
 }
 
 // BillingPortalReturnPath is where, under the deployment's public URL
-// ({base_url}), the billing portal sends the browser back.
-const BillingPortalReturnPath = "/billing"
+// ({base_url}), the billing portal sends the browser back: the console's
+// billing page (a hash route of the one console document).
+const BillingPortalReturnPath = "/#/billing"
 
 // NoBillingAccountState is the state a portal refusal names (409
 // wrong_state) for an organisation that has no customer at the payment

@@ -145,7 +145,7 @@ func TestBillingAgainstStripeMock(t *testing.T) {
 	}
 
 	// The admin opens the portal for the customer, coming back to
-	// {base_url}/billing.
+	// the console's billing page, {base_url}/#/billing.
 	ps, err := p.OpenBillingPortal(ctx, commands.OpenBillingPortal{Auth: billingAdmin(e.withCustomer)})
 	if err != nil {
 		t.Fatal(err)
@@ -154,8 +154,8 @@ func TestBillingAgainstStripeMock(t *testing.T) {
 		t.Errorf("got portal url %q; want the provider's https address", ps.URL)
 	}
 	forms := seen.sent("/v1/billing_portal/sessions")
-	if len(forms) != 1 || forms[0].Get("customer") != "cus_billing_test" || forms[0].Get("return_url") != "https://fleet.example/billing" {
-		t.Errorf("got portal requests %v; want one for cus_billing_test returning to https://fleet.example/billing", forms)
+	if len(forms) != 1 || forms[0].Get("customer") != "cus_billing_test" || forms[0].Get("return_url") != "https://fleet.example/#/billing" {
+		t.Errorf("got portal requests %v; want one for cus_billing_test returning to https://fleet.example/#/billing", forms)
 	}
 
 	// A member may not open it.

@@ -395,6 +395,14 @@ func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string) (Chec
 	return answerOf(*opened, false), nil
 }
 
+// CheckoutReturnPath is where, under the deployment's public URL
+// ({base_url}), the hosted payment page sends the browser back: the
+// console's billing page, with checkout=complete or checkout=cancelled and
+// the order's id in the route's query. It is a fragment because the
+// console is one document whose pages are hash routes; the provider keeps
+// a fragment of a return address.
+const CheckoutReturnPath = "/#/billing"
+
 // openPage asks the provider for o's hosted payment page. The request is
 // the same on every call for o (amounts from its checkout.started, expiry
 // from its start, the provider idempotency key from its order id), so a
@@ -408,7 +416,10 @@ func (p *Provisioning) openPage(ctx context.Context, customer string, o domain.O
 		mode = payments.ModeSetup
 	}
 	expires := o.At.Add(domain.CheckoutPageLifetime)
-	back := strings.TrimRight(p.cfg.PublicURL, "/") + "/checkout/%s?orderId=" + url.QueryEscape(o.OrderID)
+	// The provider sends the browser back to the console's billing page
+	// (a hash route: the console is one document, see
+	// CheckoutReturnPath), which shows the outcome of the order.
+	back := strings.TrimRight(p.cfg.PublicURL, "/") + CheckoutReturnPath + "?checkout=%s&orderId=" + url.QueryEscape(o.OrderID)
 	s, err := p.cfg.Payments.CreateCheckoutSession(ctx, payments.CheckoutRequest{
 		OrgID: o.OrgID, OrderID: o.OrderID, CustomerID: customer, Mode: mode, Currency: o.Currency,
 		UnitAmount: o.UnitAmount, Quantity: o.Choice.Quantity, ProductName: p.productName(o.Choice),

@@ -271,7 +271,8 @@ func TestCheckoutOpensAPageAgainstStripeMock(t *testing.T) {
 		"mode": "subscription", "currency": "usd", "client_reference_id": got.OrderID,
 		"line_items[0][price_data][unit_amount]": "2900", "line_items[0][quantity]": "1",
 		"line_items[0][price_data][recurring][interval]": "month", "metadata[org_id]": e.org, "metadata[order_id]": got.OrderID,
-		"metadata[fulfilment_ids]": got.OrderID, "success_url": "https://fleet.example/checkout/complete?orderId=" + got.OrderID,
+		"metadata[fulfilment_ids]": got.OrderID, "success_url": "https://fleet.example/#/billing?checkout=complete&orderId=" + got.OrderID,
+		"cancel_url": "https://fleet.example/#/billing?checkout=cancelled&orderId=" + got.OrderID,
 		"expires_at": fmt.Sprint(got.ExpiresAt.Unix()),
 	} {
 		if f.Get(k) != want {
