@@ -10,6 +10,7 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/releases"
 	"phonefleet/projections"
 )
 
@@ -126,6 +127,12 @@ type Commands struct {
 	// RecordConsoleEvents records a console page's telemetry (POST
 	// /v1/console/events).
 	RecordConsoleEvents Handler[RecordConsoleEvents, RecordedConsoleEvents]
+
+	// Gateways (issue 14): an admin's one-time enrollment code, its
+	// exchange for a gateway's credential, and revocation.
+	CreateGatewayEnrollmentCode Handler[CreateGatewayEnrollmentCode, CreatedGatewayEnrollmentCode]
+	EnrollGateway               Handler[EnrollGateway, EnrolledGateway]
+	RevokeGateway               Handler[RevokeGateway, Done]
 }
 
 // Queries are the application's reads. They answer from read models that
@@ -192,6 +199,13 @@ type Queries struct {
 	// GetProjectionStatus answers every projection's state, lag and
 	// rebuild progress (GET /v1/operators/projections).
 	GetProjectionStatus Handler[GetProjectionStatus, ProjectionStatus]
+
+	// Gateways (issue 14): the organisation's gateways (GET /v1/gateways),
+	// a gateway credential's check, and the current release of a channel
+	// (GET /gateway/v1/releases/current).
+	ListGateways        Handler[ListGateways, []projections.GatewayView]
+	AuthenticateGateway Handler[AuthenticateGateway, GatewayPrincipal]
+	CurrentRelease      Handler[CurrentRelease, releases.Release]
 }
 
 // APIKeys is what the key commands and queries need.
@@ -233,6 +247,8 @@ type AppDeps struct {
 	ConsoleEvents *ConsoleEvents
 	// Operators answers the operator views (projection status).
 	Operators *OperatorCapability
+	// Gateways is gateway enrollment, credentials and releases.
+	Gateways *GatewayCapability
 	// Logger receives one debug line per command and query (name, time
 	// taken, error code); nil discards.
 	Logger *slog.Logger
@@ -448,6 +464,7 @@ func NewApplication(d AppDeps) Application {
 
 	registerCLISessions(l, d.CLISessions, c, q)
 	registerConsoleEvents(l, d.ConsoleEvents, c, q)
+	registerGateways(l, d.Gateways, c, q)
 
 	return app
 }

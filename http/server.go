@@ -135,6 +135,7 @@ func New(deps Deps) *Server {
 	// no credential yet when it starts and polls a sign-in.
 	s.registerCLISessionPublicRoutes(s.router)
 	s.registerConsoleRoutes(s.router)
+	s.registerGatewaySurfaceRoutes(s.router)
 	if s.auth == nil {
 		s.auth = localOperator{orgID: deps.LocalOrgID}
 	}
@@ -161,6 +162,7 @@ func New(deps Deps) *Server {
 	s.registerCLISessionRoutes(s.v1)
 	s.registerConsoleEventRoutes(s.v1)
 	s.registerOperatorRoutes(s.v1)
+	s.registerGatewayRoutes(s.v1)
 	s.registerMCPRoutes(s.router)
 	if deps.VRX != nil {
 		s.router.PathPrefix("/vrx/").Handler(deps.VRX)

@@ -35,7 +35,7 @@ var Version = "0.1.0-dev"
 // each capability's read models (identity.go, fleet.go, webhooks.go).
 func Projections() []projections.Projection {
 	return slices.Concat([]projections.Projection{projections.Audit{}},
-		identityProjections(), fleetProjections(), webhookProjections(), runProjections(), scheduleProjections(), provisioningProjections(), usageProjections(), cliSessionProjections())
+		identityProjections(), fleetProjections(), webhookProjections(), runProjections(), scheduleProjections(), provisioningProjections(), usageProjections(), cliSessionProjections(), gatewayProjections())
 }
 
 // DB is an open database: the pool, and the embedded cluster behind it if
@@ -142,7 +142,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 		a.orgID, err = commands.EnsureLocalOrganisationHandler{Store: a.store}.Handle(ctx, commands.EnsureLocalOrganisation{})
 	}
 	a.deps = httpapi.Deps{Logger: logger, Mode: cfg.Mode, Health: health{a}, LocalOrgID: a.orgID}
-	for _, wire := range []func(context.Context) error{a.wireIdentity, a.wireFleet, a.startADBSims, a.wireWebhooks, a.wireRuns, a.wireSchedules, a.wireProvisioning, a.wireUsage, a.wireOperators, a.wireCLISessions, a.wireApplication, a.wireMCP, a.wireVRX} {
+	for _, wire := range []func(context.Context) error{a.wireIdentity, a.wireFleet, a.startADBSims, a.wireWebhooks, a.wireRuns, a.wireSchedules, a.wireProvisioning, a.wireUsage, a.wireOperators, a.wireCLISessions, a.wireGateways, a.wireApplication, a.wireMCP, a.wireVRX} {
 		if err == nil {
 			err = wire(ctx)
 		}

@@ -54,6 +54,10 @@ type Config struct {
 	// signs POST /webhooks/identity with (SERVICE_IDENTITY_WEBHOOK_SECRET); empty: that route answers 404.
 	IdentityWebhookSecret string
 
+	// ReleasesFile is the releases manifest gateways read their current release from
+	// (SERVICE_RELEASES_FILE); empty: no releases are published.
+	ReleasesFile string
+
 	// SimDevices is how many sim phones local mode starts with (SERVICE_SIM_DEVICES).
 	SimDevices int
 
@@ -141,6 +145,7 @@ func (c *Config) settings() []Setting {
 		{"SERVICE_RATE_LIMIT_ANONYMOUS", "rate-limit-anonymous", "60", "hosted: requests per minute for a caller that sent no Authorization", &c.raw.rateAnon},
 		{"SERVICE_CORS_ORIGINS", "cors-origins", "", "browser origins allowed to call the service (comma separated)", &c.CORSOrigins},
 		{"SERVICE_IDENTITY_WEBHOOK_SECRET", "identity-webhook-secret", "", "whsec_ secret the identity provider signs POST /webhooks/identity with; unset: that route answers 404", &c.IdentityWebhookSecret},
+		{"SERVICE_RELEASES_FILE", "releases-file", "", "releases manifest (JSON) for GET /gateway/v1/releases/current, validated at start; unset: no releases", &c.ReleasesFile},
 		{"SERVICE_SIM_DEVICES", "sim-devices", "3", "local mode: sim phones to start with", &c.raw.simDevices},
 		{"SERVICE_ADB_ADDR", "adb-addr", "127.0.0.1:5037", "adb server (host:port) that drives the adb devices", &c.ADBAddr},
 		{"SERVICE_ADB_DISCOVER", "adb-discover", "false", "local mode: register every device the adb server reports, and track it going offline and online", &c.raw.adbDiscover},

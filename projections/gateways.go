@@ -1,0 +1,101 @@
+package projections
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+)
+
+// Gateways is the gateways read model (issue 14): one row per enrolled
+// gateway, its state and who revoked it. It consumes gateway.* and emits
+// nothing. It holds no secret and no hash of one: a gateway's credential
+// is checked against its stream (commands.AuthenticateGateway), so a
+// revocation refuses the credential from the commit on, not from when this
+// read model catches up.
+type Gateways struct{}
+
+// GatewaysName is the projection's stable name.
+const GatewaysName = "gateways"
+
+// Name implements Projection.
+func (Gateways) Name() string { return GatewaysName }
+
+// Tables implements Projection.
+func (Gateways) Tables() []string { return []string{"gateways"} }
+
+// EventTypes implements Selective.
+func (Gateways) EventTypes() []string { return []string{"gateway.%"} }
+
+// Setup implements Projection.
+func (Gateways) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
+	_, err := tx.Exec(ctx, `CREATE TABLE `+schema+`.gateways (
+		gateway_id      text PRIMARY KEY,
+		org_id          text NOT NULL,
+		name            text NOT NULL,
+		code_id         text NOT NULL,
+		state           text NOT NULL,
+		version         text,
+		enrolled_at     timestamptz NOT NULL,
+		revoked_at      timestamptz,
+		revoked_by_kind text,
+		revoked_by_id   text
+	);
+	CREATE INDEX ON `+schema+`.gateways (org_id, gateway_id);`)
+	return err
+}
+
+var gatewayEventTypes = typeSet(nameOf(domain.GatewayEnrolled{}), nameOf(domain.GatewayRevoked{}))
+
+// Apply implements Projection.
+func (Gateways) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eventstore.Event) error {
+	t := schema + `.gateways`
+	return applyBatch(ctx, tx, events, gatewayEventTypes, func(b *pgx.Batch, e eventstore.Event, ev domain.Event) error {
+		switch ev := ev.(type) {
+		case domain.GatewayEnrolled:
+			b.Queue(`INSERT INTO `+t+` (gateway_id, org_id, name, code_id, state, version, enrolled_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
+				ev.GatewayID, ev.OrgID, ev.Name, ev.CodeID, domain.GatewayStateActive, nullString(ev.Version), ev.EnrolledAt)
+		case domain.GatewayRevoked:
+			b.Queue(`UPDATE `+t+` SET state = $2, revoked_at = $3, revoked_by_kind = $4, revoked_by_id = $5 WHERE gateway_id = $1`,
+				ev.GatewayID, domain.GatewayStateRevoked, ev.At, ev.RevokedBy.Kind, ev.RevokedBy.ID)
+		}
+		return nil
+	})
+}
+
+// GatewayView is a gateway as GET /v1/gateways shows it.
+type GatewayView struct {
+	GatewayID  string
+	Name       string
+	State      string
+	Version    string
+	EnrolledAt time.Time
+	RevokedAt  *time.Time
+	RevokedBy  *domain.Actor
+}
+
+// ListGateways returns orgID's gateways, oldest first.
+func ListGateways(ctx context.Context, pool *pgxpool.Pool, orgID string) ([]GatewayView, error) {
+	rows, err := pool.Query(ctx, `SELECT gateway_id, name, state, coalesce(version, ''), enrolled_at, revoked_at,
+			revoked_by_kind, revoked_by_id
+		FROM public.gateways WHERE org_id = $1 ORDER BY gateway_id`, orgID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (GatewayView, error) {
+		var v GatewayView
+		var kind, id *string
+		if err := r.Scan(&v.GatewayID, &v.Name, &v.State, &v.Version, &v.EnrolledAt, &v.RevokedAt, &kind, &id); err != nil {
+			return v, err
+		}
+		if kind != nil && id != nil {
+			v.RevokedBy = &domain.Actor{Kind: *kind, ID: *id}
+		}
+		return v, nil
+	})
+}
