@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -105,7 +106,8 @@ func TestConsoleBillingLocal(t *testing.T) {
 // (as startHostedConsole does), with the e2e catalog (an emulator with one
 // unit). The front server records the answers of POST
 // /v1/checkout-sessions, so the test knows what the service told the page.
-func startBillingConsole(t *testing.T, idp *identitytest.IdP) (*App, string, func() []map[string]any) {
+// extraEnv adds to (or overrides) the service's environment.
+func startBillingConsole(t *testing.T, idp *identitytest.IdP, extraEnv ...map[string]string) (*App, string, func() []map[string]any) {
 	t.Helper()
 	var mu sync.Mutex
 	var answers []map[string]any
@@ -129,7 +131,7 @@ func startBillingConsole(t *testing.T, idp *identitytest.IdP) (*App, string, fun
 			t.Logf("the service's warnings and errors:\n%s", logs.String())
 		}
 	})
-	a, base := startAppLogging(t, map[string]string{
+	env := map[string]string{
 		"SERVICE_MODE":                     "hosted",
 		"SERVICE_ADDR":                     "127.0.0.1:0",
 		"DATABASE_URL":                     testutil.DatabaseURL(t),
@@ -146,7 +148,11 @@ func startBillingConsole(t *testing.T, idp *identitytest.IdP) (*App, string, fun
 		"SERVICE_STRIPE_API_BASE":          testutil.StripeMock(t),
 		"SERVICE_STRIPE_WEBHOOK_SECRET":    billingWebhookSecret,
 		"SERVICE_CATALOG_FILE":             catalogFile,
-	}, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	}
+	for _, extra := range extraEnv {
+		maps.Copy(env, extra)
+	}
+	a, base := startAppLogging(t, env, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,8 +33,18 @@ import (
 //     and short-lived, bound to the client, the redirect URI, the
 //     challenge and the resource; the answer is a console token for the
 //     person (azp is the client id, org_id and org_role as Console makes)
-//     with the resource as its audience. A page whose origin is one of a
-//     registered redirect URI's may read the answer (CORS).
+//     with the resource as its audience and the person's auth_time. A page
+//     whose origin is one of a registered redirect URI's may read the
+//     answer (CORS).
+//
+// The provider keeps one session for the person: when they last
+// authenticated. A sign-in reuses it (its auth_time is the session's),
+// unless the request asks for a fresh identity check (OpenID Connect Core
+// 1.0, 3.1.2.1): prompt=login, or max_age seconds the session is older
+// than (max_age=0 always); then the person authenticates again at the
+// approval and the session, and the token's auth_time, become that moment.
+// The first sign-in of a person starts the session. SetAuthTime backdates
+// it (a test's identity check made long ago).
 
 // codeLifetime is how long an authorization code may be exchanged.
 const codeLifetime = time.Minute
@@ -55,6 +67,9 @@ type authorizer struct {
 	codes   map[string]*grant
 	issued  []string
 	clock   func() time.Time // nil: time.Now
+	// authTime is when the person last authenticated (the session); zero
+	// until the first sign-in.
+	authTime time.Time
 }
 
 // grant is one authorization code's binding.
@@ -62,6 +77,8 @@ type grant struct {
 	clientID, redirectURI, challenge, resource, scope string
 	person                                            Person
 	expires                                           time.Time
+	// authTime is when the person authenticated (the token's auth_time).
+	authTime time.Time
 }
 
 // RegisterClient registers a public OAuth client (no secret; PKCE is
@@ -81,6 +98,22 @@ func (p *IdP) SignInAs(sub, org, role string) {
 	p.authz.mu.Lock()
 	defer p.authz.mu.Unlock()
 	p.authz.person = &Person{Sub: sub, Org: org, Role: role}
+}
+
+// SetAuthTime sets when the person last authenticated at the provider:
+// the auth_time of the next sign-ins that ask for no fresh identity check
+// (zero: the next sign-in authenticates afresh).
+func (p *IdP) SetAuthTime(at time.Time) {
+	p.authz.mu.Lock()
+	defer p.authz.mu.Unlock()
+	p.authz.authTime = at
+}
+
+// AuthTime returns when the person last authenticated (zero: not yet).
+func (p *IdP) AuthTime() time.Time {
+	p.authz.mu.Lock()
+	defer p.authz.mu.Unlock()
+	return p.authz.authTime
 }
 
 // Issued returns every access token the token endpoint has issued, oldest
@@ -155,12 +188,33 @@ func (p *IdP) serveMetadata(w http.ResponseWriter, r *http.Request) {
 // query of GET, or the one-click form of POST).
 type authorizeRequest struct {
 	ResponseType, ClientID, RedirectURI, Challenge, Method, State, Resource, Scope string
+	// MaxAge and Prompt ask for a fresh identity check (OpenID Connect
+	// Core 1.0, 3.1.2.1): the allowed seconds since the person last
+	// authenticated, and a space-separated list that may hold "login".
+	MaxAge, Prompt string
 }
 
 func readAuthorizeRequest(v url.Values) authorizeRequest {
 	return authorizeRequest{ResponseType: v.Get("response_type"), ClientID: v.Get("client_id"),
 		RedirectURI: v.Get("redirect_uri"), Challenge: v.Get("code_challenge"), Method: v.Get("code_challenge_method"),
-		State: v.Get("state"), Resource: v.Get("resource"), Scope: v.Get("scope")}
+		State: v.Get("state"), Resource: v.Get("resource"), Scope: v.Get("scope"),
+		MaxAge: v.Get("max_age"), Prompt: v.Get("prompt")}
+}
+
+// maxAgeShape is max_age: a non-negative number of seconds.
+var maxAgeShape = regexp.MustCompile(`^[0-9]{1,9}$`)
+
+// reauthenticate reports whether req asks the person to authenticate
+// again, given when they last did (zero: never).
+func (req authorizeRequest) reauthenticate(last, now time.Time) bool {
+	if last.IsZero() || slices.Contains(strings.Fields(req.Prompt), "login") {
+		return true
+	}
+	if req.MaxAge == "" {
+		return false
+	}
+	secs, _ := strconv.Atoi(req.MaxAge)
+	return now.Sub(last) >= time.Duration(secs)*time.Second
 }
 
 // challengeShape is an S256 challenge: 32 bytes, base64url without padding.
@@ -229,6 +283,9 @@ func (p *IdP) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	case req.Resource == "":
 		refuse("invalid_target", "name the resource the token is for (resource)")
 		return
+	case req.MaxAge != "" && !maxAgeShape.MatchString(req.MaxAge):
+		refuse("invalid_request", "max_age is not a number of seconds")
+		return
 	}
 	if u, err := url.Parse(req.Resource); err != nil || !u.IsAbs() || u.Fragment != "" {
 		refuse("invalid_target", "resource must be an absolute URI without a fragment")
@@ -246,13 +303,20 @@ func (p *IdP) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		p.showConsent(w, req, *person)
 		return
 	}
-	code, expires := randomToken(), p.now().Add(codeLifetime)
+	now := p.now()
+	code, expires := randomToken(), now.Add(codeLifetime)
 	p.authz.mu.Lock()
 	if p.authz.codes == nil {
 		p.authz.codes = map[string]*grant{}
 	}
+	// The approval is where the person authenticates: asked for a fresh
+	// identity check (or signing in for the first time), the session
+	// starts now.
+	if req.reauthenticate(p.authz.authTime, now) {
+		p.authz.authTime = now.Truncate(time.Second)
+	}
 	p.authz.codes[code] = &grant{clientID: req.ClientID, redirectURI: req.RedirectURI, challenge: req.Challenge,
-		resource: req.Resource, scope: req.Scope, person: *person, expires: expires}
+		resource: req.Resource, scope: req.Scope, person: *person, expires: expires, authTime: p.authz.authTime}
 	p.authz.mu.Unlock()
 	back(url.Values{"code": {code}})
 }
@@ -264,7 +328,8 @@ var consentPage = template.Must(template.New("consent").Parse(`<!doctype html>
 <h1>Sign in</h1>
 <p>The test identity provider at {{.Issuer}} signs you in to <strong>{{.Req.ClientID}}</strong>
 as <strong id="person">{{.Person.Sub}}</strong>, {{.Person.Role}} of <strong id="org">{{.Person.Org}}</strong>.</p>
-<form method="post" action="/authorize">
+{{if .Fresh}}<p id="reauthenticate">{{.Req.ClientID}} asks you to confirm your identity again: continuing counts as a fresh sign-in.</p>
+{{end}}<form method="post" action="/authorize">
 {{range $k, $v := .Fields}}<input type="hidden" name="{{$k}}" value="{{$v}}">
 {{end}}<button type="submit" name="decision" value="allow" id="allow">Continue as {{.Person.Sub}}</button>
 <button type="submit" name="decision" value="deny" id="deny">Cancel</button>
@@ -277,10 +342,10 @@ func (p *IdP) showConsent(w http.ResponseWriter, req authorizeRequest, person Pe
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = consentPage.Execute(w, map[string]any{
-		"Issuer": p.Issuer, "Req": req, "Person": person,
+		"Issuer": p.Issuer, "Req": req, "Person": person, "Fresh": req.reauthenticate(p.AuthTime(), p.now()),
 		"Fields": map[string]string{"response_type": req.ResponseType, "client_id": req.ClientID,
 			"redirect_uri": req.RedirectURI, "code_challenge": req.Challenge, "code_challenge_method": req.Method,
-			"state": req.State, "resource": req.Resource, "scope": req.Scope},
+			"state": req.State, "resource": req.Resource, "scope": req.Scope, "max_age": req.MaxAge, "prompt": req.Prompt},
 	})
 }
 
@@ -364,7 +429,7 @@ func (p *IdP) serveToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	claims := p.Claims(g.resource, g.person.Sub, g.person.Org, p.now())
-	claims["azp"], claims["org_role"] = g.clientID, g.person.Role
+	claims["azp"], claims["org_role"], claims["auth_time"] = g.clientID, g.person.Role, g.authTime.Unix()
 	tok, err := signClaims(p, claims)
 	if err != nil {
 		tokenError(w, http.StatusInternalServerError, "server_error", err.Error())

@@ -5,8 +5,12 @@
 // Cancel renewal), the month's device time (GET /v1/usage), and, in a
 // hosted deployment, the upcoming invoice and the billing portal. The
 // payment page and the portal send the browser back here:
-// #/billing?checkout=complete|cancelled&orderId=… and #/billing.
-import { api, h, route, toast, errorBox, fmtTime, reload } from '/console/app.js';
+// #/billing?checkout=complete|cancelled&orderId=… and #/billing. Where the
+// deployment asks for a recent identity check (reverification_required),
+// the form offers to sign in again with a fresh check and comes back to
+// #/billing?buy=<sku>:<billing>&model=…&region=…&quantity=… with that
+// choice made, ready to buy.
+import { api, h, route, toast, errorBox, fmtTime, reload, signInAgain, stepUpHeaders } from '/console/app.js';
 import { confirmDialog, stacked } from '/console/pages/admin-common.js';
 
 // POLL_TRIES and POLL_EVERY_MS: after a payment, the phones list is read
@@ -77,8 +81,8 @@ function refusal(e) {
     wrong_state: body.state === 'provisioned' ? 'Your organisation already has a subscription phone.'
       : body.state === 'no_billing_account' ? 'There is no billing account yet: it is made by the first checkout.'
         : 'Not possible in its state' + (body.state ? ' (' + (STATE_NAMES[body.state] || body.state) + ').' : '.'),
-    reverification_required: 'The deployment asks for a recent identity check (within ' + (body.maxAgeMinutes || 10) +
-      ' minutes): sign in again, then buy.',
+    reverification_required: 'This purchase needs a recent identity check (within the last ' + (body.maxAgeMinutes || 10) +
+      ' minutes): confirm it\'s you by signing in again, then press Buy again. Nothing was charged.',
     permission_denied: 'Only an organisation admin can do this.',
     payment_in_progress: 'A payment of an earlier attempt is being confirmed; wait for it.',
     checkout_in_progress: 'An earlier payment page is still open and could not be closed; finish or wait for it.',
@@ -111,8 +115,30 @@ function statusBlock(adm) {
 
 // ---- The price list and its buy forms.
 
-// buyForm renders the form of one price-list row.
-function buyForm(row) {
+// rowKey names a price-list row in the address (?buy=…).
+const rowKey = (row) => row.sku + ':' + row.billing;
+
+// reverifyBox is the refusal of a purchase needing a recent identity
+// check, with the button that signs in again with a fresh check; choice is
+// the form's state, put in the address the sign-in comes back to.
+function reverifyBox(e, choice) {
+  const b = h('button', { type: 'button', class: 'primary reverify' }, 'Confirm it\'s you (sign in again)');
+  b.addEventListener('click', () => {
+    b.disabled = true;
+    const q = new URLSearchParams(Object.entries(choice).filter(([, v]) => v !== undefined && v !== null && v !== ''));
+    history.replaceState(null, '', '#/billing?' + q.toString());
+    signInAgain().catch((err) => { b.disabled = false; toast(err.message, 'error'); });
+  });
+  const body = (e.body && e.body.error) || {};
+  return h('div', { class: 'error reverify-box', role: 'alert' },
+    h('p', {}, h('strong', {}, 'Confirm it\'s you to buy. '), 'This purchase needs an identity check within the last ' +
+      (body.maxAgeMinutes || 10) + ' minutes: sign in again, then press Buy again. Nothing was charged.'),
+    h('p', { class: 'small' }, h('code', {}, e.code), ': ', e.message), b);
+}
+
+// buyForm renders the form of one price-list row; resume is the choice to
+// restore after a fresh identity check (the address's query), or null.
+function buyForm(row, resume) {
   const id = uid('buy');
   const listed = row.models.filter((m) => m.listed && m.quoteId);
   const status = h('div', { class: 'buy-status', 'aria-live': 'polite' });
@@ -137,7 +163,10 @@ function buyForm(row) {
       qtyLabel.hidden = !m || m.maxQuantity <= 1;
     };
     model.addEventListener('change', sync);
+    if (resume && listed.some((m) => m.id === resume.get('model'))) model.value = resume.get('model');
     sync();
+    if (resume && [...region.options].some((o) => o.value === resume.get('region'))) region.value = resume.get('region');
+    if (resume && resume.get('quantity')) quantity.value = resume.get('quantity');
     fields.push(h('label', { for: id + '-model' }, 'Model', model), regionLabel, qtyLabel);
     if (row.sku === 'cloud_phone') {
       addOns = [['usFixedIp', 'US fixed IP'], ['preinstallApps', 'Preinstall apps']].map(([k, text]) => {
@@ -150,6 +179,10 @@ function buyForm(row) {
   const button = h('button', { type: 'submit', class: 'primary', 'aria-label': 'Buy ' + row.name + ', ' + (BILLING_NAMES[row.billing] || row.billing),
     disabled: row.models.length > 0 && listed.length === 0 }, 'Buy');
   const form = h('form', { class: 'buy-form', 'data-sku': row.sku, 'data-billing': row.billing }, fields, button, status);
+  if (resume) {
+    form.dataset.resumed = 'true';
+    status.replaceChildren(h('p', { class: 'reverified', role: 'status' }, 'You confirmed it\'s you: press Buy to continue.'));
+  }
 
   // The Idempotency-Key is kept for retries of one purchase: it changes
   // when the choice changes, and after an answer that ends the attempt.
@@ -170,10 +203,12 @@ function buyForm(row) {
       body.quoteId = row.quoteId;
     }
     if (!key) key = crypto.randomUUID();
+    // What the address keeps for a fresh identity check to come back to.
+    const choice = { buy: rowKey(row), model: body.model, region: body.region, quantity: body.quantity };
     button.disabled = true;
     status.replaceChildren(h('p', { class: 'muted' }, 'Opening the payment page…'));
     try {
-      const s = await api.post('/v1/checkout-sessions', body, { 'Idempotency-Key': key });
+      const s = await api.post('/v1/checkout-sessions', body, Object.assign({ 'Idempotency-Key': key }, stepUpHeaders()));
       key = null;
       status.replaceChildren(h('p', {}, 'Order ', h('code', {}, s.orderId), ': ',
         h('a', { href: s.checkoutUrl, class: 'checkout-link', rel: 'noopener' }, 'continue to the payment page'),
@@ -188,13 +223,17 @@ function buyForm(row) {
         await reload();
         return;
       }
+      if (e.code === 'reverification_required') {
+        status.replaceChildren(reverifyBox(e, choice));
+        return;
+      }
       status.replaceChildren(refusal(e));
     }
   });
   return form;
 }
 
-function priceTable(list, adm) {
+function priceTable(list, adm, query) {
   const sells = adm.checkoutBlocked !== 'checkout_not_served';
   const head = ['Plan', 'Price', 'Ships now', 'Models and regions'];
   if (sells) head.push('Buy');
@@ -214,7 +253,7 @@ function priceTable(list, adm) {
       h('td', { class: 'price' }, price),
       h('td', {}, row.shipsNow ? 'yes' : row.backorderable ? 'no — on backorder' : 'no'),
       h('td', {}, models),
-      sells ? h('td', {}, buyForm(row)) : null);
+      sells ? h('td', {}, buyForm(row, query && query.get('buy') === rowKey(row) ? query : null)) : null);
   });
   return h('div', { class: 'table-wrap' }, stacked(h('table', { class: 'price-list' },
     h('caption', { class: 'visually-hidden' }, 'Price list, in ' + list.currency.toUpperCase()),
@@ -438,10 +477,13 @@ route('/billing', async (main, params, query) => {
   main.append(...[h('h1', {}, 'Billing'), banner, shown,
     section('Status', 'billing-status', statusBlock(adm),
       hosted ? null : h('p', { class: 'hosted-only' }, BLOCKED.checkout_not_served)),
-    section('Price list', 'billing-prices', priceTable(list, adm)),
+    section('Price list', 'billing-prices', priceTable(list, adm, query)),
     section('Phones bought', 'billing-fulfilments', fuls),
     section('Usage', 'billing-usage', usage),
     inv.absent ? null : section('Upcoming invoice', 'billing-invoice', invoiceBlock(inv), portalButton())].filter(Boolean));
   await Promise.all([fuls.refresh(), usage.refresh()]);
+  // Back from a fresh identity check: the chosen row's Buy has the focus.
+  const resumed = main.querySelector('form.buy-form[data-resumed] button[type=submit]');
+  if (resumed) requestAnimationFrame(() => { resumed.scrollIntoView({ block: 'center' }); resumed.focus(); });
   if (banner && query.get('checkout') === 'complete') follow(banner, fuls, query.get('orderId')).catch((e) => toast(e.message, 'error'));
 });
