@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -24,22 +23,12 @@ var (
 
 // billingPrincipals are the callers of the billing route tests, chosen per
 // request with the X-Test-Principal header.
-var billingPrincipals = map[string]domain.Auth{
+var billingPrincipals = testPrincipals{
 	"admin":     {OrgID: billingOrg, Kind: domain.PrincipalConsole, UserID: "user_admin", Role: domain.RoleAdmin, Scopes: domain.AllScopes},
 	"member":    {OrgID: billingOrg, Kind: domain.PrincipalConsole, UserID: "user_member", Role: domain.RoleMember, Scopes: []domain.Scope{domain.ScopeDevicesRead}},
 	"key":       {OrgID: billingOrg, Kind: domain.PrincipalAPIKey, APIKeyID: "key_1", Scopes: domain.AllScopes},
 	"app":       {OrgID: billingOrg, Kind: domain.PrincipalApp, UserID: "user_admin", ClientID: "client_1", Role: domain.RoleAdmin, Scopes: domain.AllScopes},
 	"new-admin": {OrgID: billingNewOrg, Kind: domain.PrincipalConsole, UserID: "user_new", Role: domain.RoleAdmin, Scopes: domain.AllScopes},
-}
-
-type billingAuthenticator struct{}
-
-func (billingAuthenticator) Authenticate(r *http.Request) (domain.Auth, error) {
-	a, ok := billingPrincipals[r.Header.Get("X-Test-Principal")]
-	if !ok {
-		return domain.Auth{}, domain.Errorf(domain.CodeUnauthorized, "no such test principal").With("reason", "invalid_token")
-	}
-	return a, nil
 }
 
 // billingEnv is a server in mode whose provisioning capability talks to
@@ -67,7 +56,7 @@ func newBillingEnv(t *testing.T, mode string, provider payments.Provider) *billi
 	}
 	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: store, Payments: provider, PublicURL: "https://fleet.example"})
 	app := commands.NewApplication(commands.AppDeps{Provisioning: p})
-	s, _ := newTestServer(t, Deps{Mode: mode, Auth: billingAuthenticator{}, App: &app})
+	s, _ := newTestServer(t, Deps{Mode: mode, Auth: billingPrincipals, App: &app})
 	return &billingEnv{t: t, s: s, v: apitest.FromHandler(t, s.Handler())}
 }
 
@@ -75,15 +64,8 @@ func newBillingEnv(t *testing.T, mode string, provider payments.Provider) *billi
 // document and returns the status and the decoded body.
 func (e *billingEnv) do(principal, method, path string) (int, http.Header, map[string]any) {
 	e.t.Helper()
-	req := httptest.NewRequest(method, path, nil)
-	req.Header.Set("X-Test-Principal", principal)
-	resp, raw := apitest.Do(e.t, e.s.Handler(), req)
-	e.v.Check(e.t, req, resp, raw)
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		e.t.Fatalf("%s %s: body is not JSON: %v\n%s", method, path, err, raw)
-	}
-	return resp.StatusCode, resp.Header, out
+	resp, raw := call(e.t, e.s, e.v, principal, httptest.NewRequest(method, path, nil))
+	return resp.StatusCode, resp.Header, jsonObject(e.t, method+" "+path, raw)
 }
 
 func (e *billingEnv) wantError(principal, method, path string, status int, code domain.Code) map[string]any {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -111,29 +110,8 @@ type coDB struct {
 
 func newCODB(t *testing.T) *coDB {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testutil.DatabaseURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(testutil.Context(t), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
-	runner, err := projections.NewRunner(store, slog.New(slog.DiscardHandler), []projections.Projection{projections.Fulfilments{}},
-		projections.WithPollInterval(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := runner.Ensure(testutil.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(testutil.Context(t))
-	done := make(chan struct{})
-	go func() { runner.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	pool, store := testStore(t, 8)
+	runner := runProjections(t, store, projections.Fulfilments{})
 	return &coDB{pool: pool, store: store, runner: runner}
 }
 
@@ -215,14 +193,12 @@ func (e *coEnv) do(principal, method, path, body string, header ...string) coAns
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	if principal != "" {
 		req.Header.Set("Authorization", "Bearer test")
-		req.Header.Set("X-Test-Principal", principal)
 		req.Header.Set("X-Test-Org", e.org)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Add(header[i], header[i+1])
 	}
-	resp, raw := apitest.Do(e.t, e.s.Handler(), req)
-	e.v.Check(e.t, req, resp, raw)
+	resp, raw := call(e.t, e.s, e.v, principal, req)
 	return coAnswer{resp.StatusCode, resp.Header, raw}
 }
 
@@ -545,16 +521,8 @@ func TestCheckoutAnswers503(t *testing.T) {
 	})
 	t.Run("inventory unreadable with out-of-stock refusal", func(t *testing.T) {
 		// A database whose fulfilments read model was never set up.
-		cfg, err := pgxpool.ParseConfig(testutil.DatabaseURL(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pool, err := pgxpool.NewWithConfig(testutil.Context(t), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		bare := &coDB{pool: pool, store: eventstore.New(pool, eventstore.WithUpcaster(domain.Events))}
+		pool, store := testStore(t, 4)
+		bare := &coDB{pool: pool, store: store}
 		e := newCOEnv(t, bare, coOptions{config: func(c *commands.ProvisioningConfig) { c.RefuseOutOfStock = true }})
 		e.checkout("admin", coDay).want(t, http.StatusServiceUnavailable, "checkout_unavailable", "yes")
 		a := e.do("admin", http.MethodGet, "/v1/skus", "")
@@ -600,16 +568,9 @@ func TestCheckoutAnswers503(t *testing.T) {
 		e.checkout("admin", coDay).want(t, http.StatusServiceUnavailable, "checkout_customer_balance", "no")
 	})
 	t.Run("provisioning store unreadable", func(t *testing.T) {
-		cfg, err := pgxpool.ParseConfig(testutil.DatabaseURL(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pool, err := pgxpool.NewWithConfig(testutil.Context(t), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		pool, store := testStore(t, 4)
 		pool.Close() // every read fails
-		gone := newCOEnv(t, &coDB{pool: pool, store: eventstore.New(pool, eventstore.WithUpcaster(domain.Events))}, coOptions{})
+		gone := newCOEnv(t, &coDB{pool: pool, store: store}, coOptions{})
 		// Spec 7.2: admission_unavailable is the provisioning store that
 		// cannot be read; retry after Retry-After.
 		unread := gone.checkout("admin", coDay)

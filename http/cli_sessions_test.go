@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -64,20 +63,8 @@ type cliEnvOptions struct {
 
 func newCLIHTTPEnv(t *testing.T, opts cliEnvOptions) *cliHTTPEnv {
 	t.Helper()
-	pool := testutil.SmallPool(t, 6)
-	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
-	runner, err := projections.NewRunner(store, slog.New(slog.DiscardHandler),
-		[]projections.Projection{projections.APIKeys{}, projections.ConsoleEvents{}}, projections.WithPollInterval(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := runner.Ensure(testutil.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(testutil.Context(t))
-	done := make(chan struct{})
-	go func() { runner.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	pool, store := testStore(t, 6)
+	runner := runProjections(t, store, projections.APIKeys{}, projections.ConsoleEvents{})
 	hasher, _ := identity.NewHasher(bytes.Repeat([]byte{3}, identity.PepperLen))
 	reader := projections.APIKeyReader{DB: pool}
 	clock := testutil.NewClock(time.Now().UTC())
@@ -104,15 +91,10 @@ func newCLIHTTPEnv(t *testing.T, opts cliEnvOptions) *cliHTTPEnv {
 func (e *cliHTTPEnv) do(principal, method, path, body string, headers map[string]string) (*http.Response, []byte) {
 	e.t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	if principal != "" {
-		req.Header.Set("X-Test-Principal", principal)
-	}
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
-	resp, raw := apitest.Do(e.t, e.s.Handler(), req)
-	e.v.Check(e.t, req, resp, raw)
-	return resp, raw
+	return call(e.t, e.s, e.v, principal, req)
 }
 
 func (e *cliHTTPEnv) json(principal, method, path, body string, headers map[string]string, want int, out any) []byte {
@@ -299,8 +281,7 @@ func TestCLISessionRoutesAreRateLimited(t *testing.T) {
 	for i, want := range []int{http.StatusCreated, http.StatusCreated, http.StatusTooManyRequests} {
 		req := httptest.NewRequest("POST", "/v1/cli-sessions", strings.NewReader(body))
 		req.RemoteAddr = "198.51.100.7:4000"
-		resp, raw := apitest.Do(t, e.s.Handler(), req)
-		e.v.Check(t, req, resp, raw)
+		resp, raw := call(t, e.s, e.v, "", req)
 		if resp.StatusCode != want {
 			t.Fatalf("start %d: got %d %s; want %d", i+1, resp.StatusCode, raw, want)
 		}

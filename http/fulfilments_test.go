@@ -3,14 +3,11 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
 	"phonefleet/domain"
@@ -23,23 +20,13 @@ import (
 
 // fulPrincipals are the callers of the fulfilment route tests, chosen per
 // request with the X-Test-Principal header.
-var fulPrincipals = map[string]domain.Auth{
+var fulPrincipals = testPrincipals{
 	"admin":  {OrgID: "org_a", Kind: domain.PrincipalConsole, UserID: "u_ada", Role: domain.RoleAdmin, Scopes: domain.AllScopes},
 	"member": {OrgID: "org_a", Kind: domain.PrincipalConsole, UserID: "u_mel", Role: domain.RoleMember, Scopes: domain.AllScopes},
 	"key":    {OrgID: "org_a", Kind: domain.PrincipalAPIKey, APIKeyID: "key_1", Scopes: domain.AllScopes},
 	"reader": {OrgID: "org_a", Kind: domain.PrincipalAPIKey, APIKeyID: "key_2", Scopes: []domain.Scope{domain.ScopeDevicesRead}},
 	"app":    {OrgID: "org_a", Kind: domain.PrincipalApp, UserID: "u_ada", ClientID: "client_1", Scopes: domain.AllScopes},
 	"other":  {OrgID: "org_b", Kind: domain.PrincipalConsole, UserID: "u_eve", Role: domain.RoleAdmin, Scopes: domain.AllScopes},
-}
-
-type fulAuthenticator struct{}
-
-func (fulAuthenticator) Authenticate(r *http.Request) (domain.Auth, error) {
-	a, ok := fulPrincipals[r.Header.Get("X-Test-Principal")]
-	if !ok {
-		return domain.Auth{}, domain.Errorf(domain.CodeUnauthorized, "no such test principal").With("reason", "invalid_token")
-	}
-	return a, nil
 }
 
 const fulWebhookSecret = "whsec_http_fulfilments"
@@ -57,40 +44,17 @@ type fulHTTPEnv struct {
 
 func newFulHTTPEnv(t *testing.T) *fulHTTPEnv {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testutil.DatabaseURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(testutil.Context(t), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
-	runner, err := projections.NewRunner(store, slog.New(slog.DiscardHandler), append(projections.Fleet(), projections.Fulfilments{}),
-		projections.WithPollInterval(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := runner.Ensure(testutil.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(testutil.Context(t))
-	done := make(chan struct{})
-	go func() { runner.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	_, store := testStore(t, 8)
+	runner := runProjections(t, store, append(projections.Fleet(), projections.Fulfilments{})...)
 	e := &fulHTTPEnv{t: t, store: store, now: time.Now().UTC().Truncate(time.Second)}
 	fleet := commands.NewFleet(commands.FleetConfig{Store: store, Runner: runner})
 	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: store, Fleet: fleet, WebhookSecret: fulWebhookSecret,
 		Now: func() time.Time { return e.now },
 		Wait: func(ctx context.Context, name string, a eventstore.Appended) error {
-			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			defer cancel()
-			return runner.WaitFor(ctx, name, a)
+			return waitFor(runner, name)(ctx, a)
 		}})
 	app := commands.NewApplication(commands.AppDeps{Fleet: fleet, Provisioning: p})
-	e.s, _ = newTestServer(t, Deps{Mode: "hosted", Auth: fulAuthenticator{}, App: &app})
+	e.s, _ = newTestServer(t, Deps{Mode: "hosted", Auth: fulPrincipals, App: &app})
 	e.v = apitest.FromHandler(t, e.s.Handler())
 	return e
 }
@@ -99,15 +63,8 @@ func newFulHTTPEnv(t *testing.T) *fulHTTPEnv {
 // served OpenAPI document.
 func (e *fulHTTPEnv) do(principal, method, path string) (int, map[string]any) {
 	e.t.Helper()
-	req := httptest.NewRequest(method, path, nil)
-	req.Header.Set("X-Test-Principal", principal)
-	resp, raw := apitest.Do(e.t, e.s.Handler(), req)
-	e.v.Check(e.t, req, resp, raw)
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		e.t.Fatalf("%s %s: body is not JSON: %v\n%s", method, path, err, raw)
-	}
-	return resp.StatusCode, out
+	resp, raw := call(e.t, e.s, e.v, principal, httptest.NewRequest(method, path, nil))
+	return resp.StatusCode, jsonObject(e.t, method+" "+path, raw)
 }
 
 // post delivers a provider event to POST /webhooks/stripe with the given
@@ -119,13 +76,8 @@ func (e *fulHTTPEnv) post(payload []byte, signature string) (int, map[string]any
 	if signature != "" {
 		req.Header.Set("Stripe-Signature", signature)
 	}
-	resp, raw := apitest.Do(e.t, e.s.Handler(), req)
-	e.v.Check(e.t, req, resp, raw)
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		e.t.Fatalf("webhook: body is not JSON: %v\n%s", err, raw)
-	}
-	return resp.StatusCode, out
+	resp, raw := call(e.t, e.s, e.v, "", req)
+	return resp.StatusCode, jsonObject(e.t, "webhook", raw)
 }
 
 func (e *fulHTTPEnv) sign(payload []byte) string {

@@ -2,16 +2,12 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"phonefleet/commands"
 	"phonefleet/domain"
@@ -20,27 +16,16 @@ import (
 	"phonefleet/internal/identity"
 	"phonefleet/internal/releases"
 	"phonefleet/projections"
-	"phonefleet/testutil"
 )
 
 // gwPrincipals are the callers of the gateway route tests, chosen per
 // request with the X-Test-Principal header.
-var gwPrincipals = map[string]domain.Auth{
+var gwPrincipals = testPrincipals{
 	"admin":     {OrgID: "org_a", Kind: domain.PrincipalConsole, UserID: "u_ada", Role: domain.RoleAdmin, Scopes: domain.AllScopes},
 	"member":    {OrgID: "org_a", Kind: domain.PrincipalConsole, UserID: "u_bob", Role: domain.RoleMember, Scopes: domain.AllScopes},
 	"key":       {OrgID: "org_a", Kind: domain.PrincipalAPIKey, APIKeyID: "key_1", Scopes: domain.AllScopes},
 	"app":       {OrgID: "org_a", Kind: domain.PrincipalApp, UserID: "u_ada", ClientID: "app-1", Scopes: domain.AllScopes},
 	"other-org": {OrgID: "org_b", Kind: domain.PrincipalConsole, UserID: "u_eve", Role: domain.RoleAdmin, Scopes: domain.AllScopes},
-}
-
-type gwAuthenticator struct{}
-
-func (gwAuthenticator) Authenticate(r *http.Request) (domain.Auth, error) {
-	a, ok := gwPrincipals[r.Header.Get("X-Test-Principal")]
-	if !ok {
-		return domain.Auth{}, domain.Unauthorized(domain.ReasonInvalidToken, "no such test principal")
-	}
-	return a, nil
 }
 
 // gwEnv is a server whose gateway routes run against a real database with
@@ -56,39 +41,24 @@ type gwEnv struct {
 
 func newGWEnv(t *testing.T, manifest string) *gwEnv {
 	t.Helper()
-	pool := testutil.SmallPool(t, 6)
-	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
-	runner, err := projections.NewRunner(store, slog.New(slog.DiscardHandler), []projections.Projection{projections.Gateways{}},
-		projections.WithPollInterval(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := runner.Ensure(testutil.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(testutil.Context(t))
-	done := make(chan struct{})
-	go func() { runner.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	_, store := testStore(t, 6)
+	runner := runProjections(t, store, projections.Gateways{})
 	var rel *releases.File
 	if manifest != "" {
 		path := filepath.Join(t.TempDir(), "releases.json")
 		if err := os.WriteFile(path, []byte(manifest), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		var err error
 		if rel, err = releases.Load(path, false); err != nil {
 			t.Fatal(err)
 		}
 	}
 	hasher, _ := identity.NewHasher(bytes.Repeat([]byte{5}, identity.PepperLen))
 	gw := commands.NewGateways(commands.GatewayConfig{Store: store, Hasher: hasher, Releases: rel,
-		Wait: func(ctx context.Context, a eventstore.Appended) error {
-			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			defer cancel()
-			return runner.WaitFor(ctx, projections.GatewaysName, a)
-		}})
+		Wait: waitFor(runner, projections.GatewaysName)})
 	app := commands.NewApplication(commands.AppDeps{Gateways: gw})
-	s, logs := newTestServer(t, Deps{Auth: gwAuthenticator{}, App: &app})
+	s, logs := newTestServer(t, Deps{Auth: gwPrincipals, App: &app})
 	return &gwEnv{t: t, s: s, v: apitest.FromHandler(t, s.Handler()), logs: logs, store: store}
 }
 
@@ -97,19 +67,13 @@ func newGWEnv(t *testing.T, manifest string) *gwEnv {
 func (e *gwEnv) do(principal, bearer, method, path, body string) (*http.Response, map[string]any) {
 	e.t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	if principal != "" {
-		req.Header.Set("X-Test-Principal", principal)
-	}
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
-	resp, raw := apitest.Do(e.t, e.s.Handler(), req)
-	e.v.Check(e.t, req, resp, raw)
+	resp, raw := call(e.t, e.s, e.v, principal, req)
 	var out map[string]any
 	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &out); err != nil {
-			e.t.Fatalf("%s %s: body is not JSON: %v\n%s", method, path, err, raw)
-		}
+		out = jsonObject(e.t, method+" "+path, raw)
 	}
 	return resp, out
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"io/fs"
 	"log/slog"
@@ -10,9 +11,16 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+	"phonefleet/http/apitest"
 	"phonefleet/http/kernel"
+	"phonefleet/projections"
 	"phonefleet/testutil"
 )
 
@@ -112,4 +120,78 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 func appOf(f *commands.Fleet) *commands.Application {
 	app := commands.NewApplication(commands.AppDeps{Fleet: f})
 	return &app
+}
+
+// testStore opens a pool of at most maxConns connections to the test
+// database, closed when the test ends, and an event store over it that
+// upcasts the domain's events.
+func testStore(t *testing.T, maxConns int32) (*pgxpool.Pool, *eventstore.Store) {
+	t.Helper()
+	pool := testutil.SmallPool(t, maxConns)
+	return pool, eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
+}
+
+// runProjections ensures projs on store and runs them (polling every
+// 20 ms) until the test ends.
+func runProjections(t *testing.T, store *eventstore.Store, projs ...projections.Projection) *projections.Runner {
+	t.Helper()
+	runner, err := projections.NewRunner(store, slog.New(slog.DiscardHandler), projs, projections.WithPollInterval(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runner.Ensure(testutil.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(testutil.Context(t))
+	done := make(chan struct{})
+	go func() { runner.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return runner
+}
+
+// waitFor is a capability's Wait: it waits, 20 seconds at the most, until
+// runner's projection name has applied what was appended.
+func waitFor(runner *projections.Runner, name string) func(context.Context, eventstore.Appended) error {
+	return func(ctx context.Context, a eventstore.Appended) error {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		return runner.WaitFor(ctx, name, a)
+	}
+}
+
+// testPrincipals authenticates a test request as the principal its
+// X-Test-Principal header names; a name not in the table is an invalid
+// token.
+type testPrincipals map[string]domain.Auth
+
+func (p testPrincipals) Authenticate(r *http.Request) (domain.Auth, error) {
+	a, ok := p[r.Header.Get("X-Test-Principal")]
+	if !ok {
+		return domain.Auth{}, domain.Errorf(domain.CodeUnauthorized, "no such test principal").With("reason", "invalid_token")
+	}
+	return a, nil
+}
+
+// call sends req to s as principal (named in X-Test-Principal; "" names
+// none), checks the answer against the document v serves, and returns
+// the response and its raw body.
+func call(t *testing.T, s *Server, v *apitest.Validator, principal string, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
+	if principal != "" {
+		req.Header.Set("X-Test-Principal", principal)
+	}
+	resp, raw := apitest.Do(t, s.Handler(), req)
+	v.Check(t, req, resp, raw)
+	return resp, raw
+}
+
+// jsonObject decodes raw, the answer to what, as a JSON object; anything
+// else, an empty body included, fails the test.
+func jsonObject(t *testing.T, what string, raw []byte) map[string]any {
+	t.Helper()
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s: body is not JSON: %v\n%s", what, err, raw)
+	}
+	return out
 }

@@ -24,23 +24,13 @@ import (
 
 // opsPrincipals are the callers of the operator-view route tests, chosen
 // per request with the X-Test-Principal header.
-var opsPrincipals = map[string]domain.Auth{
+var opsPrincipals = testPrincipals{
 	"local":  domain.LocalOperator("org_a"),
 	"admin":  {OrgID: "org_a", Kind: domain.PrincipalConsole, UserID: "u_admin", Role: domain.RoleAdmin, Scopes: domain.AllScopes},
 	"member": {OrgID: "org_a", Kind: domain.PrincipalConsole, UserID: "u_member", Role: domain.RoleMember, Scopes: []domain.Scope{domain.ScopeDevicesRead}},
 	"key":    {OrgID: "org_a", Kind: domain.PrincipalAPIKey, APIKeyID: "key_1", Scopes: domain.AllScopes},
 	"app": {OrgID: "org_a", Kind: domain.PrincipalApp, UserID: "u_admin", ClientID: "app_1", Role: domain.RoleAdmin,
 		Scopes: []domain.Scope{domain.ScopeDevicesRead}},
-}
-
-type opsAuthenticator struct{}
-
-func (opsAuthenticator) Authenticate(r *http.Request) (domain.Auth, error) {
-	a, ok := opsPrincipals[r.Header.Get("X-Test-Principal")]
-	if !ok {
-		return domain.Auth{}, domain.Errorf(domain.CodeUnauthorized, "no such test principal").With("reason", "invalid_token")
-	}
-	return a, nil
 }
 
 // opsGate is a projection that keeps no rows and whose Apply, past its
@@ -115,10 +105,13 @@ func newOpsEnv(t *testing.T) *opsEnv {
 	// one pass is the new version's.
 	rctx, cancel := context.WithCancel(ctx)
 	rebuilt := make(chan struct{})
-	go func() { runner.Rebuild(rctx, rebuilding.name, nil); close(rebuilt) }()
+	var rebuildErr error // read only after rebuilt is closed
+	go func() { rebuildErr = runner.Rebuild(rctx, rebuilding.name, nil); close(rebuilt) }()
 	t.Cleanup(func() { rebuilding.open(); cancel(); <-rebuilt })
 	select {
 	case <-rebuilding.entered:
+	case <-rebuilt:
+		t.Fatalf("the rebuild ended before its second batch: %v", rebuildErr)
 	case <-time.After(time.Minute):
 		t.Fatal("the rebuild never reached its second batch")
 	}
@@ -142,7 +135,7 @@ func newOpsEnv(t *testing.T) *opsEnv {
 	}
 
 	app := commands.NewApplication(commands.AppDeps{Operators: &commands.OperatorCapability{Projections: runner}})
-	s, _ := newTestServer(t, Deps{Auth: opsAuthenticator{}, App: &app})
+	s, _ := newTestServer(t, Deps{Auth: opsPrincipals, App: &app})
 	var head, first int64
 	if err := pool.QueryRow(ctx, `SELECT max(position), min(position) FROM events`).Scan(&head, &first); err != nil {
 		t.Fatal(err)
@@ -152,15 +145,8 @@ func newOpsEnv(t *testing.T) *opsEnv {
 
 func (e *opsEnv) get(principal string) (int, http.Header, map[string]any) {
 	e.t.Helper()
-	req := httptest.NewRequest(http.MethodGet, "/v1/operators/projections", nil)
-	req.Header.Set("X-Test-Principal", principal)
-	resp, raw := apitest.Do(e.t, e.s.Handler(), req)
-	e.v.Check(e.t, req, resp, raw)
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		e.t.Fatalf("body is not JSON: %v\n%s", err, raw)
-	}
-	return resp.StatusCode, resp.Header, out
+	resp, raw := call(e.t, e.s, e.v, principal, httptest.NewRequest(http.MethodGet, "/v1/operators/projections", nil))
+	return resp.StatusCode, resp.Header, jsonObject(e.t, "GET /v1/operators/projections", raw)
 }
 
 // byName returns the projections of a 200 answer by name.

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -33,16 +32,6 @@ type poolHTTPEnv struct {
 	who   map[string]domain.Auth
 }
 
-type poolAuthenticator map[string]domain.Auth
-
-func (p poolAuthenticator) Authenticate(r *http.Request) (domain.Auth, error) {
-	a, ok := p[r.Header.Get("X-Test-Principal")]
-	if !ok {
-		return domain.Auth{}, domain.Errorf(domain.CodeUnauthorized, "no such test principal").With("reason", "invalid_token")
-	}
-	return a, nil
-}
-
 func newPoolHTTPEnv(t *testing.T, mode string, size, limit int) *poolHTTPEnv {
 	t.Helper()
 	clock := fleettest.NewClock(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
@@ -61,7 +50,7 @@ func newPoolHTTPEnv(t *testing.T, mode string, size, limit int) *poolHTTPEnv {
 		"key-a":    {OrgID: e.orgA, Kind: domain.PrincipalAPIKey, APIKeyID: "key_1", Scopes: domain.AllScopes},
 		"admin-b":  {OrgID: e.orgB, Kind: domain.PrincipalConsole, UserID: "u_bob", Role: domain.RoleAdmin, Scopes: domain.AllScopes},
 	}
-	e.s, _ = newTestServer(t, Deps{Mode: mode, Auth: poolAuthenticator(e.who), App: &e.app})
+	e.s, _ = newTestServer(t, Deps{Mode: mode, Auth: testPrincipals(e.who), App: &e.app})
 	e.v = apitest.FromHandler(t, e.s.Handler())
 	return e
 }
@@ -90,14 +79,10 @@ func (e *poolHTTPEnv) do(principal, method, path, body string) (int, http.Header
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	req.Header.Set("X-Test-Principal", principal)
-	resp, raw := apitest.Do(e.t, e.s.Handler(), req)
-	e.v.Check(e.t, req, resp, raw)
+	resp, raw := call(e.t, e.s, e.v, principal, req)
 	var out map[string]any
 	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &out); err != nil {
-			e.t.Fatalf("%s %s: body is not JSON: %v\n%s", method, path, err, raw)
-		}
+		out = jsonObject(e.t, method+" "+path, raw)
 	}
 	return resp.StatusCode, resp.Header, out
 }
@@ -215,7 +200,7 @@ func TestPoolTakeLocalMode(t *testing.T) {
 // /v1/devices/{deviceId}, and other methods on the path still reach the
 // device routes.
 func TestPoolTakeNotShadowed(t *testing.T) {
-	s, _ := newTestServer(t, Deps{Mode: "hosted", Auth: poolAuthenticator{"x": {OrgID: "org_x", Kind: domain.PrincipalConsole,
+	s, _ := newTestServer(t, Deps{Mode: "hosted", Auth: testPrincipals{"x": {OrgID: "org_x", Kind: domain.PrincipalConsole,
 		UserID: "u_x", Role: domain.RoleAdmin, Scopes: domain.AllScopes}}})
 	req := httptest.NewRequest("POST", "/v1/devices/take", nil)
 	req.Header.Set("X-Test-Principal", "x")

@@ -1,42 +1,25 @@
 package httpapi
 
 import (
-	"context"
-	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"phonefleet/commands"
 	"phonefleet/domain"
-	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
 	"phonefleet/projections"
-	"phonefleet/testutil"
 )
 
 // schPrincipals are the callers of the schedule route tests, chosen per
 // request with the X-Test-Principal header.
-var schPrincipals = map[string]domain.Auth{
+var schPrincipals = testPrincipals{
 	"runner":    {OrgID: "org_a", Kind: domain.PrincipalAPIKey, APIKeyID: "key_1", Scopes: []domain.Scope{domain.ScopeRunsStart, domain.ScopeDevicesAct}},
 	"reader":    {OrgID: "org_a", Kind: domain.PrincipalAPIKey, APIKeyID: "key_2", Scopes: []domain.Scope{domain.ScopeDevicesRead, domain.ScopeRunsStart}},
 	"subset":    {OrgID: "org_a", Kind: domain.PrincipalAPIKey, APIKeyID: "key_3", Scopes: domain.AllScopes, Devices: []string{"dev_00000000000000000000000000000001"}},
 	"other-org": {OrgID: "org_b", Kind: domain.PrincipalConsole, UserID: "u_eve", Role: domain.RoleAdmin, Scopes: domain.AllScopes},
-}
-
-type schAuthenticator struct{}
-
-func (schAuthenticator) Authenticate(r *http.Request) (domain.Auth, error) {
-	a, ok := schPrincipals[r.Header.Get("X-Test-Principal")]
-	if !ok {
-		return domain.Auth{}, domain.Errorf(domain.CodeUnauthorized, "no such test principal").With("reason", "invalid_token")
-	}
-	return a, nil
 }
 
 // schEnv is a server whose schedule routes run against a real database
@@ -49,35 +32,11 @@ type schEnv struct {
 
 func newSchEnv(t *testing.T) *schEnv {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testutil.DatabaseURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 6
-	pool, err := pgxpool.NewWithConfig(testutil.Context(t), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
-	runner, err := projections.NewRunner(store, slog.New(slog.DiscardHandler), append(projections.Fleet(), projections.Schedules{}), projections.WithPollInterval(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := runner.Ensure(testutil.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(testutil.Context(t))
-	done := make(chan struct{})
-	go func() { runner.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	sc := commands.NewSchedules(commands.ScheduleConfig{Store: store, Wait: func(ctx context.Context, a eventstore.Appended) error {
-		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		return runner.WaitFor(ctx, projections.SchedulesName, a)
-	}})
+	_, store := testStore(t, 6)
+	runner := runProjections(t, store, append(projections.Fleet(), projections.Schedules{})...)
+	sc := commands.NewSchedules(commands.ScheduleConfig{Store: store, Wait: waitFor(runner, projections.SchedulesName)})
 	app := commands.NewApplication(commands.AppDeps{Schedules: sc})
-	s, _ := newTestServer(t, Deps{Auth: schAuthenticator{}, App: &app})
+	s, _ := newTestServer(t, Deps{Auth: schPrincipals, App: &app})
 	return &schEnv{t: t, s: s, v: apitest.FromHandler(t, s.Handler())}
 }
 
@@ -85,10 +44,7 @@ func newSchEnv(t *testing.T) *schEnv {
 // served OpenAPI document; it returns the status and the raw body.
 func (e *schEnv) do(principal, method, path, body string) (int, []byte) {
 	e.t.Helper()
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	req.Header.Set("X-Test-Principal", principal)
-	resp, raw := apitest.Do(e.t, e.s.Handler(), req)
-	e.v.Check(e.t, req, resp, raw)
+	resp, raw := call(e.t, e.s, e.v, principal, httptest.NewRequest(method, path, strings.NewReader(body)))
 	return resp.StatusCode, raw
 }
 
@@ -97,9 +53,7 @@ func (e *schEnv) json(principal, method, path, body string) (int, map[string]any
 	status, raw := e.do(principal, method, path, body)
 	var out map[string]any
 	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &out); err != nil {
-			e.t.Fatalf("%s %s: body is not JSON: %v\n%s", method, path, err, raw)
-		}
+		out = jsonObject(e.t, method+" "+path, raw)
 	}
 	return status, out
 }

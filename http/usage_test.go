@@ -3,13 +3,10 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
 	"phonefleet/domain"
@@ -28,23 +25,13 @@ const (
 
 // usagePrincipals are the callers of the usage route tests, chosen per
 // request with the X-Test-Principal header.
-var usagePrincipals = map[string]domain.Auth{
+var usagePrincipals = testPrincipals{
 	"member":    {OrgID: "org_ua", Kind: domain.PrincipalConsole, UserID: "u_m", Role: domain.RoleMember},
 	"reader":    {OrgID: "org_ua", Kind: domain.PrincipalAPIKey, APIKeyID: "key_r", Scopes: []domain.Scope{domain.ScopeDevicesRead}},
 	"subset":    {OrgID: "org_ua", Kind: domain.PrincipalAPIKey, APIKeyID: "key_s", Scopes: []domain.Scope{domain.ScopeDevicesRead}, Devices: []string{usageDevA}},
 	"runner":    {OrgID: "org_ua", Kind: domain.PrincipalAPIKey, APIKeyID: "key_x", Scopes: []domain.Scope{domain.ScopeRunsStart, domain.ScopeDevicesAct}},
 	"app":       {OrgID: "org_ua", Kind: domain.PrincipalApp, UserID: "u_m", ClientID: "client_1", Scopes: domain.AllScopes},
 	"other-org": {OrgID: "org_ub", Kind: domain.PrincipalConsole, UserID: "u_b", Role: domain.RoleAdmin, Scopes: domain.AllScopes},
-}
-
-type usageAuthenticator struct{}
-
-func (usageAuthenticator) Authenticate(r *http.Request) (domain.Auth, error) {
-	a, ok := usagePrincipals[r.Header.Get("X-Test-Principal")]
-	if !ok {
-		return domain.Auth{}, domain.Errorf(domain.CodeUnauthorized, "no such test principal").With("reason", "invalid_token")
-	}
-	return a, nil
 }
 
 // usageEnv is a server whose usage route answers from a real usage read
@@ -58,35 +45,14 @@ type usageEnv struct {
 
 func newUsageEnv(t *testing.T, now time.Time) *usageEnv {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testutil.DatabaseURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(testutil.Context(t), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
-	runner, err := projections.NewRunner(store, slog.New(slog.DiscardHandler), []projections.Projection{projections.Usage{}},
-		projections.WithPollInterval(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := runner.Ensure(testutil.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(testutil.Context(t))
-	done := make(chan struct{})
-	go func() { runner.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	pool, store := testStore(t, 4)
+	runner := runProjections(t, store, projections.Usage{})
 	u := commands.NewUsage(commands.UsageConfig{Pool: pool, Now: func() time.Time { return now },
 		Wait: func(ctx context.Context, a eventstore.Appended) error {
 			return runner.WaitFor(ctx, projections.UsageName, a)
 		}})
 	app := commands.NewApplication(commands.AppDeps{Usage: u})
-	s, _ := newTestServer(t, Deps{Auth: usageAuthenticator{}, App: &app})
+	s, _ := newTestServer(t, Deps{Auth: usagePrincipals, App: &app})
 	return &usageEnv{t: t, s: s, v: apitest.FromHandler(t, s.Handler()), store: store}
 }
 
@@ -112,14 +78,8 @@ func (e *usageEnv) lease(org, device string, holder domain.Actor, from, until ti
 // OpenAPI document, and returns the status and the decoded body.
 func (e *usageEnv) get(principal, path string) (int, map[string]any) {
 	e.t.Helper()
-	req := httptest.NewRequest(http.MethodGet, path, nil)
-	req.Header.Set("X-Test-Principal", principal)
-	resp, raw := apitest.Do(e.t, e.s.Handler(), req)
-	e.v.Check(e.t, req, resp, raw)
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		e.t.Fatalf("GET %s: body is not JSON: %v\n%s", path, err, raw)
-	}
+	resp, raw := call(e.t, e.s, e.v, principal, httptest.NewRequest(http.MethodGet, path, nil))
+	out := jsonObject(e.t, "GET "+path, raw)
 	if resp.StatusCode == http.StatusOK && resp.Header.Get("Cache-Control") != "no-store" {
 		e.t.Errorf("GET %s: Cache-Control %q; want no-store", path, resp.Header.Get("Cache-Control"))
 	}

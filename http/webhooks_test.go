@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,13 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
 	"phonefleet/domain"
-	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
 	"phonefleet/projections"
 	"phonefleet/testutil"
@@ -25,7 +22,7 @@ import (
 
 // whPrincipals are the callers of the webhook route tests, chosen per
 // request with the X-Test-Principal header.
-var whPrincipals = map[string]domain.Auth{
+var whPrincipals = testPrincipals{
 	"console":   {OrgID: "org_a", Kind: domain.PrincipalConsole, UserID: "u_ann", Role: domain.RoleMember, Scopes: []domain.Scope{domain.ScopeDevicesRead}},
 	"admin":     {OrgID: "org_a", Kind: domain.PrincipalConsole, UserID: "u_bob", Role: domain.RoleAdmin, Scopes: domain.AllScopes},
 	"app":       {OrgID: "org_a", Kind: domain.PrincipalApp, UserID: "u_cat", ClientID: "client_x", Scopes: []domain.Scope{domain.ScopeDevicesRead}},
@@ -33,16 +30,6 @@ var whPrincipals = map[string]domain.Auth{
 	"key":       {OrgID: "org_a", Kind: domain.PrincipalAPIKey, APIKeyID: "key_1", Scopes: []domain.Scope{domain.ScopeDevicesRead}},
 	"noscope":   {OrgID: "org_a", Kind: domain.PrincipalAPIKey, APIKeyID: "key_2", Scopes: []domain.Scope{domain.ScopeDevicesAct, domain.ScopeRunsStart}},
 	"other-org": {OrgID: "org_b", Kind: domain.PrincipalConsole, UserID: "u_eve", Role: domain.RoleAdmin, Scopes: domain.AllScopes},
-}
-
-type whAuthenticator struct{}
-
-func (whAuthenticator) Authenticate(r *http.Request) (domain.Auth, error) {
-	a, ok := whPrincipals[r.Header.Get("X-Test-Principal")]
-	if !ok {
-		return domain.Auth{}, domain.Errorf(domain.CodeUnauthorized, "no such test principal").With("reason", "invalid_token")
-	}
-	return a, nil
 }
 
 type whResolver map[string]string
@@ -66,42 +53,18 @@ type whEnv struct {
 
 func newWHEnv(t *testing.T) *whEnv {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testutil.DatabaseURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 6
-	pool, err := pgxpool.NewWithConfig(testutil.Context(t), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
-	runner, err := projections.NewRunner(store, slog.New(slog.DiscardHandler), []projections.Projection{projections.Webhooks{}}, projections.WithPollInterval(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := runner.Ensure(testutil.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(testutil.Context(t))
-	done := make(chan struct{})
-	go func() { runner.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	pool, store := testStore(t, 6)
+	runner := runProjections(t, store, projections.Webhooks{})
 	box, err := domain.NewSecretBox(make([]byte, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := commands.Webhooks{Store: store, Box: box, Wait: func(ctx context.Context, a eventstore.Appended) error {
-		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		return runner.WaitFor(ctx, projections.WebhooksName, a)
-	}}
+	base := commands.Webhooks{Store: store, Box: box, Wait: waitFor(runner, projections.WebhooksName)}
 	// The hosted policy: no private address at all.
 	resolver := whResolver{"hooks.example.com": "93.184.216.34", "intranet.example.com": "192.168.7.7"}
 	app := commands.NewApplication(commands.AppDeps{Webhooks: &commands.WebhookCapability{Webhooks: base,
 		Create: commands.CreateWebhookHandler{Resolver: resolver}, Queries: projections.WebhookQueries{DB: pool}}})
-	s, _ := newTestServer(t, Deps{Auth: whAuthenticator{}, App: &app})
+	s, _ := newTestServer(t, Deps{Auth: whPrincipals, App: &app})
 	return &whEnv{t: t, s: s, v: apitest.FromHandler(t, s.Handler()), pool: pool, base: base}
 }
 
@@ -115,14 +78,10 @@ func (e *whEnv) do(principal, method, path, body string) (int, map[string]any) {
 	} else {
 		req = httptest.NewRequest(method, path, strings.NewReader(body))
 	}
-	req.Header.Set("X-Test-Principal", principal)
-	resp, raw := apitest.Do(e.t, e.s.Handler(), req)
-	e.v.Check(e.t, req, resp, raw)
+	resp, raw := call(e.t, e.s, e.v, principal, req)
 	var out map[string]any
 	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &out); err != nil {
-			e.t.Fatalf("%s %s: body is not JSON: %v\n%s", method, path, err, raw)
-		}
+		out = jsonObject(e.t, method+" "+path, raw)
 	}
 	return resp.StatusCode, out
 }
