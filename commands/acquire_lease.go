@@ -38,6 +38,17 @@ func (f *Fleet) AcquireLease() AcquireLeaseHandler { return AcquireLeaseHandler{
 // capability_unsupported (the backend cannot reset) and the backend
 // resolution's errors (device_unavailable offline, …).
 func (h AcquireLeaseHandler) Handle(ctx context.Context, cmd AcquireLease) (projections.LeaseView, error) {
+	if cmd.ResetOnRelease && cmd.Auth.Has(domain.ScopeDevicesLease) {
+		// Whether the device can reset is the backend's to say: ask the
+		// instance driving it.
+		if d, err := h.f.visibleDevice(ctx, cmd.Auth, cmd.DeviceID); err == nil {
+			if host, remote, err := h.f.remote(ctx, &d); err != nil {
+				return projections.LeaseView{}, err
+			} else if remote {
+				return forwardDeviceCall[AcquireLease, projections.LeaseView](ctx, h.f, host, OpAcquireLease, d.ID, cmd)
+			}
+		}
+	}
 	leaseID := domain.NewID(domain.PrefixLease)
 	checked := false
 	return h.f.changeLease(ctx, cmd.Auth, cmd.DeviceID, cmd.TTLSeconds,

@@ -62,8 +62,12 @@ func neverRan(deviceID, why string) *domain.Error {
 // Device I/O happens in run, outside any database transaction; the
 // outcome is then recorded in one transaction.
 type actionJob struct {
-	f      *Fleet
-	orgID  string
+	f     *Fleet
+	orgID string
+	// host is the host the action is accepted under (domain.HostKey):
+	// its idempotency row names it, so a takeover settles its own host's
+	// actions only.
+	host   string
 	req    domain.ActionRequested
 	action domain.Action
 	// observedHash is the screen hash of the action's observedFrame, if any.

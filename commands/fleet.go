@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -31,6 +32,9 @@ type DeviceRuntime interface {
 	// device_unavailable with reason offline (another process hosts it),
 	// internal_error.
 	Resolve(ctx context.Context, d *domain.Device) (domain.Backend, error)
+	// Locate names the host a device is driven under (domain.HostKey) and
+	// whether this process holds it now. It never fails.
+	Locate(d *domain.Device) (host string, local bool)
 	// Renderer returns the frame renderer of a backend kind, if it has
 	// one. It never fails.
 	Renderer(kind string) (domain.FrameRenderer, bool)
@@ -59,6 +63,10 @@ type FleetConfig struct {
 	// ActTimeout bounds one call to a backend's Act; past it the outcome is
 	// unknown. Zero means DefaultActTimeout.
 	ActTimeout time.Duration
+	// HostState, when set, lets a caller that forwarded an action to the
+	// instance driving its device notice that instance going away, and
+	// settle the action without waiting out the call's deadline.
+	HostState HostState
 	// WaitForReceipts makes an action answer only once the receipts read
 	// model shows its outcome, so a following receipt read agrees with it.
 	WaitForReceipts bool
@@ -79,6 +87,9 @@ type Fleet struct {
 	pool    *pgxpool.Pool
 	runner  *projections.Runner
 	runtime DeviceRuntime
+	// forwarder carries device calls to the instance driving the device;
+	// nil when there is none (SetForwarder).
+	forwarder atomic.Pointer[Forwarder]
 
 	devices *eventstore.Repository[domain.Device, domain.Event]
 	actions *eventstore.Repository[domain.ActionRecord, domain.Event]

@@ -10,12 +10,17 @@ import (
 )
 
 // MarkAbandonedActions settles the actions an earlier process left
-// unfinished: recorded as requested, with no outcome. The process that
-// was executing one ended between the request and the outcome, so the
-// action may or may not have happened. The device runtime's host takeover
-// sends it (internal/devices.Config.OnHost) when this process becomes the
-// devices' host, before it runs anything.
-type MarkAbandonedActions struct{}
+// unfinished on one host: recorded as requested, with no outcome. The
+// process that was executing one ended between the request and the
+// outcome, so the action may or may not have happened. A host's takeover
+// sends it when this process becomes the host (the sim host:
+// internal/devices.Config.OnHost; a gateway: the gateway hub), before it
+// runs anything there. Actions of other hosts are left alone: another
+// process may be running them.
+type MarkAbandonedActions struct {
+	// Host is the host taken over (domain.HostSim, or a gateway's key).
+	Host string
+}
 
 // MarkAbandonedActionsHandler handles MarkAbandonedActions.
 type MarkAbandonedActionsHandler struct{ f *Fleet }
@@ -25,15 +30,16 @@ func (f *Fleet) MarkAbandonedActions() MarkAbandonedActionsHandler {
 	return MarkAbandonedActionsHandler{f}
 }
 
-// Handle gives every such action the outcome unknown (the action
+// Handle gives every such action of cmd.Host the outcome unknown (the action
 // aggregate decides: one already finished, whose idempotency row lagged
 // behind, keeps its outcome) and closes its idempotency row. Such an
 // action is never executed again. It returns how many it marked; errors
 // are the database's, and the actions not reached stay for the next
 // takeover.
-func (h MarkAbandonedActionsHandler) Handle(ctx context.Context, _ MarkAbandonedActions) (int, error) {
+func (h MarkAbandonedActionsHandler) Handle(ctx context.Context, cmd MarkAbandonedActions) (int, error) {
 	f := h.f
-	rows, err := f.pool.Query(ctx, `SELECT org_id, idempotency_key, action_id FROM action_idempotency WHERE state = 'requested'`)
+	rows, err := f.pool.Query(ctx, `SELECT org_id, idempotency_key, action_id FROM action_idempotency
+		WHERE state = 'requested' AND host = $1`, cmd.Host)
 	if err != nil {
 		return 0, err
 	}

@@ -125,6 +125,11 @@ func (h ObserveDeviceHandler) Handle(ctx context.Context, cmd ObserveDevice) (Ob
 	if err != nil {
 		return Observation{}, err
 	}
+	if host, remote, err := f.remote(ctx, &d); err != nil {
+		return Observation{}, err
+	} else if remote {
+		return forwardDeviceCall[ObserveDevice, Observation](ctx, f, host, OpObserveDevice, d.ID, cmd)
+	}
 	now := f.now()
 	if cmd.LeaseID != "" {
 		if _, err := d.CheckLease(now, domain.HolderOf(cmd.Auth), cmd.LeaseID); err != nil {

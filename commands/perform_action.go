@@ -33,11 +33,19 @@ type PerformAction struct {
 	ObservedFrame string
 	// AgentRunID attributes the action to a run.
 	AgentRunID string
-	// With, when set, adds statements that commit with the action's
-	// request or not at all (a run's step). A stream it expects that moved
-	// on fails the request with eventstore.ErrConflict before anything
-	// physical happens.
-	With func(u *eventstore.Unit)
+	// Also, when set, appends events that commit with the action's
+	// request or not at all (a run's step). A stream that moved on from
+	// the version it expects fails the request with eventstore.ErrConflict
+	// before anything physical happens. It is data, not a function, since
+	// the request may be recorded by the instance driving the device.
+	Also *StreamAppend
+}
+
+// StreamAppend is events to append to a stream expected at a version.
+type StreamAppend struct {
+	StreamID string
+	Expected int64
+	Events   []eventstore.NewEvent
 }
 
 // ActOutcome is an action's answer: its receipt, and whether it is the
@@ -103,6 +111,11 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 				return refuse(err)
 			}
 		}
+		if host, remote, err := f.remote(ctx, &d); err != nil {
+			return ActOutcome{}, err
+		} else if remote {
+			return h.forward(ctx, cmd, host, fp)
+		}
 		job, slot, err := h.accept(ctx, cmd, auth, action, d)
 		if err != nil {
 			if cached {
@@ -111,7 +124,7 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 			}
 			return refuse(err)
 		}
-		requestedID, inserted, err := h.record(ctx, auth.OrgID, job.req, fp, d.ID, version, cmd.With)
+		requestedID, inserted, err := h.record(ctx, auth.OrgID, job.req, fp, d.ID, version, job.host, cmd.Also)
 		if errors.Is(err, eventstore.ErrConflict) && cached {
 			slot.Cancel() // the device moved on: decide again
 			cached = false
@@ -191,7 +204,8 @@ func (h PerformActionHandler) accept(ctx context.Context, cmd PerformAction, aut
 		IdempotencyKey: cmd.IdempotencyKey, Action: action.Type, Arguments: action.ArgumentsJSON(), Actor: actor,
 		AgentRunID: cmd.AgentRunID, RunID: auth.RunID, LeaseID: lease.ID, FencingToken: lease.FencingToken,
 		ObservedFrame: cmd.ObservedFrame, RequestedAt: now}
-	return &actionJob{f: f, orgID: auth.OrgID, req: req, action: action, observedHash: observedHash, meta: meta}, slot, nil
+	host, _ := f.runtime.Locate(&d)
+	return &actionJob{f: f, orgID: auth.OrgID, host: host, req: req, action: action, observedHash: observedHash, meta: meta}, slot, nil
 }
 
 // hand gives the recorded action to its device's queue and waits for its
@@ -221,21 +235,24 @@ func (h PerformActionHandler) hand(ctx context.Context, job *actionJob, slot *de
 // when the key was taken (by a concurrent duplicate, decided by the
 // primary key). It returns the id of the action.requested event.
 // The unit also expects the device's stream at deviceVersion, the state
-// the request was decided on; ErrConflict when it moved on.
-func (h PerformActionHandler) record(ctx context.Context, orgID string, req domain.ActionRequested, fp, deviceID string, deviceVersion int64, with func(*eventstore.Unit)) (string, bool, error) {
+// the request was decided on (ErrConflict when it moved on), unless
+// deviceVersion is negative; host is the host it is accepted under.
+func (h PerformActionHandler) record(ctx context.Context, orgID string, req domain.ActionRequested, fp, deviceID string, deviceVersion int64, host string, also *StreamAppend) (string, bool, error) {
 	news, err := eventstore.Encode(domain.Events, orgID, domain.Event(req))
 	if err != nil {
 		return "", false, err
 	}
 	news[0].ID = uuid.Must(uuid.NewV7())
 	u := (&eventstore.Unit{}).
-		Exec(`INSERT INTO action_idempotency (org_id, idempotency_key, action_id, device_id, fingerprint, state, requested_at)
-			VALUES ($1, $2, $3, $4, $5, 'requested', $6)`,
-			orgID, req.IdempotencyKey, req.ActionID, req.DeviceID, fp, req.RequestedAt).
-		Append(domain.ActionStream(req.ActionID), eventstore.NoStream, news...).
-		Expect(h.f.devices.Stream(deviceID), deviceVersion)
-	if with != nil {
-		with(u)
+		Exec(`INSERT INTO action_idempotency (org_id, idempotency_key, action_id, device_id, fingerprint, state, requested_at, host)
+			VALUES ($1, $2, $3, $4, $5, 'requested', $6, $7)`,
+			orgID, req.IdempotencyKey, req.ActionID, req.DeviceID, fp, req.RequestedAt, host).
+		Append(domain.ActionStream(req.ActionID), eventstore.NoStream, news...)
+	if deviceVersion >= 0 {
+		u.Expect(h.f.devices.Stream(deviceID), deviceVersion)
+	}
+	if also != nil {
+		u.Append(also.StreamID, also.Expected, also.Events...)
 	}
 	_, err = h.f.store.Commit(ctx, u)
 	var pgErr *pgconn.PgError

@@ -42,6 +42,14 @@ func (h PowerDeviceHandler) Handle(ctx context.Context, cmd PowerDevice) (projec
 	if err != nil {
 		return projections.DeviceView{}, err
 	}
+	if host, remote, err := f.remote(ctx, &d); err != nil {
+		return projections.DeviceView{}, err
+	} else if remote {
+		if _, err := forwardDeviceCall[PowerDevice, bool](ctx, f, host, OpPowerDevice, d.ID, cmd); err != nil {
+			return projections.DeviceView{}, err
+		}
+		return f.GetDevice(ctx, cmd.Auth, d.ID)
+	}
 	actor := domain.HolderOf(cmd.Auth)
 	if err := d.CheckPower(f.now(), actor, cmd.LeaseID); err != nil {
 		return projections.DeviceView{}, err

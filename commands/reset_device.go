@@ -39,6 +39,11 @@ func (h ResetDeviceHandler) Handle(ctx context.Context, cmd ResetDevice) (bool, 
 	if err != nil || !d.Registered() || d.ResetDue == "" {
 		return false, err
 	}
+	if host, remote, err := f.remote(ctx, &d); err != nil {
+		return false, err
+	} else if remote {
+		return forwardDeviceCall[ResetDevice, bool](ctx, f, host, OpResetDevice, d.ID, cmd)
+	}
 	backend, err := f.runtime.Resolve(ctx, &d)
 	if err != nil {
 		return false, err

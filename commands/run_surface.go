@@ -254,7 +254,7 @@ func (r *Runs) Act(ctx context.Context, cmd RunAct) (ActOutcome, error) {
 		out, err := r.f.PerformAction().Handle(ctx, PerformAction{Auth: runAuth(run), DeviceID: run.DeviceID,
 			Action: cmd.Action, Arguments: cmd.Arguments, IdempotencyKey: cmd.IdempotencyKey, LeaseID: run.LeaseID,
 			ObservedFrame: cmd.ObservedFrame, AgentRunID: run.AgentRunID,
-			With: func(u *eventstore.Unit) { u.Append(domain.RunStream(run.RunID), version, news...) }})
+			Also: &StreamAppend{StreamID: domain.RunStream(run.RunID), Expected: version, Events: news}})
 		if errors.Is(err, eventstore.ErrConflict) && attempt < runStepAttempts {
 			continue // the run (or the device) moved on: decide again
 		}

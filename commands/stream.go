@@ -133,11 +133,10 @@ func (h OpenStreamHandler) Handle(ctx context.Context, cmd OpenStream) (*ScreenS
 	if err != nil {
 		return nil, err
 	}
-	backend, err := h.st.f.runtime.Resolve(ctx, &d)
+	src, caps, err := h.st.source(ctx, cmd, &d)
 	if err != nil {
 		return nil, err
 	}
-	caps := backend.Capabilities()
 	if !caps.Screenshot {
 		return nil, domain.Errorf(domain.CodeCapabilityUnsupported, "this device cannot show its screen").
 			With("capability", "screenshot")
@@ -145,7 +144,6 @@ func (h OpenStreamHandler) Handle(ctx context.Context, cmd OpenStream) (*ScreenS
 	if caps.Width > 0 && width >= caps.Width {
 		width = caps.Width // one feed for every request of full size
 	}
-	src := sourceOf(backend)
 	feed := h.st.join(feedKey{deviceID: d.ID, width: width, quality: quality}, src, time.Second/time.Duration(fps))
 	// The first frame is made now, so a device that cannot show its screen
 	// is refused before the stream's answer starts.
@@ -154,6 +152,31 @@ func (h OpenStreamHandler) Handle(ctx context.Context, cmd OpenStream) (*ScreenS
 		return nil, err
 	}
 	return &ScreenStream{st: h.st, feed: feed, interval: time.Second / time.Duration(fps), fps: fps}, nil
+}
+
+// source returns the live screen of d and what it can show: its backend's
+// here, or the instance driving it's through forwarded live_frame calls.
+func (st *Streams) source(ctx context.Context, cmd OpenStream, d *domain.Device) (ScreenSource, domain.Capabilities, error) {
+	f := st.f
+	host, remote, err := f.remote(ctx, d)
+	if err != nil {
+		return nil, domain.Capabilities{}, err
+	}
+	if remote {
+		c := liveFrameCall{Auth: cmd.Auth, DeviceID: d.ID}
+		probe := c
+		probe.HashOnly = true
+		a, err := forwardDeviceCall[liveFrameCall, liveFrameAnswer](ctx, f, host, OpLiveFrame, d.ID, probe)
+		if err != nil {
+			return nil, domain.Capabilities{}, err
+		}
+		return &remoteScreen{f: f, host: host, call: c}, domain.Capabilities{Screenshot: a.Screenshot, Width: a.Width}, nil
+	}
+	backend, err := f.runtime.Resolve(ctx, d)
+	if err != nil {
+		return nil, domain.Capabilities{}, err
+	}
+	return sourceOf(backend), backend.Capabilities(), nil
 }
 
 // join returns the feed of key, starting it with src when nobody watches

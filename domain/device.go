@@ -37,6 +37,32 @@ const (
 // serial twice, by hand or by discovery, registers one device.
 func ADBSerialStream(orgID, serial string) string { return "adb-serial-" + orgID + "-" + serial }
 
+// HostSim is the host of the devices the service drives itself: the sim
+// phones and the adb devices, driven by the one process holding the sim
+// host claim.
+const HostSim = "sim"
+
+// HostKey names the host a device is driven under: HostSim, or
+// "gw.<gatewayId>" for a device a gateway brings (driven by the process
+// holding that gateway's tunnel). Every device call runs on the one
+// process holding the device's host.
+func (d *Device) HostKey() string {
+	if d.GatewayID != "" {
+		return GatewayHostKey(d.GatewayID)
+	}
+	return HostSim
+}
+
+// GatewayHostKey is the host key of a gateway's devices.
+func GatewayHostKey(gatewayID string) string { return "gw." + gatewayID }
+
+// GatewayDeviceStream is the stream whose first event (fleet.seeded,
+// naming the device) claims a gateway's device key, so a gateway that
+// reports a device again (every reconnection) registers it once.
+func GatewayDeviceStream(gatewayID, key string) string {
+	return "gateway-device-" + gatewayID + "-" + key
+}
+
 // ValidSerial reports whether s can be an adb serial (as the adb server
 // lists it: a USB serial, host:port, an emulator name): printable, no
 // spaces, at most 128 bytes.
@@ -88,6 +114,11 @@ type Device struct {
 	// ResetDue names the lease whose ending (with resetOnRelease) made a
 	// reset due that is not recorded done yet; empty when none is owed.
 	ResetDue string
+	// GatewayID is the gateway that brings the device, and GatewayKey the
+	// gateway's own name for it; both empty for a device the service
+	// drives itself (sims, adb on the service's adb server).
+	GatewayID  string
+	GatewayKey string
 	// Retired reports that the device left its organisation
 	// (device.retired): it then answers as one that never existed.
 	Retired bool
@@ -109,6 +140,7 @@ func (d *Device) Apply(e Event, version int64) {
 		d.ID, d.OrgID, d.Name, d.Backend = e.DeviceID, e.OrgID, e.Name, e.Backend
 		d.Model, d.Serial, d.Width, d.Height = e.Model, e.Serial, e.Width, e.Height
 		d.RegisteredAt = e.RegisteredAt
+		d.GatewayID, d.GatewayKey = e.GatewayID, e.GatewayKey
 	case DeviceRenamed:
 		d.Name = e.Name
 	case DeviceWoken:

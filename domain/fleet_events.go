@@ -59,6 +59,10 @@ type DeviceRegistered struct {
 	Height int `json:"height,omitempty"`
 	// RegisteredAt is when the device was registered.
 	RegisteredAt time.Time `json:"registeredAt"`
+	// GatewayID and GatewayKey name the gateway that brings the device and
+	// its key for it; empty for a device the service drives itself.
+	GatewayID  string `json:"gatewayId,omitempty"`
+	GatewayKey string `json:"gatewayKey,omitempty"`
 }
 
 // EventName implements Event.

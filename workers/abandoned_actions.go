@@ -15,20 +15,22 @@ import (
 // "device-runtime".
 type AbandonedActions struct {
 	// Mark is the MarkAbandonedActions command.
-	Mark   commands.Handler[commands.MarkAbandonedActions, int]
+	Mark commands.Handler[commands.MarkAbandonedActions, int]
+	// Host is the host taken over (domain.HostSim, or a gateway's key).
+	Host   string
 	Logger *slog.Logger
 }
 
 // RunOnce marks the abandoned actions. Its errors are the database's; the
 // actions it did not reach are marked at the next takeover.
 func (w AbandonedActions) RunOnce(ctx context.Context) error {
-	n, err := w.Mark.Handle(workerPass(ctx, "device-runtime"), commands.MarkAbandonedActions{})
+	n, err := w.Mark.Handle(workerPass(ctx, "device-runtime"), commands.MarkAbandonedActions{Host: w.Host})
 	if n > 0 {
 		logger := w.Logger
 		if logger == nil {
 			logger = slog.Default()
 		}
-		logger.Warn("actions left unfinished by an earlier process marked outcome unknown", "count", n)
+		logger.Warn("actions left unfinished by an earlier process marked outcome unknown", "count", n, "host", w.Host)
 	}
 	return err
 }

@@ -43,10 +43,21 @@ type Host interface {
 	Release()
 }
 
+// HostSet is a set of hosts other than the sim host that this process
+// may hold: the gateways whose tunnels end here (the gateway hub).
+type HostSet interface {
+	// Holds reports whether this process holds host key now.
+	Holds(key string) bool
+	// Held lists the host keys this process holds now.
+	Held() []string
+}
+
 // Config configures a Runtime.
 type Config struct {
 	Backends Backends
 	Host     Host
+	// Gateways holds the gateways' hosts; nil means none end here.
+	Gateways HostSet
 	// OnHost runs each time this process becomes the devices' host,
 	// before Prepare returns or, when another process gave the claim up,
 	// from Run. The wiring passes the pass that marks the actions an
@@ -164,6 +175,29 @@ func (r *Runtime) Stop() {
 
 // Hosting reports whether this process hosts the devices now.
 func (r *Runtime) Hosting() bool { return r.cfg.Host.Hosting() }
+
+// Locate names the host d is driven under (domain.Device.HostKey) and
+// reports whether this process holds it now.
+func (r *Runtime) Locate(d *domain.Device) (host string, local bool) {
+	host = d.HostKey()
+	if host == domain.HostSim {
+		return host, r.cfg.Host.Hosting()
+	}
+	return host, r.cfg.Gateways != nil && r.cfg.Gateways.Holds(host)
+}
+
+// HeldHosts lists the hosts this process holds now: the sim host, when it
+// holds it, and its gateways'.
+func (r *Runtime) HeldHosts() []string {
+	var held []string
+	if r.cfg.Host.Hosting() {
+		held = append(held, domain.HostSim)
+	}
+	if r.cfg.Gateways != nil {
+		held = append(held, r.cfg.Gateways.Held()...)
+	}
+	return held
+}
 
 // Resolve returns the adapter of a device. Errors:
 // backend_resolution_failed (the device names no valid kind),

@@ -79,7 +79,7 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	// it sends exist.
 	takeover := func(ctx context.Context) error {
 		mark := commands.Logged[commands.MarkAbandonedActions, int](cfg.Logger.With("component", "application"), fl.Commands.MarkAbandonedActions())
-		return workers.AbandonedActions{Mark: mark, Logger: cfg.Logger}.RunOnce(ctx)
+		return workers.AbandonedActions{Mark: mark, Host: domain.HostSim, Logger: cfg.Logger}.RunOnce(ctx)
 	}
 	fl.Runtime = devices.New(devices.Config{Backends: fl.Registry, Host: fl.Sim, OnHost: takeover,
 		QueueLimit: cfg.QueueLimit, FrameRetention: cfg.FrameRetention, Logger: cfg.Logger})

@@ -1,0 +1,203 @@
+package commands_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"phonefleet/commands"
+	"phonefleet/domain"
+	"phonefleet/internal/fleettest"
+	"phonefleet/internal/sim"
+	"phonefleet/testutil"
+)
+
+// loopback is a Forwarder between fleets of one test: a call goes to the
+// fleet whose runtime holds the host, as the cluster transport sends it to
+// the process holding it. lose, when set, decides a call's fate first.
+type loopback struct {
+	mu    sync.Mutex
+	envs  []*fleettest.Env
+	calls int
+	// lose returns the error the caller sees instead of the holder's
+	// answer, after deliver (when true) has run the call on the holder.
+	lose func(op string) (deliver bool, err error)
+}
+
+func (l *loopback) Forward(ctx context.Context, host, op string, body []byte) ([]byte, error) {
+	l.mu.Lock()
+	l.calls++
+	lose := l.lose
+	l.mu.Unlock()
+	for _, e := range l.envs {
+		for _, h := range e.Runtime.HeldHosts() {
+			if h != host {
+				continue
+			}
+			if lose != nil {
+				deliver, err := lose(op)
+				if deliver {
+					e.Fleet.ServeForwarded(ctx, op, body)
+				}
+				if err != nil {
+					return nil, err
+				}
+			}
+			return e.Fleet.ServeForwarded(ctx, op, body), nil
+		}
+	}
+	return nil, fmt.Errorf("nobody holds %s: %w", host, commands.ErrNotDelivered)
+}
+
+// twoInstances starts two fleets on one database and organisation: h
+// holds the sim host, n does not; both forward through one loopback.
+func twoInstances(t *testing.T) (h, n *fleettest.Env, lb *loopback, dev string) {
+	t.Helper()
+	url := testutil.DatabaseURL(t)
+	org := domain.NewID(domain.PrefixOrganisation)
+	h = fleettest.Start(t, fleettest.Options{DatabaseURL: url, OrgID: org, Devices: 1, WaitForReceipts: true})
+	n = fleettest.Start(t, fleettest.Options{DatabaseURL: url, OrgID: org, WaitForReceipts: true})
+	if !h.Runtime.Hosting() || n.Runtime.Hosting() {
+		t.Fatalf("hosting: first %v, second %v; want the first only", h.Runtime.Hosting(), n.Runtime.Hosting())
+	}
+	lb = &loopback{envs: []*fleettest.Env{h, n}}
+	h.Fleet.SetForwarder(lb)
+	n.Fleet.SetForwarder(lb)
+	return h, n, lb, h.DeviceIDs[0]
+}
+
+func notesText(t *testing.T, env *fleettest.Env, dev string) string {
+	t.Helper()
+	field, ok := env.Phone(t, dev).Phone().Snapshot().Find(func(e sim.Element) bool { return e.Focusable })
+	if !ok {
+		t.Fatal("Notes shows no text field")
+	}
+	return field.Text
+}
+
+// TestForwardedActionsRunOnceInOrder: actions sent alternately to the
+// instance driving the device and to one that does not all run on the
+// driving one's queue, in order, once each; a key repeated on either
+// instance answers the recorded receipt without acting; observing, power
+// and leases with a reset promise work from either instance.
+func TestForwardedActionsRunOnceInOrder(t *testing.T) {
+	h, n, lb, dev := twoInstances(t)
+	lease, err := n.Fleet.AcquireLease().Handle(bg, commands.AcquireLease{Auth: n.Auth, DeviceID: dev, ResetOnRelease: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct{ key, action, args string }{{"open", "open_app", `{"package":"com.example.notes"}`}} {
+		if _, err := act(n, dev, lease.LeaseID, step.key, step.action, step.args); err != nil {
+			t.Fatal(err)
+		}
+	}
+	field, ok := h.Phone(t, dev).Phone().Snapshot().Find(func(e sim.Element) bool { return e.Focusable })
+	if !ok {
+		t.Fatal("Notes shows no text field")
+	}
+	if _, err := act(n, dev, lease.LeaseID, "focus", "tap", `{"ref":"`+field.Ref+`"}`); err != nil {
+		t.Fatal(err)
+	}
+	const text = "forwarded"
+	receipts := map[string]domain.Receipt{}
+	for i, c := range text {
+		env := []*fleettest.Env{h, n}[i%2]
+		key := fmt.Sprintf("ch-%d", i)
+		out, err := act(env, dev, lease.LeaseID, key, "type_text", fmt.Sprintf(`{"text":%q}`, string(c)))
+		if err != nil || out.Receipt.State != "committed" || out.Replayed {
+			t.Fatalf("action %d via %d: %+v, %v", i, i%2, out, err)
+		}
+		receipts[key] = out.Receipt
+	}
+	calls := lb.calls
+	for i := range text {
+		key := fmt.Sprintf("ch-%d", i)
+		env := []*fleettest.Env{n, h}[i%2] // the other instance this time
+		out, err := act(env, dev, lease.LeaseID, key, "type_text", fmt.Sprintf(`{"text":%q}`, string(text[i])))
+		if err != nil || !out.Replayed || out.Receipt.ActionID != receipts[key].ActionID {
+			t.Fatalf("repeat of %s: %+v, %v; want the receipt of %s replayed", key, out, err, receipts[key].ActionID)
+		}
+	}
+	if lb.calls <= calls {
+		t.Fatalf("no repeat was forwarded")
+	}
+	if got := notesText(t, h, dev); got != text {
+		t.Fatalf("Notes holds %q; want %q", got, text)
+	}
+
+	obs, err := n.Fleet.ObserveDevice().Handle(bg, commands.ObserveDevice{Auth: n.Auth, DeviceID: dev, Image: true, Marks: true})
+	if err != nil || len(obs.Image) == 0 || len(obs.Marks) == 0 || obs.Frame.FrameID == "" {
+		t.Fatalf("observe via the other instance: %v (image %d bytes, %d marks)", err, len(obs.Image), len(obs.Marks))
+	}
+	view, err := n.Fleet.PowerDevice().Handle(bg, commands.PowerDevice{Auth: n.Auth, DeviceID: dev, Wake: false, LeaseID: lease.LeaseID})
+	if err != nil || view.Status != "asleep" {
+		t.Fatalf("stop via the other instance: %+v, %v", view, err)
+	}
+	if h.Phone(t, dev).Phone().ScreenOn() {
+		t.Fatal("the phone's screen is still on")
+	}
+}
+
+// TestForwardedActionLostAnswer: when the holder's answer is lost, the
+// caller answers from what the holder recorded: the recorded outcome; or
+// action_outcome_unknown while it is recorded with no outcome; and when
+// nothing was recorded, it records the action failed (device_disconnected)
+// so the holder, if the call still reaches it, finds the key used and
+// never acts.
+func TestForwardedActionLostAnswer(t *testing.T) {
+	h, n, lb, dev := twoInstances(t)
+	lease := h.Lease(t, dev).LeaseID
+	lost := errors.New("answer lost")
+
+	// Delivered and done, answer lost: the recorded receipt answers.
+	lb.lose = func(string) (bool, error) { return true, lost }
+	out, err := act(n, dev, lease, "lost-answer", "key", `{"key":"home"}`)
+	if err != nil || out.Receipt.State != "committed" {
+		t.Fatalf("answer lost after the action: %+v, %v; want the committed receipt", out, err)
+	}
+	before := h.Phone(t, dev).Phone().Clock()
+
+	// Never delivered, the transport said nothing: the caller records it
+	// failed, and the late delivery finds the key used.
+	var late func()
+	lb.lose = func(string) (bool, error) { return false, lost }
+	_, err = act(n, dev, lease, "never-delivered", "key", `{"key":"home"}`)
+	if code := domain.ErrorCode(err); code != domain.CodeDeviceDisconnected {
+		t.Fatalf("call never delivered: %v; want device_disconnected", err)
+	}
+	lb.lose = nil
+	late = func() {
+		_, err := act(h, dev, lease, "never-delivered", "key", `{"key":"home"}`)
+		if domain.ErrorCode(err) != domain.CodeDeviceDisconnected {
+			t.Errorf("late delivery: %v; want the recorded device_disconnected", err)
+		}
+	}
+	late()
+	if got := h.Phone(t, dev).Phone().Clock(); !got.Equal(before) {
+		t.Fatal("the phone acted on a call its caller had settled as failed")
+	}
+	rs, err := h.Fleet.ListReceipts(bg, h.Auth, commands.ReceiptQuery{DeviceID: dev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]string{}
+	for _, r := range rs.Receipts {
+		states[r.IdempotencyKey] = r.State
+	}
+	if states["lost-answer"] != "committed" || states["never-delivered"] != "failed" {
+		t.Fatalf("receipts: %v; want lost-answer committed and never-delivered failed", states)
+	}
+
+	// Nobody holds the host: nothing sent, nothing recorded.
+	h.Close()
+	_, err = act(n, dev, lease, "nobody", "key", `{"key":"home"}`)
+	if e := domain.AsError(err); e.Code != domain.CodeDeviceUnavailable || e.Extra["reason"] != domain.ReasonOffline {
+		t.Fatalf("with no holder: %v; want device_unavailable offline", err)
+	}
+	var count int
+	if err := n.Pool.QueryRow(bg, `SELECT count(*) FROM action_idempotency WHERE idempotency_key = 'nobody'`).Scan(&count); err != nil || count != 0 {
+		t.Fatalf("a call nobody took was recorded (%d rows, %v)", count, err)
+	}
+}
