@@ -201,3 +201,35 @@ func TestForwardedActionLostAnswer(t *testing.T) {
 		t.Fatalf("a call nobody took was recorded (%d rows, %v)", count, err)
 	}
 }
+
+// TestTakeoverSettlesOnlyItsHost: marking a host's abandoned actions
+// leaves another host's action in flight alone, and it then commits.
+func TestTakeoverSettlesOnlyItsHost(t *testing.T) {
+	open := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	var mu sync.Mutex
+	var order []string
+	env := fleettest.Start(t, fleettest.Options{Devices: 1, Wrap: func(_ *domain.Device, b domain.Backend) domain.Backend {
+		return gate{Backend: b, entered: entered, open: open, mu: &mu, order: &order}
+	}})
+	dev := env.DeviceIDs[0]
+	lease := env.Lease(t, dev).LeaseID
+	done := make(chan error, 1)
+	go func() {
+		_, err := act(env, dev, lease, "in-flight", "key", `{"key":"home"}`)
+		done <- err
+	}()
+	<-entered
+	n, err := env.Fleet.MarkAbandonedActions().Handle(bg, commands.MarkAbandonedActions{Host: domain.GatewayHostKey("gw_other")})
+	if err != nil || n != 0 {
+		t.Fatalf("a gateway's takeover marked %d actions (%v); want none of the sim host's", n, err)
+	}
+	close(open)
+	if err := <-done; err != nil {
+		t.Fatalf("the action in flight: %v; want it committed", err)
+	}
+	var host string
+	if err := env.Pool.QueryRow(bg, `SELECT host FROM action_idempotency WHERE idempotency_key = 'in-flight'`).Scan(&host); err != nil || host != domain.HostSim {
+		t.Fatalf("the action's host is %q (%v); want %q", host, err, domain.HostSim)
+	}
+}
