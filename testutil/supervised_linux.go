@@ -5,8 +5,9 @@ import (
 	"syscall"
 )
 
-// stopWithParent has the kernel kill stripe-mock should its supervisor die
-// without stopping it (a SIGKILL aimed at the supervisor itself).
+// stopWithParent has the kernel kill a supervised server should its
+// supervisor die without stopping it (a SIGKILL aimed at the supervisor
+// itself).
 func stopWithParent(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
