@@ -4,7 +4,7 @@ BIN      := bin/phonefleet
 PKGS     := ./...
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: run test build bench lint migrate deps deps-adb deps-stripe-mock deps-chromium clean fuzz
+.PHONY: run test build bench lint migrate deps deps-adb deps-stripe-mock deps-nats deps-chromium clean fuzz
 
 ## run: start the service on 127.0.0.1:8080 in local mode (embedded PostgreSQL unless DATABASE_URL is set; SERVICE_ADB_SIM_DEVICES=N adds N sim phones served over adb; STRIPE_MOCK=1 runs stripe-mock as the payment provider)
 run: deps build
@@ -12,17 +12,17 @@ run: deps build
 	@if [ "$${STRIPE_MOCK:-0}" != 0 ]; then GO=$(GO) ./scripts/ensure-stripe-mock.sh --run ./$(BIN) serve; else ./$(BIN) serve; fi
 
 ## test: every test, against a real PostgreSQL (DATABASE_URL/TEST_DATABASE_URL, else 127.0.0.1:5432, else a throwaway cluster, stopped again at the end when this run started it)
-test: deps deps-adb deps-stripe-mock deps-chromium
+test: deps deps-adb deps-stripe-mock deps-nats deps-chromium
 	$(GO) vet $(PKGS)
-	sm="$$(GO=$(GO) ./scripts/ensure-stripe-mock.sh)" && PHONEFLEET_STRIPE_MOCK="$$sm" ./scripts/run-tests.sh $(GO) test $(TESTFLAGS) $(PKGS)
+	sm="$$(GO=$(GO) ./scripts/ensure-stripe-mock.sh)" && ns="$$(GO=$(GO) ./scripts/ensure-nats-server.sh)" && PHONEFLEET_STRIPE_MOCK="$$sm" PHONEFLEET_NATS_SERVER="$$ns" ./scripts/run-tests.sh $(GO) test $(TESTFLAGS) $(PKGS)
 
 ## build: the binary at bin/phonefleet
 build:
 	$(GO) build -o $(BIN) ./cmd/phonefleet
 
 ## bench: performance figures beside baselines measured in the same run (pgbench on the same database)
-bench: deps
-	$(GO) run ./cmd/pfbench $(BENCHFLAGS)
+bench: deps deps-nats
+	ns="$$(GO=$(GO) ./scripts/ensure-nats-server.sh)" && PHONEFLEET_NATS_SERVER="$$ns" $(GO) run ./cmd/pfbench $(BENCHFLAGS)
 
 ## bench-compare: pfbench of OLD_REV (default 0725ed3) vs NEW_REV (default the working tree), run OLD NEW OLD NEW on the same database, with the noise beside the change
 .PHONY: bench-compare
@@ -57,6 +57,10 @@ deps-adb:
 ## deps-stripe-mock: stripe-mock (go install github.com/stripe/stripe-mock@v0.189.0), which the payment tests run as the payment provider
 deps-stripe-mock:
 	@GO=$(GO) ./scripts/ensure-stripe-mock.sh >/dev/null
+
+## deps-nats: nats-server (go install github.com/nats-io/nats-server/v2@v2.15.2), which each test binary that needs the message bus runs privately
+deps-nats:
+	@GO=$(GO) ./scripts/ensure-nats-server.sh >/dev/null
 
 ## deps-chromium: a headless Chromium (Debian package chromium, or PHONEFLEET_CHROMIUM), which the console's browser tests drive with chromedp
 deps-chromium:

@@ -21,10 +21,15 @@ func (a *App) runWorkers() []func(ctx context.Context) {
 			llm = p
 		}
 	}
+	// Alone, this process runs only runs whose devices it drives; with
+	// the other instances within reach (wireCluster, which runs later:
+	// read when the executor asks), it runs any, its device calls
+	// reaching the holder.
+	hosting := func() bool { return a.cluster != nil || a.runtime.Hosting() }
 	return []func(ctx context.Context){
 		func(ctx context.Context) {
 			workers.NewRunExecutor(workers.RunExecutorConfig{App: &a.app, Pool: a.db.Pool, LLM: llm,
-				Hosting: a.runtime.Hosting, Logger: a.logger.With("component", "run-executor")}).Run(ctx)
+				Hosting: hosting, Logger: a.logger.With("component", "run-executor")}).Run(ctx)
 		},
 		func(ctx context.Context) {
 			workers.RunDeadlines{End: a.app.Commands.EndOverdueRun, Pool: a.db.Pool, Logger: a.logger}.Run(ctx)

@@ -58,6 +58,12 @@ type Config struct {
 	// (SERVICE_RELEASES_FILE); empty: no releases are published.
 	ReleasesFile string
 
+	// NATSURL is the NATS server that carries device calls between the
+	// instances sharing one database (SERVICE_NATS_URL; a comma-separated
+	// list names several servers of one NATS cluster); empty: one
+	// instance, and a device another process drives answers offline.
+	NATSURL string
+
 	// SimDevices is how many sim phones local mode starts with (SERVICE_SIM_DEVICES).
 	SimDevices int
 
@@ -146,6 +152,7 @@ func (c *Config) settings() []Setting {
 		{"SERVICE_CORS_ORIGINS", "cors-origins", "", "browser origins allowed to call the service (comma separated)", &c.CORSOrigins},
 		{"SERVICE_IDENTITY_WEBHOOK_SECRET", "identity-webhook-secret", "", "whsec_ secret the identity provider signs POST /webhooks/identity with; unset: that route answers 404", &c.IdentityWebhookSecret},
 		{"SERVICE_RELEASES_FILE", "releases-file", "", "releases manifest (JSON) for GET /gateway/v1/releases/current, validated at start; unset: no releases", &c.ReleasesFile},
+		{"SERVICE_NATS_URL", "nats-url", "", "NATS server (nats://host:port, comma separated for several) carrying device calls between instances that share the database; unset: one instance", &c.NATSURL},
 		{"SERVICE_SIM_DEVICES", "sim-devices", "3", "local mode: sim phones to start with", &c.raw.simDevices},
 		{"SERVICE_ADB_ADDR", "adb-addr", "127.0.0.1:5037", "adb server (host:port) that drives the adb devices", &c.ADBAddr},
 		{"SERVICE_ADB_DISCOVER", "adb-discover", "false", "local mode: register every device the adb server reports, and track it going offline and online", &c.raw.adbDiscover},

@@ -1,0 +1,390 @@
+// Package cluster carries device calls between the instances of one
+// deployment over NATS request–reply. A device is driven by the one
+// process holding its host ("sim", or "gw.<gatewayId>"); a call for it
+// reaching another instance travels whole to that holder, which runs it as
+// a local call and sends the answer back. The package only moves bytes:
+// commands decides what a call is (commands.Forwarder, (*Fleet).ServeForwarded).
+//
+// Each holder keeps one queue subscription per host it holds, on subject
+// pf.<clusterId>.host.<host>. The cluster id comes from the shared database
+// (ClusterID), so two deployments on one NATS server never hear each other.
+// Every call is signed with a secret all instances share: another client
+// of the NATS server cannot inject a call carrying someone's authorization.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"phonefleet/commands"
+)
+
+// Config configures a Node.
+type Config struct {
+	// URL is the NATS server (SERVICE_NATS_URL); a comma-separated list
+	// names several servers of one NATS cluster.
+	URL string
+	// ClusterID names the deployment on the bus (ClusterID reads it).
+	ClusterID string
+	// Secret signs the calls this node sends and checks the ones it
+	// receives; every instance of the deployment has the same.
+	Secret []byte
+	// Serve runs a call for a host this process holds and returns the
+	// reply to send back ((*commands.Fleet).ServeForwarded). Its context
+	// ends at the caller's deadline.
+	Serve func(ctx context.Context, op string, body []byte) []byte
+	// Held lists the hosts this process holds now
+	// ((*devices.Runtime).HeldHosts); the node follows it.
+	Held func() []string
+	// Logger receives the node's warnings; nil means slog.Default().
+	Logger *slog.Logger
+	// Name names the connection on the NATS server (its monitoring lists
+	// connections by name).
+	Name string
+}
+
+const (
+	// reconcileEvery is how often the node compares its subscriptions
+	// with the hosts this process holds.
+	reconcileEvery = 250 * time.Millisecond
+	// reconnectWait is the pause between attempts to reach the server.
+	reconnectWait = 250 * time.Millisecond
+	// defaultCallTimeout bounds a call whose context has no deadline.
+	defaultCallTimeout = 2 * time.Minute
+	// drainWait bounds how long Close lets the subscriptions hand over
+	// the calls already delivered to them.
+	drainWait = 5 * time.Second
+	// closeWait bounds how long Close waits for the calls in progress
+	// before it cancels them.
+	closeWait = 20 * time.Second
+	// flushWait bounds the last answers' way out once calls are
+	// cancelled, and again the final flush.
+	flushWait = 2 * time.Second
+)
+
+// Node is this process's place on the bus: it serves the calls for the
+// hosts this process holds and forwards calls to the holders of others.
+// It is safe for concurrent use.
+type Node struct {
+	cfg Config
+	nc  *nats.Conn
+	log *slog.Logger
+
+	// base is the parent of every served call's context; Close cancels it
+	// when calls outlast closeWait.
+	base       context.Context
+	cancelBase context.CancelFunc
+	// stop ends the reconcile loop; loopDone says it has ended.
+	stop      chan struct{}
+	loopDone  chan struct{}
+	closeOnce sync.Once
+
+	mu sync.Mutex
+	// subs holds one subscription per host served.
+	subs map[string]*nats.Subscription
+	// badHosts are hosts Held named that cannot be a subject, logged once.
+	badHosts map[string]bool
+	// refusing is set once Close waits for the calls in progress: no new
+	// one starts (calls.Add happens only under mu while it is false).
+	refusing bool
+	calls    sync.WaitGroup
+}
+
+// Start connects to the NATS server at cfg.URL and serves the hosts
+// cfg.Held names until ctx ends or Close is called. An unreachable server
+// is not an error: the node keeps trying (calls meanwhile are not
+// delivered, and the hosts held here are served once it connects).
+// Errors: an incomplete Config, or a URL the NATS client refuses.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	switch {
+	case cfg.URL == "":
+		return nil, errors.New("cluster: no NATS server URL")
+	case !validTokens(cfg.ClusterID) || strings.Contains(cfg.ClusterID, "."):
+		return nil, fmt.Errorf("cluster: invalid cluster id %q", cfg.ClusterID)
+	case len(cfg.Secret) == 0:
+		return nil, errors.New("cluster: no secret to sign calls with")
+	case cfg.Serve == nil || cfg.Held == nil:
+		return nil, errors.New("cluster: Serve and Held are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	log := cfg.Logger.With("component", "cluster")
+	nc, err := nats.Connect(cfg.URL,
+		nats.Name(cfg.Name),
+		// Nothing is kept while disconnected: a call is delivered now or
+		// never, not late after its caller gave up on it.
+		nats.ReconnectBufSize(-1),
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true),
+		nats.ReconnectWait(reconnectWait),
+		nats.ConnectHandler(func(c *nats.Conn) {
+			log.Info("connected to the message bus", "server", c.ConnectedUrlRedacted())
+		}),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("lost the message bus: device calls to other instances are not delivered until it is back", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			log.Info("message bus back", "server", c.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Warn("message bus error", "err", err)
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: connect to the message bus: %w", err)
+	}
+	n := &Node{cfg: cfg, nc: nc, log: log, stop: make(chan struct{}), loopDone: make(chan struct{}),
+		subs: map[string]*nats.Subscription{}, badHosts: map[string]bool{}}
+	n.base, n.cancelBase = context.WithCancel(context.Background())
+	n.reconcile()
+	go n.loop()
+	go func() {
+		select {
+		case <-ctx.Done():
+			n.Close()
+		case <-n.stop:
+		}
+	}()
+	log.Info("cluster node started", "cluster", cfg.ClusterID)
+	return n, nil
+}
+
+// loop reconciles the subscriptions every reconcileEvery until Close.
+func (n *Node) loop() {
+	defer close(n.loopDone)
+	t := time.NewTicker(reconcileEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+			n.reconcile()
+		}
+	}
+}
+
+// reconcile subscribes to the hosts held now and lets go of the others.
+// A host let go of drains: the calls already delivered for it are still
+// served (ServeForwarded answers that the host is not here, and the
+// caller asks again, reaching the new holder).
+func (n *Node) reconcile() {
+	want := map[string]bool{}
+	for _, h := range n.cfg.Held() {
+		want[h] = true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.subs == nil { // closing
+		return
+	}
+	for h, sub := range n.subs {
+		if !want[h] {
+			delete(n.subs, h)
+			n.letGo(sub)
+			n.log.Debug("stopped serving device calls", "host", h)
+		}
+	}
+	for h := range want {
+		if _, ok := n.subs[h]; ok {
+			continue
+		}
+		if !validTokens(h) {
+			if !n.badHosts[h] {
+				n.badHosts[h] = true
+				n.log.Error("a held host cannot be named on the message bus; its devices are reachable from this instance only", "host", h)
+			}
+			continue
+		}
+		sub, err := n.nc.QueueSubscribe(subject(n.cfg.ClusterID, h), queueGroup, n.receive)
+		if err != nil {
+			n.log.Warn("cannot serve device calls yet; trying again", "host", h, "err", err)
+			continue
+		}
+		n.subs[h] = sub
+		n.log.Debug("serving device calls", "host", h)
+	}
+}
+
+// letGo drains sub, or unsubscribes it when it cannot drain.
+func (n *Node) letGo(sub *nats.Subscription) {
+	if err := sub.Drain(); err != nil {
+		_ = sub.Unsubscribe()
+	}
+}
+
+// receive takes one call from a subscription and serves it on a
+// goroutine of its own, unless the node is closing.
+func (n *Node) receive(m *nats.Msg) {
+	n.mu.Lock()
+	if n.refusing {
+		n.mu.Unlock()
+		return
+	}
+	n.calls.Add(1)
+	n.mu.Unlock()
+	go func() {
+		defer n.calls.Done()
+		n.serve(m)
+	}()
+}
+
+// serve checks a call, runs it under the caller's deadline and sends the
+// reply, in parts when it is larger than one message may be. A call that
+// fails the checks (version, signature, deadline) is dropped with a
+// warning: its caller's wait ends at its deadline.
+func (n *Node) serve(m *nats.Msg) {
+	op, deadline, err := verify(n.cfg.Secret, m, time.Now())
+	if err != nil {
+		n.log.Warn("refused a device call from the message bus", "subject", m.Subject, "reason", err)
+		return
+	}
+	ctx, cancel := context.WithDeadline(n.base, deadline)
+	out := n.cfg.Serve(ctx, op, m.Data)
+	cancel()
+	for _, r := range replyMsgs(m.Reply, out, partSize(n.nc.MaxPayload())) {
+		if err := n.nc.PublishMsg(r); err != nil {
+			n.log.Warn("could not answer a forwarded device call", "op", op, "err", err)
+			return
+		}
+	}
+}
+
+// Forward implements commands.Forwarder: it sends the call op with body
+// to whichever process holds host and waits for its reply until ctx ends
+// (a ctx without a deadline waits defaultCallTimeout). Errors wrapping
+// commands.ErrNotDelivered mean nothing ran: no process holds host, the
+// node is not connected, the call could not be published, or it is
+// larger than a message may be. Any other error means the call went out
+// and no (readable) answer came back: it may have run.
+func (n *Node) Forward(ctx context.Context, host, op string, body []byte) ([]byte, error) {
+	if !validTokens(host) {
+		return nil, fmt.Errorf("%w: host %q cannot be named on the message bus", commands.ErrNotDelivered, host)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", commands.ErrNotDelivered, err)
+	}
+	if !n.nc.IsConnected() {
+		return nil, fmt.Errorf("%w: not connected to the message bus", commands.ErrNotDelivered)
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		var cancel context.CancelFunc
+		deadline = time.Now().Add(defaultCallTimeout)
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	inbox := n.nc.NewInbox()
+	sub, err := n.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", commands.ErrNotDelivered, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	maxPayload := n.nc.MaxPayload()
+	if err := sub.SetPendingLimits(maxParts+1, int(maxParts+1)*int(maxPayload)); err != nil {
+		return nil, fmt.Errorf("%w: %w", commands.ErrNotDelivered, err)
+	}
+	if err := n.nc.PublishMsg(request(n.cfg.Secret, subject(n.cfg.ClusterID, host), inbox, op, deadline, body)); err != nil {
+		if errors.Is(err, nats.ErrMaxPayload) {
+			return nil, fmt.Errorf("%w: the %s call (%d bytes) is larger than the message bus takes (%d bytes)",
+				commands.ErrNotDelivered, op, len(body), maxPayload)
+		}
+		return nil, fmt.Errorf("%w: %w", commands.ErrNotDelivered, err)
+	}
+	var asm assembler
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if errors.Is(err, nats.ErrNoResponders) {
+			return nil, fmt.Errorf("%w: no instance serves host %s", commands.ErrNotDelivered, host)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("no answer from the instance holding host %s: %w", host, err)
+		}
+		reply, done, err := asm.add(m)
+		if err != nil {
+			return nil, fmt.Errorf("the answer from the instance holding host %s: %w", host, err)
+		}
+		if done {
+			return reply, nil
+		}
+	}
+}
+
+// Close stops serving: it lets go of every subscription first (so no new
+// call arrives; those already delivered are still served), waits for the
+// calls in progress (up to closeWait, then cancels them and waits a
+// little more), and closes the connection once their answers are out.
+// Calls this node is still forwarding then end with an error. Close may be
+// called more than once; it returns when the node has stopped.
+func (n *Node) Close() {
+	n.closeOnce.Do(n.close)
+}
+
+func (n *Node) close() {
+	close(n.stop)
+	<-n.loopDone
+	n.mu.Lock()
+	subs := n.subs
+	n.subs = nil
+	n.mu.Unlock()
+
+	// Drain every subscription, and wait until each has handed over the
+	// calls already delivered to it. Disconnected, no answer could go
+	// out: just unsubscribe.
+	gone := make([]<-chan nats.SubStatus, 0, len(subs))
+	for _, sub := range subs {
+		if !n.nc.IsConnected() {
+			_ = sub.Unsubscribe()
+			continue
+		}
+		gone = append(gone, sub.StatusChanged(nats.SubscriptionClosed))
+		n.letGo(sub)
+	}
+	deadline := time.After(drainWait)
+drained:
+	for i, ch := range gone {
+		select {
+		case <-ch: // SubscriptionClosed, or the channel closed
+		case <-deadline:
+			n.log.Warn("subscriptions did not hand over their calls in time", "left", len(gone)-i)
+			for _, sub := range subs {
+				_ = sub.Unsubscribe()
+			}
+			break drained
+		}
+	}
+
+	n.mu.Lock()
+	n.refusing = true
+	n.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		n.calls.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(closeWait):
+		n.log.Warn("device calls from other instances still running at shutdown; cancelling them")
+		n.cancelBase()
+		select {
+		case <-done:
+		case <-time.After(flushWait):
+		}
+	}
+	n.cancelBase()
+	if n.nc.IsConnected() {
+		_ = n.nc.FlushTimeout(flushWait)
+	}
+	n.nc.Close()
+}

@@ -1,0 +1,491 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"phonefleet/commands"
+	"phonefleet/testutil"
+)
+
+// holder is a fake process: the hosts it holds (changed by the test) and
+// the calls its Serve ran.
+type holder struct {
+	name string
+	mu   sync.Mutex
+	held []string
+	// served lists "op body" of every call Serve ran.
+	served []string
+	// deadlines holds the deadline of each served call's context.
+	deadlines []time.Time
+	// reply, when set, answers instead of the echo "<name> <op> <body>".
+	reply func(ctx context.Context, op string, body []byte) []byte
+}
+
+func (h *holder) hold(hosts ...string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held = hosts
+}
+
+func (h *holder) Held() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.held...)
+}
+
+func (h *holder) Serve(ctx context.Context, op string, body []byte) []byte {
+	dl, _ := ctx.Deadline()
+	h.mu.Lock()
+	h.served = append(h.served, op+" "+string(body))
+	h.deadlines = append(h.deadlines, dl)
+	reply := h.reply
+	h.mu.Unlock()
+	if reply != nil {
+		return reply(ctx, op, body)
+	}
+	return []byte(h.name + " " + op + " " + string(body))
+}
+
+func (h *holder) calls() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.served...)
+}
+
+// startNode starts a node for h (nil: a node holding nothing) on the
+// server at url, closed when the test ends; its log goes to logs when set.
+func startNode(t *testing.T, url, clusterID string, secret []byte, h *holder, logs *testutil.SyncBuffer) *Node {
+	t.Helper()
+	if h == nil {
+		h = &holder{name: "caller"}
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if logs != nil {
+		logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	n, err := Start(context.Background(), Config{URL: url, ClusterID: clusterID, Secret: secret,
+		Serve: h.Serve, Held: h.Held, Logger: logger, Name: "test " + h.name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Close)
+	return n
+}
+
+var testSecret = []byte("the cluster's shared secret")
+
+// newClusterID is a cluster id no other test uses.
+func newClusterID(t *testing.T) string {
+	t.Helper()
+	return fmt.Sprintf("t%011x", rand.Uint64()>>20)
+}
+
+// forwardOnce calls n.Forward with a deadline of its own.
+func forwardOnce(t *testing.T, n *Node, host, op string, body []byte, within time.Duration) ([]byte, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	return n.Forward(ctx, host, op, body)
+}
+
+// forwardEventually calls until a holder of host takes the call (its
+// subscription may not have reached the server yet) and returns the reply.
+func forwardEventually(t *testing.T, n *Node, host, op string, body []byte) []byte {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, err := forwardOnce(t, n, host, op, body, 10*time.Second)
+		if err == nil {
+			return out
+		}
+		if !errors.Is(err, commands.ErrNotDelivered) || time.Now().After(deadline) {
+			t.Fatalf("forward %s to %s: %v", op, host, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// eventually polls cond until it holds, failing the test after a minute.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within a minute", what)
+		}
+	}
+}
+
+func TestForwardReachesTheHolderBothWays(t *testing.T) {
+	url, id := testutil.NATS(t), newClusterID(t)
+	a, b := &holder{name: "A"}, &holder{name: "B"}
+	a.hold("sim")
+	b.hold("gw.gw_01")
+	na := startNode(t, url, id, testSecret, a, nil)
+	nb := startNode(t, url, id, testSecret, b, nil)
+
+	if got := string(forwardEventually(t, na, "gw.gw_01", "observe_device", []byte(`{"x":1}`))); got != `B observe_device {"x":1}` {
+		t.Fatalf("A to B's gateway host: got %q; want B's echo", got)
+	}
+	if got := string(forwardEventually(t, nb, "sim", "perform_action", []byte("tap"))); got != "A perform_action tap" {
+		t.Fatalf("B to A's sim host: got %q; want A's echo", got)
+	}
+	// The holder runs the call under the caller's deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	want, _ := ctx.Deadline()
+	if _, err := nb.Forward(ctx, "sim", "power_device", nil); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	got := a.deadlines[len(a.deadlines)-1]
+	a.mu.Unlock()
+	if !got.Equal(want.Truncate(time.Millisecond)) {
+		t.Fatalf("the holder's context ends at %v; want the caller's deadline %v (to the millisecond)", got, want)
+	}
+	if calls := b.calls(); len(calls) != 1 || calls[0] != `observe_device {"x":1}` {
+		t.Fatalf("B served %q; want only A's call", calls)
+	}
+}
+
+func TestForwardToAHostNobodyHoldsIsNotDelivered(t *testing.T) {
+	url, id := testutil.NATS(t), newClusterID(t)
+	a := &holder{name: "A"}
+	a.hold("sim")
+	na := startNode(t, url, id, testSecret, a, nil)
+	forwardEventually(t, na, "sim", "observe_device", nil) // the bus works
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := na.Forward(ctx, "gw.nobody", "perform_action", []byte("tap"))
+	if !errors.Is(err, commands.ErrNotDelivered) {
+		t.Fatalf("got %v; want ErrNotDelivered", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the call waited for its deadline; want the answer that nobody serves the host at once")
+	}
+	for _, host := range []string{"", "gw.*", "gw.>", "gw..x", "gw x"} {
+		if _, err := na.Forward(ctx, host, "observe_device", nil); !errors.Is(err, commands.ErrNotDelivered) {
+			t.Errorf("host %q: got %v; want ErrNotDelivered (it cannot be a subject)", host, err)
+		}
+	}
+	// A node that is not connected delivers nothing.
+	na.nc.Close()
+	if _, err := na.Forward(ctx, "sim", "observe_device", nil); !errors.Is(err, commands.ErrNotDelivered) {
+		t.Fatalf("after the connection closed: got %v; want ErrNotDelivered", err)
+	}
+}
+
+func TestALargeReplyArrivesWholeInParts(t *testing.T) {
+	url, id := testutil.NATS(t), newClusterID(t)
+	big := make([]byte, 3<<20)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range big {
+		big[i] = byte(r.Uint32())
+	}
+	a := &holder{name: "A", reply: func(context.Context, string, []byte) []byte { return big }}
+	a.hold("sim")
+	startNode(t, url, id, testSecret, a, nil)
+	caller := startNode(t, url, id, testSecret, nil, nil)
+	if max := caller.nc.MaxPayload(); int64(len(big)) <= max {
+		t.Fatalf("the server takes messages of %d bytes: a %d-byte reply would prove nothing", max, len(big))
+	}
+	got := forwardEventually(t, caller, "sim", "observe_device", nil)
+	if !bytes.Equal(got, big) {
+		t.Fatalf("got %d bytes; want the holder's %d bytes, equal", len(got), len(big))
+	}
+
+	// A call larger than a message may be is not sent.
+	_, err := forwardOnce(t, caller, "sim", "observe_device", big, time.Minute)
+	if !errors.Is(err, commands.ErrNotDelivered) || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("a %d-byte call: got %v; want ErrNotDelivered saying it is too large", len(big), err)
+	}
+	if n := len(a.calls()); n != 1 {
+		t.Fatalf("the holder served %d calls; want 1", n)
+	}
+}
+
+func TestTheHolderDropsForgedAndExpiredCalls(t *testing.T) {
+	url, id := testutil.NATS(t), newClusterID(t)
+	var logs testutil.SyncBuffer
+	a := &holder{name: "A"}
+	a.hold("sim")
+	startNode(t, url, id, testSecret, a, &logs)
+	caller := startNode(t, url, id, testSecret, nil, nil)
+	forwardEventually(t, caller, "sim", "observe_device", []byte("genuine"))
+
+	// Another client of the server, with the subject but not the secret.
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	subj := subject(id, "sim")
+	future := time.Now().Add(time.Minute)
+	tampered := request(testSecret, subj, "", "perform_action", future, []byte(`{"auth":"someone"}`))
+	tampered.Data = []byte(`{"auth":"admin"}`)
+	noSig := request(testSecret, subj, "", "perform_action", future, []byte("unsigned"))
+	noSig.Header.Del(hdrSig)
+	oldVersion := request(testSecret, subj, "", "perform_action", future, []byte("old"))
+	oldVersion.Header.Set(hdrVersion, "0")
+	for _, tc := range []struct {
+		name   string
+		msg    *nats.Msg
+		reason string
+	}{
+		{"signed with another secret", request([]byte("not the secret"), subj, "", "perform_action", future, []byte("forged")), "bad signature"},
+		{"body changed after signing", tampered, "bad signature"},
+		{"no signature", noSig, "bad signature"},
+		{"past its deadline", request(testSecret, subj, "", "perform_action", time.Now().Add(-time.Second), []byte("late")), "past its deadline"},
+		{"another wire version", oldVersion, "unknown wire version"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := strings.Count(logs.String(), "reason=\""+tc.reason)
+			inbox := nc.NewInbox()
+			sub, err := nc.SubscribeSync(inbox)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			tc.msg.Reply = inbox
+			if err := nc.PublishMsg(tc.msg); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the holder's refusal", func() bool {
+				return strings.Count(logs.String(), "reason=\""+tc.reason) > before
+			})
+			if m, err := sub.NextMsg(0); !errors.Is(err, nats.ErrTimeout) {
+				t.Fatalf("the sender got %v (%v); want no answer", m, err)
+			}
+		})
+	}
+	if calls := a.calls(); len(calls) != 1 || calls[0] != "observe_device genuine" {
+		t.Fatalf("the holder served %q; want only the genuine call", calls)
+	}
+
+	// A node with another secret gets no answer: its call ends at its
+	// deadline, its outcome unknown to it (not "not delivered").
+	forger := startNode(t, url, id, []byte("another secret"), nil, nil)
+	_, err = forwardOnce(t, forger, "sim", "perform_action", []byte("forged"), time.Second)
+	if err == nil || errors.Is(err, commands.ErrNotDelivered) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a call signed with another secret: got %v; want no answer by the deadline", err)
+	}
+}
+
+func TestAHolderThatDropsAHostStopsReceivingItsCalls(t *testing.T) {
+	url, id := testutil.NATS(t), newClusterID(t)
+	a, b := &holder{name: "A"}, &holder{name: "B"}
+	a.hold("sim")
+	startNode(t, url, id, testSecret, a, nil)
+	startNode(t, url, id, testSecret, b, nil)
+	caller := startNode(t, url, id, testSecret, nil, nil)
+	if got := string(forwardEventually(t, caller, "sim", "op", []byte("1"))); got != "A op 1" {
+		t.Fatalf("got %q; want A's answer", got)
+	}
+
+	// A lets go: nobody serves the host any more.
+	a.hold()
+	eventually(t, "A letting go of sim", func() bool {
+		_, err := forwardOnce(t, caller, "sim", "op", []byte("probe"), 10*time.Second)
+		return errors.Is(err, commands.ErrNotDelivered)
+	})
+	// B takes it: every call now reaches B, none A.
+	b.hold("sim")
+	forwardEventually(t, caller, "sim", "op", []byte("first to B"))
+	servedByA := len(a.calls())
+	for i := range 20 {
+		out, err := forwardOnce(t, caller, "sim", "op", fmt.Appendf(nil, "%d", i), 10*time.Second)
+		if err != nil || !strings.HasPrefix(string(out), "B ") {
+			t.Fatalf("call %d: got %q, %v; want B's answer", i, out, err)
+		}
+	}
+	if n := len(a.calls()); n != servedByA {
+		t.Fatalf("A served %d calls after letting go of the host; want none", n-servedByA)
+	}
+}
+
+func TestAHolderDyingMidCallLeavesTheOutcomeUnknown(t *testing.T) {
+	url, id := testutil.NATS(t), newClusterID(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	a := &holder{name: "A", reply: func(_ context.Context, _ string, body []byte) []byte {
+		if string(body) == "tap" {
+			close(entered)
+			<-release
+		}
+		return []byte("ok")
+	}}
+	a.hold("sim")
+	na := startNode(t, url, id, testSecret, a, nil)
+	t.Cleanup(func() { close(release) }) // before na closes (cleanups run last first)
+	caller := startNode(t, url, id, testSecret, nil, nil)
+	forwardEventually(t, caller, "sim", "op", []byte("warm up"))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := caller.Forward(ctx, "sim", "perform_action", []byte("tap"))
+		errc <- err
+	}()
+	select {
+	case <-entered:
+	case err := <-errc:
+		t.Fatalf("the call ended before the holder ran it: %v", err)
+	}
+	na.nc.Close() // the holder's process is gone, mid-call
+	err := <-errc
+	if err == nil || errors.Is(err, commands.ErrNotDelivered) {
+		t.Fatalf("got %v; want an error that is not ErrNotDelivered: the call was taken", err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v; want the wait to end at the caller's deadline", err)
+	}
+}
+
+func TestTwoClustersOnOneServerDoNotCross(t *testing.T) {
+	url := testutil.NATS(t)
+	x, y := newClusterID(t), newClusterID(t)
+	ax, ay := &holder{name: "AX"}, &holder{name: "AY"}
+	ax.hold("sim")
+	startNode(t, url, x, testSecret, ax, nil)
+	callerX := startNode(t, url, x, testSecret, nil, nil)
+	callerY := startNode(t, url, y, testSecret, nil, nil)
+	forwardEventually(t, callerX, "sim", "op", []byte("x"))
+
+	if _, err := forwardOnce(t, callerY, "sim", "op", []byte("y"), time.Minute); !errors.Is(err, commands.ErrNotDelivered) {
+		t.Fatalf("cluster %s has no holder of sim: got %v; want ErrNotDelivered", y, err)
+	}
+	ay.hold("sim")
+	startNode(t, url, y, testSecret, ay, nil)
+	if got := string(forwardEventually(t, callerY, "sim", "op", []byte("y"))); got != "AY op y" {
+		t.Fatalf("got %q; want cluster %s's holder", got, y)
+	}
+	if got := string(forwardEventually(t, callerX, "sim", "op", []byte("x"))); got != "AX op x" {
+		t.Fatalf("got %q; want cluster %s's holder", got, x)
+	}
+	for _, c := range ax.calls() {
+		if strings.HasSuffix(c, " y") {
+			t.Fatalf("cluster %s's holder served %q, a call of cluster %s", x, c, y)
+		}
+	}
+	for _, c := range ay.calls() {
+		if strings.HasSuffix(c, " x") {
+			t.Fatalf("cluster %s's holder served %q, a call of cluster %s", y, c, x)
+		}
+	}
+}
+
+func TestCloseLetsGoFirstAndFinishesCallsInProgress(t *testing.T) {
+	url, id := testutil.NATS(t), newClusterID(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	a := &holder{name: "A", reply: func(_ context.Context, _ string, body []byte) []byte {
+		if string(body) == "slow" {
+			once.Do(func() { close(entered) })
+			<-release
+		}
+		return append([]byte("done "), body...)
+	}}
+	a.hold("sim")
+	na := startNode(t, url, id, testSecret, a, nil)
+	caller := startNode(t, url, id, testSecret, nil, nil)
+	forwardEventually(t, caller, "sim", "op", []byte("quick"))
+
+	type result struct {
+		out []byte
+		err error
+	}
+	slow := make(chan result, 1)
+	go func() {
+		out, err := forwardOnce(t, caller, "sim", "op", []byte("slow"), time.Minute)
+		slow <- result{out, err}
+	}()
+	<-entered
+	closed := make(chan struct{})
+	go func() {
+		na.Close()
+		close(closed)
+	}()
+	// The closing holder lets go of the host: calls that still reached it
+	// are answered, and soon none reaches it.
+	eventually(t, "the closing holder letting go of sim", func() bool {
+		out, err := forwardOnce(t, caller, "sim", "op", []byte("after close"), 10*time.Second)
+		if err != nil && !errors.Is(err, commands.ErrNotDelivered) || err == nil && string(out) != "done after close" {
+			t.Fatalf("a call sent as the holder closes: got %q, %v; want its answer or ErrNotDelivered", out, err)
+		}
+		return errors.Is(err, commands.ErrNotDelivered)
+	})
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a call was in progress")
+	default:
+	}
+	// …and the one in progress gets its answer.
+	close(release)
+	r := <-slow
+	if r.err != nil || string(r.out) != "done slow" {
+		t.Fatalf("the call in progress at Close: got %q, %v; want its answer", r.out, r.err)
+	}
+	<-closed
+}
+
+func TestStartRefusesAnIncompleteConfig(t *testing.T) {
+	h := &holder{name: "A"}
+	ok := Config{URL: "nats://127.0.0.1:1", ClusterID: "abc123", Secret: testSecret, Serve: h.Serve, Held: h.Held}
+	for name, change := range map[string]func(*Config){
+		"no URL":            func(c *Config) { c.URL = "" },
+		"no cluster id":     func(c *Config) { c.ClusterID = "" },
+		"a dotted id":       func(c *Config) { c.ClusterID = "a.b" },
+		"a wildcard id":     func(c *Config) { c.ClusterID = "*" },
+		"no secret":         func(c *Config) { c.Secret = nil },
+		"no Serve":          func(c *Config) { c.Serve = nil },
+		"no Held":           func(c *Config) { c.Held = nil },
+		"an unparsable URL": func(c *Config) { c.URL = "nats://[::1" },
+	} {
+		cfg := ok
+		change(&cfg)
+		if n, err := Start(context.Background(), cfg); err == nil {
+			n.Close()
+			t.Errorf("%s: started; want an error", name)
+		}
+	}
+}
+
+func TestClusterIDIsWrittenOnceAndShared(t *testing.T) {
+	pool := testutil.FreshPool(t)
+	ctx := testutil.Context(t)
+	ids := make([]string, 8)
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Go(func() { ids[i], errs[i] = ClusterID(ctx, pool) })
+	}
+	wg.Wait()
+	for i := range ids {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if ids[i] != ids[0] {
+			t.Fatalf("instances read cluster ids %q; want one", ids)
+		}
+	}
+	if len(ids[0]) != 12 || strings.Trim(ids[0], "0123456789abcdef") != "" {
+		t.Fatalf("cluster id %q; want 12 hex characters", ids[0])
+	}
+	if again, err := ClusterID(ctx, pool); err != nil || again != ids[0] {
+		t.Fatalf("a later start reads %q, %v; want %q", again, err, ids[0])
+	}
+	if other, err := ClusterID(ctx, testutil.FreshPool(t)); err != nil || other == ids[0] {
+		t.Fatalf("another database's cluster id: %q, %v; want one of its own", other, err)
+	}
+}
