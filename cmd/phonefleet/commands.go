@@ -42,6 +42,7 @@ const usage = `usage: phonefleet <command> [flags]
 
 commands:
   serve                       run the service
+  gateway                     serve this computer's phones to the control plane (settings: GATEWAY_* variables)
   migrate                     apply database migrations
   projections status          show each projection's position, lag, state and rebuild progress
   projections rebuild NAME    rebuild a projection from position 0 without downtime
@@ -60,6 +61,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "serve":
 		return serve(ctx, rest)
+	case "gateway":
+		return gatewayCmd(ctx, rest)
 	case "migrate":
 		return withOperator(ctx, "migrate", rest, nil, func(context.Context, *flag.FlagSet, *app.Operator, *slog.Logger) error {
 			fmt.Fprintln(out, "migrations are up to date")
