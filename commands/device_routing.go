@@ -208,6 +208,32 @@ func (f *Fleet) ServeForwarded(ctx context.Context, op string, body []byte) []by
 // device answers offline.
 var notHereRetries = []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}
 
+// undeliveredRetries is how often a call nobody took is sent again while
+// some process holds the device's host: one that has just taken it starts
+// listening within moments.
+var undeliveredRetries = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond}
+
+// hostHeld reports whether some process holds host's claim now (true when
+// it cannot be told).
+func (f *Fleet) hostHeld(ctx context.Context, host string) bool {
+	if f.cfg.HostState == nil {
+		return true
+	}
+	_, held, err := f.cfg.HostState(ctx, host)
+	return err != nil || held
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // errUnanswered wraps the transport's error when a call was sent and no
 // answer came: the call may have run.
 type errUnanswered struct{ err error }
@@ -237,9 +263,19 @@ func forwardCall[C, R any](ctx context.Context, f *Fleet, host, op string, cmd C
 	}
 	ctx, cancel := context.WithTimeout(ctx, forwardTimeouts[op])
 	defer cancel()
+	undelivered := 0
 	for attempt := 0; ; attempt++ {
 		out, err := fw.Forward(ctx, host, op, body)
 		if errors.Is(err, ErrNotDelivered) {
+			// A process holding the claim may not listen yet (it has just
+			// taken the host); one that holds nothing never will.
+			if undelivered < len(undeliveredRetries) && f.hostHeld(ctx, host) {
+				if !sleepCtx(ctx, undeliveredRetries[undelivered]) {
+					return zero, ctx.Err()
+				}
+				undelivered++
+				continue
+			}
 			return zero, hostUnreachable(host)
 		}
 		if err != nil {
@@ -251,12 +287,10 @@ func forwardCall[C, R any](ctx context.Context, f *Fleet, host, op string, cmd C
 		}
 		if r.Error != nil {
 			if r.Error.NotHere && attempt < len(notHereRetries) {
-				select {
-				case <-time.After(notHereRetries[attempt]):
-					continue
-				case <-ctx.Done():
+				if !sleepCtx(ctx, notHereRetries[attempt]) {
 					return zero, ctx.Err()
 				}
+				continue
 			}
 			if r.Error.NotHere {
 				return zero, hostUnreachable(host)

@@ -37,7 +37,11 @@ func (h PerformActionHandler) forward(ctx context.Context, cmd PerformAction, ho
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if h.f.cfg.HostState != nil {
-		go h.f.watchHost(fctx, cancel, host)
+		// The claim as it is when the call leaves: a takeover that
+		// happens while it waits moves the epoch on from here.
+		if epoch, held, err := h.f.cfg.HostState(ctx, host); err == nil && held {
+			go h.f.watchHost(fctx, cancel, host, epoch)
+		}
 	}
 	out, err := forwardCall[PerformAction, ActOutcome](fctx, h.f, host, OpPerformAction, cmd)
 	var u errUnanswered
@@ -51,11 +55,11 @@ func (h PerformActionHandler) forward(ctx context.Context, cmd PerformAction, ho
 }
 
 // watchHost cancels ctx with errHostLost once the host's claim is free or
-// taken anew (after a grace for an answer already on its way).
-func (f *Fleet) watchHost(ctx context.Context, cancel context.CancelCauseFunc, host string) {
+// taken anew since epoch first (after a grace for an answer already on
+// its way).
+func (f *Fleet) watchHost(ctx context.Context, cancel context.CancelCauseFunc, host string, first int64) {
 	t := time.NewTicker(hostWatchEvery)
 	defer t.Stop()
-	first := int64(-1)
 	for {
 		select {
 		case <-ctx.Done():
@@ -65,9 +69,6 @@ func (f *Fleet) watchHost(ctx context.Context, cancel context.CancelCauseFunc, h
 		epoch, held, err := f.cfg.HostState(ctx, host)
 		if err != nil {
 			continue // the database decides nothing now; the call's own deadline still holds
-		}
-		if first < 0 {
-			first = epoch
 		}
 		if held && epoch == first {
 			continue

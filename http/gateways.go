@@ -30,6 +30,16 @@ func (s *Server) registerGatewayRoutes(r *mux.Router) {
 func (s *Server) registerGatewaySurfaceRoutes(r *mux.Router) {
 	r.Handle("/gateway/v1/enroll", kernel.HandlerFunc(s.enrollGateway)).Methods(http.MethodPost)
 	r.Handle("/gateway/v1/releases/current", kernel.HandlerFunc(s.currentRelease)).Methods(http.MethodGet)
+	r.Handle("/gateway/v1/tunnel", kernel.HandlerFunc(s.gatewayTunnel)).Methods(http.MethodGet)
+}
+
+// gatewayTunnel serves a gateway's tunnel through the gateway hub: a
+// refused credential answers 401 before the upgrade.
+func (s *Server) gatewayTunnel(w http.ResponseWriter, r *http.Request) error {
+	if s.deps.GatewayTunnel == nil {
+		return domain.Errorf(domain.CodeServiceUnavailable, "gateway tunnels are not served by this deployment")
+	}
+	return s.deps.GatewayTunnel(w, r)
 }
 
 type createGatewayEnrollmentCodeRequest struct {

@@ -63,6 +63,10 @@ type Deps struct {
 	// authentication (its credential is the run token in the path); nil
 	// answers not_found there.
 	VRX http.Handler
+	// GatewayTunnel serves gateways' tunnels (GET /gateway/v1/tunnel: the
+	// gateway hub, which checks the gateway credential and upgrades); nil
+	// answers service_unavailable there.
+	GatewayTunnel kernel.HandlerFunc
 }
 
 // Server is the HTTP edge. Areas register their routes on Router; Handler is

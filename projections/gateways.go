@@ -99,3 +99,88 @@ func ListGateways(ctx context.Context, pool *pgxpool.Pool, orgID string) ([]Gate
 		return v, nil
 	})
 }
+
+// GatewayDevices is the read model of the devices gateways bring (issue
+// 14): one row per device with its gateway, the gateway's key for it and
+// whether it is online. It consumes device.registered (of a gateway's
+// devices), device.went_offline, device.came_online and device.retired,
+// and emits nothing. The gateway hub reads it to record a gateway's
+// devices offline, and the orphaned-gateway sweep to find gateways whose
+// devices show online while no instance serves them.
+type GatewayDevices struct{}
+
+// GatewayDevicesName is the projection's stable name.
+const GatewayDevicesName = "gateway_devices"
+
+// Name implements Projection.
+func (GatewayDevices) Name() string { return GatewayDevicesName }
+
+// Tables implements Projection.
+func (GatewayDevices) Tables() []string { return []string{"gateway_devices"} }
+
+var gatewayDeviceEvents = typeSet(nameOf(domain.DeviceRegistered{}), nameOf(domain.DeviceWentOffline{}),
+	nameOf(domain.DeviceCameOnline{}), nameOf(domain.DeviceRetired{}))
+
+// EventTypes implements Selective.
+func (GatewayDevices) EventTypes() []string { return sortedKeys(gatewayDeviceEvents) }
+
+// Setup implements Projection.
+func (GatewayDevices) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
+	_, err := tx.Exec(ctx, `CREATE TABLE `+schema+`.gateway_devices (
+		device_id   text PRIMARY KEY,
+		org_id      text NOT NULL,
+		gateway_id  text NOT NULL,
+		gateway_key text NOT NULL,
+		online      boolean NOT NULL DEFAULT true
+	);
+	CREATE INDEX ON `+schema+`.gateway_devices (gateway_id);`)
+	return err
+}
+
+// Apply implements Projection. Events of devices no gateway brings touch
+// no row.
+func (GatewayDevices) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eventstore.Event) error {
+	t := schema + `.gateway_devices`
+	return applyBatch(ctx, tx, events, gatewayDeviceEvents, func(b *pgx.Batch, e eventstore.Event, ev domain.Event) error {
+		switch ev := ev.(type) {
+		case domain.DeviceRegistered:
+			if ev.GatewayID != "" {
+				b.Queue(`INSERT INTO `+t+` (device_id, org_id, gateway_id, gateway_key) VALUES ($1, $2, $3, $4)
+					ON CONFLICT DO NOTHING`, ev.DeviceID, e.OrgID, ev.GatewayID, ev.GatewayKey)
+			}
+		case domain.DeviceWentOffline:
+			b.Queue(`UPDATE `+t+` SET online = false WHERE device_id = $1`, ev.DeviceID)
+		case domain.DeviceCameOnline:
+			b.Queue(`UPDATE `+t+` SET online = true WHERE device_id = $1`, ev.DeviceID)
+		case domain.DeviceRetired:
+			b.Queue(`DELETE FROM `+t+` WHERE device_id = $1`, ev.DeviceID)
+		}
+		return nil
+	})
+}
+
+// GatewayDeviceIDs returns the devices gateway gatewayID brings, by the
+// gateway's key for each.
+func GatewayDeviceIDs(ctx context.Context, pool *pgxpool.Pool, gatewayID string) (map[string]string, error) {
+	rows, err := pool.Query(ctx, `SELECT gateway_key, device_id FROM public.gateway_devices WHERE gateway_id = $1`, gatewayID)
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]string{}
+	var key, id string
+	_, err = pgx.ForEachRow(rows, []any{&key, &id}, func() error {
+		ids[key] = id
+		return nil
+	})
+	return ids, err
+}
+
+// GatewaysWithOnlineDevices returns the gateways some of whose devices
+// show online, sorted.
+func GatewaysWithOnlineDevices(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+	rows, err := pool.Query(ctx, `SELECT DISTINCT gateway_id FROM public.gateway_devices WHERE online ORDER BY gateway_id`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}

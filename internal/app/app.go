@@ -21,8 +21,10 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	httpapi "phonefleet/http"
+	"phonefleet/internal/cluster"
 	"phonefleet/internal/config"
 	"phonefleet/internal/devices"
+	"phonefleet/internal/gateway"
 	"phonefleet/internal/pgembed"
 	"phonefleet/migrations"
 	"phonefleet/projections"
@@ -35,7 +37,7 @@ var Version = "0.1.0-dev"
 // each capability's read models (identity.go, fleet.go, webhooks.go).
 func Projections() []projections.Projection {
 	return slices.Concat([]projections.Projection{projections.Audit{}},
-		identityProjections(), fleetProjections(), webhookProjections(), runProjections(), scheduleProjections(), provisioningProjections(), usageProjections(), cliSessionProjections(), gatewayProjections())
+		identityProjections(), fleetProjections(), webhookProjections(), runProjections(), scheduleProjections(), provisioningProjections(), usageProjections(), cliSessionProjections(), gatewayProjections(), gatewayHubProjections())
 }
 
 // DB is an open database: the pool, and the embedded cluster behind it if
@@ -117,6 +119,11 @@ type App struct {
 	// runtime is the device runtime (the built-in executor drives runs
 	// only where it hosts the devices).
 	runtime *devices.Runtime
+	// cluster carries device calls to and from the other instances
+	// (cluster.go); nil: one instance.
+	cluster *cluster.Node
+	// gatewayHub serves the gateways' tunnels (gateway_hub.go).
+	gatewayHub *gateway.Hub
 	// workers run beside the server until shutdown (lease expiry, webhook
 	// dispatch, …); each returns when its context ends.
 	workers []func(ctx context.Context)
@@ -142,7 +149,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 		a.orgID, err = commands.EnsureLocalOrganisationHandler{Store: a.store}.Handle(ctx, commands.EnsureLocalOrganisation{})
 	}
 	a.deps = httpapi.Deps{Logger: logger, Mode: cfg.Mode, Health: health{a}, LocalOrgID: a.orgID}
-	for _, wire := range []func(context.Context) error{a.wireIdentity, a.wireFleet, a.startADBSims, a.wireWebhooks, a.wireRuns, a.wireSchedules, a.wireProvisioning, a.wireUsage, a.wireOperators, a.wireCLISessions, a.wireGateways, a.wireApplication, a.wireMCP, a.wireVRX} {
+	for _, wire := range []func(context.Context) error{a.wireIdentity, a.wireFleet, a.startADBSims, a.wireWebhooks, a.wireRuns, a.wireSchedules, a.wireProvisioning, a.wireUsage, a.wireOperators, a.wireCLISessions, a.wireGateways, a.wireApplication, a.wireMCP, a.wireVRX, a.wireCluster} {
 		if err == nil {
 			err = wire(ctx)
 		}
@@ -154,6 +161,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 	a.server = httpapi.New(a.deps)
 	a.ln, err = net.Listen("tcp", cfg.Addr)
 	if err != nil {
+		a.stopCluster()
 		db.Close(ctx)
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
@@ -199,8 +207,10 @@ func (a *App) Run(ctx context.Context) error {
 	}()
 	a.logger.Info("phonefleet serving", "addr", a.Addr(), "mode", a.cfg.Mode, "version", Version)
 	err := a.server.Serve(ctx, a.ln)
+	a.stopCluster()
 	stopBG()
 	wg.Wait()
+	a.stopGatewayHub()
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}

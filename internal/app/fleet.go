@@ -20,10 +20,12 @@ func fleetProjections() []projections.Projection { return projections.Fleet() }
 // In local mode the organisation's starting phones (SERVICE_SIM_DEVICES)
 // are registered, as events, on the first start only.
 func (a *App) wireFleet(ctx context.Context) error {
-	fl, err := fleetwire.New(ctx, fleetwire.Config{Store: a.store, Runner: a.runner, Logger: a.logger, ADBAddr: a.cfg.ADBAddr})
+	fl, err := fleetwire.New(ctx, fleetwire.Config{Store: a.store, Runner: a.runner, Logger: a.logger, ADBAddr: a.cfg.ADBAddr,
+		Gateways: a.newGatewayHub()})
 	if err != nil {
 		return err
 	}
+	a.startGatewayHub(fl)
 	fleet := fl.Commands
 	if a.cfg.Mode == "local" && a.orgID != "" {
 		ids, err := fleet.SeedLocalFleet(ctx, a.orgID, a.cfg.SimDevices)

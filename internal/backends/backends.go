@@ -22,9 +22,21 @@ type Registry struct {
 	Sim *SimHost
 	// ADB drives the adb devices; nil means this process drives none.
 	ADB *ADBHost
+	// Gateways drives the devices gateways bring (the gateway hub); nil
+	// means none are driven here. A gateway's device resolves only there,
+	// never to the adapters above.
+	Gateways GatewayBackends
 	// Wrap, when not nil, wraps every resolved backend (tests use it to
 	// inject faults: a dropped connection, an outcome that never comes).
 	Wrap func(d *domain.Device, b domain.Backend) domain.Backend
+}
+
+// GatewayBackends drives the devices gateways bring, over their tunnels.
+type GatewayBackends interface {
+	// Device returns the backend of d, a device of a gateway (GatewayID
+	// set). Errors: device_unavailable (offline) when the gateway's tunnel
+	// does not end at this process or the gateway does not report d now.
+	Device(ctx context.Context, d *domain.Device) (domain.Backend, error)
 }
 
 // Resolve returns the backend of d. Errors: backend_resolution_failed (the
@@ -37,13 +49,17 @@ func (r *Registry) Resolve(ctx context.Context, d *domain.Device) (domain.Backen
 	if err := CheckKind(d); err != nil {
 		return nil, err
 	}
-	if r.Sim == nil {
-		return nil, offline(d.ID)
-	}
 	var b domain.Backend
 	var err error
-	switch d.Backend {
-	case domain.BackendADB:
+	switch {
+	case d.GatewayID != "":
+		if r.Gateways == nil {
+			return nil, offline(d.ID)
+		}
+		b, err = r.Gateways.Device(ctx, d)
+	case r.Sim == nil:
+		return nil, offline(d.ID)
+	case d.Backend == domain.BackendADB:
 		if r.ADB == nil || !r.Sim.Hosting() {
 			return nil, offline(d.ID)
 		}

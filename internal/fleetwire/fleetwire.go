@@ -51,6 +51,16 @@ type Config struct {
 	// catalog package; nil means the sim catalog's APKs
 	// (backends.CatalogAPK).
 	Catalog func(pkg string) ([]byte, bool)
+	// Gateways serves the devices gateways bring, and holds their hosts,
+	// in this process (the gateway hub); nil means none are served here.
+	Gateways Gateways
+}
+
+// Gateways is what the fleet needs of the gateway hub: the gateways'
+// hosts it holds and their devices' backends.
+type Gateways interface {
+	devices.HostSet
+	backends.GatewayBackends
 }
 
 // Fleet is the assembled fleet.
@@ -74,17 +84,17 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	// The adb devices are driven by the process holding the sim host
 	// claim too (one claim, one takeover pass for every device).
 	fl := &Fleet{Sim: backends.NewSimHost(cfg.Store.Pool()), ADB: backends.NewADBHost(adb.New(cfg.ADBAddr), cfg.Catalog)}
-	fl.Registry = &backends.Registry{Sim: fl.Sim, ADB: fl.ADB, Wrap: cfg.Wrap}
+	fl.Registry = &backends.Registry{Sim: fl.Sim, ADB: fl.ADB, Gateways: cfg.Gateways, Wrap: cfg.Wrap}
 	// The takeover hook runs only from Prepare and Run, once the commands
 	// it sends exist.
 	takeover := func(ctx context.Context) error {
 		mark := commands.Logged[commands.MarkAbandonedActions, int](cfg.Logger.With("component", "application"), fl.Commands.MarkAbandonedActions())
 		return workers.AbandonedActions{Mark: mark, Host: domain.HostSim, Logger: cfg.Logger}.RunOnce(ctx)
 	}
-	fl.Runtime = devices.New(devices.Config{Backends: fl.Registry, Host: fl.Sim, OnHost: takeover,
+	fl.Runtime = devices.New(devices.Config{Backends: fl.Registry, Host: fl.Sim, Gateways: cfg.Gateways, OnHost: takeover,
 		QueueLimit: cfg.QueueLimit, FrameRetention: cfg.FrameRetention, Logger: cfg.Logger})
 	fl.Commands = commands.NewFleet(commands.FleetConfig{Store: cfg.Store, Runner: cfg.Runner, Runtime: fl.Runtime,
-		Now: cfg.Now, WaitForReceipts: cfg.WaitForReceipts})
+		Now: cfg.Now, WaitForReceipts: cfg.WaitForReceipts, HostState: backends.HostState(cfg.Store.Pool())})
 	if err := fl.Runtime.Prepare(ctx); err != nil {
 		fl.Runtime.Stop() // gives the host claim back
 		return nil, err

@@ -1,0 +1,591 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"phonefleet/commands"
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+	"phonefleet/http/kernel"
+	"phonefleet/internal/backends"
+	"phonefleet/internal/fleetwire"
+	"phonefleet/internal/gateway"
+	"phonefleet/internal/identity"
+	"phonefleet/internal/sim"
+	"phonefleet/internal/tunnel"
+	"phonefleet/projections"
+	"phonefleet/testutil"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// hubEnv is one database with the fleet's and the gateways' read models
+// running, the gateway capability, and an enrolled gateway's credential.
+type hubEnv struct {
+	pool   *pgxpool.Pool
+	store  *eventstore.Store
+	runner *projections.Runner
+	app    commands.Application
+	admin  domain.Auth
+	// operator is the organisation's operator (every scope).
+	operator   domain.Auth
+	gatewayID  string
+	credential string
+}
+
+func newHubEnv(t *testing.T) *hubEnv {
+	t.Helper()
+	ctx := testutil.Context(t)
+	cfg, err := pgxpool.ParseConfig(testutil.DatabaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 20
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
+	runner, err := projections.NewRunner(store, quiet,
+		append(projections.Fleet(), projections.Gateways{}, projections.GatewayDevices{}), projections.WithPollInterval(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runner.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = runner.Run(runCtx); close(done) }()
+	t.Cleanup(func() { stop(); <-done })
+	hasher, err := identity.NewHasher(bytes.Repeat([]byte{7}, identity.PepperLen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &hubEnv{pool: pool, store: store, runner: runner}
+	e.app = commands.NewApplication(commands.AppDeps{Logger: quiet,
+		Gateways: commands.NewGateways(commands.GatewayConfig{Store: store, Hasher: hasher})})
+	orgID := domain.NewID(domain.PrefixOrganisation)
+	e.admin = domain.Auth{OrgID: orgID, Kind: domain.PrincipalConsole, UserID: "u_admin", Role: domain.RoleAdmin, Scopes: domain.AllScopes}
+	e.operator = domain.LocalOperator(orgID)
+	e.gatewayID, e.credential = e.enroll(t)
+	return e
+}
+
+// enroll enrolls a gateway and returns its id and credential.
+func (e *hubEnv) enroll(t *testing.T) (string, string) {
+	t.Helper()
+	ctx := testutil.Context(t)
+	code, err := e.app.Commands.CreateGatewayEnrollmentCode.Handle(ctx, commands.CreateGatewayEnrollmentCode{Auth: e.admin, Name: "rack"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := e.app.Commands.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: code.Code})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g.GatewayID, g.Credential
+}
+
+// instance is one process of the service: a fleet with its gateway hub,
+// serving the tunnel over HTTP.
+type instance struct {
+	fleet  *fleetwire.Fleet
+	hub    *gateway.Hub
+	claims *backends.GatewayClaims
+	url    string
+}
+
+type instanceOptions struct {
+	// checkEvery is the hub's CheckEvery; zero means 50 ms.
+	checkEvery time.Duration
+}
+
+func (e *hubEnv) instance(t *testing.T, opts instanceOptions) *instance {
+	t.Helper()
+	if opts.checkEvery == 0 {
+		opts.checkEvery = 50 * time.Millisecond
+	}
+	claims := backends.NewGatewayClaims(e.pool)
+	hub := gateway.NewHub(gateway.HubConfig{Claims: claims, Store: e.store, Authenticate: e.app.Queries.AuthenticateGateway,
+		CheckEvery: opts.checkEvery, Logger: quiet})
+	fl, err := fleetwire.New(testutil.Context(t), fleetwire.Config{Store: e.store, Runner: e.runner, Logger: quiet,
+		WaitForReceipts: true, Gateways: hub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub.SetFleet(fl.Commands)
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { fl.Runtime.Run(runCtx); close(done) }()
+	srv := httptest.NewServer(kernel.HandlerFunc(hub.ServeTunnel))
+	t.Cleanup(func() {
+		hub.Close()
+		srv.Close()
+		stop()
+		<-done
+	})
+	return &instance{fleet: fl, hub: hub, claims: claims, url: srv.URL}
+}
+
+// fakeGateway answers the tunnel's device calls with real sim phones, as
+// a gateway would, without the gateway process.
+type fakeGateway struct {
+	keys   []string
+	phones map[string]*backends.SimDevice
+
+	mu sync.Mutex
+	// hold, when set, stops every act before it reaches the phone, after
+	// it says so on acting, until hold is closed or the tunnel ends.
+	hold   chan struct{}
+	acting chan string
+}
+
+func newFakeGateway(t *testing.T, keys ...string) *fakeGateway {
+	t.Helper()
+	g := &fakeGateway{keys: keys, phones: map[string]*backends.SimDevice{}, acting: make(chan string, 16)}
+	for _, k := range keys {
+		p, err := sim.New(sim.DefaultModel, "GW-"+strings.ToUpper(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.phones[k] = backends.NewSimDevice(p)
+	}
+	return g
+}
+
+func (g *fakeGateway) infos() []tunnel.DeviceInfo {
+	var out []tunnel.DeviceInfo
+	for _, k := range g.keys {
+		p := g.phones[k]
+		m := p.Phone().Model()
+		out = append(out, tunnel.DeviceInfo{Key: k, Backend: domain.BackendSim, Model: m.Name, Serial: p.Phone().Serial(),
+			Width: m.Width, Height: m.Height, Capabilities: p.Capabilities()})
+	}
+	return out
+}
+
+func (g *fakeGateway) handle(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	var dp tunnel.DeviceParams
+	if err := json.Unmarshal(params, &dp); err != nil {
+		return nil, err
+	}
+	d := g.phones[dp.Device]
+	if d == nil {
+		return nil, domain.Errorf(domain.CodeDeviceDisconnected, "no device %s", dp.Device)
+	}
+	switch method {
+	case tunnel.MethodObserve:
+		var p tunnel.ObserveParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, err
+		}
+		obs, err := d.Observe(ctx, p.Options())
+		return tunnel.Observation(obs), err
+	case tunnel.MethodAct:
+		var p tunnel.ActParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, err
+		}
+		a, err := p.Action()
+		if err != nil {
+			return nil, err
+		}
+		g.mu.Lock()
+		hold := g.hold
+		g.mu.Unlock()
+		if hold != nil {
+			g.acting <- dp.Device
+			select {
+			case <-hold:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return d.Act(ctx, a)
+	case tunnel.MethodWake:
+		return struct{}{}, d.Wake(ctx)
+	case tunnel.MethodStop:
+		return struct{}{}, d.Stop(ctx)
+	case tunnel.MethodReset:
+		return struct{}{}, d.Reset(ctx)
+	case tunnel.MethodCapabilities:
+		return d.Capabilities(), nil
+	}
+	return nil, tunnel.ErrUnknownMethod
+}
+
+// connect opens the gateway's tunnel to base and says hello.
+func (g *fakeGateway) connect(t *testing.T, base, credential string) (*tunnel.Peer, tunnel.Welcome, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	peer, err := tunnel.Dial(ctx, base, credential, g.handle, tunnel.Options{Logger: quiet})
+	if err != nil {
+		return nil, tunnel.Welcome{}, err
+	}
+	t.Cleanup(func() { peer.Close(websocket.StatusNormalClosure, "test over") })
+	var w tunnel.Welcome
+	err = peer.Call(ctx, tunnel.MethodHello, tunnel.Hello{Version: "test", Channel: "stable", Devices: g.infos()}, &w)
+	return peer, w, err
+}
+
+func (g *fakeGateway) mustConnect(t *testing.T, base, credential string) (*tunnel.Peer, map[string]string) {
+	t.Helper()
+	peer, w, err := g.connect(t, base, credential)
+	if err != nil {
+		t.Fatalf("connecting the gateway: %v", err)
+	}
+	ids := map[string]string{}
+	for _, d := range w.Devices {
+		ids[d.Key] = d.DeviceID
+	}
+	if len(ids) != len(g.keys) {
+		t.Fatalf("welcome: %+v; want the %d devices", w, len(g.keys))
+	}
+	return peer, ids
+}
+
+// eventually polls cond until it holds, failing after 20 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// status reads a device's status from the devices read model.
+func (e *hubEnv) status(t *testing.T, deviceID string) string {
+	t.Helper()
+	var s string
+	if err := e.pool.QueryRow(testutil.Context(t), `SELECT status FROM public.devices WHERE device_id = $1`, deviceID).Scan(&s); err != nil {
+		return "missing"
+	}
+	return s
+}
+
+func (e *hubEnv) lease(t *testing.T, in *instance, deviceID string) string {
+	t.Helper()
+	l, err := in.fleet.Commands.AcquireLease().Handle(testutil.Context(t), commands.AcquireLease{Auth: e.operator, DeviceID: deviceID, TTLSeconds: 600})
+	if err != nil {
+		t.Fatalf("leasing %s: %v", deviceID, err)
+	}
+	return l.LeaseID
+}
+
+func (e *hubEnv) idempotencyState(t *testing.T, key string) (state, host string) {
+	t.Helper()
+	if err := e.pool.QueryRow(testutil.Context(t), `SELECT state, host FROM action_idempotency WHERE org_id = $1 AND idempotency_key = $2`,
+		e.operator.OrgID, key).Scan(&state, &host); err != nil {
+		t.Fatalf("idempotency row %s: %v", key, err)
+	}
+	return state, host
+}
+
+// A gateway's devices are registered on its first hello and keep their ids
+// on the next; they are online while its tunnel is open, driven through it
+// (the action acts on the gateway's phone, the receipt commits, the
+// picture is drawn here from the phone's state), and offline once it
+// closes, when the claim is free again.
+func TestHubServesAGatewaysDevices(t *testing.T) {
+	e := newHubEnv(t)
+	a := e.instance(t, instanceOptions{})
+	g := newFakeGateway(t, "sim-1", "sim-2")
+	ctx := testutil.Context(t)
+	key := domain.GatewayHostKey(e.gatewayID)
+
+	peer, ids := g.mustConnect(t, a.url, e.credential)
+	if !a.hub.Holds(key) || !slices.Contains(a.fleet.Runtime.HeldHosts(), key) {
+		t.Fatalf("after the welcome: hub holds %v, runtime holds %v; want %s", a.hub.Held(), a.fleet.Runtime.HeldHosts(), key)
+	}
+	for _, id := range ids {
+		eventually(t, "the gateway's device shows online", func() bool { return e.status(t, id) == domain.DeviceOnline })
+	}
+
+	dev := ids["sim-1"]
+	leaseID := e.lease(t, a, dev)
+	out, err := a.fleet.Commands.PerformAction().Handle(ctx, commands.PerformAction{Auth: e.operator, DeviceID: dev, LeaseID: leaseID,
+		Action: "open_app", Arguments: json.RawMessage(`{"package":"` + sim.PkgNotes + `"}`), IdempotencyKey: "open-notes"})
+	if err != nil {
+		t.Fatalf("acting on the gateway's device: %v", err)
+	}
+	if out.Receipt.State != "committed" || out.Receipt.Frames.Before == "" {
+		t.Fatalf("receipt: %+v; want committed with frames", out.Receipt)
+	}
+	if fg := g.phones["sim-1"].Phone().Foreground(); fg != sim.PkgNotes {
+		t.Fatalf("the gateway's phone shows %s; want %s", fg, sim.PkgNotes)
+	}
+	if fg := g.phones["sim-2"].Phone().Foreground(); fg == sim.PkgNotes {
+		t.Fatal("the other phone acted too")
+	}
+	if state, host := e.idempotencyState(t, "open-notes"); state != "committed" || host != key {
+		t.Fatalf("idempotency row: %s on %s; want committed on %s", state, host, key)
+	}
+
+	obs, err := a.fleet.Commands.ObserveDevice().Handle(ctx, commands.ObserveDevice{Auth: e.operator, DeviceID: dev, Image: true, Marks: true})
+	if err != nil {
+		t.Fatalf("observing with marks: %v", err)
+	}
+	if len(obs.Image) == 0 || len(obs.Marks) == 0 || obs.Frame.ScreenHash != g.phones["sim-1"].Phone().ScreenHash() {
+		t.Fatalf("observation: %d bytes, %d marks, hash %s; want a marked picture of the phone's screen %s",
+			len(obs.Image), len(obs.Marks), obs.Frame.ScreenHash, g.phones["sim-1"].Phone().ScreenHash())
+	}
+
+	peer.Close(websocket.StatusNormalClosure, "bye")
+	for _, id := range ids {
+		eventually(t, "the device goes offline with its gateway", func() bool { return e.status(t, id) == domain.DeviceOffline })
+	}
+	eventually(t, "the claim is released", func() bool {
+		_, held, err := backends.HostState(e.pool)(ctx, key)
+		return err == nil && !held && !a.hub.Holds(key)
+	})
+	_, err = a.fleet.Commands.PerformAction().Handle(ctx, commands.PerformAction{Auth: e.operator, DeviceID: dev, LeaseID: leaseID,
+		Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "home-offline"})
+	if domain.ErrorCode(err) != domain.CodeDeviceUnavailable {
+		t.Fatalf("acting while the gateway is away: %v; want device_unavailable", err)
+	}
+
+	// The gateway comes back: the same devices, registered once.
+	_, again := g.mustConnect(t, a.url, e.credential)
+	if again["sim-1"] != ids["sim-1"] || again["sim-2"] != ids["sim-2"] {
+		t.Fatalf("second welcome: %v; want the first ids %v", again, ids)
+	}
+	for _, id := range ids {
+		eventually(t, "the device comes back online", func() bool { return e.status(t, id) == domain.DeviceOnline })
+	}
+	var n int
+	if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE event_type = 'device.registered' AND org_id = $1`, e.admin.OrgID).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("device.registered events: %d (%v); want 2", n, err)
+	}
+	if _, err := a.fleet.Commands.PerformAction().Handle(ctx, commands.PerformAction{Auth: e.operator, DeviceID: dev, LeaseID: leaseID,
+		Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "home-again"}); err != nil {
+		t.Fatalf("acting after the gateway came back: %v", err)
+	}
+}
+
+// A gateway that drops its tunnel while an action is on its phone leaves
+// the action's outcome unknown (it may have happened), and its devices go
+// offline.
+func TestHubGatewayGoneMidAction(t *testing.T) {
+	e := newHubEnv(t)
+	a := e.instance(t, instanceOptions{})
+	g := newFakeGateway(t, "sim-1")
+	g.hold = make(chan struct{})
+	peer, ids := g.mustConnect(t, a.url, e.credential)
+	dev := ids["sim-1"]
+	leaseID := e.lease(t, a, dev)
+
+	type result struct {
+		out commands.ActOutcome
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := a.fleet.Commands.PerformAction().Handle(testutil.Context(t), commands.PerformAction{Auth: e.operator, DeviceID: dev,
+			LeaseID: leaseID, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "mid-act"})
+		done <- result{out, err}
+	}()
+	select {
+	case <-g.acting:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the action never reached the gateway")
+	}
+	peer.Close(websocket.StatusGoingAway, "gateway killed")
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the action did not end after its gateway went away")
+	}
+	if domain.ErrorCode(r.err) != domain.CodeActionOutcomeUnknown {
+		t.Fatalf("the action's answer: %+v %v; want action_outcome_unknown", r.out, r.err)
+	}
+	if state, _ := e.idempotencyState(t, "mid-act"); state != "unknown" {
+		t.Fatalf("idempotency row: %s; want unknown", state)
+	}
+	eventually(t, "the device goes offline", func() bool { return e.status(t, dev) == domain.DeviceOffline })
+}
+
+// While one instance serves a gateway, another refuses its tunnel
+// (service_unavailable, retryable) and closes it; once the first lets it
+// go, the other takes it.
+func TestHubRefusesAGatewayServedElsewhere(t *testing.T) {
+	e := newHubEnv(t)
+	a, b := e.instance(t, instanceOptions{}), e.instance(t, instanceOptions{})
+	g := newFakeGateway(t, "sim-1")
+	peer, ids := g.mustConnect(t, a.url, e.credential)
+
+	second, _, err := g.connect(t, b.url, e.credential)
+	var de *domain.Error
+	if !errors.As(err, &de) || de.Code != domain.CodeServiceUnavailable || de.Retryable == nil || !*de.Retryable {
+		t.Fatalf("hello at the second instance: %v; want service_unavailable, retryable", err)
+	}
+	select {
+	case <-second.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the refused tunnel stayed open")
+	}
+	if b.hub.Holds(domain.GatewayHostKey(e.gatewayID)) {
+		t.Fatal("the second instance holds the gateway")
+	}
+
+	peer.Close(websocket.StatusNormalClosure, "moving")
+	eventually(t, "the first instance lets the gateway go", func() bool { return !a.hub.Holds(domain.GatewayHostKey(e.gatewayID)) })
+	var moved map[string]string
+	eventually(t, "the second instance takes the gateway", func() bool {
+		_, w, err := g.connect(t, b.url, e.credential)
+		if err != nil {
+			return false
+		}
+		moved = map[string]string{}
+		for _, d := range w.Devices {
+			moved[d.Key] = d.DeviceID
+		}
+		return true
+	})
+	if moved["sim-1"] != ids["sim-1"] || !b.hub.Holds(domain.GatewayHostKey(e.gatewayID)) {
+		t.Fatalf("at the second instance: %v; want %v, held there", moved, ids)
+	}
+}
+
+// A gateway whose instance died (its claim is free, its action recorded
+// as requested, its devices online) is settled by another instance's
+// sweep: the action's outcome is unknown and the devices go offline. A
+// gateway served by a live instance is left alone.
+func TestHubSweepsAnOrphanedGateway(t *testing.T) {
+	e := newHubEnv(t)
+	// The instance that dies never looks at its claim again.
+	dying := e.instance(t, instanceOptions{checkEvery: time.Hour})
+	survivor := e.instance(t, instanceOptions{})
+	g := newFakeGateway(t, "sim-1")
+	g.hold = make(chan struct{})
+	t.Cleanup(func() { close(g.hold) })
+	_, ids := g.mustConnect(t, dying.url, e.credential)
+	dev := ids["sim-1"]
+	leaseID := e.lease(t, dying, dev)
+	go func() {
+		_, _ = dying.fleet.Commands.PerformAction().Handle(testutil.Context(t), commands.PerformAction{Auth: e.operator, DeviceID: dev,
+			LeaseID: leaseID, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "orphaned"})
+	}()
+	select {
+	case <-g.acting:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the action never reached the gateway")
+	}
+	// Another gateway, served by the survivor, is not an orphan.
+	otherID, otherCred := e.enroll(t)
+	other := newFakeGateway(t, "sim-9")
+	_, otherIDs := other.mustConnect(t, survivor.url, otherCred)
+	eventually(t, "the devices show online", func() bool {
+		return e.status(t, dev) == domain.DeviceOnline && e.status(t, otherIDs["sim-9"]) == domain.DeviceOnline
+	})
+
+	// The dying instance's database connection goes, and its locks with it.
+	dying.claims.Close()
+	ctx := testutil.Context(t)
+	settled, err := survivor.hub.SweepOrphans(ctx)
+	if err != nil || settled != 1 {
+		t.Fatalf("sweep: settled %d (%v); want 1", settled, err)
+	}
+	if state, _ := e.idempotencyState(t, "orphaned"); state != "unknown" {
+		t.Fatalf("the orphaned action: %s; want unknown", state)
+	}
+	eventually(t, "the orphaned device goes offline", func() bool { return e.status(t, dev) == domain.DeviceOffline })
+	if !survivor.hub.Holds(domain.GatewayHostKey(otherID)) || e.status(t, otherIDs["sim-9"]) != domain.DeviceOnline {
+		t.Fatal("the sweep touched a gateway that is served")
+	}
+	if _, held, err := backends.HostState(e.pool)(ctx, domain.GatewayHostKey(e.gatewayID)); err != nil || held {
+		t.Fatalf("after the sweep the orphan's claim is held %v (%v); want released", held, err)
+	}
+	if settled, err := survivor.hub.SweepOrphans(ctx); err != nil || settled != 0 {
+		t.Fatalf("a second sweep: settled %d (%v); want none", settled, err)
+	}
+}
+
+// A credential that is forged, malformed or missing is refused with 401 in
+// the surface's envelope, before any upgrade.
+func TestHubRefusesBadCredentialsBeforeUpgrading(t *testing.T) {
+	e := newHubEnv(t)
+	a := e.instance(t, instanceOptions{})
+	forged, err := identity.NewGatewayCredential(e.gatewayID) // the right id, another secret
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newFakeGateway(t, "sim-1")
+	if _, _, err := g.connect(t, a.url, forged.Token); !errors.Is(err, tunnel.ErrRefused) {
+		t.Fatalf("a forged credential: %v; want refused", err)
+	}
+	for _, auth := range []string{"Bearer " + forged.Token, "Basic abc", ""} {
+		req, _ := http.NewRequest(http.MethodGet, a.url+tunnel.Path, nil)
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", "websocket")
+		req.Header.Set("Sec-WebSocket-Version", "13")
+		req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+		req.Header.Set("Sec-WebSocket-Protocol", tunnel.Subprotocol)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var envelope struct {
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		if resp.StatusCode != http.StatusUnauthorized || json.Unmarshal(body, &envelope) != nil || envelope.Error.Code != string(domain.CodeUnauthorized) {
+			t.Errorf("Authorization %q: %d %s; want 401 with the unauthorized envelope", auth, resp.StatusCode, body)
+		}
+	}
+	if a.hub.Holds(domain.GatewayHostKey(e.gatewayID)) {
+		t.Fatal("a refused credential's gateway is held")
+	}
+}
+
+// Revoking a gateway closes its tunnel (policy violation, "revoked"), its
+// devices go offline, and its credential no longer opens one.
+func TestHubClosesARevokedGatewaysTunnel(t *testing.T) {
+	e := newHubEnv(t)
+	a := e.instance(t, instanceOptions{})
+	g := newFakeGateway(t, "sim-1")
+	peer, ids := g.mustConnect(t, a.url, e.credential)
+	if _, err := e.app.Commands.RevokeGateway.Handle(testutil.Context(t), commands.RevokeGateway{Auth: e.admin, GatewayID: e.gatewayID}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-peer.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the revoked gateway's tunnel stayed open")
+	}
+	var ce websocket.CloseError
+	if !errors.As(peer.Err(), &ce) || ce.Code != websocket.StatusPolicyViolation || ce.Reason != "revoked" {
+		t.Fatalf("the tunnel ended with %v; want 1008 revoked", peer.Err())
+	}
+	eventually(t, "the device goes offline", func() bool { return e.status(t, ids["sim-1"]) == domain.DeviceOffline })
+	if _, _, err := g.connect(t, a.url, e.credential); !errors.Is(err, tunnel.ErrRefused) {
+		t.Fatalf("reconnecting with the revoked credential: %v; want refused", err)
+	}
+}

@@ -1,0 +1,29 @@
+package workers
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// OrphanedGateways settles, every Interval on every instance, the gateways
+// whose instance died and whose tunnel never came back: their actions left
+// requested get the outcome unknown and their devices go offline
+// (gateway.Hub.SweepOrphans, which takes each such gateway's claim first,
+// so one instance settles it). It runs as the "orphaned-gateways" worker.
+type OrphanedGateways struct {
+	// Sweep is one pass (gateway.Hub.SweepOrphans): how many gateways it
+	// settled; errors are the database's.
+	Sweep func(ctx context.Context) (int, error)
+	// Interval between passes; zero means 5 s.
+	Interval time.Duration
+	Logger   *slog.Logger
+}
+
+// Run sweeps until ctx ends.
+func (w OrphanedGateways) Run(ctx context.Context) {
+	SweepEvery(ctx, w.Interval, 5*time.Second, w.Logger, "orphaned gateway sweep failed", func(ctx context.Context) error {
+		_, err := w.Sweep(workerPass(ctx, "orphaned-gateways"))
+		return err
+	})
+}
