@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"phonefleet/commands"
 	"phonefleet/domain"
@@ -231,5 +232,39 @@ func TestTakeoverSettlesOnlyItsHost(t *testing.T) {
 	var host string
 	if err := env.Pool.QueryRow(bg, `SELECT host FROM action_idempotency WHERE idempotency_key = 'in-flight'`).Scan(&host); err != nil || host != domain.HostSim {
 		t.Fatalf("the action's host is %q (%v); want %q", host, err, domain.HostSim)
+	}
+}
+
+// TestForwardedLiveScreen: a live screen opened on the instance that does
+// not drive the device shows the device's screen, through the one driving
+// it, and a change on the phone reaches it as a new picture.
+func TestForwardedLiveScreen(t *testing.T) {
+	h, n, _, dev := twoInstances(t)
+	st := commands.NewStreams(n.Fleet)
+	s, err := st.OpenStream().Handle(bg, commands.OpenStream{Auth: n.Auth, DeviceID: dev, FPS: 10})
+	if err != nil {
+		t.Fatalf("open a live screen via the other instance: %v", err)
+	}
+	defer s.Close()
+	first, err := s.Next(bg)
+	if err != nil || len(first.JPEG) == 0 || first.Width == 0 {
+		t.Fatalf("first frame: %d bytes, %dx%d, %v", len(first.JPEG), first.Width, first.Height, err)
+	}
+	lease := h.Lease(t, dev).LeaseID
+	if _, err := act(h, dev, lease, "open-notes", "open_app", `{"package":"com.example.notes"}`); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f, err := s.Next(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Seq > first.Seq {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the phone's change never reached the live screen opened on the other instance")
+		}
 	}
 }
