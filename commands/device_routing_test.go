@@ -2,6 +2,7 @@ package commands_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -266,5 +267,38 @@ func TestForwardedLiveScreen(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the phone's change never reached the live screen opened on the other instance")
 		}
+	}
+}
+
+// TestForwardedRunSteps: a run's device surface on the instance that does
+// not drive its device observes and acts through the one that does; each
+// step is counted once, in the holder's unit with the action, and a key
+// repeated after the run moved on answers the recorded receipt.
+func TestForwardedRunSteps(t *testing.T) {
+	h, n, _, dev := twoInstances(t)
+	s := startExternal(t, n, dev, nil)
+	acc := token(t, s)
+	obs, err := n.Runs.Observe(bg, commands.RunObserve{Access: acc, Image: "jpeg", MaxWidth: 360})
+	if err != nil || len(obs.Elements) == 0 {
+		t.Fatalf("observe through the other instance: %v", err)
+	}
+	for i, k := range []string{"open", "back"} {
+		args := `{"package":"com.example.notes"}`
+		action := "open_app"
+		if i == 1 {
+			action, args = "key", `{"key":"BACK"}`
+		}
+		out, err := n.Runs.Act(bg, commands.RunAct{Access: acc, Action: action, Arguments: json.RawMessage(args), IdempotencyKey: k})
+		if err != nil || out.Receipt.State != "committed" || out.Receipt.AgentRunID != s.Run.AgentRunID {
+			t.Fatalf("step %s through the other instance: %+v, %v", k, out.Receipt, err)
+		}
+	}
+	out, err := n.Runs.Act(bg, commands.RunAct{Access: acc, Action: "open_app", Arguments: json.RawMessage(`{"package":"com.example.notes"}`), IdempotencyKey: "open"})
+	if err != nil || !out.Replayed {
+		t.Fatalf("the first step's key again: %+v, %v; want its receipt replayed", out, err)
+	}
+	run, err := h.Runs.Get(bg, commands.GetRun{Auth: h.Auth, RunID: s.Run.RunID})
+	if err != nil || run.StepSeq != 2 {
+		t.Fatalf("the run: %+v, %v; want 2 steps taken", run, err)
 	}
 }
