@@ -83,10 +83,28 @@ func newOpsEnv(t *testing.T) *opsEnv {
 	pool := testutil.SmallPool(t, 8)
 	store := eventstore.New(pool)
 	ctx := testutil.Context(t)
+	var last eventstore.Appended
 	for _, stream := range []string{"ops-a", "ops-b", "ops-c"} {
-		if _, err := store.Append(ctx, stream, 0, eventstore.NewEvent{Type: "optest.happened", SchemaVersion: 1, OrgID: "org_a",
-			Data: json.RawMessage(`{}`), Metadata: eventstore.Metadata{ActorKind: "system", ActorID: "test"}}); err != nil {
+		a, err := store.Append(ctx, stream, 0, eventstore.NewEvent{Type: "optest.happened", SchemaVersion: 1, OrgID: "org_a",
+			Data: json.RawMessage(`{}`), Metadata: eventstore.Metadata{ActorKind: "system", ActorID: "test"}})
+		if err != nil {
 			t.Fatal(err)
+		}
+		last = a
+	}
+	// The feed holds events back while any older transaction is open
+	// anywhere on the server (other packages' tests run at once): wait
+	// until all three pass, or the rebuild could end after the first.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		passes, err := store.FeedPasses(ctx, last.TransactionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if passes {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the feed held the test's events back for a minute")
 		}
 	}
 	rebuilding := &opsGate{name: "ops_rebuilding", pass: 1, entered: make(chan struct{}, 10), release: make(chan struct{})}

@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"phonefleet/commands"
 	"phonefleet/domain"
+	"phonefleet/internal/backends"
 	"phonefleet/internal/fleettest"
 	"phonefleet/internal/sim"
 	"phonefleet/testutil"
@@ -115,6 +118,27 @@ wait:
 		for range lines {
 		}
 	}()
+
+	// The server lets the killed child's claim go once it notices the
+	// connection closed, a moment later on a loaded machine.
+	watch, err := pgxpool.New(testutil.Context(t), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close()
+	hostState := backends.HostState(watch)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		_, held, err := hostState(testutil.Context(t), domain.HostSim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the killed child's sim host claim was still held after a minute")
+		}
+	}
 
 	// Restart: taking over the devices marks the child's action, recorded
 	// as requested and nothing more, as outcome unknown.
