@@ -77,15 +77,48 @@ func (c *GatewayEnrollmentCode) Redeem(mac, dummy []byte, gatewayID string, now 
 	return GatewayEnrollmentCodeUsed{CodeID: c.ID, GatewayID: gatewayID, UsedAt: now}, nil
 }
 
+// Why a gateway's tunnel ended (GatewayDisconnected.Reason).
+const (
+	// GatewayReasonClosedByGateway: the gateway closed the tunnel.
+	GatewayReasonClosedByGateway = "closed_by_gateway"
+	// GatewayReasonHeartbeatLost: the gateway answered no ping twice.
+	GatewayReasonHeartbeatLost = "heartbeat_lost"
+	// GatewayReasonConnectionLost: the connection broke without a close
+	// from either end, or the gateway broke the protocol.
+	GatewayReasonConnectionLost = "connection_lost"
+	// GatewayReasonRevoked: the gateway was revoked.
+	GatewayReasonRevoked = "revoked"
+	// GatewayReasonReplaced: the gateway opened a new tunnel to the same
+	// instance, which closed this one.
+	GatewayReasonReplaced = "replaced"
+	// GatewayReasonShuttingDown: the serving instance shut down.
+	GatewayReasonShuttingDown = "shutting_down"
+	// GatewayReasonClaimLost: the serving instance lost the gateway's
+	// claim (its database connection).
+	GatewayReasonClaimLost = "claim_lost"
+	// GatewayReasonInstanceLost: the serving instance is gone; another one
+	// found the gateway unserved and recorded the end.
+	GatewayReasonInstanceLost = "instance_lost"
+	// GatewayReasonSuperseded: a new tunnel was recorded while the end of
+	// an earlier one was not (its instance could not record it).
+	GatewayReasonSuperseded = "superseded"
+)
+
 // Gateway is an enrolled gateway's state.
 type Gateway struct {
 	ID             string
 	OrgID          string
 	Name           string
 	CredentialHash []byte
-	Version        string
-	EnrolledAt     time.Time
-	RevokedAt      time.Time
+	// Version is the version the gateway reported when it enrolled, then
+	// the one it reported on its latest connection.
+	Version    string
+	EnrolledAt time.Time
+	RevokedAt  time.Time
+	// Instance is the instance serving the gateway's tunnel, as recorded:
+	// empty while none is (ConnectedAt is zero then).
+	Instance    string
+	ConnectedAt time.Time
 }
 
 // Apply folds one event of the gateway's stream.
@@ -95,7 +128,43 @@ func (g *Gateway) Apply(e Event) {
 		g.ID, g.OrgID, g.Name, g.CredentialHash, g.Version, g.EnrolledAt = e.GatewayID, e.OrgID, e.Name, e.CredentialHash, e.Version, e.EnrolledAt
 	case GatewayRevoked:
 		g.RevokedAt = e.At
+	case GatewayConnected:
+		g.Instance, g.ConnectedAt = e.Instance, e.At
+		if e.Version != "" {
+			g.Version = e.Version
+		}
+	case GatewayDisconnected:
+		g.Instance, g.ConnectedAt = "", time.Time{}
 	}
+}
+
+// Connected reports whether the stream records a tunnel of the gateway
+// that has not ended.
+func (g *Gateway) Connected() bool { return g.Instance != "" }
+
+// Connect decides recording c, a tunnel of the enrolled gateway that
+// c.Instance welcomed, at now. A tunnel recorded as open is ended first
+// (GatewayReasonSuperseded): whoever welcomes a tunnel holds the
+// gateway's claim, so the earlier one is no longer served.
+func (g *Gateway) Connect(c GatewayConnected, now time.Time) []Event {
+	var evs []Event
+	if g.Connected() {
+		evs = append(evs, GatewayDisconnected{GatewayID: g.ID, Instance: g.Instance, Reason: GatewayReasonSuperseded, At: now})
+	}
+	c.GatewayID, c.At = g.ID, now
+	return append(evs, c)
+}
+
+// Disconnect decides recording the end of the enrolled gateway's tunnel
+// served by instance, for reason, at now; an empty instance ends
+// whichever tunnel is recorded. It records nothing when no tunnel is
+// recorded as open, or when the open one is another instance's (a newer
+// tunnel, recorded since).
+func (g *Gateway) Disconnect(instance, reason string, now time.Time) []Event {
+	if !g.Connected() || (instance != "" && instance != g.Instance) {
+		return nil
+	}
+	return []Event{GatewayDisconnected{GatewayID: g.ID, Instance: g.Instance, Reason: reason, At: now}}
 }
 
 // State is the gateway's lifecycle state.

@@ -369,6 +369,23 @@ func TestGatewayAndTwoInstances(t *testing.T) {
 		return ""
 	})
 	dev := gwDevs[0]
+	gatewayView := func(p *proc) map[string]any {
+		t.Helper()
+		l := call(t, p.base, "GET", "/v1/gateways", "", nil).json(t)
+		for _, g := range l["gateways"].([]any) {
+			if g := g.(map[string]any); g["gatewayId"] == saved.GatewayID {
+				return g
+			}
+		}
+		t.Fatalf("GET /v1/gateways does not list %s: %v", saved.GatewayID, l)
+		return nil
+	}
+	eventually(t, 30*time.Second, "the gateway shown connected", func() string {
+		if g := gatewayView(b); g["connected"] != true || g["version"] != "0.1.0-dev" || g["instance"] == nil {
+			return fmt.Sprint(g)
+		}
+		return ""
+	})
 
 	// 3. Actions through either instance act once each, in order.
 	lease := call(t, b.base, "POST", "/v1/devices/"+dev+"/lease", "", map[string]any{})
@@ -628,6 +645,12 @@ func TestGatewayAndTwoInstances(t *testing.T) {
 			if d := listDevices(t, a.base)[id]; d.Status != "offline" {
 				return d.Status
 			}
+		}
+		return ""
+	})
+	eventually(t, 30*time.Second, "the revoked gateway shown disconnected", func() string {
+		if g := gatewayView(a); g["connected"] != false || g["state"] != "revoked" {
+			return fmt.Sprint(g)
 		}
 		return ""
 	})

@@ -22,15 +22,19 @@ func NewGatewayEnrollmentCode(c commands.CreatedGatewayEnrollmentCode) GatewayEn
 	return GatewayEnrollmentCode{CodeID: c.CodeID, Code: c.Code, ExpiresAt: domain.FormatWebhookTime(c.ExpiresAt)}
 }
 
-// Gateway is an enrolled gateway.
+// Gateway is an enrolled gateway and its tunnel.
 type Gateway struct {
-	GatewayID  string        `json:"gatewayId"`
-	Name       string        `json:"name"`
-	State      string        `json:"state"`
-	Version    *string       `json:"version"`
-	EnrolledAt string        `json:"enrolledAt"`
-	RevokedAt  *string       `json:"revokedAt"`
-	RevokedBy  *domain.Actor `json:"revokedBy"`
+	GatewayID   string        `json:"gatewayId"`
+	Name        string        `json:"name"`
+	State       string        `json:"state"`
+	Version     *string       `json:"version"`
+	EnrolledAt  string        `json:"enrolledAt"`
+	RevokedAt   *string       `json:"revokedAt"`
+	RevokedBy   *domain.Actor `json:"revokedBy"`
+	Connected   bool          `json:"connected"`
+	Instance    *string       `json:"instance"`
+	ConnectedAt *string       `json:"connectedAt"`
+	LastSeenAt  *string       `json:"lastSeenAt"`
 }
 
 // GatewayList is GET /v1/gateways's answer.
@@ -43,14 +47,11 @@ func NewGatewayList(vs []projections.GatewayView) GatewayList {
 	out := GatewayList{Gateways: make([]Gateway, 0, len(vs))}
 	for _, v := range vs {
 		g := Gateway{GatewayID: v.GatewayID, Name: v.Name, State: v.State, EnrolledAt: domain.FormatWebhookTime(v.EnrolledAt),
-			RevokedBy: v.RevokedBy}
+			RevokedBy: v.RevokedBy, Connected: v.Connected, Instance: v.Instance, RevokedAt: optionalTime(v.RevokedAt),
+			ConnectedAt: optionalTime(v.ConnectedAt), LastSeenAt: optionalTime(v.LastSeenAt)}
 		if v.Version != "" {
 			version := v.Version
 			g.Version = &version
-		}
-		if v.RevokedAt != nil {
-			at := domain.FormatWebhookTime(*v.RevokedAt)
-			g.RevokedAt = &at
 		}
 		out.Gateways = append(out.Gateways, g)
 	}

@@ -135,6 +135,11 @@ type tunnelConn struct {
 
 	helloSaid atomic.Bool
 	hello     chan helloCall
+	// replaced is set when a newer tunnel of the gateway closes this one.
+	replaced atomic.Bool
+	// instance is this process's id as recorded for the tunnel (the
+	// gateway claim's holder), once welcomed.
+	instance string
 	// ready is closed once the tunnel is welcomed, ended once it is
 	// dropped (or refused).
 	ready chan struct{}
@@ -200,7 +205,7 @@ func (h *Hub) ServeTunnel(w http.ResponseWriter, r *http.Request) error {
 	}
 	c.peer = peer
 	reason := h.serve(ctx, c)
-	h.log.Info("gateway tunnel closed", "gatewayId", c.gatewayID, "reason", reason)
+	h.log.Info("gateway tunnel closed", "gatewayId", c.gatewayID, "reason", reason, "err", c.peer.Err())
 	return nil
 }
 
@@ -244,7 +249,7 @@ func (h *Hub) serve(ctx context.Context, c *tunnelConn) string {
 	h.log.Info("gateway tunnel connected", "gatewayId", c.gatewayID, "devices", len(welcome.Devices),
 		"version", call.hello.Version)
 	reason := h.watch(ctx, c)
-	h.drop(ctx, c)
+	h.drop(ctx, c, reason)
 	return reason
 }
 
@@ -346,6 +351,13 @@ func (h *Hub) admit(ctx context.Context, c *tunnelConn, hello tunnel.Hello) (tun
 	if err != nil {
 		return release(err)
 	}
+	if c.instance, err = h.holder(ctx, gw); err != nil {
+		return release(err)
+	}
+	if _, err := fleet.RecordGatewayConnection().Handle(ctx, commands.RecordGatewayConnection{GatewayID: gw, Connected: true,
+		Instance: c.instance, Version: hello.Version, Channel: hello.Channel, Devices: len(served)}); err != nil {
+		return release(err)
+	}
 	c.mu.Lock()
 	c.devices, c.ids = served, known
 	c.mu.Unlock()
@@ -370,6 +382,7 @@ func (h *Hub) lockOpen(c *tunnelConn) (unlock func()) {
 			return mu.Unlock
 		}
 		mu.Unlock()
+		old.replaced.Store(true)
 		old.peer.Close(websocket.StatusPolicyViolation, "replaced by a new connection of the gateway")
 		select {
 		case <-old.ended:
@@ -411,6 +424,15 @@ func (h *Hub) recordConnections(ctx context.Context, fleet *commands.Fleet, ids 
 		}
 	}
 	return served, nil
+}
+
+// holder returns this process's id as the holder of gateway gatewayID's
+// claim (table gateway_hosts), which it holds: the instance recorded as
+// serving the gateway's tunnel.
+func (h *Hub) holder(ctx context.Context, gatewayID string) (string, error) {
+	var id string
+	err := h.cfg.Store.Pool().QueryRow(ctx, `SELECT holder FROM gateway_hosts WHERE gateway_id = $1`, gatewayID).Scan(&id)
+	return id, err
 }
 
 func welcomeDevices(served map[string]tunnel.DeviceInfo, ids map[string]string) []tunnel.DeviceID {
@@ -474,7 +496,7 @@ func (h *Hub) update(ctx context.Context, c *tunnelConn, list []tunnel.DeviceInf
 
 // watch waits for the tunnel to end, closing it when this process loses
 // the gateway's claim, the gateway is revoked, or the hub closes, and
-// says why it ended.
+// says why it ended (domain.GatewayReason…).
 func (h *Hub) watch(ctx context.Context, c *tunnelConn) string {
 	t := time.NewTicker(h.cfg.CheckEvery)
 	defer t.Stop()
@@ -482,18 +504,15 @@ func (h *Hub) watch(ctx context.Context, c *tunnelConn) string {
 	for {
 		select {
 		case <-c.peer.Done():
-			if err := c.peer.Err(); err != nil {
-				return err.Error()
-			}
-			return "connection ended"
+			return endedReason(c)
 		case <-h.closing:
 			c.peer.Close(websocket.StatusGoingAway, "shutting down")
-			return "shutting down"
+			return domain.GatewayReasonShuttingDown
 		case <-t.C:
 		}
 		if err := h.cfg.Claims.Check(ctx); err != nil || !h.cfg.Claims.Holds(key) {
 			c.peer.Close(websocket.StatusTryAgainLater, "claim lost")
-			return "claim lost"
+			return domain.GatewayReasonClaimLost
 		}
 		revoked, err := h.revoked(ctx, c.gatewayID)
 		if err != nil {
@@ -502,9 +521,26 @@ func (h *Hub) watch(ctx context.Context, c *tunnelConn) string {
 		}
 		if revoked {
 			c.peer.Close(websocket.StatusPolicyViolation, "revoked")
-			return "revoked"
+			return domain.GatewayReasonRevoked
 		}
 	}
+}
+
+// endedReason says why a tunnel that watch did not close ended: a newer
+// tunnel of the gateway replaced it, the gateway closed it (a close frame
+// came), its heartbeats went unanswered (a ping timed out), or the
+// connection broke.
+func endedReason(c *tunnelConn) string {
+	err := c.peer.Err()
+	switch {
+	case c.replaced.Load():
+		return domain.GatewayReasonReplaced
+	case websocket.CloseStatus(err) != -1:
+		return domain.GatewayReasonClosedByGateway
+	case errors.Is(err, context.DeadlineExceeded):
+		return domain.GatewayReasonHeartbeatLost
+	}
+	return domain.GatewayReasonConnectionLost
 }
 
 // revoked reports whether the gateway's stream records its revocation.
@@ -525,8 +561,9 @@ func (h *Hub) revoked(ctx context.Context, gatewayID string) (bool, error) {
 }
 
 // drop stops serving an ended tunnel: its devices are no longer resolved
-// here, are recorded offline, and the gateway's claim is released.
-func (h *Hub) drop(ctx context.Context, c *tunnelConn) {
+// here, are recorded offline, its end is recorded (for reason), and the
+// gateway's claim is released.
+func (h *Hub) drop(ctx context.Context, c *tunnelConn, reason string) {
 	mu := h.gatewayLock(c.gatewayID)
 	mu.Lock()
 	defer mu.Unlock()
@@ -546,6 +583,11 @@ func (h *Hub) drop(ctx context.Context, c *tunnelConn) {
 		if _, err := h.recordConnections(ctx, fleet, ids, nil, stateGatewayDisconnected); err != nil {
 			// The orphaned-gateway sweep records them once the claim is free.
 			h.log.Warn("recording a gateway's devices offline failed", "gatewayId", c.gatewayID, "err", err)
+		}
+		if _, err := fleet.RecordGatewayConnection().Handle(ctx, commands.RecordGatewayConnection{GatewayID: c.gatewayID,
+			Instance: c.instance, Reason: reason}); err != nil {
+			// The sweep, or the gateway's next connection, records the end.
+			h.log.Warn("recording a gateway's disconnection failed", "gatewayId", c.gatewayID, "err", err)
 		}
 	}
 	h.cfg.Claims.Release(c.gatewayID)
@@ -600,14 +642,15 @@ func (h *Hub) Device(_ context.Context, d *domain.Device) (domain.Backend, error
 }
 
 // SweepOrphans settles the gateways no instance serves that look served:
-// those with actions recorded as requested under their host, or with
-// devices recorded online, whose claim nobody holds (their instance died,
-// and the gateway has not come back). It takes each one's claim, marks
-// its unfinished actions outcome unknown (when another process held it
-// last), records its devices offline, and releases it. A gateway whose
-// claim another process holds is left to it. It returns how many
-// gateways it settled; errors are the database's, and what it did not
-// reach is swept next time. Every instance runs it (workers).
+// those with actions recorded as requested under their host, with
+// devices recorded online, or recorded connected, whose claim nobody
+// holds (their instance died, and the gateway has not come back). It
+// takes each one's claim, marks its unfinished actions outcome unknown
+// (when another process held it last), records its devices offline and
+// its tunnel ended (domain.GatewayReasonInstanceLost), and releases it.
+// A gateway whose claim another process holds is left to it. It returns
+// how many gateways it settled; errors are the database's, and what it
+// did not reach is swept next time. Every instance runs it (workers).
 func (h *Hub) SweepOrphans(ctx context.Context) (int, error) {
 	fleet := h.fleet.Load()
 	if fleet == nil {
@@ -627,7 +670,11 @@ func (h *Hub) SweepOrphans(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	gateways := slices.Compact(slices.Sorted(slices.Values(append(open, online...))))
+	connected, err := projections.ConnectedGateways(ctx, pool)
+	if err != nil {
+		return 0, err
+	}
+	gateways := slices.Compact(slices.Sorted(slices.Values(slices.Concat(open, online, connected))))
 	settled := 0
 	for _, gw := range gateways {
 		done, err := h.sweep(ctx, fleet, gw)
@@ -673,6 +720,12 @@ func (h *Hub) sweep(ctx context.Context, fleet *commands.Fleet, gw string) (bool
 		return false, err
 	}
 	if _, err := h.recordConnections(ctx, fleet, ids, nil, stateGatewayDisconnected); err != nil {
+		return false, err
+	}
+	// Holding the claim, this process knows no tunnel of the gateway is
+	// served anywhere: whichever the stream shows open has ended.
+	if _, err := fleet.RecordGatewayConnection().Handle(ctx, commands.RecordGatewayConnection{GatewayID: gw,
+		Reason: domain.GatewayReasonInstanceLost}); err != nil {
 		return false, err
 	}
 	h.log.Info("gateway without a tunnel settled", "gatewayId", gw)

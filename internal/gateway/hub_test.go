@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -115,6 +116,8 @@ type instance struct {
 type instanceOptions struct {
 	// checkEvery is the hub's CheckEvery; zero means 50 ms.
 	checkEvery time.Duration
+	// tunnel is the hub's Tunnel (heartbeats).
+	tunnel tunnel.Options
 }
 
 func (e *hubEnv) instance(t *testing.T, opts instanceOptions) *instance {
@@ -124,7 +127,7 @@ func (e *hubEnv) instance(t *testing.T, opts instanceOptions) *instance {
 	}
 	claims := backends.NewGatewayClaims(e.pool)
 	hub := gateway.NewHub(gateway.HubConfig{Claims: claims, Store: e.store, Authenticate: e.app.Queries.AuthenticateGateway,
-		CheckEvery: opts.checkEvery, Logger: quiet})
+		CheckEvery: opts.checkEvery, Tunnel: opts.tunnel, Logger: quiet})
 	fl, err := fleetwire.New(testutil.Context(t), fleetwire.Config{Store: e.store, Runner: e.runner, Logger: quiet,
 		WaitForReceipts: true, Gateways: hub})
 	if err != nil {
@@ -293,6 +296,86 @@ func (e *hubEnv) lease(t *testing.T, in *instance, deviceID string) string {
 	return l.LeaseID
 }
 
+// connections returns the gateway.connected and gateway.disconnected
+// events of a gateway's stream, in order.
+func (e *hubEnv) connections(t *testing.T, gatewayID string) []domain.Event {
+	t.Helper()
+	evs, err := e.store.Load(testutil.Context(t), domain.GatewayStream(gatewayID), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []domain.Event
+	for _, r := range evs {
+		ev, err := domain.Events.Decode(r.Type, r.SchemaVersion, r.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch ev.(type) {
+		case domain.GatewayConnected, domain.GatewayDisconnected:
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// waitConnections waits until a gateway's stream holds n connection
+// events and returns them.
+func (e *hubEnv) waitConnections(t *testing.T, gatewayID string, n int) []domain.Event {
+	t.Helper()
+	var evs []domain.Event
+	eventually(t, fmt.Sprintf("%d connection events", n), func() bool {
+		evs = e.connections(t, gatewayID)
+		return len(evs) >= n
+	})
+	if len(evs) != n {
+		t.Fatalf("connection events: %+v; want %d", evs, n)
+	}
+	return evs
+}
+
+// wantDisconnected checks that ev is a gateway.disconnected of gatewayID's
+// tunnel at instance, for reason, and returns when it happened.
+func wantDisconnected(t *testing.T, ev domain.Event, gatewayID, instance, reason string) time.Time {
+	t.Helper()
+	d, ok := ev.(domain.GatewayDisconnected)
+	if !ok || d.GatewayID != gatewayID || d.Instance != instance || d.Reason != reason || d.At.IsZero() {
+		t.Fatalf("event %#v; want gateway.disconnected of %s at %s, %s", ev, gatewayID, instance, reason)
+	}
+	return d.At
+}
+
+// view waits until the gateway's row in the gateways read model passes ok
+// and returns it.
+func (e *hubEnv) view(t *testing.T, gatewayID, what string, ok func(v projections.GatewayView) bool) projections.GatewayView {
+	t.Helper()
+	var got projections.GatewayView
+	eventually(t, what, func() bool {
+		vs, err := projections.ListGateways(testutil.Context(t), e.pool, e.admin.OrgID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vs {
+			if v.GatewayID == gatewayID {
+				got = v
+				return ok(v)
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// holder returns the process holding a gateway's claim, as gateway_hosts
+// records it.
+func (e *hubEnv) holder(t *testing.T, gatewayID string) string {
+	t.Helper()
+	var id string
+	if err := e.pool.QueryRow(testutil.Context(t), `SELECT holder FROM gateway_hosts WHERE gateway_id = $1`, gatewayID).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 func (e *hubEnv) idempotencyState(t *testing.T, key string) (state, host string) {
 	t.Helper()
 	if err := e.pool.QueryRow(testutil.Context(t), `SELECT state, host FROM action_idempotency WHERE org_id = $1 AND idempotency_key = $2`,
@@ -383,6 +466,117 @@ func TestHubServesAGatewaysDevices(t *testing.T) {
 	}
 }
 
+// Each tunnel of a gateway is recorded on its stream, connected when
+// welcomed (by this process, with the version, channel and devices the
+// hello gave) and disconnected when it ends, with why: closed by the
+// gateway, or replaced by the gateway's newer tunnel at the same
+// instance. The gateways read model follows: connected, through which
+// instance, since when, the running version, and when last seen.
+func TestHubRecordsTheGatewaysConnections(t *testing.T) {
+	e := newHubEnv(t)
+	a := e.instance(t, instanceOptions{})
+	g := newFakeGateway(t, "sim-1", "sim-2")
+	gw := e.gatewayID
+	if v := e.view(t, gw, "the enrolled gateway is listed", func(projections.GatewayView) bool { return true }); v.Connected ||
+		v.Instance != nil || v.ConnectedAt != nil || v.LastSeenAt != nil || v.Version != "" {
+		t.Fatalf("before any tunnel: %+v; want never connected, no version", v)
+	}
+
+	// connected is checked as the welcome's: recorded before it answers.
+	connected := func(ev domain.Event, instance string) time.Time {
+		t.Helper()
+		c, ok := ev.(domain.GatewayConnected)
+		if !ok || c.GatewayID != gw || c.Instance != instance || c.Version != "test" || c.Channel != "stable" || c.Devices != 2 || c.At.IsZero() {
+			t.Fatalf("event %#v; want gateway.connected of %s at %s, version test, channel stable, 2 devices", ev, gw, instance)
+		}
+		return c.At
+	}
+	isConnected := func(instance string, since time.Time) func(v projections.GatewayView) bool {
+		return func(v projections.GatewayView) bool {
+			return v.Connected && v.Instance != nil && *v.Instance == instance && v.Version == "test" &&
+				v.ConnectedAt != nil && v.ConnectedAt.Equal(since) && v.LastSeenAt != nil && v.LastSeenAt.Equal(since)
+		}
+	}
+	isDisconnected := func(at time.Time) func(v projections.GatewayView) bool {
+		return func(v projections.GatewayView) bool {
+			return !v.Connected && v.Instance == nil && v.ConnectedAt == nil && v.Version == "test" &&
+				v.LastSeenAt != nil && v.LastSeenAt.Equal(at)
+		}
+	}
+
+	peer, _ := g.mustConnect(t, a.url, e.credential)
+	inst := e.holder(t, gw)
+	evs := e.connections(t, gw)
+	if len(evs) != 1 {
+		t.Fatalf("after the welcome: %+v; want one gateway.connected", evs)
+	}
+	since := connected(evs[0], inst)
+	e.view(t, gw, "the view shows the tunnel", isConnected(inst, since))
+
+	// The gateway closes its tunnel.
+	peer.Close(websocket.StatusNormalClosure, "bye")
+	evs = e.waitConnections(t, gw, 2)
+	at := wantDisconnected(t, evs[1], gw, inst, domain.GatewayReasonClosedByGateway)
+	e.view(t, gw, "the view shows no tunnel, last seen at its end", isDisconnected(at))
+
+	// It comes back, then opens a second tunnel to the same instance,
+	// which replaces the first.
+	first, _ := g.mustConnect(t, a.url, e.credential)
+	evs = e.connections(t, gw)
+	if len(evs) != 3 {
+		t.Fatalf("after reconnecting: %+v; want a third event", evs)
+	}
+	connected(evs[2], inst)
+	g.mustConnect(t, a.url, e.credential)
+	evs = e.connections(t, gw)
+	if len(evs) != 5 {
+		t.Fatalf("after the second tunnel: %+v; want the first's end and the second's start", evs)
+	}
+	wantDisconnected(t, evs[3], gw, inst, domain.GatewayReasonReplaced)
+	since = connected(evs[4], inst)
+	select {
+	case <-first.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the replaced tunnel stayed open")
+	}
+	e.view(t, gw, "the view shows the second tunnel", isConnected(inst, since))
+	if !a.hub.Holds(domain.GatewayHostKey(gw)) {
+		t.Fatal("the instance does not serve the gateway's second tunnel")
+	}
+}
+
+// A gateway that stops answering pings is dropped, and its tunnel's end
+// recorded as heartbeat_lost. (It has no device: a tunnel is recorded
+// whatever it serves.)
+func TestHubRecordsALostHeartbeat(t *testing.T) {
+	e := newHubEnv(t)
+	a := e.instance(t, instanceOptions{tunnel: tunnel.Options{PingInterval: 200 * time.Millisecond, PingTimeout: 200 * time.Millisecond,
+		Logger: quiet}})
+	ctx, cancel := context.WithTimeout(testutil.Context(t), 20*time.Second)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(a.url, "http")+tunnel.Path, &websocket.DialOptions{
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + e.credential}}, Subprotocols: []string{tunnel.Subprotocol}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseNow()
+	hello := `{"jsonrpc":"2.0","id":1,"method":"` + tunnel.MethodHello + `","params":{"version":"test","channel":"stable","devices":[]}}`
+	if err := conn.Write(ctx, websocket.MessageText, []byte(hello)); err != nil {
+		t.Fatal(err)
+	}
+	// Reading the welcome answers the pings meanwhile; nothing reads
+	// afterwards, so no later ping is answered.
+	if _, answer, err := conn.Read(ctx); err != nil || !strings.Contains(string(answer), `"result"`) {
+		t.Fatalf("the hello's answer: %s (%v); want a welcome", answer, err)
+	}
+	inst := e.holder(t, e.gatewayID)
+	evs := e.waitConnections(t, e.gatewayID, 2)
+	if c, ok := evs[0].(domain.GatewayConnected); !ok || c.Instance != inst || c.Devices != 0 {
+		t.Fatalf("first event %#v; want gateway.connected at %s with no device", evs[0], inst)
+	}
+	wantDisconnected(t, evs[1], e.gatewayID, inst, domain.GatewayReasonHeartbeatLost)
+}
+
 // A gateway that drops its tunnel while an action is on its phone leaves
 // the action's outcome unknown (it may have happened), and its devices go
 // offline.
@@ -469,8 +663,10 @@ func TestHubRefusesAGatewayServedElsewhere(t *testing.T) {
 }
 
 // A gateway whose instance died (its claim is free, its action recorded
-// as requested, its devices online) is settled by another instance's
-// sweep: the action's outcome is unknown and the devices go offline. A
+// as requested, its devices online, its tunnel recorded open) is settled
+// by another instance's sweep: the action's outcome is unknown, the
+// devices go offline and the tunnel's end is recorded (instance_lost). So
+// is a gateway with no device whose tunnel alone is recorded open. A
 // gateway served by a live instance is left alone.
 func TestHubSweepsAnOrphanedGateway(t *testing.T) {
 	e := newHubEnv(t)
@@ -492,6 +688,10 @@ func TestHubSweepsAnOrphanedGateway(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the action never reached the gateway")
 	}
+	// A gateway without devices loses its instance too.
+	bareID, bareCred := e.enroll(t)
+	newFakeGateway(t).mustConnect(t, dying.url, bareCred)
+	dyingInst := e.holder(t, e.gatewayID)
 	// Another gateway, served by the survivor, is not an orphan.
 	otherID, otherCred := e.enroll(t)
 	other := newFakeGateway(t, "sim-9")
@@ -500,12 +700,14 @@ func TestHubSweepsAnOrphanedGateway(t *testing.T) {
 		return e.status(t, dev) == domain.DeviceOnline && e.status(t, otherIDs["sim-9"]) == domain.DeviceOnline
 	})
 
+	e.view(t, bareID, "the gateway without devices shows connected", func(v projections.GatewayView) bool { return v.Connected })
+
 	// The dying instance's database connection goes, and its locks with it.
 	dying.claims.Close()
 	ctx := testutil.Context(t)
 	settled, err := survivor.hub.SweepOrphans(ctx)
-	if err != nil || settled != 1 {
-		t.Fatalf("sweep: settled %d (%v); want 1", settled, err)
+	if err != nil || settled != 2 {
+		t.Fatalf("sweep: settled %d (%v); want 2", settled, err)
 	}
 	if state, _ := e.idempotencyState(t, "orphaned"); state != "unknown" {
 		t.Fatalf("the orphaned action: %s; want unknown", state)
@@ -516,6 +718,14 @@ func TestHubSweepsAnOrphanedGateway(t *testing.T) {
 	}
 	if _, held, err := backends.HostState(e.pool)(ctx, domain.GatewayHostKey(e.gatewayID)); err != nil || held {
 		t.Fatalf("after the sweep the orphan's claim is held %v (%v); want released", held, err)
+	}
+	for _, gw := range []string{e.gatewayID, bareID} {
+		evs := e.waitConnections(t, gw, 2)
+		wantDisconnected(t, evs[1], gw, dyingInst, domain.GatewayReasonInstanceLost)
+		e.view(t, gw, "the orphan shows no tunnel", func(v projections.GatewayView) bool { return !v.Connected })
+	}
+	if evs := e.connections(t, otherID); len(evs) != 1 {
+		t.Fatalf("the served gateway's connection events: %+v; want its gateway.connected alone", evs)
 	}
 	if settled, err := survivor.hub.SweepOrphans(ctx); err != nil || settled != 0 {
 		t.Fatalf("a second sweep: settled %d (%v); want none", settled, err)
@@ -585,6 +795,11 @@ func TestHubClosesARevokedGatewaysTunnel(t *testing.T) {
 		t.Fatalf("the tunnel ended with %v; want 1008 revoked", peer.Err())
 	}
 	eventually(t, "the device goes offline", func() bool { return e.status(t, ids["sim-1"]) == domain.DeviceOffline })
+	evs := e.waitConnections(t, e.gatewayID, 2)
+	wantDisconnected(t, evs[1], e.gatewayID, e.holder(t, e.gatewayID), domain.GatewayReasonRevoked)
+	e.view(t, e.gatewayID, "the view shows the revoked gateway without its tunnel", func(v projections.GatewayView) bool {
+		return v.State == domain.GatewayStateRevoked && !v.Connected
+	})
 	if _, _, err := g.connect(t, a.url, e.credential); !errors.Is(err, tunnel.ErrRefused) {
 		t.Fatalf("reconnecting with the revoked credential: %v; want refused", err)
 	}
