@@ -37,11 +37,7 @@ func (h PerformActionHandler) forward(ctx context.Context, cmd PerformAction, ho
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if h.f.cfg.HostState != nil {
-		// The claim as it is when the call leaves: a takeover that
-		// happens while it waits moves the epoch on from here.
-		if epoch, held, err := h.f.cfg.HostState(ctx, host); err == nil && held {
-			go h.f.watchHost(fctx, cancel, host, epoch)
-		}
+		go h.f.watchHost(fctx, cancel, host)
 	}
 	out, err := forwardCall[PerformAction, ActOutcome](fctx, h.f, host, OpPerformAction, cmd)
 	var u errUnanswered
@@ -55,9 +51,17 @@ func (h PerformActionHandler) forward(ctx context.Context, cmd PerformAction, ho
 }
 
 // watchHost cancels ctx with errHostLost once the host's claim is free or
-// taken anew since epoch first (after a grace for an answer already on
+// taken anew since the call left (after a grace for an answer already on
 // its way).
-func (f *Fleet) watchHost(ctx context.Context, cancel context.CancelCauseFunc, host string, first int64) {
+func (f *Fleet) watchHost(ctx context.Context, cancel context.CancelCauseFunc, host string) {
+	// The claim as the call leaves (read beside it, not before it: the
+	// call waits for no query). A takeover while it waits moves the epoch
+	// on from here; one in the moment this read takes is not seen, and
+	// the call then ends at its deadline and is settled the same way.
+	first, held, err := f.cfg.HostState(ctx, host)
+	if err != nil || !held {
+		return
+	}
 	t := time.NewTicker(hostWatchEvery)
 	defer t.Stop()
 	for {

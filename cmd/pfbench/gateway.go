@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"phonefleet/internal/app"
 	"phonefleet/internal/config"
 	"phonefleet/internal/gateway"
@@ -207,6 +209,12 @@ func (b *bench) gatewayForwarding(ctx context.Context, d time.Duration) error {
 			return err
 		}
 	}
+	// The transport's floor on this machine: a bare request–reply of a
+	// tap-sized call through the same NATS server, no work on either side.
+	floor, err := natsFloor(natsURL, 2*d)
+	if err != nil {
+		return err
+	}
 	line("%-56s %10s %10s %10s %10s", "", "tap p50", "tap p99", "shot p50", "shot p99")
 	for _, c := range cells {
 		line("%-56s %10s %10s %10s %10s", c.name, percentile(c.took, 0.5).Round(10*time.Microsecond), percentile(c.took, 0.99).Round(10*time.Microsecond),
@@ -215,6 +223,8 @@ func (b *bench) gatewayForwarding(ctx context.Context, d time.Duration) error {
 	base, fwd, tun := percentile(cells[0].took, 0.5), percentile(cells[1].took, 0.5), percentile(cells[2].took, 0.5)
 	line("forwarding cost (tap p50, forwarded − baseline): %s (target ≤ 1 ms: %s); %d taps per cell",
 		(fwd - base).Round(10*time.Microsecond), verdict(fwd-base <= time.Millisecond), len(cells[0].took))
+	line("of which the message bus: a bare request–reply of 1 KiB through the same server: p50 %s, p99 %s",
+		percentile(floor, 0.5).Round(10*time.Microsecond), percentile(floor, 0.99).Round(10*time.Microsecond))
 	line("tunnel cost (tap p50, gateway's sim − service's sim, same instance): %s (target ≤ 2 ms: %s); a tap crosses the tunnel 3 times (observe, act, observe)",
 		(tun - base).Round(10*time.Microsecond), verdict(tun-base <= 2*time.Millisecond))
 	return nil
@@ -263,4 +273,37 @@ func benchNATS(ctx context.Context) (string, func(), error) {
 func fileExists(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && !st.IsDir()
+}
+
+// natsFloor times bare request–replies of 1 KiB between two connections
+// to the NATS server at url for d.
+func natsFloor(url string, d time.Duration) ([]time.Duration, error) {
+	server, err := nats.Connect(url)
+	if err != nil {
+		return nil, err
+	}
+	defer server.Close()
+	client, err := nats.Connect(url)
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
+	sub, err := server.Subscribe("pfbench.floor", func(m *nats.Msg) { _ = m.Respond(m.Data) })
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Unsubscribe()
+	if err := server.Flush(); err != nil {
+		return nil, err
+	}
+	body := bytes.Repeat([]byte("x"), 1024)
+	var took []time.Duration
+	for t0 := time.Now(); time.Since(t0) < d; {
+		t1 := time.Now()
+		if _, err := client.Request("pfbench.floor", body, 5*time.Second); err != nil {
+			return nil, err
+		}
+		took = append(took, time.Since(t1))
+	}
+	return took, nil
 }
