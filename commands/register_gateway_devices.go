@@ -16,14 +16,17 @@ import (
 // credential (the hub authenticated the gateway).
 type RegisterGatewayDevices struct {
 	GatewayID string
-	OrgID     string
-	Devices   []GatewayDevice
+	// GatewayName names the devices: "<gateway name>/<key>", so a site's
+	// phones are told apart from the service's own and another site's.
+	GatewayName string
+	OrgID       string
+	Devices     []GatewayDevice
 }
 
 // GatewayDevice is one device as a gateway reports it.
 type GatewayDevice struct {
 	// Key is the gateway's name for the device ("sim-1", "adb-<serial>");
-	// it becomes the device's name.
+	// the device is named after it and the gateway.
 	Key string
 	// Backend is the device's kind (sim or adb).
 	Backend string
@@ -70,7 +73,7 @@ func (h RegisterGatewayDevicesHandler) Handle(ctx context.Context, cmd RegisterG
 	}
 	ids := make(map[string]string, len(cmd.Devices))
 	for _, gd := range cmd.Devices {
-		id, err := h.register(ctx, cmd.GatewayID, cmd.OrgID, gd)
+		id, err := h.register(ctx, cmd.GatewayID, cmd.GatewayName, cmd.OrgID, gd)
 		if err != nil {
 			return nil, err
 		}
@@ -81,13 +84,19 @@ func (h RegisterGatewayDevicesHandler) Handle(ctx context.Context, cmd RegisterG
 
 // register returns the id of the device gd names, registering it if its
 // marker stream does not exist yet.
-func (h RegisterGatewayDevicesHandler) register(ctx context.Context, gatewayID, orgID string, gd GatewayDevice) (string, error) {
+func (h RegisterGatewayDevicesHandler) register(ctx context.Context, gatewayID, gatewayName, orgID string, gd GatewayDevice) (string, error) {
 	marker := domain.GatewayDeviceStream(gatewayID, gd.Key)
 	if id, ok, err := h.registered(ctx, marker); err != nil || ok {
 		return id, err
 	}
 	id := domain.NewID(domain.PrefixDevice)
-	name := string([]rune(gd.Key)[:min(len([]rune(gd.Key)), domain.MaxDeviceNameRunes)])
+	name := gd.Key
+	if gatewayName != "" {
+		name = gatewayName + "/" + gd.Key
+	}
+	if r := []rune(name); len(r) > domain.MaxDeviceNameRunes {
+		name = string(r[:domain.MaxDeviceNameRunes])
+	}
 	var d domain.Device
 	evs, err := d.Register(domain.DeviceRegistered{DeviceID: id, OrgID: orgID, Name: name, Backend: gd.Backend,
 		Model: gd.Model, Serial: gd.Serial, Width: gd.Width, Height: gd.Height, RegisteredAt: h.f.now(),

@@ -39,7 +39,7 @@ func TestRegisterGatewayDevicesOncePerKey(t *testing.T) {
 	}
 	simID := got[0]["sim-1"]
 
-	again, err := h.Handle(ctx, commands.RegisterGatewayDevices{GatewayID: gw, OrgID: env.OrgID, Devices: []commands.GatewayDevice{sim1, adb}})
+	again, err := h.Handle(ctx, commands.RegisterGatewayDevices{GatewayID: gw, GatewayName: "lab-1", OrgID: env.OrgID, Devices: []commands.GatewayDevice{sim1, adb}})
 	if err != nil || again["sim-1"] != simID || again[adb.Key] == "" || again[adb.Key] == simID {
 		t.Fatalf("second report with a new device: %v (%v); want sim-1 = %s and a new id for %s", again, err, simID, adb.Key)
 	}
@@ -58,8 +58,12 @@ func TestRegisterGatewayDevicesOncePerKey(t *testing.T) {
 	}
 	for key, id := range again {
 		d := foldDevice(t, env, id)
-		if d.GatewayID != gw || d.GatewayKey != key || d.Name != key || d.HostKey() != domain.GatewayHostKey(gw) || d.OrgID != env.OrgID {
-			t.Fatalf("device %s: %+v; want gateway %s, key and name %s", id, d, gw, key)
+		name := "lab-1/" + key // named after the gateway that first reported it
+		if key == "sim-1" {
+			name = key // first reported with no gateway name
+		}
+		if d.GatewayID != gw || d.GatewayKey != key || d.Name != name || d.HostKey() != domain.GatewayHostKey(gw) || d.OrgID != env.OrgID {
+			t.Fatalf("device %s: %+v; want gateway %s, key %s, name %s", id, d, gw, key, name)
 		}
 	}
 	if d := foldDevice(t, env, simID); d.Model != "Pixel7" || d.Serial != "GW-SIM-1" || d.Width != 1080 || d.Backend != domain.BackendSim {

@@ -128,7 +128,9 @@ type tunnelConn struct {
 	h         *Hub
 	gatewayID string
 	orgID     string
-	peer      *tunnel.Peer
+	// name is the gateway's name: its devices are named after it.
+	name string
+	peer *tunnel.Peer
 	// meta is the metadata of what the hub records for the tunnel: the
 	// hub as the actor, in the request that opened the tunnel.
 	meta eventstore.Metadata
@@ -195,7 +197,7 @@ func (h *Hub) ServeTunnel(w http.ResponseWriter, r *http.Request) error {
 	meta.ActorKind, meta.ActorID = "system", "gateway-hub"
 	ctx := eventstore.WithMetadata(context.WithoutCancel(r.Context()), meta)
 	meta, _ = eventstore.MetadataFrom(ctx)
-	c := &tunnelConn{h: h, gatewayID: p.GatewayID, orgID: p.OrgID, meta: meta, hello: make(chan helloCall),
+	c := &tunnelConn{h: h, gatewayID: p.GatewayID, orgID: p.OrgID, name: p.Name, meta: meta, hello: make(chan helloCall),
 		ready: make(chan struct{}), ended: make(chan struct{}), devices: map[string]tunnel.DeviceInfo{}, ids: map[string]string{}}
 	defer close(c.ended)
 	peer, err := tunnel.Accept(w, r, c.handle, h.cfg.Tunnel)
@@ -332,7 +334,7 @@ func (h *Hub) admit(ctx context.Context, c *tunnelConn, hello tunnel.Hello) (tun
 		reported = append(reported, commands.GatewayDevice{Key: d.Key, Backend: d.Backend, Model: d.Model, Serial: d.Serial,
 			Width: d.Width, Height: d.Height})
 	}
-	ids, err := fleet.RegisterGatewayDevices().Handle(ctx, commands.RegisterGatewayDevices{GatewayID: gw, OrgID: c.orgID, Devices: reported})
+	ids, err := fleet.RegisterGatewayDevices().Handle(ctx, commands.RegisterGatewayDevices{GatewayID: gw, GatewayName: c.name, OrgID: c.orgID, Devices: reported})
 	if err != nil {
 		return release(err)
 	}
@@ -471,7 +473,7 @@ func (h *Hub) update(ctx context.Context, c *tunnelConn, list []tunnel.DeviceInf
 			Width: d.Width, Height: d.Height})
 		devices[d.Key] = d
 	}
-	ids, err := fleet.RegisterGatewayDevices().Handle(ctx, commands.RegisterGatewayDevices{GatewayID: c.gatewayID, OrgID: c.orgID, Devices: reported})
+	ids, err := fleet.RegisterGatewayDevices().Handle(ctx, commands.RegisterGatewayDevices{GatewayID: c.gatewayID, GatewayName: c.name, OrgID: c.orgID, Devices: reported})
 	if err != nil {
 		return err
 	}
