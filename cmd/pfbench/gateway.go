@@ -3,11 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -85,34 +83,7 @@ func (b *bench) gatewayForwarding(ctx context.Context, d time.Duration) error {
 	}()
 	httpc := &http.Client{Timeout: 60 * time.Second}
 	rest := func(base, method, path string, body any, out any) error {
-		var rd io.Reader
-		if body != nil {
-			raw, _ := json.Marshal(body)
-			rd = bytes.NewReader(raw)
-		}
-		req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
-		if err != nil {
-			return err
-		}
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := httpc.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		raw, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return err
-		}
-		if resp.StatusCode >= 300 {
-			return fmt.Errorf("%s %s: %d %.300s", method, path, resp.StatusCode, raw)
-		}
-		if out != nil {
-			return json.Unmarshal(raw, out)
-		}
-		return nil
+		return restCall(ctx, httpc, method, base+path, body, out)
 	}
 	type deviceList struct {
 		Devices []struct {

@@ -65,34 +65,7 @@ func (b *bench) mcpLatency(ctx context.Context, d time.Duration) error {
 
 	httpc := &http.Client{Timeout: 30 * time.Second}
 	rest := func(method, path string, body any, out any) error {
-		var rd io.Reader
-		if body != nil {
-			raw, _ := json.Marshal(body)
-			rd = bytes.NewReader(raw)
-		}
-		req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
-		if err != nil {
-			return err
-		}
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := httpc.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		raw, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return err
-		}
-		if resp.StatusCode >= 300 {
-			return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, raw)
-		}
-		if out != nil {
-			return json.Unmarshal(raw, out)
-		}
-		return nil
+		return restCall(ctx, httpc, method, base+path, body, out)
 	}
 	tr, err := transport.NewStreamableHTTP(base+"/mcp", transport.WithHTTPBasicClient(httpc))
 	if err != nil {

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"time"
@@ -64,36 +61,7 @@ func (b *bench) vrxStep(ctx context.Context, d time.Duration) error {
 	base := "http://" + a.Addr()
 
 	httpc := &http.Client{Timeout: 30 * time.Second}
-	call := func(method, url string, body any, out any) error {
-		var rd io.Reader
-		if body != nil {
-			raw, _ := json.Marshal(body)
-			rd = bytes.NewReader(raw)
-		}
-		req, err := http.NewRequestWithContext(ctx, method, url, rd)
-		if err != nil {
-			return err
-		}
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := httpc.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		raw, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return err
-		}
-		if resp.StatusCode >= 300 {
-			return fmt.Errorf("%s %s: %d %.300s", method, url, resp.StatusCode, raw)
-		}
-		if out != nil {
-			return json.Unmarshal(raw, out)
-		}
-		return nil
-	}
+	call := func(method, url string, body any, out any) error { return restCall(ctx, httpc, method, url, body, out) }
 
 	var list struct {
 		Devices []struct {
