@@ -19,43 +19,11 @@ version=v0.189.0
 module=github.com/stripe/stripe-mock
 GO=${GO:-go}
 
-gobin() {
-  local d
-  d=$("$GO" env GOBIN)
-  if [ -z "$d" ]; then
-    d=$("$GO" env GOPATH)
-    d="${d%%:*}/bin"
-  fi
-  echo "$d"
-}
-
-# find prints the binary's path; status 1 when there is none, 2 when
-# PHONEFLEET_STRIPE_MOCK names something else.
-find_it() {
-  if [ -n "${PHONEFLEET_STRIPE_MOCK:-}" ]; then
-    if [ -f "$PHONEFLEET_STRIPE_MOCK" ] && [ -x "$PHONEFLEET_STRIPE_MOCK" ]; then
-      echo "$PHONEFLEET_STRIPE_MOCK"
-      return 0
-    fi
-    echo "PHONEFLEET_STRIPE_MOCK=$PHONEFLEET_STRIPE_MOCK is not an executable file; unset it to have stripe-mock installed" >&2
-    return 2
-  fi
-  local p
-  if p=$(command -v stripe-mock 2>/dev/null); then
-    echo "$p"
-    return 0
-  fi
-  p="$(gobin)/stripe-mock"
-  if [ -f "$p" ] && [ -x "$p" ]; then
-    echo "$p"
-    return 0
-  fi
-  return 1
-}
+. "$(dirname "$0")/go-tool.sh"
 
 ensure() {
   local p status=0
-  p=$(find_it) || status=$?
+  p=$(go_tool_find stripe-mock PHONEFLEET_STRIPE_MOCK) || status=$?
   if [ "$status" = 2 ]; then exit 1; fi
   if [ "$status" = 0 ]; then
     # A go-installed binary records its module version; another release
@@ -68,15 +36,7 @@ ensure() {
     echo "$p"
     return 0
   fi
-  echo "installing stripe-mock $version (go install $module@$version)…" >&2
-  (cd / && "$GO" install "$module@$version") >&2
-  p="$(gobin)/stripe-mock"
-  if [ -f "$p" ] && [ -x "$p" ]; then
-    echo "$p"
-    return 0
-  fi
-  echo "stripe-mock not found after go install (looked for $p): install it with go install $module@$version and put it on PATH, or set PHONEFLEET_STRIPE_MOCK to its path" >&2
-  exit 1
+  go_tool_install stripe-mock PHONEFLEET_STRIPE_MOCK "$module" "$version"
 }
 
 if [ "${1:-}" != --run ]; then
