@@ -1,6 +1,6 @@
 // Package console serves the console: the signed-in person's web page to
-// watch and drive the fleet, read receipts and runs, manage webhooks and
-// keys, and approve a CLI sign-in. It is one HTML document and a few ES
+// watch and drive the fleet, read receipts and runs, manage webhooks,
+// keys and gateways, and approve a CLI sign-in. It is one HTML document and a few ES
 // modules embedded in the binary (nothing is fetched from outside at run
 // time); every page calls the same /v1 routes as any client, with the
 // person's bearer token in hosted mode (kept in memory only) and none in

@@ -1,4 +1,4 @@
-// What the webhooks, API keys and operators pages share: modal dialogs
+// What the webhooks, API keys, gateways and operators pages share: modal dialogs
 // (a secret shown once, a confirmation, a small form), the rendering of
 // an API refusal in a form, and tables that stack into cards on a phone.
 // Each dialog is a native <dialog> opened with showModal(), so focus stays
