@@ -97,10 +97,5 @@ func (f *Fleet) changeLease(ctx context.Context, auth domain.Auth, deviceID stri
 	if err := f.waitFor(ctx, c.Last(), projections.DevicesName, projections.LeasesName); err != nil {
 		return projections.LeaseView{}, err
 	}
-	return toLeaseView(d.Lease), nil
-}
-
-func toLeaseView(l *domain.Lease) projections.LeaseView {
-	return projections.LeaseView{LeaseID: l.ID, DeviceID: l.DeviceID, Holder: l.Holder.ForReceipt(),
-		FencingToken: l.FencingToken, AcquiredAt: l.AcquiredAt, ExpiresAt: l.ExpiresAt}
+	return projections.LeaseViewOf(d.Lease), nil
 }

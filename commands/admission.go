@@ -2,21 +2,10 @@ package commands
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"phonefleet/domain"
 )
-
-func init() {
-	provisioningParts = append(provisioningParts, provisioningPart{name: "admission",
-		register: func(p *Provisioning, l *slog.Logger, c *Commands, q *Queries) {
-			set(l, &q.GetAdmission, HandlerFunc[GetAdmission, Admission](p.GetAdmission))
-		},
-		unavailable: func(l *slog.Logger, c *Commands, q *Queries, why func() error) {
-			unavailable(l, &q.GetAdmission, why)
-		}})
-}
 
 // GetAdmission reads the organisation's onboarding and purchase status
 // (GET /v1/admission).
@@ -75,13 +64,16 @@ type FulfilmentCounts struct {
 	Provisioned, AwaitingProvisioning, Cancelled int
 }
 
-// GetAdmission answers GetAdmission for any credential of the organisation
+// GetAdmissionHandler handles GetAdmission.
+type GetAdmissionHandler struct{ *Provisioning }
+
+// Handle answers GetAdmission for any credential of the organisation
 // but an OAuth app (spec 5.2: onboarding status is the console's). It
 // reads the billing account and its fulfilments from their streams, the
 // same state checkout decides on, so the two never disagree; when they
 // cannot be read, 503 admission_unavailable (retryable, with
 // Retry-After).
-func (p *Provisioning) GetAdmission(ctx context.Context, q GetAdmission) (Admission, error) {
+func (p GetAdmissionHandler) Handle(ctx context.Context, q GetAdmission) (Admission, error) {
 	if err := q.Auth.DenyApp("onboarding status", "the console"); err != nil {
 		return Admission{}, err
 	}

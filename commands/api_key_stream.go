@@ -4,16 +4,11 @@ import (
 	"context"
 	"time"
 
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/projections"
 )
-
-// ProjectionWaiter is what key commands need of the projection runner:
-// read-your-writes on the key store (projections.Runner satisfies it).
-type ProjectionWaiter interface {
-	WaitFor(ctx context.Context, name string, a eventstore.Appended) error
-}
 
 // SecretHasher turns an API key secret into its stored form
 // (identity.Hasher satisfies it).
@@ -24,9 +19,10 @@ type SecretHasher interface {
 // APIKeyDeps are the dependencies every key command shares.
 type APIKeyDeps struct {
 	Store *eventstore.Store
-	// Wait makes each command answer only once the key store has applied
-	// its events, so a revoked key is refused from its next request.
-	Wait ProjectionWaiter
+	// ReadModels makes each command answer only once the key store has
+	// applied its events, so a revoked key is refused from its next
+	// request.
+	ReadModels cqrs.ReadModels
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -55,8 +51,51 @@ func changeAPIKey(ctx context.Context, d APIKeyDeps, keyID string,
 		}
 		return []domain.Event{ev}, nil
 	})
-	if err != nil || len(c.Appends) == 0 {
+	if err != nil {
 		return err
 	}
-	return d.Wait.WaitFor(ctx, projections.APIKeysName, c.Last())
+	return cqrs.Await(ctx, d.ReadModels, c.Last(), projections.APIKeysName)
+}
+
+// APIKeys is the key capability: what the key commands and queries need.
+type APIKeys struct {
+	Deps   APIKeyDeps
+	Hasher SecretHasher
+	// Grace is how long a rotated key's old secret keeps working.
+	Grace  time.Duration
+	Reader projections.APIKeyReader
+}
+
+// KeyHandlers are the key capability's entry points of the application
+// object (/v1/api-keys).
+type KeyHandlers struct {
+	MintAPIKey   cqrs.Handler[MintAPIKey, MintedAPIKey]
+	RotateAPIKey cqrs.Handler[RotateAPIKey, MintedAPIKey]
+	RenewAPIKey  cqrs.Handler[RenewAPIKey, cqrs.Done]
+	NarrowAPIKey cqrs.Handler[NarrowAPIKey, cqrs.Done]
+	RevokeAPIKey cqrs.Handler[RevokeAPIKey, cqrs.Done]
+	ListAPIKeys  cqrs.Handler[ListAPIKeys, []projections.APIKeyRecord]
+	GetAPIKey    cqrs.Handler[GetAPIKey, projections.APIKeyRecord]
+}
+
+// Handlers returns the key capability's entry points, each behind d.
+func (k *APIKeys) Handlers(d cqrs.Decorator) KeyHandlers {
+	return KeyHandlers{
+		MintAPIKey:   cqrs.Serve(d, MintAPIKeyHandler{APIKeyDeps: k.Deps, Hasher: k.Hasher}),
+		RotateAPIKey: cqrs.Serve(d, RotateAPIKeyHandler{APIKeyDeps: k.Deps, Hasher: k.Hasher, Grace: k.Grace}),
+		RenewAPIKey:  cqrs.Serve(d, RenewAPIKeyHandler{APIKeyDeps: k.Deps}),
+		NarrowAPIKey: cqrs.Serve(d, NarrowAPIKeyHandler{APIKeyDeps: k.Deps}),
+		RevokeAPIKey: cqrs.Serve(d, RevokeAPIKeyHandler{APIKeyDeps: k.Deps}),
+		ListAPIKeys:  cqrs.Serve(d, ListAPIKeysHandler{k.Reader}),
+		GetAPIKey:    cqrs.Serve(d, GetAPIKeyHandler{k.Reader}),
+	}
+}
+
+// apiKeyAggregate folds an API key's stream.
+var apiKeyAggregate = eventstore.Aggregate[domain.APIKey, domain.Event]{
+	Stream: domain.APIKeyStream,
+	Codec:  domain.Events,
+	New:    func(string) domain.APIKey { return domain.APIKey{} },
+	Apply:  func(k *domain.APIKey, e domain.Event, _ eventstore.Recorded) { k.Apply(e) },
+	OrgID:  func(k *domain.APIKey) string { return k.OrgID },
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/identity"
@@ -45,7 +46,7 @@ func newKeyCmds(t *testing.T) *keyCmds {
 	go func() { runner.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	hasher, _ := identity.NewHasher(bytes.Repeat([]byte{1}, identity.PepperLen))
-	deps := commands.APIKeyDeps{Store: store, Wait: runner}
+	deps := commands.APIKeyDeps{Store: store, ReadModels: runner}
 	return &keyCmds{store: store, hasher: hasher, reader: projections.APIKeyReader{DB: pool},
 		mint:   commands.MintAPIKeyHandler{APIKeyDeps: deps, Hasher: hasher},
 		rotate: commands.RotateAPIKeyHandler{APIKeyDeps: deps, Hasher: hasher, Grace: time.Hour},
@@ -89,16 +90,16 @@ func TestAPIKeyCommandsEmitEvents(t *testing.T) {
 	if _, err := k.rotate.Handle(ctx, commands.RotateAPIKey{Auth: admin, KeyID: minted.KeyID}); err != nil {
 		t.Fatal(err)
 	}
-	if err := k.renew.Handle(ctx, commands.RenewAPIKey{Auth: admin, KeyID: minted.KeyID, Lifetime: 48 * time.Hour}); err != nil {
+	if err := cqrs.Err(k.renew.Handle(ctx, commands.RenewAPIKey{Auth: admin, KeyID: minted.KeyID, Lifetime: 48 * time.Hour})); err != nil {
 		t.Fatal(err)
 	}
-	if err := k.narrow.Handle(ctx, commands.NarrowAPIKey{Auth: admin, KeyID: minted.KeyID, Scopes: []domain.Scope{domain.ScopeDevicesRead}}); err != nil {
+	if err := cqrs.Err(k.narrow.Handle(ctx, commands.NarrowAPIKey{Auth: admin, KeyID: minted.KeyID, Scopes: []domain.Scope{domain.ScopeDevicesRead}})); err != nil {
 		t.Fatal(err)
 	}
-	if err := k.revoke.Handle(ctx, commands.RevokeAPIKey{Auth: admin, KeyID: minted.KeyID}); err != nil {
+	if err := cqrs.Err(k.revoke.Handle(ctx, commands.RevokeAPIKey{Auth: admin, KeyID: minted.KeyID})); err != nil {
 		t.Fatal(err)
 	}
-	if err := k.revoke.Handle(ctx, commands.RevokeAPIKey{Auth: admin, KeyID: minted.KeyID}); err != nil {
+	if err := cqrs.Err(k.revoke.Handle(ctx, commands.RevokeAPIKey{Auth: admin, KeyID: minted.KeyID})); err != nil {
 		t.Fatalf("second revoke: %v; want success", err)
 	}
 	want := []string{"api_key.minted", "api_key.rotated", "api_key.renewed", "api_key.narrowed", "api_key.revoked"}
@@ -135,17 +136,17 @@ func TestAPIKeyCommandsRefuse(t *testing.T) {
 			return err
 		}, domain.CodePermissionDenied},
 		{"a key cannot revoke another way than itself", func() error {
-			return k.revoke.Handle(ctx, commands.RevokeAPIKey{Auth: keyAuth, KeyID: minted.KeyID})
+			return cqrs.Err(k.revoke.Handle(ctx, commands.RevokeAPIKey{Auth: keyAuth, KeyID: minted.KeyID}))
 		}, domain.CodePermissionDenied},
 		{"another organisation's admin", func() error {
-			return k.renew.Handle(ctx, commands.RenewAPIKey{Auth: foreign, KeyID: minted.KeyID})
+			return cqrs.Err(k.renew.Handle(ctx, commands.RenewAPIKey{Auth: foreign, KeyID: minted.KeyID}))
 		}, domain.CodeNotFound},
 		{"another organisation's admin rotating", func() error {
 			_, err := k.rotate.Handle(ctx, commands.RotateAPIKey{Auth: foreign, KeyID: minted.KeyID})
 			return err
 		}, domain.CodeNotFound},
 		{"a key revoking another key as itself", func() error {
-			return k.revoke.Handle(ctx, commands.RevokeAPIKey{Auth: keyAuth, KeyID: domain.NewID(domain.PrefixAPIKey), Self: true})
+			return cqrs.Err(k.revoke.Handle(ctx, commands.RevokeAPIKey{Auth: keyAuth, KeyID: domain.NewID(domain.PrefixAPIKey), Self: true}))
 		}, domain.CodeNotFound},
 	}
 	for _, tt := range tests {
@@ -174,7 +175,7 @@ func TestAPIKeyConcurrentChangesAreSerialised(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = k.renew.Handle(ctx, commands.RenewAPIKey{Auth: admin, KeyID: minted.KeyID, Lifetime: time.Duration(i+1) * time.Hour})
+			errs[i] = cqrs.Err(k.renew.Handle(ctx, commands.RenewAPIKey{Auth: admin, KeyID: minted.KeyID, Lifetime: time.Duration(i+1) * time.Hour}))
 		}()
 	}
 	wg.Wait()

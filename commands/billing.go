@@ -3,7 +3,6 @@ package commands
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -18,18 +17,6 @@ import (
 // changes anything the service records. Both are for signed-in people
 // only: an API key never reaches billing (spec 4.1 rule 5) and an OAuth
 // app is refused (spec 5.2).
-
-func init() {
-	provisioningParts = append(provisioningParts, provisioningPart{name: "billing",
-		register: func(p *Provisioning, l *slog.Logger, c *Commands, q *Queries) {
-			set(l, &q.GetUpcomingInvoice, HandlerFunc[GetUpcomingInvoice, UpcomingInvoice](p.GetUpcomingInvoice))
-			set(l, &c.OpenBillingPortal, HandlerFunc[OpenBillingPortal, BillingPortalSession](p.OpenBillingPortal))
-		},
-		unavailable: func(l *slog.Logger, c *Commands, q *Queries, why func() error) {
-			unavailable(l, &q.GetUpcomingInvoice, why)
-			unavailable(l, &c.OpenBillingPortal, why)
-		}})
-}
 
 // GetUpcomingInvoice reads the organisation's next invoice from the payment
 // provider.
@@ -97,13 +84,16 @@ const BillingPortalReturnPath = "/#/billing"
 // manage.
 const NoBillingAccountState = "no_billing_account"
 
-// GetUpcomingInvoice answers the organisation's next invoice. Any
+// GetUpcomingInvoiceHandler handles GetUpcomingInvoice.
+type GetUpcomingInvoiceHandler struct{ *Provisioning }
+
+// Handle answers the organisation's next invoice. Any
 // signed-in person of the organisation, of either role, may read it; an
 // API key or an OAuth app may not (permission_denied). Without a payment
 // provider, or when it does not answer or refuses, it answers 503
 // checkout_unavailable; when the billing account cannot be read, 503
 // admission_unavailable.
-func (p *Provisioning) GetUpcomingInvoice(ctx context.Context, q GetUpcomingInvoice) (UpcomingInvoice, error) {
+func (p GetUpcomingInvoiceHandler) Handle(ctx context.Context, q GetUpcomingInvoice) (UpcomingInvoice, error) {
 	if err := billingSession(q.Auth); err != nil {
 		return UpcomingInvoice{}, err
 	}
@@ -157,7 +147,10 @@ func emptyUpcomingInvoice(currency string) UpcomingInvoice {
 	return UpcomingInvoice{Currency: currency, Lines: []UpcomingInvoiceLine{}}
 }
 
-// OpenBillingPortal opens the provider's billing portal for the
+// OpenBillingPortalHandler handles OpenBillingPortal.
+type OpenBillingPortalHandler struct{ *Provisioning }
+
+// Handle opens the provider's billing portal for the
 // organisation's customer. Only an admin's signed-in session may
 // (permission_denied for a member, an API key or an OAuth app). An
 // organisation with no customer yet answers 409 wrong_state (state
@@ -165,7 +158,7 @@ func emptyUpcomingInvoice(currency string) UpcomingInvoice {
 // answer, or one that refuses (a portal not set up) answers 503
 // checkout_unavailable; a billing account that cannot be read, 503
 // admission_unavailable.
-func (p *Provisioning) OpenBillingPortal(ctx context.Context, c OpenBillingPortal) (BillingPortalSession, error) {
+func (p OpenBillingPortalHandler) Handle(ctx context.Context, c OpenBillingPortal) (BillingPortalSession, error) {
 	a := c.Auth
 	if err := billingSession(a); err != nil {
 		return BillingPortalSession{}, err

@@ -131,7 +131,7 @@ func TestBillingAgainstStripeMock(t *testing.T) {
 	// Either role reads the next invoice: stripe-mock's preview (1000 usd,
 	// one line).
 	for _, who := range []domain.Auth{billingAdmin(e.withCustomer), billingMember(e.withCustomer)} {
-		inv, err := p.GetUpcomingInvoice(ctx, commands.GetUpcomingInvoice{Auth: who})
+		inv, err := (commands.GetUpcomingInvoiceHandler{Provisioning: p}).Handle(ctx, commands.GetUpcomingInvoice{Auth: who})
 		if err != nil {
 			t.Fatalf("%s: %v", who.Role, err)
 		}
@@ -146,7 +146,7 @@ func TestBillingAgainstStripeMock(t *testing.T) {
 
 	// The admin opens the portal for the customer, coming back to
 	// the console's billing page, {base_url}/#/billing.
-	ps, err := p.OpenBillingPortal(ctx, commands.OpenBillingPortal{Auth: billingAdmin(e.withCustomer)})
+	ps, err := (commands.OpenBillingPortalHandler{Provisioning: p}).Handle(ctx, commands.OpenBillingPortal{Auth: billingAdmin(e.withCustomer)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,18 +159,18 @@ func TestBillingAgainstStripeMock(t *testing.T) {
 	}
 
 	// A member may not open it.
-	_, err = p.OpenBillingPortal(ctx, commands.OpenBillingPortal{Auth: billingMember(e.withCustomer)})
+	_, err = (commands.OpenBillingPortalHandler{Provisioning: p}).Handle(ctx, commands.OpenBillingPortal{Auth: billingMember(e.withCustomer)})
 	billingWantCode(t, err, domain.CodePermissionDenied, nil)
 
 	// An organisation with no customer: an empty invoice, and no portal.
-	inv, err := p.GetUpcomingInvoice(ctx, commands.GetUpcomingInvoice{Auth: billingMember(e.noCustomer)})
+	inv, err := (commands.GetUpcomingInvoiceHandler{Provisioning: p}).Handle(ctx, commands.GetUpcomingInvoice{Auth: billingMember(e.noCustomer)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if inv.AmountDue != 0 || inv.NextInvoiceAt != nil || inv.Lines == nil || len(inv.Lines) != 0 || inv.Currency != "usd" {
 		t.Errorf("got %+v; want the empty answer in the price list's currency", inv)
 	}
-	_, err = p.OpenBillingPortal(ctx, commands.OpenBillingPortal{Auth: billingAdmin(e.noCustomer)})
+	_, err = (commands.OpenBillingPortalHandler{Provisioning: p}).Handle(ctx, commands.OpenBillingPortal{Auth: billingAdmin(e.noCustomer)})
 	de := billingWantCode(t, err, domain.CodeWrongState, billingNo)
 	if de.Extra["state"] != commands.NoBillingAccountState {
 		t.Errorf("got state %v; want %s", de.Extra["state"], commands.NoBillingAccountState)
@@ -188,9 +188,9 @@ func TestBillingRefusesKeysAndApps(t *testing.T) {
 	app := domain.Auth{OrgID: e.withCustomer, Kind: domain.PrincipalApp, UserID: "user_admin", ClientID: "client_1", Role: domain.RoleAdmin,
 		Scopes: domain.AllScopes}
 	for _, who := range []domain.Auth{key, app} {
-		_, err := p.GetUpcomingInvoice(ctx, commands.GetUpcomingInvoice{Auth: who})
+		_, err := (commands.GetUpcomingInvoiceHandler{Provisioning: p}).Handle(ctx, commands.GetUpcomingInvoice{Auth: who})
 		billingWantCode(t, err, domain.CodePermissionDenied, nil)
-		_, err = p.OpenBillingPortal(ctx, commands.OpenBillingPortal{Auth: who})
+		_, err = (commands.OpenBillingPortalHandler{Provisioning: p}).Handle(ctx, commands.OpenBillingPortal{Auth: who})
 		de := billingWantCode(t, err, domain.CodePermissionDenied, nil)
 		if who.IsApp() && de.Extra["where"] != "the console's billing page" {
 			t.Errorf("app refusal names where %v; want the console's billing page", de.Extra["where"])
@@ -214,9 +214,9 @@ func TestBillingProviderMissingDownOrRefusing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := e.provisioning(tc.provider)
-			_, err := p.GetUpcomingInvoice(ctx, commands.GetUpcomingInvoice{Auth: billingAdmin(e.withCustomer)})
+			_, err := (commands.GetUpcomingInvoiceHandler{Provisioning: p}).Handle(ctx, commands.GetUpcomingInvoice{Auth: billingAdmin(e.withCustomer)})
 			billingWantCode(t, err, domain.CodeCheckoutUnavailable, tc.retryable)
-			_, err = p.OpenBillingPortal(ctx, commands.OpenBillingPortal{Auth: billingAdmin(e.withCustomer)})
+			_, err = (commands.OpenBillingPortalHandler{Provisioning: p}).Handle(ctx, commands.OpenBillingPortal{Auth: billingAdmin(e.withCustomer)})
 			billingWantCode(t, err, domain.CodeCheckoutUnavailable, tc.retryable)
 		})
 	}
@@ -235,8 +235,8 @@ func TestBillingStoreUnreadable(t *testing.T) {
 	admin := domain.Auth{OrgID: domain.NewID(domain.PrefixOrganisation), Kind: domain.PrincipalConsole, UserID: "user_admin",
 		Role: domain.RoleAdmin, Scopes: domain.AllScopes}
 	ctx := testutil.Context(t)
-	_, upcoming := p.GetUpcomingInvoice(ctx, commands.GetUpcomingInvoice{Auth: admin})
-	_, portal := p.OpenBillingPortal(ctx, commands.OpenBillingPortal{Auth: admin})
+	_, upcoming := (commands.GetUpcomingInvoiceHandler{Provisioning: p}).Handle(ctx, commands.GetUpcomingInvoice{Auth: admin})
+	_, portal := (commands.OpenBillingPortalHandler{Provisioning: p}).Handle(ctx, commands.OpenBillingPortal{Auth: admin})
 	for name, err := range map[string]error{"upcoming": upcoming, "portal": portal} {
 		var de *domain.Error
 		if !errors.As(err, &de) || de.Code != domain.CodeAdmissionUnavailable || de.Retryable == nil || !*de.Retryable {

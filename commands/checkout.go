@@ -3,7 +3,6 @@ package commands
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/url"
 	"slices"
 	"strings"
@@ -13,19 +12,6 @@ import (
 	"phonefleet/internal/payments"
 	"phonefleet/projections"
 )
-
-func init() {
-	provisioningParts = append(provisioningParts, provisioningPart{name: "checkout",
-		register: func(p *Provisioning, l *slog.Logger, c *Commands, q *Queries) {
-			set(l, &c.StartCheckout, HandlerFunc[StartCheckout, CheckoutAnswer](p.StartCheckout))
-		},
-		unavailable: func(l *slog.Logger, c *Commands, q *Queries, _ func() error) {
-			// Spec 2.3: every 503 of checkout is one of the checkout codes.
-			unavailable(l, &c.StartCheckout, func() error {
-				return domain.Errorf(domain.CodeCheckoutUnavailable, "purchases are not served by this deployment").WithRetryable(false)
-			})
-		}})
-}
 
 // StartCheckout begins a purchase (POST /v1/checkout-sessions, spec 4.1):
 // it opens a hosted payment page for the organisation and answers where to
@@ -43,6 +29,12 @@ type StartCheckout struct {
 	StepUp string
 }
 
+// NotServed is checkout's answer on a deployment without provisioning:
+// every 503 of checkout is one of the checkout codes (spec 2.3).
+func (StartCheckout) NotServed() error {
+	return domain.Errorf(domain.CodeCheckoutUnavailable, "purchases are not served by this deployment").WithRetryable(false)
+}
+
 // CheckoutAnswer is a purchase started (spec 2.2).
 type CheckoutAnswer struct {
 	CheckoutURL string
@@ -58,7 +50,10 @@ type CheckoutAnswer struct {
 	Replayed bool
 }
 
-// StartCheckout answers StartCheckout. The order of checks (spec 4.1;
+// StartCheckoutHandler handles StartCheckout.
+type StartCheckoutHandler struct{ *Provisioning }
+
+// Handle answers StartCheckout. The order of checks (spec 4.1;
 // docs/decisions.md, "The price list, admission and checkout") is:
 //
 //  1. the Idempotency-Key's shape (400 invalid_argument), like the body's
@@ -93,7 +88,7 @@ type CheckoutAnswer struct {
 //
 // Nothing is recorded before step 12, so every refusal before it leaves
 // the key free.
-func (p *Provisioning) StartCheckout(ctx context.Context, cmd StartCheckout) (CheckoutAnswer, error) {
+func (p StartCheckoutHandler) Handle(ctx context.Context, cmd StartCheckout) (CheckoutAnswer, error) {
 	if cmd.IdempotencyKey != "" {
 		if err := domain.CheckCheckoutKey(cmd.IdempotencyKey); err != nil {
 			return CheckoutAnswer{}, err

@@ -179,7 +179,7 @@ func (e *checkoutEnv) checkoutAs(a domain.Auth, key, body string) (commands.Chec
 	if err != nil {
 		e.t.Fatalf("read %s: %v", body, err)
 	}
-	return e.p.StartCheckout(e.ctx, commands.StartCheckout{Auth: a, Request: req, IdempotencyKey: key})
+	return (commands.StartCheckoutHandler{Provisioning: e.p}).Handle(e.ctx, commands.StartCheckout{Auth: a, Request: req, IdempotencyKey: key})
 }
 
 // events returns the organisation's billing account as recorded.
@@ -559,7 +559,7 @@ func TestCheckoutProviderDownFreesTheKey(t *testing.T) {
 	down := commands.NewProvisioning(commands.ProvisioningConfig{Store: e.store, Now: e.clock.Now, PublicURL: "https://fleet.example",
 		Payments: payments.New(payments.Config{SecretKey: "sk_test_down", APIBase: billingClosedURL(t), MaxNetworkRetries: -1})})
 	req, _ := domain.ReadPurchaseRequest([]byte(checkoutDay))
-	_, err := down.StartCheckout(e.ctx, commands.StartCheckout{Auth: checkoutAdmin(e.org), Request: req, IdempotencyKey: "k"})
+	_, err := (commands.StartCheckoutHandler{Provisioning: down}).Handle(e.ctx, commands.StartCheckout{Auth: checkoutAdmin(e.org), Request: req, IdempotencyKey: "k"})
 	wantCheckoutCode(t, err, domain.CodeCheckoutUnavailable, "yes")
 	names := e.eventNames()
 	if !slices.Equal(names, []string{"checkout.started", "checkout.failed"}) {
@@ -610,13 +610,13 @@ func TestCheckoutAlreadyProvisioned(t *testing.T) {
 	gaps := commands.NewProvisioning(commands.ProvisioningConfig{Store: e.store, Now: e.clock.Now})
 	for _, body := range []string{"", `{"sku":"phone_robot_ios","billing":"day"}`, checkoutDay} {
 		req, _ := domain.ReadPurchaseRequest([]byte(body))
-		_, err := gaps.StartCheckout(e.ctx, commands.StartCheckout{Auth: checkoutAdmin(e.org), Request: req})
+		_, err := (commands.StartCheckoutHandler{Provisioning: gaps}).Handle(e.ctx, commands.StartCheckout{Auth: checkoutAdmin(e.org), Request: req})
 		de := wantCheckoutCode(t, err, domain.CodeWrongState, "no")
 		if de.Extra["state"] != "provisioned" {
 			t.Errorf("got state %v; want provisioned", de.Extra["state"])
 		}
 	}
-	adm, err := e.p.GetAdmission(e.ctx, commands.GetAdmission{Auth: checkoutAdmin(e.org), CheckoutServed: true})
+	adm, err := (commands.GetAdmissionHandler{Provisioning: e.p}).Handle(e.ctx, commands.GetAdmission{Auth: checkoutAdmin(e.org), CheckoutServed: true})
 	if err != nil || !adm.Provisioned || adm.CheckoutAvailable || adm.CheckoutBlocked != commands.AdmissionProvisioned ||
 		adm.Fulfilments != (commands.FulfilmentCounts{Provisioned: 1, Cancelled: 1}) {
 		t.Errorf("admission %+v, %v; want provisioned, one phone live and one cancelled", adm, err)
@@ -685,9 +685,9 @@ func TestCheckoutCallers(t *testing.T) {
 // checkout_unavailable, one of the three codes spec 2.3 allows a checkout
 // 503, not the generic service_unavailable.
 func TestCheckoutNotServedAnswersACheckoutCode(t *testing.T) {
-	app := commands.NewApplication(commands.AppDeps{})
+	app := commands.NewApplication(commands.Capabilities{})
 	req, _ := domain.ReadPurchaseRequest([]byte(checkoutDay))
-	_, err := app.Commands.StartCheckout.Handle(testutil.Context(t),
+	_, err := app.Provisioning.StartCheckout.Handle(testutil.Context(t),
 		commands.StartCheckout{Auth: checkoutAdmin(domain.NewID(domain.PrefixOrganisation)), Request: req})
 	wantCheckoutCode(t, err, domain.CodeCheckoutUnavailable, "no")
 }
@@ -705,7 +705,7 @@ func TestCheckoutIdentityCheckUnverifiable(t *testing.T) {
 		}
 	})
 	req, _ := domain.ReadPurchaseRequest([]byte(checkoutDay))
-	_, err := e.p.StartCheckout(e.ctx, commands.StartCheckout{Auth: checkoutAdmin(e.org), Request: req, StepUp: "a-token"})
+	_, err := (commands.StartCheckoutHandler{Provisioning: e.p}).Handle(e.ctx, commands.StartCheckout{Auth: checkoutAdmin(e.org), Request: req, StepUp: "a-token"})
 	wantCheckoutCode(t, err, domain.CodeCheckoutUnavailable, "yes")
 }
 
@@ -724,7 +724,7 @@ func TestCheckoutReverification(t *testing.T) {
 	})
 	run := func(a domain.Auth, stepUp string) error {
 		req, _ := domain.ReadPurchaseRequest([]byte(checkoutDay))
-		_, err := e.p.StartCheckout(e.ctx, commands.StartCheckout{Auth: a, Request: req, StepUp: stepUp})
+		_, err := (commands.StartCheckoutHandler{Provisioning: e.p}).Handle(e.ctx, commands.StartCheckout{Auth: a, Request: req, StepUp: stepUp})
 		return err
 	}
 	admin := checkoutAdmin(e.org)
@@ -819,7 +819,7 @@ func TestCheckoutStock(t *testing.T) {
 	}
 
 	// The price list shows it.
-	l, err := e.p.GetPriceList(e.ctx, commands.GetPriceList{Auth: checkoutAdmin(e.org)})
+	l, err := (commands.GetPriceListHandler{Provisioning: e.p}).Handle(e.ctx, commands.GetPriceList{Auth: checkoutAdmin(e.org)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -861,7 +861,7 @@ func TestCheckoutStockUnreadable(t *testing.T) {
 	e.clock.Advance(time.Hour)
 	_, err = e.checkout("", `{"sku":"cloud_phone","billing":"subscription","model":"iphone-15","quoteId":"`+q+`"}`)
 	wantCheckoutCode(t, err, domain.CodeOutOfStock, "yes")
-	_, err = e.p.GetPriceList(e.ctx, commands.GetPriceList{Auth: checkoutAdmin(e.org)})
+	_, err = (commands.GetPriceListHandler{Provisioning: e.p}).Handle(e.ctx, commands.GetPriceList{Auth: checkoutAdmin(e.org)})
 	wantCheckoutCode(t, err, domain.CodeAdmissionUnavailable, "yes")
 }
 
@@ -878,7 +878,7 @@ func TestCheckoutRefusesOutOfStockWhenConfigured(t *testing.T) {
 func TestAdmission(t *testing.T) {
 	e := newCheckoutEnv(t, testutil.Pool(t))
 	admin := checkoutAdmin(e.org)
-	adm, err := e.p.GetAdmission(e.ctx, commands.GetAdmission{Auth: admin, CheckoutServed: true})
+	adm, err := (commands.GetAdmissionHandler{Provisioning: e.p}).Handle(e.ctx, commands.GetAdmission{Auth: admin, CheckoutServed: true})
 	if err != nil || adm != (commands.Admission{CheckoutAvailable: true}) {
 		t.Fatalf("a new organisation: got %+v, %v; want nothing bought and checkout available", adm, err)
 	}
@@ -889,26 +889,26 @@ func TestAdmission(t *testing.T) {
 	if got.Quantity != 0 || got.FulfilmentIDs != nil {
 		t.Errorf("pay-as-you-go: got %+v; want no phone (a card saved)", got)
 	}
-	adm, _ = e.p.GetAdmission(e.ctx, commands.GetAdmission{Auth: admin, CheckoutServed: true})
+	adm, _ = (commands.GetAdmissionHandler{Provisioning: e.p}).Handle(e.ctx, commands.GetAdmission{Auth: admin, CheckoutServed: true})
 	if adm.OpenCheckout == nil || adm.OpenCheckout.OrderID != got.OrderID || !adm.OpenCheckout.ExpiresAt.Equal(got.ExpiresAt) {
 		t.Errorf("got %+v; want the open checkout %s", adm, got.OrderID)
 	}
 	e.record(domain.AccountStream(e.org), e.org, domain.OrderPaid{OrderID: got.OrderID, ProviderEventID: "evt_payg", PaidAt: e.clock.Now()})
 	key := domain.Auth{OrgID: e.org, Kind: domain.PrincipalAPIKey, APIKeyID: "key_1", Scopes: []domain.Scope{domain.ScopeDevicesRead}}
-	adm, _ = e.p.GetAdmission(e.ctx, commands.GetAdmission{Auth: key, CheckoutServed: true})
+	adm, _ = (commands.GetAdmissionHandler{Provisioning: e.p}).Handle(e.ctx, commands.GetAdmission{Auth: key, CheckoutServed: true})
 	if !adm.PaygAccess || adm.OpenCheckout != nil || adm.Provisioned || !adm.CheckoutAvailable {
 		t.Errorf("after the payg payment: got %+v; want pay-as-you-go access, nothing open", adm)
 	}
-	adm, _ = e.p.GetAdmission(e.ctx, commands.GetAdmission{Auth: key})
+	adm, _ = (commands.GetAdmissionHandler{Provisioning: e.p}).Handle(e.ctx, commands.GetAdmission{Auth: key})
 	if adm.CheckoutAvailable || adm.CheckoutBlocked != commands.AdmissionCheckoutNotServed {
 		t.Errorf("a local deployment: got %+v; want checkout_not_served", adm)
 	}
 	noProvider := commands.NewProvisioning(commands.ProvisioningConfig{Store: e.store, Now: e.clock.Now})
-	adm, _ = noProvider.GetAdmission(e.ctx, commands.GetAdmission{Auth: key, CheckoutServed: true})
+	adm, _ = (commands.GetAdmissionHandler{Provisioning: noProvider}).Handle(e.ctx, commands.GetAdmission{Auth: key, CheckoutServed: true})
 	if adm.CheckoutBlocked != commands.AdmissionNoPaymentProvider {
 		t.Errorf("no provider: got %+v", adm)
 	}
 	app := domain.Auth{OrgID: e.org, Kind: domain.PrincipalApp, UserID: "u", ClientID: "c", Role: domain.RoleAdmin}
-	_, err = e.p.GetAdmission(e.ctx, commands.GetAdmission{Auth: app, CheckoutServed: true})
+	_, err = (commands.GetAdmissionHandler{Provisioning: e.p}).Handle(e.ctx, commands.GetAdmission{Auth: app, CheckoutServed: true})
 	wantCheckoutCode(t, err, domain.CodePermissionDenied, "")
 }

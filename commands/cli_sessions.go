@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 )
@@ -62,29 +62,6 @@ func NewCLISessions(cfg CLISessionConfig) *CLISessions {
 }
 
 func (c *CLISessions) now() time.Time { return c.cfg.Now().UTC().Truncate(time.Microsecond) }
-
-// registerCLISessions sets CLI sign-in's entries of the application
-// object: Approve mints keys through Commands.MintAPIKey (and revokes one
-// whose approval could not be recorded through Commands.RevokeAPIKey), so
-// it is registered after the key commands.
-func registerCLISessions(l *slog.Logger, cs *CLISessions, c *Commands, q *Queries) {
-	if cs == nil {
-		down := func() error {
-			return domain.Errorf(domain.CodeServiceUnavailable, "CLI sign-in is not served by this deployment")
-		}
-		unavailable(l, &c.StartCLISession, down)
-		unavailable(l, &c.PollCLISession, down)
-		unavailable(l, &c.ApproveCLISession, down)
-		unavailable(l, &c.DenyCLISession, down)
-		unavailable(l, &q.GetCLISessionByCode, down)
-		return
-	}
-	set(l, &c.StartCLISession, StartCLISessionHandler{cs})
-	set(l, &c.PollCLISession, PollCLISessionHandler{cs})
-	set(l, &c.ApproveCLISession, ApproveCLISessionHandler{CLISessions: cs, Mint: c.MintAPIKey, Revoke: c.RevokeAPIKey})
-	set(l, &c.DenyCLISession, DenyCLISessionHandler{cs})
-	set(l, &q.GetCLISessionByCode, HandlerFunc[GetCLISessionByCode, CLISessionView](cs.GetByCode))
-}
 
 // CLISessionView is a CLI sign-in as the console shows it to the person
 // deciding it.
@@ -245,10 +222,13 @@ type GetCLISessionByCode struct {
 	UserCode string
 }
 
-// GetByCode answers GetCLISessionByCode. It needs a signed-in session
+// GetCLISessionByCodeHandler handles GetCLISessionByCode.
+type GetCLISessionByCodeHandler struct{ *CLISessions }
+
+// Handle answers GetCLISessionByCode. It needs a signed-in session
 // (permission_denied otherwise); a code that names nothing, or a session
 // another organisation decided, is not_found.
-func (c *CLISessions) GetByCode(ctx context.Context, q GetCLISessionByCode) (CLISessionView, error) {
+func (c GetCLISessionByCodeHandler) Handle(ctx context.Context, q GetCLISessionByCode) (CLISessionView, error) {
 	if err := q.Auth.RequireSession("CLI sign-in"); err != nil {
 		return CLISessionView{}, err
 	}
@@ -306,8 +286,8 @@ type ApproveCLISessionHandler struct {
 	*CLISessions
 	// Mint and Revoke are the application's key commands, so every key
 	// rule holds for a key minted here.
-	Mint   Handler[MintAPIKey, MintedAPIKey]
-	Revoke Handler[RevokeAPIKey, Done]
+	Mint   cqrs.Handles[MintAPIKey, MintedAPIKey]
+	Revoke cqrs.Handles[RevokeAPIKey, cqrs.Done]
 }
 
 // Handle mints an API key for the approving person, named "CLI on

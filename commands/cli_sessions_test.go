@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/identity"
@@ -49,13 +50,9 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	hasher, _ := identity.NewHasher(bytes.Repeat([]byte{7}, identity.PepperLen))
 	reader := projections.APIKeyReader{DB: pool}
 	clock := testutil.NewClock(time.Now().UTC().Truncate(time.Minute))
-	app := commands.NewApplication(commands.AppDeps{
-		APIKeys:     &commands.APIKeys{Deps: commands.APIKeyDeps{Store: store, Wait: runner}, Hasher: hasher, Grace: time.Hour, Reader: reader},
-		CLISessions: commands.NewCLISessions(commands.CLISessionConfig{Store: store, Now: clock.Now}),
-		ConsoleEvents: commands.NewConsoleEvents(commands.ConsoleEventConfig{Store: store, Now: clock.Now,
-			Wait: func(ctx context.Context, a eventstore.Appended) error {
-				return runner.WaitFor(ctx, projections.ConsoleEventsName, a)
-			}}),
+	app := commands.NewApplication(commands.Capabilities{
+		APIKeys: &commands.APIKeys{Deps: commands.APIKeyDeps{Store: store, ReadModels: runner}, Hasher: hasher, Grace: time.Hour, Reader: reader},
+		Console: commands.NewConsole(commands.ConsoleConfig{Store: store, Now: clock.Now, ReadModels: testutil.ReadModels{RM: runner}}),
 	})
 	return &cliEnv{app: app, store: store, clock: clock, keys: &identity.KeyVerifier{Lookup: reader, Hasher: hasher}, reader: reader}
 }
@@ -77,7 +74,7 @@ var (
 
 func (e *cliEnv) start(t *testing.T, pub string, scopes []domain.Scope) commands.StartedCLISession {
 	t.Helper()
-	s, err := e.app.Commands.StartCLISession.Handle(testutil.Context(t), commands.StartCLISession{
+	s, err := e.app.Console.StartCLISession.Handle(testutil.Context(t), commands.StartCLISession{
 		CLISessionRequest: domain.CLISessionRequest{PublicKey: pub, ClientName: "phonefleet 0.1.0", Host: "laptop", Scopes: scopes}})
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +84,7 @@ func (e *cliEnv) start(t *testing.T, pub string, scopes []domain.Scope) commands
 
 func (e *cliEnv) poll(t *testing.T, s commands.StartedCLISession) commands.CLISessionPoll {
 	t.Helper()
-	p, err := e.app.Commands.PollCLISession.Handle(testutil.Context(t), commands.PollCLISession{SessionID: s.Session.SessionID, PollToken: s.PollToken})
+	p, err := e.app.Console.PollCLISession.Handle(testutil.Context(t), commands.PollCLISession{SessionID: s.Session.SessionID, PollToken: s.PollToken})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +105,7 @@ func TestCLISignInDeliversAKeyOnce(t *testing.T) {
 
 	// The person looks the code up as they typed it.
 	typed := string(bytes.ToLower([]byte(started.Session.UserCode)))
-	v, err := e.app.Queries.GetCLISessionByCode.Handle(ctx, commands.GetCLISessionByCode{Auth: cliAnn, UserCode: typed})
+	v, err := e.app.Console.GetCLISessionByCode.Handle(ctx, commands.GetCLISessionByCode{Auth: cliAnn, UserCode: typed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +115,7 @@ func TestCLISignInDeliversAKeyOnce(t *testing.T) {
 	}
 
 	e.clock.Advance(time.Minute)
-	approved, err := e.app.Commands.ApproveCLISession.Handle(ctx, commands.ApproveCLISession{Auth: cliAnn,
+	approved, err := e.app.Console.ApproveCLISession.Handle(ctx, commands.ApproveCLISession{Auth: cliAnn,
 		SessionID: started.Session.SessionID, UserCode: typed, Scopes: []domain.Scope{domain.ScopeDevicesRead, domain.ScopeRunsStart}})
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +180,7 @@ func TestCLISignInRefusals(t *testing.T) {
 	s := e.start(t, pub, nil)
 	id, code := s.Session.SessionID, s.Session.UserCode
 
-	if _, err := e.app.Commands.StartCLISession.Handle(ctx, commands.StartCLISession{CLISessionRequest: domain.CLISessionRequest{PublicKey: "nope"}}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
+	if _, err := e.app.Console.StartCLISession.Handle(ctx, commands.StartCLISession{CLISessionRequest: domain.CLISessionRequest{PublicKey: "nope"}}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
 		t.Errorf("start with a malformed public key: got %v; want invalid_argument", err)
 	}
 	for name, cmd := range map[string]commands.PollCLISession{
@@ -192,7 +189,7 @@ func TestCLISignInRefusals(t *testing.T) {
 		"an unknown id":     {SessionID: domain.NewID(domain.PrefixCLISession), PollToken: s.PollToken},
 		"a malformed id":    {SessionID: "cls_1", PollToken: s.PollToken},
 	} {
-		_, err := e.app.Commands.PollCLISession.Handle(ctx, cmd)
+		_, err := e.app.Console.PollCLISession.Handle(ctx, cmd)
 		if want := domain.ErrCLISessionNotFound(); domain.ErrorCode(err) != domain.CodeNotFound || domain.AsError(err).Message != want.Message {
 			t.Errorf("poll with %s: got %v; want %v", name, err, want)
 		}
@@ -201,20 +198,20 @@ func TestCLISignInRefusals(t *testing.T) {
 	key := domain.Auth{OrgID: "org_a", Kind: domain.PrincipalAPIKey, APIKeyID: "key_1", Scopes: domain.AllScopes}
 	app := domain.Auth{OrgID: "org_a", Kind: domain.PrincipalApp, UserID: "u_ann", ClientID: "app", Scopes: domain.AllScopes}
 	for _, a := range []domain.Auth{key, app} {
-		if _, err := e.app.Queries.GetCLISessionByCode.Handle(ctx, commands.GetCLISessionByCode{Auth: a, UserCode: code}); domain.ErrorCode(err) != domain.CodePermissionDenied {
+		if _, err := e.app.Console.GetCLISessionByCode.Handle(ctx, commands.GetCLISessionByCode{Auth: a, UserCode: code}); domain.ErrorCode(err) != domain.CodePermissionDenied {
 			t.Errorf("%s looks a code up: got %v; want permission_denied", a.Kind, err)
 		}
-		if _, err := e.app.Commands.ApproveCLISession.Handle(ctx, commands.ApproveCLISession{Auth: a, SessionID: id, UserCode: code}); domain.ErrorCode(err) != domain.CodePermissionDenied {
+		if _, err := e.app.Console.ApproveCLISession.Handle(ctx, commands.ApproveCLISession{Auth: a, SessionID: id, UserCode: code}); domain.ErrorCode(err) != domain.CodePermissionDenied {
 			t.Errorf("%s approves: got %v; want permission_denied", a.Kind, err)
 		}
 	}
-	if _, err := e.app.Commands.ApproveCLISession.Handle(ctx, commands.ApproveCLISession{Auth: cliAnn, SessionID: id}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
+	if _, err := e.app.Console.ApproveCLISession.Handle(ctx, commands.ApproveCLISession{Auth: cliAnn, SessionID: id}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
 		t.Errorf("approve without the code: got %v; want invalid_argument", err)
 	}
-	if _, err := e.app.Commands.ApproveCLISession.Handle(ctx, commands.ApproveCLISession{Auth: cliAnn, SessionID: id, UserCode: domain.NewUserCode()}); domain.ErrorCode(err) != domain.CodeNotFound {
+	if _, err := e.app.Console.ApproveCLISession.Handle(ctx, commands.ApproveCLISession{Auth: cliAnn, SessionID: id, UserCode: domain.NewUserCode()}); domain.ErrorCode(err) != domain.CodeNotFound {
 		t.Errorf("approve with another code: got %v; want not_found", err)
 	}
-	if _, err := e.app.Commands.ApproveCLISession.Handle(ctx, commands.ApproveCLISession{Auth: cliAnn, SessionID: id, UserCode: code,
+	if _, err := e.app.Console.ApproveCLISession.Handle(ctx, commands.ApproveCLISession{Auth: cliAnn, SessionID: id, UserCode: code,
 		Scopes: []domain.Scope{domain.ScopeAppsDelete}}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
 		t.Errorf("grant a scope the CLI did not ask for: got %v; want invalid_argument", err)
 	}
@@ -229,7 +226,7 @@ func TestCLISignInTenancy(t *testing.T) {
 	_, pub := cliKeyPair(t)
 	s := e.start(t, pub, nil)
 	id, code := s.Session.SessionID, s.Session.UserCode
-	if _, err := e.app.Commands.DenyCLISession.Handle(ctx, commands.DenyCLISession{Auth: cliAnn, SessionID: id, UserCode: code}); err != nil {
+	if _, err := e.app.Console.DenyCLISession.Handle(ctx, commands.DenyCLISession{Auth: cliAnn, SessionID: id, UserCode: code}); err != nil {
 		t.Fatal(err)
 	}
 	unknownID, unknownCode := domain.NewID(domain.PrefixCLISession), domain.NewUserCode()
@@ -240,18 +237,18 @@ func TestCLISignInTenancy(t *testing.T) {
 			t.Errorf("%s: organisation A's session answers %v; an unknown one %v; want one not_found", what, theirs, unknown)
 		}
 	}
-	_, theirs := e.app.Queries.GetCLISessionByCode.Handle(ctx, commands.GetCLISessionByCode{Auth: cliBea, UserCode: code})
-	_, unknown := e.app.Queries.GetCLISessionByCode.Handle(ctx, commands.GetCLISessionByCode{Auth: cliBea, UserCode: unknownCode})
+	_, theirs := e.app.Console.GetCLISessionByCode.Handle(ctx, commands.GetCLISessionByCode{Auth: cliBea, UserCode: code})
+	_, unknown := e.app.Console.GetCLISessionByCode.Handle(ctx, commands.GetCLISessionByCode{Auth: cliBea, UserCode: unknownCode})
 	same("by code", theirs, unknown)
-	_, theirs = e.app.Commands.ApproveCLISession.Handle(ctx, commands.ApproveCLISession{Auth: cliBea, SessionID: id, UserCode: code})
-	_, unknown = e.app.Commands.ApproveCLISession.Handle(ctx, commands.ApproveCLISession{Auth: cliBea, SessionID: unknownID, UserCode: code})
+	_, theirs = e.app.Console.ApproveCLISession.Handle(ctx, commands.ApproveCLISession{Auth: cliBea, SessionID: id, UserCode: code})
+	_, unknown = e.app.Console.ApproveCLISession.Handle(ctx, commands.ApproveCLISession{Auth: cliBea, SessionID: unknownID, UserCode: code})
 	same("approve", theirs, unknown)
-	_, theirs = e.app.Commands.DenyCLISession.Handle(ctx, commands.DenyCLISession{Auth: cliBea, SessionID: id, UserCode: code})
-	_, unknown = e.app.Commands.DenyCLISession.Handle(ctx, commands.DenyCLISession{Auth: cliBea, SessionID: unknownID, UserCode: code})
+	_, theirs = e.app.Console.DenyCLISession.Handle(ctx, commands.DenyCLISession{Auth: cliBea, SessionID: id, UserCode: code})
+	_, unknown = e.app.Console.DenyCLISession.Handle(ctx, commands.DenyCLISession{Auth: cliBea, SessionID: unknownID, UserCode: code})
 	same("deny", theirs, unknown)
 
 	// A itself sees its decision; the CLI hears of it.
-	v, err := e.app.Queries.GetCLISessionByCode.Handle(ctx, commands.GetCLISessionByCode{Auth: cliAnn, UserCode: code})
+	v, err := e.app.Console.GetCLISessionByCode.Handle(ctx, commands.GetCLISessionByCode{Auth: cliAnn, UserCode: code})
 	if err != nil || v.State != domain.CLIStateDenied || len(v.Grantable) != 0 {
 		t.Errorf("A's own lookup: got %+v %v; want denied, nothing grantable", v, err)
 	}
@@ -269,7 +266,7 @@ func TestCLISignInExpires(t *testing.T) {
 	if p := e.poll(t, s); p.State != domain.CLIStateExpired {
 		t.Fatalf("poll after ten minutes: got %s; want expired", p.State)
 	}
-	_, err := e.app.Commands.ApproveCLISession.Handle(ctx, commands.ApproveCLISession{Auth: cliAnn, SessionID: s.Session.SessionID, UserCode: s.Session.UserCode})
+	_, err := e.app.Console.ApproveCLISession.Handle(ctx, commands.ApproveCLISession{Auth: cliAnn, SessionID: s.Session.SessionID, UserCode: s.Session.UserCode})
 	if domain.ErrorCode(err) != domain.CodeInvalidArgument || domain.AsError(err).Extra["state"] != domain.CLIStateExpired {
 		t.Fatalf("approve after expiry: got %v; want invalid_argument with state expired", err)
 	}
@@ -289,15 +286,15 @@ func TestCLIApprovalLostToADenialRevokesItsKey(t *testing.T) {
 	var minted string
 	racing := commands.ApproveCLISessionHandler{
 		CLISessions: commands.NewCLISessions(commands.CLISessionConfig{Store: e.store, Now: e.clock.Now}),
-		Mint: commands.HandlerFunc[commands.MintAPIKey, commands.MintedAPIKey](func(ctx context.Context, m commands.MintAPIKey) (commands.MintedAPIKey, error) {
-			if _, err := e.app.Commands.DenyCLISession.Handle(ctx, commands.DenyCLISession{Auth: cliAnn, SessionID: s.Session.SessionID, UserCode: s.Session.UserCode}); err != nil {
+		Mint: cqrs.Fake[commands.MintAPIKey, commands.MintedAPIKey](func(ctx context.Context, m commands.MintAPIKey) (commands.MintedAPIKey, error) {
+			if _, err := e.app.Console.DenyCLISession.Handle(ctx, commands.DenyCLISession{Auth: cliAnn, SessionID: s.Session.SessionID, UserCode: s.Session.UserCode}); err != nil {
 				t.Fatal(err)
 			}
-			k, err := e.app.Commands.MintAPIKey.Handle(ctx, m)
+			k, err := e.app.Keys.MintAPIKey.Handle(ctx, m)
 			minted = k.KeyID
 			return k, err
 		}),
-		Revoke: e.app.Commands.RevokeAPIKey,
+		Revoke: e.app.Keys.RevokeAPIKey,
 	}
 	_, err := racing.Handle(ctx, commands.ApproveCLISession{Auth: cliAnn, SessionID: s.Session.SessionID, UserCode: s.Session.UserCode})
 	if domain.ErrorCode(err) != domain.CodeInvalidArgument || domain.AsError(err).Extra["state"] != domain.CLIStateDenied {
@@ -315,12 +312,12 @@ func TestCLIApprovalLostToADenialRevokesItsKey(t *testing.T) {
 // TestCLISessionsWithoutTheCapability: a deployment without CLI sign-in
 // answers service_unavailable.
 func TestCLISessionsWithoutTheCapability(t *testing.T) {
-	app := commands.NewApplication(commands.AppDeps{})
-	_, err := app.Commands.StartCLISession.Handle(testutil.Context(t), commands.StartCLISession{})
+	app := commands.NewApplication(commands.Capabilities{})
+	_, err := app.Console.StartCLISession.Handle(testutil.Context(t), commands.StartCLISession{})
 	if domain.ErrorCode(err) != domain.CodeServiceUnavailable {
 		t.Errorf("got %v; want service_unavailable", err)
 	}
-	_, err = app.Queries.ListConsoleEvents.Handle(testutil.Context(t), commands.ListConsoleEvents{Auth: cliAnn})
+	_, err = app.Console.ListConsoleEvents.Handle(testutil.Context(t), commands.ListConsoleEvents{Auth: cliAnn})
 	if domain.ErrorCode(err) != domain.CodeServiceUnavailable {
 		t.Errorf("got %v; want service_unavailable", err)
 	}

@@ -2,11 +2,11 @@ package commands
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/projections"
@@ -18,10 +18,9 @@ type ConsoleEventConfig struct {
 	// Now is the clock; nil means time.Now. Tests inject one (the
 	// per-minute budget).
 	Now func() time.Time
-	// Wait, when not nil, returns once the console events read model has
-	// applied what a command appended (projections.Runner.WaitFor bound to
-	// projections.ConsoleEventsName), so operators read what was sent.
-	Wait func(ctx context.Context, a eventstore.Appended) error
+	// ReadModels, when not nil, gives read-your-writes on the console
+	// events read model, so operators read what was sent.
+	ReadModels cqrs.ReadModels
 }
 
 // ConsoleEvents is the console telemetry capability: a page's page views
@@ -52,21 +51,6 @@ func NewConsoleEvents(cfg ConsoleEventConfig) *ConsoleEvents {
 }
 
 func (c *ConsoleEvents) now() time.Time { return c.cfg.Now().UTC().Truncate(time.Microsecond) }
-
-// registerConsoleEvents sets the telemetry's entries of the application
-// object.
-func registerConsoleEvents(l *slog.Logger, ce *ConsoleEvents, c *Commands, q *Queries) {
-	if ce == nil {
-		down := func() error {
-			return domain.Errorf(domain.CodeServiceUnavailable, "console telemetry is not served by this deployment")
-		}
-		unavailable(l, &c.RecordConsoleEvents, down)
-		unavailable(l, &q.ListConsoleEvents, down)
-		return
-	}
-	set(l, &c.RecordConsoleEvents, RecordConsoleEventsHandler{ce})
-	set(l, &q.ListConsoleEvents, HandlerFunc[ListConsoleEvents, projections.ConsoleEventPage](ce.List))
-}
 
 // RecordConsoleEvents records a batch of a console page's telemetry (POST
 // /v1/console/events).
@@ -112,8 +96,8 @@ func (h RecordConsoleEventsHandler) Handle(ctx context.Context, cmd RecordConsol
 	if err != nil {
 		return RecordedConsoleEvents{}, err
 	}
-	if h.cfg.Wait != nil && len(c.Appends) > 0 {
-		if err := h.cfg.Wait(ctx, c.Last()); err != nil {
+	if len(c.Appends) > 0 {
+		if err := cqrs.Await(ctx, h.cfg.ReadModels, c.Last(), projections.ConsoleEventsName); err != nil {
 			return RecordedConsoleEvents{}, err
 		}
 	}
@@ -127,11 +111,14 @@ type ListConsoleEvents struct {
 	projections.ConsoleEventQuery
 }
 
-// List answers ListConsoleEvents. It needs an organisation admin's
+// ListConsoleEventsHandler handles ListConsoleEvents.
+type ListConsoleEventsHandler struct{ *ConsoleEvents }
+
+// Handle answers ListConsoleEvents. It needs an organisation admin's
 // signed-in session (the local operator is one): the telemetry tells what
 // each person looked at. A type other than page_view or client_error, and
 // a cursor that is not an event id, are invalid_argument.
-func (c *ConsoleEvents) List(ctx context.Context, q ListConsoleEvents) (projections.ConsoleEventPage, error) {
+func (c ListConsoleEventsHandler) Handle(ctx context.Context, q ListConsoleEvents) (projections.ConsoleEventPage, error) {
 	if err := q.Auth.RequireSession("console telemetry"); err != nil {
 		return projections.ConsoleEventPage{}, err
 	}

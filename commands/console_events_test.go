@@ -23,7 +23,7 @@ func TestConsoleEventsRecordedAndReadByAdmins(t *testing.T) {
 	e := newCLIEnv(t)
 	ctx := testutil.Context(t)
 	member := domain.Auth{OrgID: "org_a", Kind: domain.PrincipalConsole, UserID: "u_max", Role: domain.RoleMember, Scopes: domain.AllScopes}
-	rec := e.app.Commands.RecordConsoleEvents
+	rec := e.app.Console.RecordConsoleEvents
 
 	first, err := rec.Handle(ctx, commands.RecordConsoleEvents{Auth: member, Events: pageViews("/fleet", "/devices/:id"), UserAgent: "test-browser/1"})
 	if err != nil || len(first.EventIDs) != 2 {
@@ -40,7 +40,7 @@ func TestConsoleEventsRecordedAndReadByAdmins(t *testing.T) {
 	}
 
 	list := func(a domain.Auth, q projections.ConsoleEventQuery) (projections.ConsoleEventPage, error) {
-		return e.app.Queries.ListConsoleEvents.Handle(ctx, commands.ListConsoleEvents{Auth: a, ConsoleEventQuery: q})
+		return e.app.Console.ListConsoleEvents.Handle(ctx, commands.ListConsoleEvents{Auth: a, ConsoleEventQuery: q})
 	}
 	// Read-your-writes: recorded events are readable when Record returns.
 	page, err := list(cliAnn, projections.ConsoleEventQuery{})
@@ -102,7 +102,7 @@ func TestConsoleEventsBudgetPerPersonAndMinute(t *testing.T) {
 	e := newCLIEnv(t)
 	ctx := testutil.Context(t)
 	e.clock.Set(time.Date(2026, 3, 1, 12, 0, 50, 0, time.UTC))
-	rec := e.app.Commands.RecordConsoleEvents
+	rec := e.app.Console.RecordConsoleEvents
 	twenty := pageViews(slices.Repeat([]string{"/fleet"}, 20)...)
 	for i := range 3 {
 		if _, err := rec.Handle(ctx, commands.RecordConsoleEvents{Auth: cliAnn, Events: twenty}); err != nil {
@@ -123,7 +123,7 @@ func TestConsoleEventsBudgetPerPersonAndMinute(t *testing.T) {
 	if _, err := rec.Handle(ctx, commands.RecordConsoleEvents{Auth: cliAnn, Events: twenty}); err != nil {
 		t.Fatalf("next minute: %v", err)
 	}
-	page, err := e.app.Queries.ListConsoleEvents.Handle(ctx, commands.ListConsoleEvents{Auth: cliAnn,
+	page, err := e.app.Console.ListConsoleEvents.Handle(ctx, commands.ListConsoleEvents{Auth: cliAnn,
 		ConsoleEventQuery: projections.ConsoleEventQuery{Limit: 200}})
 	if err != nil || len(page.Events) != 60+1+20 {
 		t.Fatalf("got %d events, %v; want 81 (the refused batch recorded nothing)", len(page.Events), err)

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"phonefleet/commands/cqrs"
 
 	"phonefleet/domain"
 )
@@ -19,7 +20,11 @@ type DeleteWebhookHandler struct {
 }
 
 // Handle answers not_found for a subscription the caller may not see.
-func (h DeleteWebhookHandler) Handle(ctx context.Context, cmd DeleteWebhook) error {
+func (h DeleteWebhookHandler) Handle(ctx context.Context, cmd DeleteWebhook) (cqrs.Done, error) {
+	return cqrs.Done{}, h.handle(ctx, cmd)
+}
+
+func (h DeleteWebhookHandler) handle(ctx context.Context, cmd DeleteWebhook) error {
 	if err := cmd.Auth.Require(domain.ScopeDevicesRead); err != nil {
 		return err
 	}

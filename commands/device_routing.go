@@ -11,6 +11,7 @@ import (
 	"image/png"
 	"time"
 
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/projections"
@@ -62,15 +63,15 @@ type forwardedOp func(ctx context.Context, f *Fleet, cmd json.RawMessage) (any, 
 
 // forwardedOps are the calls ServeForwarded runs.
 var forwardedOps = map[string]forwardedOp{
-	OpPerformAction: serveOp(func(f *Fleet) Handler[PerformAction, ActOutcome] { return f.PerformAction() }),
-	OpObserveDevice: serveOp(func(f *Fleet) Handler[ObserveDevice, Observation] { return f.ObserveDevice() }),
-	OpPowerDevice:   serveOp(func(f *Fleet) Handler[PowerDevice, bool] { return poweredHandler{f} }),
-	OpResetDevice:   serveOp(func(f *Fleet) Handler[ResetDevice, bool] { return f.ResetDevice() }),
-	OpAcquireLease:  serveOp(func(f *Fleet) Handler[AcquireLease, projections.LeaseView] { return f.AcquireLease() }),
-	OpLiveFrame:     serveOp(func(f *Fleet) Handler[liveFrameCall, liveFrameAnswer] { return liveFrameHandler{f} }),
+	OpPerformAction: serveOp(func(f *Fleet) cqrs.Handles[PerformAction, ActOutcome] { return f.PerformAction() }),
+	OpObserveDevice: serveOp(func(f *Fleet) cqrs.Handles[ObserveDevice, Observation] { return f.ObserveDevice() }),
+	OpPowerDevice:   serveOp(func(f *Fleet) cqrs.Handles[PowerDevice, bool] { return poweredHandler{f} }),
+	OpResetDevice:   serveOp(func(f *Fleet) cqrs.Handles[ResetDevice, bool] { return f.ResetDevice() }),
+	OpAcquireLease:  serveOp(func(f *Fleet) cqrs.Handles[AcquireLease, projections.LeaseView] { return f.AcquireLease() }),
+	OpLiveFrame:     serveOp(func(f *Fleet) cqrs.Handles[liveFrameCall, liveFrameAnswer] { return liveFrameHandler{f} }),
 }
 
-func serveOp[C, R any](h func(f *Fleet) Handler[C, R]) forwardedOp {
+func serveOp[C, R any](h func(f *Fleet) cqrs.Handles[C, R]) forwardedOp {
 	return func(ctx context.Context, f *Fleet, raw json.RawMessage) (any, error) {
 		var c C
 		if err := json.Unmarshal(raw, &c); err != nil {

@@ -180,7 +180,7 @@ func TestForwardedActionLostAnswer(t *testing.T) {
 	if got := h.Phone(t, dev).Phone().Clock(); !got.Equal(before) {
 		t.Fatal("the phone acted on a call its caller had settled as failed")
 	}
-	rs, err := h.Fleet.ListReceipts(bg, h.Auth, commands.ReceiptQuery{DeviceID: dev})
+	rs, err := h.App.Fleet.ListReceipts.Handle(bg, commands.ListReceipts{Auth: h.Auth, ReceiptQuery: commands.ReceiptQuery{DeviceID: dev}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,9 +276,9 @@ func TestForwardedLiveScreen(t *testing.T) {
 // repeated after the run moved on answers the recorded receipt.
 func TestForwardedRunSteps(t *testing.T) {
 	h, n, _, dev := twoInstances(t)
-	s := startExternal(t, n, dev, nil)
-	acc := token(t, s)
-	obs, err := n.Runs.Observe(bg, commands.RunObserve{Access: acc, Image: "jpeg", MaxWidth: 360})
+	s := fleettest.StartExternalRun(t, n, dev, nil)
+	acc := fleettest.RunToken(t, s)
+	obs, err := n.App.Runs.RunObserve.Handle(bg, commands.RunObserve{Access: acc, Image: "jpeg", MaxWidth: 360})
 	if err != nil || len(obs.Elements) == 0 {
 		t.Fatalf("observe through the other instance: %v", err)
 	}
@@ -288,16 +288,16 @@ func TestForwardedRunSteps(t *testing.T) {
 		if i == 1 {
 			action, args = "key", `{"key":"BACK"}`
 		}
-		out, err := n.Runs.Act(bg, commands.RunAct{Access: acc, Action: action, Arguments: json.RawMessage(args), IdempotencyKey: k})
+		out, err := n.App.Runs.RunAct.Handle(bg, commands.RunAct{Access: acc, Action: action, Arguments: json.RawMessage(args), IdempotencyKey: k})
 		if err != nil || out.Receipt.State != "committed" || out.Receipt.AgentRunID != s.Run.AgentRunID {
 			t.Fatalf("step %s through the other instance: %+v, %v", k, out.Receipt, err)
 		}
 	}
-	out, err := n.Runs.Act(bg, commands.RunAct{Access: acc, Action: "open_app", Arguments: json.RawMessage(`{"package":"com.example.notes"}`), IdempotencyKey: "open"})
+	out, err := n.App.Runs.RunAct.Handle(bg, commands.RunAct{Access: acc, Action: "open_app", Arguments: json.RawMessage(`{"package":"com.example.notes"}`), IdempotencyKey: "open"})
 	if err != nil || !out.Replayed {
 		t.Fatalf("the first step's key again: %+v, %v; want its receipt replayed", out, err)
 	}
-	run, err := h.Runs.Get(bg, commands.GetRun{Auth: h.Auth, RunID: s.Run.RunID})
+	run, err := h.App.Runs.GetRun.Handle(bg, commands.GetRun{Auth: h.Auth, RunID: s.Run.RunID})
 	if err != nil || run.StepSeq != 2 {
 		t.Fatalf("the run: %+v, %v; want 2 steps taken", run, err)
 	}

@@ -32,7 +32,7 @@ type ReceiptExport struct {
 // exportPage is how many entries one query of an export reads.
 const exportPage = 500
 
-// ExportReceipts answers the organisation's receipt chain (devices:read).
+// exportReceipts answers the organisation's receipt chain (devices:read).
 // It is refused with permission_denied to OAuth apps (the receipt feed is
 // not theirs, spec 5.2) and to API keys narrowed to a device subset: the
 // chain links every receipt of the organisation, so a part of it cannot be
@@ -40,7 +40,7 @@ const exportPage = 500
 // their receipts. It waits for the chain to include every event committed
 // before the call; service_unavailable (retryable) when the chain is still
 // being built.
-func (f *Fleet) ExportReceipts(ctx context.Context, q ExportReceipts) (ReceiptExport, error) {
+func (f *Fleet) exportReceipts(ctx context.Context, q ExportReceipts) (ReceiptExport, error) {
 	auth := q.Auth
 	if err := auth.Require(domain.ScopeDevicesRead); err != nil {
 		return ReceiptExport{}, err

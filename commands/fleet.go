@@ -2,12 +2,12 @@ package commands
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/devices"
@@ -53,8 +53,9 @@ type DeviceRuntime interface {
 // FleetConfig is what the fleet's commands need.
 type FleetConfig struct {
 	Store *eventstore.Store
-	// Runner gives read-your-writes (WaitFor) on the fleet's read models.
-	Runner *projections.Runner
+	// ReadModels gives read-your-writes on the fleet's read models; nil
+	// waits for none (an operator command registering devices).
+	ReadModels cqrs.ReadModels
 	// Runtime runs device work. Only a fleet that registers devices and
 	// nothing else (the operator command) may go without one.
 	Runtime DeviceRuntime
@@ -82,11 +83,11 @@ const DefaultActTimeout = 30 * time.Second
 // one read. It holds only what those share; device work goes through the
 // runtime.
 type Fleet struct {
-	cfg     FleetConfig
-	store   *eventstore.Store
-	pool    *pgxpool.Pool
-	runner  *projections.Runner
-	runtime DeviceRuntime
+	cfg        FleetConfig
+	store      *eventstore.Store
+	pool       *pgxpool.Pool
+	readModels cqrs.ReadModels
+	runtime    DeviceRuntime
 	// forwarder carries device calls to the instance driving the device;
 	// nil when there is none (SetForwarder).
 	forwarder atomic.Pointer[Forwarder]
@@ -103,7 +104,7 @@ func NewFleet(cfg FleetConfig) *Fleet {
 	if cfg.ActTimeout <= 0 {
 		cfg.ActTimeout = DefaultActTimeout
 	}
-	f := &Fleet{cfg: cfg, store: cfg.Store, pool: cfg.Store.Pool(), runner: cfg.Runner, runtime: cfg.Runtime}
+	f := &Fleet{cfg: cfg, store: cfg.Store, pool: cfg.Store.Pool(), readModels: cfg.ReadModels, runtime: cfg.Runtime}
 	f.devices = eventstore.NewRepository(cfg.Store, deviceAggregate)
 	f.actions = eventstore.NewRepository(cfg.Store, actionAggregate)
 	return f
@@ -115,15 +116,7 @@ func (f *Fleet) now() time.Time { return f.cfg.Now().UTC().Truncate(time.Microse
 
 // waitFor gives read-your-writes on the named read models.
 func (f *Fleet) waitFor(ctx context.Context, a eventstore.Appended, names ...string) error {
-	if f.runner == nil || a.LastPosition == 0 {
-		return nil
-	}
-	for _, n := range names {
-		if err := f.runner.WaitFor(ctx, n, a); err != nil {
-			return fmt.Errorf("wait for %s: %w", n, err)
-		}
-	}
-	return nil
+	return cqrs.Await(ctx, f.readModels, a, names...)
 }
 
 // visibleDevice loads a device the caller may use: in its organisation and
@@ -146,4 +139,78 @@ func (f *Fleet) loadVisible(ctx context.Context, auth domain.Auth, deviceID stri
 		return domain.Device{}, 0, domain.ErrDeviceNotFound(deviceID)
 	}
 	return d, version, nil
+}
+
+// FleetHandlers are the fleet's entry points of the application object.
+type FleetHandlers struct {
+	AcquireLease    cqrs.Handler[AcquireLease, projections.LeaseView]
+	RenewLease      cqrs.Handler[RenewLease, projections.LeaseView]
+	ReleaseLease    cqrs.Handler[ReleaseLease, cqrs.Done]
+	ExpireLease     cqrs.Handler[ExpireLease, bool]
+	ResetDevice     cqrs.Handler[ResetDevice, bool]
+	PerformAction   cqrs.Handler[PerformAction, ActOutcome]
+	ObserveDevice   cqrs.Handler[ObserveDevice, Observation]
+	WaitFor         cqrs.Handler[WaitFor, WaitResult]
+	PowerDevice     cqrs.Handler[PowerDevice, projections.DeviceView]
+	RenameDevice    cqrs.Handler[RenameDevice, projections.DeviceView]
+	ReviewReceipt   cqrs.Handler[ReviewReceipt, domain.Receipt]
+	RegisterDevices cqrs.Handler[RegisterDevices, []string]
+	// RecordDeviceConnection is sent by device discovery.
+	RecordDeviceConnection cqrs.Handler[RecordDeviceConnection, bool]
+	// RegisterGatewayDevices is sent by the gateway hub for the devices a
+	// gateway reports.
+	RegisterGatewayDevices cqrs.Handler[RegisterGatewayDevices, map[string]string]
+	// MarkAbandonedActions is sent by the process that takes a host over.
+	MarkAbandonedActions cqrs.Handler[MarkAbandonedActions, int]
+	// Live sessions: join (or open) in a role, end.
+	JoinLiveSession cqrs.Handler[JoinLiveSession, JoinedLiveSession]
+	EndLiveSession  cqrs.Handler[EndLiveSession, cqrs.Done]
+
+	ListDevices  cqrs.Handler[ListDevices, DevicePage]
+	GetDevice    cqrs.Handler[GetDevice, projections.DeviceView]
+	GetDriving   cqrs.Handler[GetDriving, Driving]
+	ListLeases   cqrs.Handler[ListLeases, LeasePage]
+	GetFrame     cqrs.Handler[GetFrame, Frame]
+	ListReceipts cqrs.Handler[ListReceipts, ReceiptPage]
+	GetReceipt   cqrs.Handler[GetReceipt, domain.Receipt]
+	// ExportReceipts answers the receipt chain (GET /v1/receipts/export).
+	ExportReceipts cqrs.Handler[ExportReceipts, ReceiptExport]
+	// Live screens and sessions.
+	OpenStream     cqrs.Handler[OpenStream, *ScreenStream]
+	GetLiveSession cqrs.Handler[GetLiveSession, LiveSessionView]
+}
+
+// Handlers returns the fleet's entry points, each behind d. Live screens
+// share one feed per device among their watchers, so call it once.
+func (f *Fleet) Handlers(d cqrs.Decorator) FleetHandlers {
+	live, streams := NewLiveSessions(f), NewStreams(f)
+	return FleetHandlers{
+		AcquireLease:           cqrs.Serve(d, f.AcquireLease()),
+		RenewLease:             cqrs.Serve(d, f.RenewLease()),
+		ReleaseLease:           cqrs.Serve(d, f.ReleaseLease()),
+		ExpireLease:            cqrs.Serve(d, f.ExpireLease()),
+		ResetDevice:            cqrs.Serve(d, f.ResetDevice()),
+		PerformAction:          cqrs.Serve(d, f.PerformAction()),
+		ObserveDevice:          cqrs.Serve(d, f.ObserveDevice()),
+		WaitFor:                cqrs.Serve(d, f.WaitFor()),
+		PowerDevice:            cqrs.Serve(d, f.PowerDevice()),
+		RenameDevice:           cqrs.Serve(d, f.RenameDevice()),
+		ReviewReceipt:          cqrs.Serve(d, f.ReviewReceipt()),
+		RegisterDevices:        cqrs.Serve(d, f.RegisterDevices()),
+		RecordDeviceConnection: cqrs.Serve(d, f.RecordDeviceConnection()),
+		RegisterGatewayDevices: cqrs.Serve(d, f.RegisterGatewayDevices()),
+		MarkAbandonedActions:   cqrs.Serve(d, f.MarkAbandonedActions()),
+		JoinLiveSession:        cqrs.Serve(d, live.JoinLiveSession()),
+		EndLiveSession:         cqrs.Serve(d, live.EndLiveSession()),
+		ListDevices:            cqrs.Serve(d, ListDevicesHandler{f}),
+		GetDevice:              cqrs.Serve(d, GetDeviceHandler{f}),
+		GetDriving:             cqrs.Serve(d, GetDrivingHandler{live}),
+		ListLeases:             cqrs.Serve(d, ListLeasesHandler{f}),
+		GetFrame:               cqrs.Serve(d, GetFrameHandler{f}),
+		ListReceipts:           cqrs.Serve(d, ListReceiptsHandler{f}),
+		GetReceipt:             cqrs.Serve(d, GetReceiptHandler{f}),
+		ExportReceipts:         cqrs.Serve(d, ExportReceiptsHandler{f}),
+		OpenStream:             cqrs.Serve(d, streams.OpenStream()),
+		GetLiveSession:         cqrs.Serve(d, live.GetLiveSession()),
+	}
 }

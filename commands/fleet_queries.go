@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
-	"phonefleet/eventstore"
 	"phonefleet/projections"
 )
 
@@ -37,9 +37,9 @@ type DevicePage struct {
 	NextAfter string
 }
 
-// ListDevices lists the devices the credential can see (devices:read).
+// listDevices lists the devices the credential can see (devices:read).
 // Errors: permission_denied, invalid_argument.
-func (f *Fleet) ListDevices(ctx context.Context, auth domain.Auth, q DeviceQuery) (DevicePage, error) {
+func (f *Fleet) listDevices(ctx context.Context, auth domain.Auth, q DeviceQuery) (DevicePage, error) {
 	if err := auth.Require(domain.ScopeDevicesRead); err != nil {
 		return DevicePage{}, err
 	}
@@ -57,10 +57,10 @@ func (f *Fleet) ListDevices(ctx context.Context, auth domain.Auth, q DeviceQuery
 	return DevicePage{Devices: devs, NextAfter: next}, err
 }
 
-// GetDevice reads one device (devices:read). A device of another
+// device reads one device (devices:read). A device of another
 // organisation or outside the credential's subset answers as an unknown one
 // does: device_unavailable with reason not_found, as the command side.
-func (f *Fleet) GetDevice(ctx context.Context, auth domain.Auth, deviceID string) (projections.DeviceView, error) {
+func (f *Fleet) device(ctx context.Context, auth domain.Auth, deviceID string) (projections.DeviceView, error) {
 	if err := auth.Require(domain.ScopeDevicesRead); err != nil {
 		return projections.DeviceView{}, err
 	}
@@ -92,10 +92,10 @@ type Driving struct {
 	LiveSession *LiveSessionView
 }
 
-// Driving answers who is driving a device (devices:read): the holder of
+// driving answers who is driving a device (devices:read): the holder of
 // its lease in force and until when, or nobody.
-func (f *Fleet) Driving(ctx context.Context, auth domain.Auth, deviceID string) (Driving, error) {
-	d, err := f.GetDevice(ctx, auth, deviceID)
+func (f *Fleet) driving(ctx context.Context, auth domain.Auth, deviceID string) (Driving, error) {
+	d, err := f.device(ctx, auth, deviceID)
 	if err != nil {
 		return Driving{}, err
 	}
@@ -115,9 +115,9 @@ type LeasePage struct {
 	NextAfter string
 }
 
-// ListLeases lists the organisation's leases in force (devices:read),
+// listLeases lists the organisation's leases in force (devices:read),
 // within the credential's device subset.
-func (f *Fleet) ListLeases(ctx context.Context, auth domain.Auth, q LeaseQuery) (LeasePage, error) {
+func (f *Fleet) listLeases(ctx context.Context, auth domain.Auth, q LeaseQuery) (LeasePage, error) {
 	if err := auth.Require(domain.ScopeDevicesRead); err != nil {
 		return LeasePage{}, err
 	}
@@ -148,11 +148,11 @@ type ReceiptQuery struct {
 // the last page.
 type ReceiptPage = projections.ReceiptPage
 
-// ListReceipts reads the receipt feed (devices:read; not open to OAuth
+// listReceipts reads the receipt feed (devices:read; not open to OAuth
 // apps). Both actor filters at once, an empty agentRunId or actor filter,
 // an unknown status, a limit below 1 or an unreadable before answer
 // invalid_argument.
-func (f *Fleet) ListReceipts(ctx context.Context, auth domain.Auth, q ReceiptQuery) (ReceiptPage, error) {
+func (f *Fleet) listReceipts(ctx context.Context, auth domain.Auth, q ReceiptQuery) (ReceiptPage, error) {
 	if err := auth.Require(domain.ScopeDevicesRead); err != nil {
 		return ReceiptPage{}, err
 	}
@@ -197,7 +197,7 @@ func (f *Fleet) ListReceipts(ctx context.Context, auth domain.Auth, q ReceiptQue
 	return projections.ListReceipts(ctx, f.pool, filter)
 }
 
-// GetReceipt reads one receipt by its idempotency key (devices:read).
+// receipt reads one receipt by its idempotency key (devices:read).
 // receipt_not_found when none under the key belongs to the organisation
 // (or is visible to the credential: another device subset, or for an
 // OAuth app another person's).
@@ -206,7 +206,7 @@ func (f *Fleet) ListReceipts(ctx context.Context, auth domain.Auth, q ReceiptQue
 // read model; this read gives read-your-writes instead: when the
 // idempotency record shows an outcome (or a request) the read model does
 // not show yet, it waits for the read model to catch up first.
-func (f *Fleet) GetReceipt(ctx context.Context, auth domain.Auth, key string) (domain.Receipt, error) {
+func (f *Fleet) receipt(ctx context.Context, auth domain.Auth, key string) (domain.Receipt, error) {
 	if err := auth.Require(domain.ScopeDevicesRead); err != nil {
 		return domain.Receipt{}, err
 	}
@@ -253,23 +253,12 @@ func (f *Fleet) receiptBehind(ctx context.Context, orgID, key string, r domain.R
 	return false, nil
 }
 
-// waitForHead waits until the named read model has applied every event
-// committed so far.
+// waitForHead waits, for at most 10 seconds, until the named read model
+// has applied every event committed so far.
 func (f *Fleet) waitForHead(ctx context.Context, name string) error {
-	var a eventstore.Appended
-	var txid int64
-	err := f.pool.QueryRow(ctx, `SELECT transaction_id::text::bigint, position FROM events
-		ORDER BY transaction_id DESC, position DESC LIMIT 1`).Scan(&txid, &a.LastPosition)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	a.TransactionID = uint64(txid)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return f.waitFor(ctx, a, name)
+	return cqrs.AwaitAll(ctx, f.store, f.readModels, name)
 }
 
 func receiptVisible(auth domain.Auth, r domain.Receipt) bool {
@@ -284,4 +273,73 @@ func receiptVisible(auth domain.Auth, r domain.Receipt) bool {
 
 func receiptNotFound(key string) error {
 	return domain.Errorf(domain.CodeReceiptNotFound, "no receipt under idempotencyKey %q", key)
+}
+
+// ListDevicesHandler handles ListDevices.
+type ListDevicesHandler struct{ f *Fleet }
+
+// Handle lists the devices the credential can see (listDevices).
+func (h ListDevicesHandler) Handle(ctx context.Context, q ListDevices) (DevicePage, error) {
+	return h.f.listDevices(ctx, q.Auth, q.DeviceQuery)
+}
+
+// GetDeviceHandler handles GetDevice.
+type GetDeviceHandler struct{ f *Fleet }
+
+// Handle reads one device (device).
+func (h GetDeviceHandler) Handle(ctx context.Context, q GetDevice) (projections.DeviceView, error) {
+	return h.f.device(ctx, q.Auth, q.DeviceID)
+}
+
+// GetDrivingHandler handles GetDriving.
+type GetDrivingHandler struct{ live *LiveSessions }
+
+// Handle answers who drives a device: the holder of its lease in force,
+// and its open live session when it has one.
+func (h GetDrivingHandler) Handle(ctx context.Context, q GetDriving) (Driving, error) {
+	d, err := h.live.f.driving(ctx, q.Auth, q.DeviceID)
+	if err != nil {
+		return d, err
+	}
+	return h.live.WithLiveSession(ctx, q.Auth, d)
+}
+
+// ListLeasesHandler handles ListLeases.
+type ListLeasesHandler struct{ f *Fleet }
+
+// Handle lists the organisation's leases in force (listLeases).
+func (h ListLeasesHandler) Handle(ctx context.Context, q ListLeases) (LeasePage, error) {
+	return h.f.listLeases(ctx, q.Auth, q.LeaseQuery)
+}
+
+// ListReceiptsHandler handles ListReceipts.
+type ListReceiptsHandler struct{ f *Fleet }
+
+// Handle reads the receipt feed (listReceipts).
+func (h ListReceiptsHandler) Handle(ctx context.Context, q ListReceipts) (ReceiptPage, error) {
+	return h.f.listReceipts(ctx, q.Auth, q.ReceiptQuery)
+}
+
+// GetReceiptHandler handles GetReceipt.
+type GetReceiptHandler struct{ f *Fleet }
+
+// Handle reads one receipt by its idempotency key (receipt).
+func (h GetReceiptHandler) Handle(ctx context.Context, q GetReceipt) (domain.Receipt, error) {
+	return h.f.receipt(ctx, q.Auth, q.IdempotencyKey)
+}
+
+// GetFrameHandler handles GetFrame.
+type GetFrameHandler struct{ f *Fleet }
+
+// Handle reads a stored frame (frame).
+func (h GetFrameHandler) Handle(ctx context.Context, q GetFrame) (Frame, error) {
+	return h.f.frame(ctx, q.Auth, q.FrameID, q.FrameOptions)
+}
+
+// ExportReceiptsHandler handles ExportReceipts.
+type ExportReceiptsHandler struct{ f *Fleet }
+
+// Handle answers the organisation's receipt chain (exportReceipts).
+func (h ExportReceiptsHandler) Handle(ctx context.Context, q ExportReceipts) (ReceiptExport, error) {
+	return h.f.exportReceipts(ctx, q)
 }

@@ -99,7 +99,7 @@ func TestFencingTokensGrowAcrossExpiry(t *testing.T) {
 	clock := fleettest.NewClock(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
 	env := fleettest.Start(t, fleettest.Options{Devices: 1, Clock: clock, MaxConns: 20})
 	dev := env.DeviceIDs[0]
-	expiry := workers.LeaseExpiry{Expire: env.Fleet.ExpireLease(), Pool: env.Pool, Now: clock.Now}
+	expiry := workers.LeaseExpiry{Expire: env.App.Fleet.ExpireLease, Pool: env.Pool, Now: clock.Now}
 	var last int64
 	var lastLease string
 	for cycle := 0; cycle < 12; cycle++ {
@@ -287,7 +287,7 @@ func TestBackendFailures(t *testing.T) {
 				t.Fatalf("got %v; want %s", err, tt.wantCode)
 			}
 			env.Settle(t)
-			r, err := env.Fleet.GetReceipt(bg, env.Auth, "k")
+			r, err := env.App.Fleet.GetReceipt.Handle(bg, commands.GetReceipt{Auth: env.Auth, IdempotencyKey: "k"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -382,7 +382,7 @@ func TestActionsRunInArrivalOrderAndQueueIsBounded(t *testing.T) {
 		t.Errorf("actions ran in order %s; want 0,1,2,3", got)
 	}
 	env.Settle(t)
-	if _, err := env.Fleet.GetReceipt(bg, env.Auth, "ord-busy"); codeOf(err) != domain.CodeReceiptNotFound {
+	if _, err := env.App.Fleet.GetReceipt.Handle(bg, commands.GetReceipt{Auth: env.Auth, IdempotencyKey: "ord-busy"}); codeOf(err) != domain.CodeReceiptNotFound {
 		t.Errorf("the refused action: got %v; want no receipt", err)
 	}
 }
@@ -461,7 +461,7 @@ func TestBackendKinds(t *testing.T) {
 				t.Errorf("observe: got %v; want %s", err, tt.want)
 			}
 			env.Settle(t)
-			if _, err := env.Fleet.GetReceipt(bg, env.Auth, "kind-"+tt.name); codeOf(err) != domain.CodeReceiptNotFound {
+			if _, err := env.App.Fleet.GetReceipt.Handle(bg, commands.GetReceipt{Auth: env.Auth, IdempotencyKey: "kind-" + tt.name}); codeOf(err) != domain.CodeReceiptNotFound {
 				t.Errorf("got %v; want no receipt", err)
 			}
 		})
@@ -487,19 +487,19 @@ func TestTenancy(t *testing.T) {
 		auth domain.Auth
 	}{{"other organisation", other}, {"device outside the key's subset", narrowed}} {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := env.Fleet.GetDevice(bg, tt.auth, dev); codeOf(err) != domain.CodeDeviceUnavailable {
+			if _, err := env.App.Fleet.GetDevice.Handle(bg, commands.GetDevice{Auth: tt.auth, DeviceID: dev}); codeOf(err) != domain.CodeDeviceUnavailable {
 				t.Errorf("device: got %v; want device_unavailable (not_found), as the lease below", err)
 			}
 			if _, err := env.Fleet.AcquireLease().Handle(bg, commands.AcquireLease{Auth: tt.auth, DeviceID: dev}); codeOf(err) != domain.CodeDeviceUnavailable {
 				t.Errorf("lease: got %v; want device_unavailable", err)
 			}
-			if _, err := env.Fleet.GetFrame(bg, tt.auth, out.Receipt.Frames.After, commands.FrameOptions{}); codeOf(err) != domain.CodeFrameNotFound {
+			if _, err := env.App.Fleet.GetFrame.Handle(bg, commands.GetFrame{Auth: tt.auth, FrameID: out.Receipt.Frames.After, FrameOptions: commands.FrameOptions{}}); codeOf(err) != domain.CodeFrameNotFound {
 				t.Errorf("frame: got %v; want frame_not_found", err)
 			}
-			if _, err := env.Fleet.GetReceipt(bg, tt.auth, "mine"); codeOf(err) != domain.CodeReceiptNotFound {
+			if _, err := env.App.Fleet.GetReceipt.Handle(bg, commands.GetReceipt{Auth: tt.auth, IdempotencyKey: "mine"}); codeOf(err) != domain.CodeReceiptNotFound {
 				t.Errorf("receipt: got %v; want receipt_not_found", err)
 			}
-			page, err := env.Fleet.ListReceipts(bg, tt.auth, commands.ReceiptQuery{})
+			page, err := env.App.Fleet.ListReceipts.Handle(bg, commands.ListReceipts{Auth: tt.auth, ReceiptQuery: commands.ReceiptQuery{}})
 			if err != nil || len(page.Receipts) != 0 {
 				t.Errorf("receipt feed: got %d receipts, %v; want none", len(page.Receipts), err)
 			}
@@ -586,7 +586,7 @@ func TestScopes(t *testing.T) {
 			return err
 		}, "devices:act"},
 		{"read without devices:read", func() error {
-			_, err := env.Fleet.ListDevices(bg, key(domain.ScopeDevicesAct), commands.DeviceQuery{})
+			_, err := env.App.Fleet.ListDevices.Handle(bg, commands.ListDevices{Auth: key(domain.ScopeDevicesAct), DeviceQuery: commands.DeviceQuery{}})
 			return err
 		}, "devices:read"},
 		{"review by a key", func() error {

@@ -105,12 +105,12 @@ type FrameOptions struct {
 	MaxWidth int
 }
 
-// GetFrame reads a frame (GET /v1/frames/{frameId}); it needs devices:read.
+// frame reads a frame (GET /v1/frames/{frameId}); it needs devices:read.
 // A frame of another organisation, outside the credential's device subset,
 // never stored or past retention answers frame_not_found alike. A sim
 // frame whose PNG or snapshot was not drawn when it was captured is drawn
 // now, from the phone state it was taken in, and kept.
-func (f *Fleet) GetFrame(ctx context.Context, auth domain.Auth, frameID string, opts FrameOptions) (Frame, error) {
+func (f *Fleet) frame(ctx context.Context, auth domain.Auth, frameID string, opts FrameOptions) (Frame, error) {
 	if err := auth.Require(domain.ScopeDevicesRead); err != nil {
 		return Frame{}, err
 	}

@@ -2,7 +2,6 @@ package commands
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"phonefleet/domain"
@@ -16,30 +15,6 @@ import (
 // fulfilment (provision it when a unit frees up, move its estimate, give
 // it up undelivered, end a day pass or a subscription whose renewal was
 // cancelled).
-
-func init() {
-	provisioningParts = append(provisioningParts, provisioningPart{name: "fulfilments",
-		register: func(p *Provisioning, l *slog.Logger, c *Commands, q *Queries) {
-			set(l, &c.CancelFulfilment, HandlerFunc[CancelFulfilment, projections.FulfilmentView](p.CancelFulfilment))
-			set(l, &c.ReturnFulfilment, HandlerFunc[ReturnFulfilment, projections.FulfilmentView](p.ReturnFulfilment))
-			set(l, &c.CancelFulfilmentRenewal, HandlerFunc[CancelFulfilmentRenewal, FulfilmentRenewal](p.CancelFulfilmentRenewal))
-			set(l, &c.RefundFulfilment, HandlerFunc[RefundFulfilment, domain.Fulfilment](p.RefundFulfilment))
-			set(l, &c.SweepFulfilment, HandlerFunc[SweepFulfilment, string](p.SweepFulfilment))
-			set(l, &q.ListFulfilments, HandlerFunc[ListFulfilments, projections.FulfilmentPage](p.ListFulfilments))
-			set(l, &q.GetFulfilmentEstimates, HandlerFunc[GetFulfilmentEstimates, FulfilmentEstimates](p.GetFulfilmentEstimates))
-			set(l, &q.GetFulfilmentRenewal, HandlerFunc[GetFulfilmentRenewal, FulfilmentRenewal](p.GetFulfilmentRenewal))
-		},
-		unavailable: func(l *slog.Logger, c *Commands, q *Queries, why func() error) {
-			unavailable(l, &c.CancelFulfilment, why)
-			unavailable(l, &c.ReturnFulfilment, why)
-			unavailable(l, &c.CancelFulfilmentRenewal, why)
-			unavailable(l, &c.RefundFulfilment, why)
-			unavailable(l, &c.SweepFulfilment, why)
-			unavailable(l, &q.ListFulfilments, why)
-			unavailable(l, &q.GetFulfilmentEstimates, why)
-			unavailable(l, &q.GetFulfilmentRenewal, why)
-		}})
-}
 
 // canReadFulfilments admits a signed-in person of either role, and an API
 // key holding orders:place (the key that may start a prepaid checkout may
@@ -77,8 +52,11 @@ type ListFulfilments struct {
 	projections.FulfilmentQuery
 }
 
-// ListFulfilments answers ListFulfilments.
-func (p *Provisioning) ListFulfilments(ctx context.Context, r ListFulfilments) (projections.FulfilmentPage, error) {
+// ListFulfilmentsHandler handles ListFulfilments.
+type ListFulfilmentsHandler struct{ *Provisioning }
+
+// Handle answers ListFulfilments.
+func (p ListFulfilmentsHandler) Handle(ctx context.Context, r ListFulfilments) (projections.FulfilmentPage, error) {
 	if err := canReadFulfilments(r.Auth); err != nil {
 		return projections.FulfilmentPage{}, err
 	}
@@ -121,8 +99,11 @@ type FulfilmentEstimates struct {
 	Estimates []projections.EstimateView
 }
 
-// GetFulfilmentEstimates answers GetFulfilmentEstimates.
-func (p *Provisioning) GetFulfilmentEstimates(ctx context.Context, r GetFulfilmentEstimates) (FulfilmentEstimates, error) {
+// GetFulfilmentEstimatesHandler handles GetFulfilmentEstimates.
+type GetFulfilmentEstimatesHandler struct{ *Provisioning }
+
+// Handle answers GetFulfilmentEstimates.
+func (p GetFulfilmentEstimatesHandler) Handle(ctx context.Context, r GetFulfilmentEstimates) (FulfilmentEstimates, error) {
 	if err := canReadFulfilments(r.Auth); err != nil {
 		return FulfilmentEstimates{}, err
 	}
@@ -162,8 +143,11 @@ func renewalOf(v projections.FulfilmentView, now time.Time) FulfilmentRenewal {
 	return FulfilmentRenewal{Fulfilment: v, RenewalStatus: f.Renewal(now)}
 }
 
-// GetFulfilmentRenewal answers GetFulfilmentRenewal.
-func (p *Provisioning) GetFulfilmentRenewal(ctx context.Context, r GetFulfilmentRenewal) (FulfilmentRenewal, error) {
+// GetFulfilmentRenewalHandler handles GetFulfilmentRenewal.
+type GetFulfilmentRenewalHandler struct{ *Provisioning }
+
+// Handle answers GetFulfilmentRenewal.
+func (p GetFulfilmentRenewalHandler) Handle(ctx context.Context, r GetFulfilmentRenewal) (FulfilmentRenewal, error) {
 	if err := canReadFulfilments(r.Auth); err != nil {
 		return FulfilmentRenewal{}, err
 	}
@@ -195,11 +179,14 @@ type CancelFulfilmentRenewal struct {
 	FulfilmentID string
 }
 
-// CancelFulfilment cancels a live fulfilment: customer_cancel (notified),
+// CancelFulfilmentHandler handles CancelFulfilment.
+type CancelFulfilmentHandler struct{ *Provisioning }
+
+// Handle cancels a live fulfilment: customer_cancel (notified),
 // or cloud_undelivered (no event) for a cloud phone never delivered; its
 // device leaves the organisation in the same unit. A signed-in admin only.
 // Errors: permission_denied, not_found, wrong_state (cancelled already).
-func (p *Provisioning) CancelFulfilment(ctx context.Context, cmd CancelFulfilment) (projections.FulfilmentView, error) {
+func (p CancelFulfilmentHandler) Handle(ctx context.Context, cmd CancelFulfilment) (projections.FulfilmentView, error) {
 	if err := canChangeFulfilments(cmd.Auth); err != nil {
 		return projections.FulfilmentView{}, err
 	}
@@ -212,11 +199,14 @@ func (p *Provisioning) CancelFulfilment(ctx context.Context, cmd CancelFulfilmen
 	return p.view(ctx, cmd.Auth, cmd.FulfilmentID)
 }
 
-// ReturnFulfilment returns a provisioned fulfilment (customer_return,
+// ReturnFulfilmentHandler handles ReturnFulfilment.
+type ReturnFulfilmentHandler struct{ *Provisioning }
+
+// Handle returns a provisioned fulfilment (customer_return,
 // notified); its device leaves the organisation in the same unit. A
 // signed-in admin only. Errors: permission_denied, not_found, wrong_state
 // (never delivered, or cancelled).
-func (p *Provisioning) ReturnFulfilment(ctx context.Context, cmd ReturnFulfilment) (projections.FulfilmentView, error) {
+func (p ReturnFulfilmentHandler) Handle(ctx context.Context, cmd ReturnFulfilment) (projections.FulfilmentView, error) {
 	if err := canChangeFulfilments(cmd.Auth); err != nil {
 		return projections.FulfilmentView{}, err
 	}
@@ -229,11 +219,14 @@ func (p *Provisioning) ReturnFulfilment(ctx context.Context, cmd ReturnFulfilmen
 	return p.view(ctx, cmd.Auth, cmd.FulfilmentID)
 }
 
-// CancelFulfilmentRenewal records that a live subscription phone will not
+// CancelFulfilmentRenewalHandler handles CancelFulfilmentRenewal.
+type CancelFulfilmentRenewalHandler struct{ *Provisioning }
+
+// Handle records that a live subscription phone will not
 // renew: it stays until the end of its paid period. Repeating it changes
 // nothing. A signed-in admin only. Errors: permission_denied, not_found,
 // wrong_state (not a subscription, or cancelled).
-func (p *Provisioning) CancelFulfilmentRenewal(ctx context.Context, cmd CancelFulfilmentRenewal) (FulfilmentRenewal, error) {
+func (p CancelFulfilmentRenewalHandler) Handle(ctx context.Context, cmd CancelFulfilmentRenewal) (FulfilmentRenewal, error) {
 	if err := canChangeFulfilments(cmd.Auth); err != nil {
 		return FulfilmentRenewal{}, err
 	}
@@ -266,11 +259,14 @@ type RefundFulfilment struct {
 	FulfilmentID string
 }
 
-// RefundFulfilment answers RefundFulfilment with the fulfilment as its
+// RefundFulfilmentHandler handles RefundFulfilment.
+type RefundFulfilmentHandler struct{ *Provisioning }
+
+// Handle answers RefundFulfilment with the fulfilment as its
 // stream shows it afterwards (an operator command may run while no read
 // model is being kept). The actor recorded is the one on the context's
 // event metadata (the operator).
-func (p *Provisioning) RefundFulfilment(ctx context.Context, cmd RefundFulfilment) (domain.Fulfilment, error) {
+func (p RefundFulfilmentHandler) Handle(ctx context.Context, cmd RefundFulfilment) (domain.Fulfilment, error) {
 	m, err := eventstore.MetadataFrom(ctx)
 	if err != nil {
 		return domain.Fulfilment{}, err
@@ -339,8 +335,11 @@ const (
 	SweptEnded       = "ended"
 )
 
-// SweepFulfilment answers what it did (one of the Swept values).
-func (p *Provisioning) SweepFulfilment(ctx context.Context, cmd SweepFulfilment) (string, error) {
+// SweepFulfilmentHandler handles SweepFulfilment.
+type SweepFulfilmentHandler struct{ *Provisioning }
+
+// Handle answers what it did (one of the Swept values).
+func (p SweepFulfilmentHandler) Handle(ctx context.Context, cmd SweepFulfilment) (string, error) {
 	after := cmd.UndeliveredAfter
 	if after <= 0 {
 		after = domain.DefaultUndeliveredAfter
@@ -405,7 +404,7 @@ func (p *Provisioning) sweepStep(ctx context.Context, id, did string, decide fun
 // provisioned units plus the fulfilments awaiting ahead of this one. ""
 // means it waits on.
 func (p *Provisioning) freeUnitFor(ctx context.Context, f *domain.Fulfilment) (string, error) {
-	if p.cfg.Fleet == nil {
+	if p.cfg.Devices == nil {
 		return "", nil
 	}
 	device, ok, err := p.markedDevice(ctx, f.FulfilmentID)

@@ -49,7 +49,7 @@ func TestCustomerCancelAndReturn(t *testing.T) {
 	org := domain.NewID(domain.PrefixOrganisation)
 	admin := fulAdmin(org)
 	ctx := testutil.Context(t)
-	c := e.app.Commands
+	c := e.app.Provisioning
 
 	first := e.paidOrder(t, org, emulatorMonthly, 1)[0]
 	device := e.fulfilment(t, org, first).DeviceID
@@ -115,7 +115,7 @@ func TestFulfilmentPermissions(t *testing.T) {
 	org := domain.NewID(domain.PrefixOrganisation)
 	id := e.paidOrder(t, org, emulatorMonthly, 1)[0]
 	ctx := testutil.Context(t)
-	c, q := e.app.Commands, e.app.Queries
+	c, q := e.app.Provisioning, e.app.Provisioning
 
 	member := fulAdmin(org)
 	member.Role = domain.RoleMember
@@ -194,7 +194,7 @@ func TestCancelRenewal(t *testing.T) {
 	org := domain.NewID(domain.PrefixOrganisation)
 	admin := fulAdmin(org)
 	ctx := testutil.Context(t)
-	c, q := e.app.Commands, e.app.Queries
+	c, q := e.app.Provisioning, e.app.Provisioning
 	monthly := e.paidOrder(t, org, domain.PurchaseChoice{Sku: domain.SkuCloudPhone, Billing: domain.BillingSubscription,
 		Model: "pixel-8", Region: "US"}, 1)[0]
 	day := e.paidOrder(t, org, emulatorDay, 1)[0]
@@ -233,7 +233,7 @@ func TestOwnerRefund(t *testing.T) {
 	org := domain.NewID(domain.PrefixOrganisation)
 	id := e.paidOrder(t, org, emulatorMonthly, 1)[0]
 	device := e.fulfilment(t, org, id).DeviceID
-	f, err := e.app.Commands.RefundFulfilment.Handle(testutil.Context(t), commands.RefundFulfilment{FulfilmentID: id})
+	f, err := e.app.Provisioning.RefundFulfilment.Handle(testutil.Context(t), commands.RefundFulfilment{FulfilmentID: id})
 	if err != nil || f.State != domain.FulfilmentCancelledState || f.CancelledReason != domain.EndOwnerRefund {
 		t.Fatalf("refund: %+v, %v", f, err)
 	}
@@ -243,9 +243,9 @@ func TestOwnerRefund(t *testing.T) {
 	if e.deviceVisible(t, org, device) {
 		t.Error("the refunded phone's device is still the organisation's")
 	}
-	_, err = e.app.Commands.RefundFulfilment.Handle(testutil.Context(t), commands.RefundFulfilment{FulfilmentID: id})
+	_, err = e.app.Provisioning.RefundFulfilment.Handle(testutil.Context(t), commands.RefundFulfilment{FulfilmentID: id})
 	wantWrongState(t, "a second refund", err, domain.FulfilmentCancelledState)
-	if _, err := e.app.Commands.RefundFulfilment.Handle(testutil.Context(t),
+	if _, err := e.app.Provisioning.RefundFulfilment.Handle(testutil.Context(t),
 		commands.RefundFulfilment{FulfilmentID: domain.NewID(domain.PrefixFulfilment)}); domain.ErrorCode(err) != domain.CodeNotFound {
 		t.Errorf("refunding nothing: got %v; want not_found", err)
 	}
@@ -267,7 +267,7 @@ func TestListFulfilments(t *testing.T) {
 	var got []string
 	query := projections.FulfilmentQuery{Limit: 2}
 	for pages := 0; ; pages++ {
-		page, err := e.app.Queries.ListFulfilments.Handle(ctx, commands.ListFulfilments{Auth: admin, FulfilmentQuery: query})
+		page, err := e.app.Provisioning.ListFulfilments.Handle(ctx, commands.ListFulfilments{Auth: admin, FulfilmentQuery: query})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,12 +285,12 @@ func TestListFulfilments(t *testing.T) {
 	if !slices.Equal(got, all) {
 		t.Errorf("listed %v; want newest first %v", got, all)
 	}
-	page, err := e.app.Queries.ListFulfilments.Handle(ctx, commands.ListFulfilments{Auth: admin,
+	page, err := e.app.Provisioning.ListFulfilments.Handle(ctx, commands.ListFulfilments{Auth: admin,
 		FulfilmentQuery: projections.FulfilmentQuery{State: domain.FulfilmentAwaitingState}})
 	if err != nil || len(page.Fulfilments) != 1 || page.Fulfilments[0].FulfilmentID != all[0] {
 		t.Errorf("awaiting: %+v, %v; want only %s (the region has two units)", page, err, all[0])
 	}
-	if _, err := e.app.Queries.ListFulfilments.Handle(ctx, commands.ListFulfilments{Auth: admin,
+	if _, err := e.app.Provisioning.ListFulfilments.Handle(ctx, commands.ListFulfilments{Auth: admin,
 		FulfilmentQuery: projections.FulfilmentQuery{State: "lost"}}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
 		t.Errorf("an unknown state: got %v; want invalid_argument", err)
 	}
@@ -305,7 +305,7 @@ func TestSweepFulfilment(t *testing.T) {
 	org := domain.NewID(domain.PrefixOrganisation)
 	admin := fulAdmin(org)
 	ctx := testutil.Context(t)
-	c := e.app.Commands
+	c := e.app.Provisioning
 	sweep := func(id string) string {
 		t.Helper()
 		did, err := c.SweepFulfilment.Handle(ctx, commands.SweepFulfilment{FulfilmentID: id})
@@ -340,7 +340,7 @@ func TestSweepFulfilment(t *testing.T) {
 	if did := sweep(last); did != commands.SweptEstimate {
 		t.Errorf("a passed estimate: sweep did %q", did)
 	}
-	est, err := e.app.Queries.GetFulfilmentEstimates.Handle(ctx, commands.GetFulfilmentEstimates{Auth: admin, FulfilmentID: last})
+	est, err := e.app.Provisioning.GetFulfilmentEstimates.Handle(ctx, commands.GetFulfilmentEstimates{Auth: admin, FulfilmentID: last})
 	if err != nil || len(est.Estimates) != 2 || est.Estimates[1].Reason != domain.EstimateMissed ||
 		!est.Estimates[1].EstimatedBy.Equal(e.clock.Now().Add(24*time.Hour)) {
 		t.Errorf("estimate history %+v, %v", est, err)

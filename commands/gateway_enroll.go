@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"phonefleet/commands/cqrs"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -188,7 +189,11 @@ type RevokeGatewayHandler struct {
 // Handle records gateway.revoked (admins only) and waits for the gateways
 // read model. Another organisation's gateway answers like a missing one,
 // not_found; revoking a revoked gateway records nothing and succeeds.
-func (h RevokeGatewayHandler) Handle(ctx context.Context, cmd RevokeGateway) error {
+func (h RevokeGatewayHandler) Handle(ctx context.Context, cmd RevokeGateway) (cqrs.Done, error) {
+	return cqrs.Done{}, h.handle(ctx, cmd)
+}
+
+func (h RevokeGatewayHandler) handle(ctx context.Context, cmd RevokeGateway) error {
 	if err := requireGatewayAdmin(cmd.Auth); err != nil {
 		return err
 	}

@@ -72,11 +72,9 @@ func newGWEnv(t *testing.T) *gwEnv {
 	}
 	clock := testutil.NewClock(time.Now().UTC().Truncate(time.Minute))
 	logs := &testutil.SyncBuffer{}
-	app := commands.NewApplication(commands.AppDeps{
+	app := commands.NewApplication(commands.Capabilities{
 		Gateways: commands.NewGateways(commands.GatewayConfig{Store: store, Hasher: hasher, Releases: rel, Now: clock.Now,
-			Wait: func(ctx context.Context, a eventstore.Appended) error {
-				return runner.WaitFor(ctx, projections.GatewaysName, a)
-			}}),
+			ReadModels: testutil.ReadModels{RM: runner}}),
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	return &gwEnv{app: app, store: store, clock: clock, logs: logs}
@@ -84,7 +82,7 @@ func newGWEnv(t *testing.T) *gwEnv {
 
 func (e *gwEnv) code(t *testing.T, ttl time.Duration) commands.CreatedGatewayEnrollmentCode {
 	t.Helper()
-	c, err := e.app.Commands.CreateGatewayEnrollmentCode.Handle(testutil.Context(t),
+	c, err := e.app.Gateways.CreateGatewayEnrollmentCode.Handle(testutil.Context(t),
 		commands.CreateGatewayEnrollmentCode{Auth: gwAdmin, Name: "rack 1", TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +114,7 @@ func TestGatewayEnrollAuthenticateAndRevoke(t *testing.T) {
 	if !strings.HasPrefix(c.Code, identity.GatewayCodePrefix) || !c.ExpiresAt.Equal(e.clock.Now().Add(time.Hour)) {
 		t.Fatalf("code: %+v; want a pfe_ code expiring in an hour", c)
 	}
-	g, err := e.app.Commands.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: c.Code, Version: "1.2.0"})
+	g, err := e.app.Gateways.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: c.Code, Version: "1.2.0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,71 +122,71 @@ func TestGatewayEnrollAuthenticateAndRevoke(t *testing.T) {
 		!domain.HasPrefix(g.GatewayID, domain.PrefixGateway) {
 		t.Fatalf("enrolled: %+v", g)
 	}
-	p, err := e.app.Queries.AuthenticateGateway.Handle(ctx, commands.AuthenticateGateway{Credential: g.Credential})
+	p, err := e.app.Gateways.AuthenticateGateway.Handle(ctx, commands.AuthenticateGateway{Credential: g.Credential})
 	if err != nil || p.GatewayID != g.GatewayID || p.OrgID != gwAdmin.OrgID {
 		t.Fatalf("authenticate: %+v %v", p, err)
 	}
 
 	// A code works once.
-	_, err = e.app.Commands.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: c.Code})
+	_, err = e.app.Gateways.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: c.Code})
 	wantRefusal(t, "a used code", err, domain.ReasonInvalidToken)
 	// A forged code (this code's id, another secret), an unknown one and a
 	// malformed one: one answer.
 	if id, _, err := identity.ParseGatewayCode(forgeGatewayToken(c.Code)); err != nil || id != c.CodeID {
 		t.Fatalf("the forged code does not parse as code %s: %s %v", c.CodeID, id, err)
 	}
-	_, err = e.app.Commands.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: forgeGatewayToken(c.Code)})
+	_, err = e.app.Gateways.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: forgeGatewayToken(c.Code)})
 	wantRefusal(t, "a forged code", err, domain.ReasonInvalidToken)
 	forged, _ := identity.NewGatewayCode()
-	_, err = e.app.Commands.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: forged.Token})
+	_, err = e.app.Gateways.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: forged.Token})
 	wantRefusal(t, "an unknown code", err, domain.ReasonInvalidToken)
-	_, err = e.app.Commands.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: "pfe_nope"})
+	_, err = e.app.Gateways.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: "pfe_nope"})
 	wantRefusal(t, "a malformed code", err, domain.ReasonInvalidToken)
 
 	// Forged, malformed and missing credentials.
 	other2 := struct{ Token string }{forgeGatewayToken(g.Credential)} // the right id, another secret
-	_, err = e.app.Queries.AuthenticateGateway.Handle(ctx, commands.AuthenticateGateway{Credential: other2.Token})
+	_, err = e.app.Gateways.AuthenticateGateway.Handle(ctx, commands.AuthenticateGateway{Credential: other2.Token})
 	wantRefusal(t, "a forged credential", err, domain.ReasonInvalidToken)
 	unknown, _ := identity.NewGatewayCredential(domain.NewID(domain.PrefixGateway))
-	_, err = e.app.Queries.AuthenticateGateway.Handle(ctx, commands.AuthenticateGateway{Credential: unknown.Token})
+	_, err = e.app.Gateways.AuthenticateGateway.Handle(ctx, commands.AuthenticateGateway{Credential: unknown.Token})
 	wantRefusal(t, "an unknown gateway", err, domain.ReasonInvalidToken)
-	_, err = e.app.Queries.AuthenticateGateway.Handle(ctx, commands.AuthenticateGateway{Credential: "pbk_x"})
+	_, err = e.app.Gateways.AuthenticateGateway.Handle(ctx, commands.AuthenticateGateway{Credential: "pbk_x"})
 	wantRefusal(t, "a malformed credential", err, domain.ReasonMalformedCredentials)
-	_, err = e.app.Queries.AuthenticateGateway.Handle(ctx, commands.AuthenticateGateway{})
+	_, err = e.app.Gateways.AuthenticateGateway.Handle(ctx, commands.AuthenticateGateway{})
 	wantRefusal(t, "no credential", err, domain.ReasonMissingCredentials)
 
 	// Releases: the highest version of the channel, with the credential.
-	r, err := e.app.Queries.CurrentRelease.Handle(ctx, commands.CurrentRelease{Credential: g.Credential})
+	r, err := e.app.Gateways.CurrentRelease.Handle(ctx, commands.CurrentRelease{Credential: g.Credential})
 	if err != nil || r.Version != "1.10.0" || r.URL != "https://dl.example/1.10.0" {
 		t.Fatalf("current release: %+v %v", r, err)
 	}
-	_, err = e.app.Queries.CurrentRelease.Handle(ctx, commands.CurrentRelease{Credential: g.Credential, Channel: "beta"})
+	_, err = e.app.Gateways.CurrentRelease.Handle(ctx, commands.CurrentRelease{Credential: g.Credential, Channel: "beta"})
 	wantCode(t, "a channel without releases", err, domain.CodeNotFound)
-	_, err = e.app.Queries.CurrentRelease.Handle(ctx, commands.CurrentRelease{Credential: g.Credential, Channel: "Bad Channel"})
+	_, err = e.app.Gateways.CurrentRelease.Handle(ctx, commands.CurrentRelease{Credential: g.Credential, Channel: "Bad Channel"})
 	wantCode(t, "a malformed channel", err, domain.CodeInvalidArgument)
-	_, err = e.app.Queries.CurrentRelease.Handle(ctx, commands.CurrentRelease{Credential: other2.Token})
+	_, err = e.app.Gateways.CurrentRelease.Handle(ctx, commands.CurrentRelease{Credential: other2.Token})
 	wantRefusal(t, "releases with a forged credential", err, domain.ReasonInvalidToken)
 
 	// Another organisation's gateway is not found; the admin revokes it.
-	_, err = e.app.Commands.RevokeGateway.Handle(ctx, commands.RevokeGateway{Auth: gwOther, GatewayID: g.GatewayID})
+	_, err = e.app.Gateways.RevokeGateway.Handle(ctx, commands.RevokeGateway{Auth: gwOther, GatewayID: g.GatewayID})
 	wantCode(t, "revoking another organisation's gateway", err, domain.CodeNotFound)
-	if _, err := e.app.Commands.RevokeGateway.Handle(ctx, commands.RevokeGateway{Auth: gwAdmin, GatewayID: g.GatewayID}); err != nil {
+	if _, err := e.app.Gateways.RevokeGateway.Handle(ctx, commands.RevokeGateway{Auth: gwAdmin, GatewayID: g.GatewayID}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.app.Commands.RevokeGateway.Handle(ctx, commands.RevokeGateway{Auth: gwAdmin, GatewayID: g.GatewayID}); err != nil {
+	if _, err := e.app.Gateways.RevokeGateway.Handle(ctx, commands.RevokeGateway{Auth: gwAdmin, GatewayID: g.GatewayID}); err != nil {
 		t.Fatalf("revoking again: %v", err)
 	}
-	_, err = e.app.Queries.AuthenticateGateway.Handle(ctx, commands.AuthenticateGateway{Credential: g.Credential})
+	_, err = e.app.Gateways.AuthenticateGateway.Handle(ctx, commands.AuthenticateGateway{Credential: g.Credential})
 	wantRefusal(t, "a revoked gateway", err, domain.ReasonRevokedKey)
-	_, err = e.app.Queries.CurrentRelease.Handle(ctx, commands.CurrentRelease{Credential: g.Credential})
+	_, err = e.app.Gateways.CurrentRelease.Handle(ctx, commands.CurrentRelease{Credential: g.Credential})
 	wantRefusal(t, "releases for a revoked gateway", err, domain.ReasonRevokedKey)
 
-	list, err := e.app.Queries.ListGateways.Handle(ctx, commands.ListGateways{Auth: gwAdmin})
+	list, err := e.app.Gateways.ListGateways.Handle(ctx, commands.ListGateways{Auth: gwAdmin})
 	if err != nil || len(list) != 1 || list[0].State != domain.GatewayStateRevoked || list[0].Version != "1.2.0" ||
 		list[0].RevokedBy == nil || list[0].RevokedBy.ID != gwAdmin.UserID {
 		t.Fatalf("list: %+v %v", list, err)
 	}
-	if list, err := e.app.Queries.ListGateways.Handle(ctx, commands.ListGateways{Auth: gwOther}); err != nil || len(list) != 0 {
+	if list, err := e.app.Gateways.ListGateways.Handle(ctx, commands.ListGateways{Auth: gwOther}); err != nil || len(list) != 0 {
 		t.Fatalf("another organisation's list: %+v %v", list, err)
 	}
 
@@ -238,14 +236,14 @@ func TestGatewayCodeExpires(t *testing.T) {
 	short := e.code(t, time.Minute)
 	later := e.code(t, 2*time.Minute)
 	e.clock.Advance(time.Minute)
-	_, err := e.app.Commands.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: short.Code})
+	_, err := e.app.Gateways.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: short.Code})
 	wantRefusal(t, "a code at its expiry", err, domain.ReasonInvalidToken)
 	e.clock.Advance(time.Minute - time.Microsecond)
-	if _, err := e.app.Commands.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: later.Code}); err != nil {
+	if _, err := e.app.Gateways.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: later.Code}); err != nil {
 		t.Fatalf("a code just before its expiry: %v", err)
 	}
 	for _, ttl := range []time.Duration{59 * time.Second, 24*time.Hour + time.Second} {
-		_, err := e.app.Commands.CreateGatewayEnrollmentCode.Handle(ctx, commands.CreateGatewayEnrollmentCode{Auth: gwAdmin, TTL: ttl})
+		_, err := e.app.Gateways.CreateGatewayEnrollmentCode.Handle(ctx, commands.CreateGatewayEnrollmentCode{Auth: gwAdmin, TTL: ttl})
 		wantCode(t, "ttl "+ttl.String(), err, domain.CodeInvalidArgument)
 	}
 }
@@ -260,7 +258,7 @@ func TestGatewayCodeIsExchangedOnceUnderRace(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = e.app.Commands.EnrollGateway.Handle(testutil.Context(t), commands.EnrollGateway{Code: c.Code})
+			_, errs[i] = e.app.Gateways.EnrollGateway.Handle(testutil.Context(t), commands.EnrollGateway{Code: c.Code})
 		}()
 	}
 	wg.Wait()
@@ -281,19 +279,19 @@ func TestGatewayManagementIsForAdminsOnly(t *testing.T) {
 	e := newGWEnv(t)
 	ctx := testutil.Context(t)
 	c := e.code(t, 0)
-	g, err := e.app.Commands.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: c.Code})
+	g, err := e.app.Gateways.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: c.Code})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, a := range map[string]domain.Auth{"member": gwMember, "api key": gwKey, "app": gwApp} {
-		_, err := e.app.Commands.CreateGatewayEnrollmentCode.Handle(ctx, commands.CreateGatewayEnrollmentCode{Auth: a})
+		_, err := e.app.Gateways.CreateGatewayEnrollmentCode.Handle(ctx, commands.CreateGatewayEnrollmentCode{Auth: a})
 		wantCode(t, name+" creates a code", err, domain.CodePermissionDenied)
-		_, err = e.app.Queries.ListGateways.Handle(ctx, commands.ListGateways{Auth: a})
+		_, err = e.app.Gateways.ListGateways.Handle(ctx, commands.ListGateways{Auth: a})
 		wantCode(t, name+" lists", err, domain.CodePermissionDenied)
-		_, err = e.app.Commands.RevokeGateway.Handle(ctx, commands.RevokeGateway{Auth: a, GatewayID: g.GatewayID})
+		_, err = e.app.Gateways.RevokeGateway.Handle(ctx, commands.RevokeGateway{Auth: a, GatewayID: g.GatewayID})
 		wantCode(t, name+" revokes", err, domain.CodePermissionDenied)
 	}
-	if _, err := e.app.Queries.AuthenticateGateway.Handle(ctx, commands.AuthenticateGateway{Credential: g.Credential}); err != nil {
+	if _, err := e.app.Gateways.AuthenticateGateway.Handle(ctx, commands.AuthenticateGateway{Credential: g.Credential}); err != nil {
 		t.Fatalf("the gateway after refused revocations: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/identity"
@@ -39,9 +40,9 @@ type GatewayConfig struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now. Tests inject one (expiry).
 	Now func() time.Time
-	// Wait, when not nil, returns once the gateways read model has applied
-	// what a command appended.
-	Wait func(ctx context.Context, a eventstore.Appended) error
+	// ReadModels, when not nil, gives read-your-writes on the gateways
+	// read model.
+	ReadModels cqrs.ReadModels
 }
 
 // GatewayCapability is the gateway capability. Each handler embeds it.
@@ -86,32 +87,39 @@ func NewGateways(cfg GatewayConfig) *GatewayCapability {
 func (g *GatewayCapability) now() time.Time { return g.cfg.Now().UTC().Truncate(time.Microsecond) }
 
 func (g *GatewayCapability) wait(ctx context.Context, c eventstore.Committed) error {
-	if g.cfg.Wait == nil || len(c.Appends) == 0 {
-		return nil
-	}
-	return g.cfg.Wait(ctx, c.Last())
+	return cqrs.Await(ctx, g.cfg.ReadModels, c.Last(), projections.GatewaysName)
 }
 
-// registerGateways sets the gateway entries of the application object.
-func registerGateways(l *slog.Logger, g *GatewayCapability, c *Commands, q *Queries) {
-	if g == nil {
-		down := func() error {
-			return domain.Errorf(domain.CodeServiceUnavailable, "gateways are not served by this deployment")
-		}
-		unavailable(l, &c.CreateGatewayEnrollmentCode, down)
-		unavailable(l, &c.EnrollGateway, down)
-		unavailable(l, &c.RevokeGateway, down)
-		unavailable(l, &q.ListGateways, down)
-		unavailable(l, &q.AuthenticateGateway, down)
-		unavailable(l, &q.CurrentRelease, down)
-		return
+// GatewayHandlers are the gateway capability's entry points of the
+// application object.
+type GatewayHandlers struct {
+	// An admin's one-time enrollment code, its exchange for a gateway's
+	// credential, and revocation.
+	CreateGatewayEnrollmentCode cqrs.Handler[CreateGatewayEnrollmentCode, CreatedGatewayEnrollmentCode]
+	EnrollGateway               cqrs.Handler[EnrollGateway, EnrolledGateway]
+	RevokeGateway               cqrs.Handler[RevokeGateway, cqrs.Done]
+	// RecordGatewayConnection is sent by the gateway hub and the orphaned
+	// gateway sweep.
+	RecordGatewayConnection cqrs.Handler[RecordGatewayConnection, bool]
+	// The organisation's gateways (GET /v1/gateways), a gateway
+	// credential's check, and the current release of a channel (GET
+	// /gateway/v1/releases/current).
+	ListGateways        cqrs.Handler[ListGateways, []projections.GatewayView]
+	AuthenticateGateway cqrs.Handler[AuthenticateGateway, GatewayPrincipal]
+	CurrentRelease      cqrs.Handler[CurrentRelease, releases.Release]
+}
+
+// Handlers returns the gateway capability's entry points, each behind d.
+func (g *GatewayCapability) Handlers(d cqrs.Decorator) GatewayHandlers {
+	return GatewayHandlers{
+		CreateGatewayEnrollmentCode: cqrs.Serve(d, CreateGatewayEnrollmentCodeHandler{g}),
+		EnrollGateway:               cqrs.Serve(d, EnrollGatewayHandler{g}),
+		RevokeGateway:               cqrs.Serve(d, RevokeGatewayHandler{g}),
+		RecordGatewayConnection:     cqrs.Serve(d, RecordGatewayConnectionHandler{g}),
+		ListGateways:                cqrs.Serve(d, ListGatewaysHandler{g}),
+		AuthenticateGateway:         cqrs.Serve(d, AuthenticateGatewayHandler{g}),
+		CurrentRelease:              cqrs.Serve(d, CurrentReleaseHandler{g}),
 	}
-	set(l, &c.CreateGatewayEnrollmentCode, CreateGatewayEnrollmentCodeHandler{g})
-	set(l, &c.EnrollGateway, EnrollGatewayHandler{g})
-	set(l, &c.RevokeGateway, done(RevokeGatewayHandler{g}.Handle))
-	set(l, &q.ListGateways, HandlerFunc[ListGateways, []projections.GatewayView](g.List))
-	set(l, &q.AuthenticateGateway, HandlerFunc[AuthenticateGateway, GatewayPrincipal](g.Authenticate))
-	set(l, &q.CurrentRelease, HandlerFunc[CurrentRelease, releases.Release](g.CurrentRelease))
 }
 
 // requireGatewayAdmin lets only an organisation admin's signed-in session
@@ -134,8 +142,11 @@ type ListGateways struct {
 	Auth domain.Auth
 }
 
-// List answers ListGateways (admins only).
-func (g *GatewayCapability) List(ctx context.Context, q ListGateways) ([]projections.GatewayView, error) {
+// ListGatewaysHandler handles ListGateways.
+type ListGatewaysHandler struct{ *GatewayCapability }
+
+// Handle answers ListGateways (admins only).
+func (g ListGatewaysHandler) Handle(ctx context.Context, q ListGateways) ([]projections.GatewayView, error) {
 	if err := requireGatewayAdmin(q.Auth); err != nil {
 		return nil, err
 	}
@@ -158,12 +169,15 @@ type GatewayPrincipal struct {
 	Name      string
 }
 
-// Authenticate answers AuthenticateGateway. No credential answers 401
+// AuthenticateGatewayHandler handles AuthenticateGateway.
+type AuthenticateGatewayHandler struct{ *GatewayCapability }
+
+// Handle answers AuthenticateGateway. No credential answers 401
 // missing_credentials; one not shaped as a gateway credential,
 // malformed_credentials; an unknown gateway or a wrong secret (one answer
 // after the same work), invalid_token; a revoked gateway whose secret
 // matched, revoked_key.
-func (g *GatewayCapability) Authenticate(ctx context.Context, q AuthenticateGateway) (GatewayPrincipal, error) {
+func (g AuthenticateGatewayHandler) Handle(ctx context.Context, q AuthenticateGateway) (GatewayPrincipal, error) {
 	if q.Credential == "" {
 		return GatewayPrincipal{}, domain.Unauthorized(domain.ReasonMissingCredentials,
 			"send the gateway credential as Authorization: Bearer pfg_…")
@@ -205,12 +219,15 @@ type CurrentRelease struct {
 // DefaultReleaseChannel is the channel asked for when none is named.
 const DefaultReleaseChannel = "stable"
 
-// CurrentRelease answers the highest release of the channel in the
+// CurrentReleaseHandler handles CurrentRelease.
+type CurrentReleaseHandler struct{ *GatewayCapability }
+
+// Handle answers the highest release of the channel in the
 // manifest. It needs a gateway credential (401 as Authenticate); a
 // malformed channel is invalid_argument; no manifest, or no release on the
 // channel, is not_found.
-func (g *GatewayCapability) CurrentRelease(ctx context.Context, q CurrentRelease) (releases.Release, error) {
-	if _, err := g.Authenticate(ctx, AuthenticateGateway{Credential: q.Credential}); err != nil {
+func (g CurrentReleaseHandler) Handle(ctx context.Context, q CurrentRelease) (releases.Release, error) {
+	if _, err := (AuthenticateGatewayHandler{g.GatewayCapability}).Handle(ctx, AuthenticateGateway{Credential: q.Credential}); err != nil {
 		return releases.Release{}, err
 	}
 	channel := q.Channel

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"phonefleet/commands/cqrs"
 	"time"
 
 	"phonefleet/domain"
@@ -197,7 +198,11 @@ func (ls *LiveSessions) EndLiveSession() EndLiveSessionHandler { return EndLiveS
 // driving also needs devices:lease. Errors: permission_denied (an OAuth
 // app, a scope, not a participant), not_found (no session open),
 // device_unavailable (not_found).
-func (h EndLiveSessionHandler) Handle(ctx context.Context, cmd EndLiveSession) error {
+func (h EndLiveSessionHandler) Handle(ctx context.Context, cmd EndLiveSession) (cqrs.Done, error) {
+	return cqrs.Done{}, h.handle(ctx, cmd)
+}
+
+func (h EndLiveSessionHandler) handle(ctx context.Context, cmd EndLiveSession) error {
 	f := h.ls.f
 	if err := denyLive(cmd.Auth); err != nil {
 		return err

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"phonefleet/commands/cqrs"
 	"time"
 
 	"phonefleet/domain"
@@ -25,7 +26,11 @@ type NarrowAPIKeyHandler struct {
 // caller's to manage, invalid_argument (with state) for a revoked or expired key,
 // invalid_argument for a change that would widen the key, and
 // permission_denied for a caller that is not a session.
-func (h NarrowAPIKeyHandler) Handle(ctx context.Context, cmd NarrowAPIKey) error {
+func (h NarrowAPIKeyHandler) Handle(ctx context.Context, cmd NarrowAPIKey) (cqrs.Done, error) {
+	return cqrs.Done{}, h.handle(ctx, cmd)
+}
+
+func (h NarrowAPIKeyHandler) handle(ctx context.Context, cmd NarrowAPIKey) error {
 	if err := cmd.Auth.RequireSession("API keys"); err != nil {
 		return err
 	}

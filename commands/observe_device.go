@@ -25,7 +25,7 @@ type ObserveDevice struct {
 	// Snapshot asks for the UI element tree.
 	Snapshot bool
 	// Elements, when not empty, asks for the compact element list
-	// (CompactElements): all, interactive or none.
+	// (domain.CompactElements): all, interactive or none.
 	Elements string
 	// Marks makes the picture a set-of-marks image (it implies Image): a
 	// box numbered k is drawn at the bounds of Elements[k-1], whose ref is
@@ -56,42 +56,29 @@ type Observation struct {
 	Snapshot json.RawMessage
 	// Elements is the compact element list, when asked for; on a
 	// set-of-marks picture element i carries box number i+1.
-	Elements []RunElement
+	Elements []domain.Element
 	// Marks maps each box of a set-of-marks picture to its element.
 	Marks []domain.Mark
 }
-
-// Observation budgets ObserveDevice accepts.
-const (
-	imagePNG  = "png"
-	imageJPEG = "jpeg"
-	imageNone = "none"
-
-	elementsAll         = "all"
-	elementsInteractive = "interactive"
-	elementsNone        = "none"
-
-	maxObserveWidth = 4096
-)
 
 // check validates the budget and fills its defaults.
 func (cmd *ObserveDevice) check() error {
 	if cmd.Marks {
 		cmd.Image = true
 		if cmd.Elements == "" {
-			cmd.Elements = elementsInteractive
+			cmd.Elements = domain.ElementsInteractive
 		}
 	}
 	switch {
-	case cmd.MaxWidth < 0 || cmd.MaxWidth > maxObserveWidth:
-		return domain.Errorf(domain.CodeInvalidArgument, "maxWidth must be between 1 and %d", maxObserveWidth)
-	case cmd.Format != "" && cmd.Format != imagePNG && cmd.Format != imageJPEG:
+	case cmd.MaxWidth < 0 || cmd.MaxWidth > domain.MaxObserveWidth:
+		return domain.Errorf(domain.CodeInvalidArgument, "maxWidth must be between 1 and %d", domain.MaxObserveWidth)
+	case cmd.Format != "" && cmd.Format != domain.ImagePNG && cmd.Format != domain.ImageJPEG:
 		return domain.Errorf(domain.CodeInvalidArgument, "format must be png or jpeg")
 	case cmd.Quality < 0 || cmd.Quality > 100:
 		return domain.Errorf(domain.CodeInvalidArgument, "quality must be between 1 and 100")
-	case cmd.Elements != "" && cmd.Elements != elementsAll && cmd.Elements != elementsInteractive && cmd.Elements != elementsNone:
+	case cmd.Elements != "" && cmd.Elements != domain.ElementsAll && cmd.Elements != domain.ElementsInteractive && cmd.Elements != domain.ElementsNone:
 		return domain.Errorf(domain.CodeInvalidArgument, "elements must be all, interactive or none")
-	case cmd.Marks && cmd.Elements == elementsNone:
+	case cmd.Marks && cmd.Elements == domain.ElementsNone:
 		return domain.Errorf(domain.CodeInvalidArgument, "marks number the elements; elements=none leaves nothing to mark")
 	}
 	return nil
@@ -99,7 +86,7 @@ func (cmd *ObserveDevice) check() error {
 
 // wantsTree reports whether the UI tree must be taken.
 func (cmd *ObserveDevice) wantsTree() bool {
-	return cmd.Snapshot || cmd.Elements == elementsAll || cmd.Elements == elementsInteractive
+	return cmd.Snapshot || cmd.Elements == domain.ElementsAll || cmd.Elements == domain.ElementsInteractive
 }
 
 // ObserveDeviceHandler handles ObserveDevice.
@@ -147,13 +134,13 @@ func (h ObserveDeviceHandler) Handle(ctx context.Context, cmd ObserveDevice) (Ob
 	}
 	opts := domain.ObserveOptions{Image: cmd.Image, MaxWidth: cmd.MaxWidth, Format: cmd.Format, Quality: cmd.Quality,
 		Snapshot: cmd.wantsTree(), Replay: true}
-	var elements []RunElement
+	var elements []domain.Element
 	if cmd.Marks {
 		// The marks are the compact elements of the very screen pictured,
 		// numbered in list order: box k is element k.
-		interactiveOnly := cmd.Elements == elementsInteractive
+		interactiveOnly := cmd.Elements == domain.ElementsInteractive
 		opts.Marks = func(root domain.UIElement) []domain.Mark {
-			elements = CompactElements(root, interactiveOnly)
+			elements = domain.CompactElements(root, interactiveOnly)
 			marks := make([]domain.Mark, len(elements))
 			for i, e := range elements {
 				marks[i] = domain.Mark{N: i + 1, Ref: e.Ref, Bounds: e.Bounds}
@@ -171,15 +158,15 @@ func (h ObserveDeviceHandler) Handle(ctx context.Context, cmd ObserveDevice) (Ob
 	if cmd.Snapshot {
 		out.Snapshot = obs.Snapshot
 	}
-	if !cmd.Marks && (cmd.Elements == elementsAll || cmd.Elements == elementsInteractive) && len(obs.Snapshot) > 0 {
+	if !cmd.Marks && (cmd.Elements == domain.ElementsAll || cmd.Elements == domain.ElementsInteractive) && len(obs.Snapshot) > 0 {
 		var root domain.UIElement
 		if err := json.Unmarshal(obs.Snapshot, &root); err != nil {
 			return Observation{}, fmt.Errorf("read UI snapshot: %w", err)
 		}
-		out.Elements = CompactElements(root, cmd.Elements == elementsInteractive)
+		out.Elements = domain.CompactElements(root, cmd.Elements == domain.ElementsInteractive)
 	}
-	if cmd.Elements != "" && cmd.Elements != elementsNone && out.Elements == nil {
-		out.Elements = []RunElement{}
+	if cmd.Elements != "" && cmd.Elements != domain.ElementsNone && out.Elements == nil {
+		out.Elements = []domain.Element{}
 	}
 	row := f.frameFor(&d, obs, now)
 	out.Frame = *row.ref()

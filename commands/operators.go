@@ -2,7 +2,6 @@ package commands
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"phonefleet/domain"
@@ -67,11 +66,6 @@ type ProjectionStatusReader interface {
 	Status(ctx context.Context) ([]projections.Status, error)
 }
 
-// OperatorCapability is what the operator queries need.
-type OperatorCapability struct {
-	Projections ProjectionStatusReader
-}
-
 // GetProjectionStatusHandler answers GetProjectionStatus.
 type GetProjectionStatusHandler struct {
 	Projections ProjectionStatusReader
@@ -126,16 +120,4 @@ func progress(position, lag int64) float64 {
 		return 1
 	}
 	return min(1, max(0, float64(position)/float64(head)))
-}
-
-// registerOperators sets the operator queries, or makes them answer
-// service_unavailable when the deployment does not serve them.
-func registerOperators(l *slog.Logger, o *OperatorCapability, q *Queries) {
-	if o == nil || o.Projections == nil {
-		unavailable(l, &q.GetProjectionStatus, func() error {
-			return domain.Errorf(domain.CodeServiceUnavailable, "operator views are not served by this deployment")
-		})
-		return
-	}
-	set(l, &q.GetProjectionStatus, GetProjectionStatusHandler{Projections: o.Projections})
 }

@@ -219,8 +219,8 @@ func TestProjectionStatusTellsTheLastErrorToTheLocalOperatorOnly(t *testing.T) {
 }
 
 func TestProjectionStatusIsUnavailableWithoutTheCapability(t *testing.T) {
-	app := commands.NewApplication(commands.AppDeps{})
-	_, err := app.Queries.GetProjectionStatus.Handle(testutil.Context(t), commands.GetProjectionStatus{Auth: opLocal})
+	app := commands.NewApplication(commands.Capabilities{})
+	_, err := app.Console.GetProjectionStatus.Handle(testutil.Context(t), commands.GetProjectionStatus{Auth: opLocal})
 	var de *domain.Error
 	if !errors.As(err, &de) || de.Code != domain.CodeServiceUnavailable {
 		t.Errorf("got %v; want service_unavailable", err)

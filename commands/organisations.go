@@ -37,3 +37,20 @@ func (h EnsureLocalOrganisationHandler) Handle(ctx context.Context, _ EnsureLoca
 	}
 	return org.OrgID, err
 }
+
+// localOrganisationStream holds the one organisation of a local deployment.
+const localOrganisationStream = "organisation-local"
+
+// organisationAggregate folds the local deployment's organisation stream
+// (its id is the stream itself).
+var organisationAggregate = eventstore.Aggregate[domain.OrganisationCreated, domain.Event]{
+	Stream: func(string) string { return localOrganisationStream },
+	Codec:  domain.Events,
+	New:    func(string) domain.OrganisationCreated { return domain.OrganisationCreated{} },
+	Apply: func(o *domain.OrganisationCreated, e domain.Event, _ eventstore.Recorded) {
+		if c, ok := e.(domain.OrganisationCreated); ok && o.OrgID == "" {
+			*o = c
+		}
+	},
+	OrgID: func(o *domain.OrganisationCreated) string { return o.OrgID },
+}

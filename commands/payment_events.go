@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"phonefleet/domain"
@@ -16,16 +15,6 @@ import (
 // The payment provider's webhook (POST /webhooks/stripe): each event the
 // provider reports is verified, read, and applied to the organisation's
 // account, its orders and their fulfilments exactly once.
-
-func init() {
-	provisioningParts = append(provisioningParts, provisioningPart{name: "payment-webhook",
-		register: func(p *Provisioning, l *slog.Logger, c *Commands, q *Queries) {
-			set(l, &c.ReceiveProviderEvent, HandlerFunc[ReceiveProviderEvent, ProviderEventReceipt](p.ReceiveProviderEvent))
-		},
-		unavailable: func(l *slog.Logger, c *Commands, q *Queries, why func() error) {
-			unavailable(l, &c.ReceiveProviderEvent, why)
-		}})
-}
 
 // ReceiveProviderEvent is one delivery of the provider's webhook: the raw
 // body and its Stripe-Signature header.
@@ -56,13 +45,16 @@ type ProviderEventReceipt struct {
 	OrderID string
 }
 
-// ReceiveProviderEvent verifies a delivery with the webhook secret and
+// ReceiveProviderEventHandler handles ReceiveProviderEvent.
+type ReceiveProviderEventHandler struct{ *Provisioning }
+
+// Handle verifies a delivery with the webhook secret and
 // applies its event (ApplyProviderEvent). Errors: invalid_signature (the
 // signature, or its timestamp, does not verify), invalid_event (a
 // correctly signed body that is not an event, or whose object is not what
 // its type says), not_settled (the event cannot apply yet; the provider
 // delivers it again), service_unavailable (no webhook secret configured).
-func (p *Provisioning) ReceiveProviderEvent(ctx context.Context, cmd ReceiveProviderEvent) (ProviderEventReceipt, error) {
+func (p ReceiveProviderEventHandler) Handle(ctx context.Context, cmd ReceiveProviderEvent) (ProviderEventReceipt, error) {
 	if p.cfg.WebhookSecret == "" {
 		return ProviderEventReceipt{}, domain.Errorf(domain.CodeServiceUnavailable,
 			"this deployment receives no payment provider events (no webhook secret is configured)")
@@ -400,10 +392,15 @@ func (p *Provisioning) appendFulfilment(u *eventstore.Unit, orgID, id string, ve
 
 // retire adds the retirement of a cancelled fulfilment's device to u.
 func (p *Provisioning) retire(ctx context.Context, u *eventstore.Unit, orgID, deviceID, reason string, now time.Time) error {
-	if p.cfg.Fleet == nil || deviceID == "" {
+	if p.cfg.Devices == nil || deviceID == "" {
 		return nil
 	}
-	return p.cfg.Fleet.retireInto(ctx, u, orgID, deviceID, reason, now)
+	return p.cfg.Devices.DecideInto(ctx, u, deviceID, func(d *domain.Device) ([]domain.Event, error) {
+		if d.OrgID != orgID {
+			return nil, nil
+		}
+		return d.Retire(reason, now), nil
+	})
 }
 
 // allocate gives the phones of a paid order that can ship now their
@@ -413,7 +410,7 @@ func (p *Provisioning) retire(ctx context.Context, u *eventstore.Unit, orgID, de
 // the queue). It returns the device of each phone that has one.
 func (p *Provisioning) allocate(ctx context.Context, o *domain.Order) (map[string]string, error) {
 	out := map[string]string{}
-	if p.cfg.Fleet == nil || o.Choice.Billing == domain.BillingPayg || len(o.FulfilmentIDs) == 0 {
+	if p.cfg.Devices == nil || o.Choice.Billing == domain.BillingPayg || len(o.FulfilmentIDs) == 0 {
 		return out, nil
 	}
 	inUse, err := projections.UnitsInUse(ctx, p.pool)
@@ -467,7 +464,7 @@ func (p *Provisioning) registerDevice(ctx context.Context, orgID, fulfilmentID s
 	if c.Model != "" {
 		prefix += "-" + c.Model
 	}
-	_, err := p.cfg.Fleet.RegisterDevices().Handle(ctx, RegisterDevices{OrgID: orgID, Backend: domain.BackendSim, Count: 1,
+	_, err := p.cfg.Devices.Register(ctx, RegisterDevices{OrgID: orgID, Backend: domain.BackendSim, Count: 1,
 		NamePrefix: prefix, SeedMarker: domain.FulfilmentDeviceStream(fulfilmentID)})
 	if err != nil {
 		return "", err

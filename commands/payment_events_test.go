@@ -68,15 +68,12 @@ func newFulEnv(t *testing.T) *fulEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: env.Store, Catalog: catalog, Fleet: env.Fleet,
+	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: env.Store, Catalog: catalog, Devices: env.Fleet,
 		WebhookSecret: fulSecret, Now: clock.Now,
-		Wait: func(ctx context.Context, name string, a eventstore.Appended) error {
-			if name == projections.FulfilmentsName {
-				return fr.WaitFor(ctx, name, a)
-			}
-			return env.Runner.WaitFor(ctx, name, a)
-		}})
-	return &fulEnv{Env: env, clock: clock, fr: fr, p: p, app: commands.NewApplication(commands.AppDeps{Fleet: env.Fleet, Provisioning: p})}
+		ReadModels: testutil.ReadModels{RM: env.Runner, By: map[string]interface {
+			WaitFor(context.Context, string, eventstore.Appended) error
+		}{projections.FulfilmentsName: fr}}})
+	return &fulEnv{Env: env, clock: clock, fr: fr, p: p, app: commands.NewApplication(commands.Capabilities{Fleet: env.Fleet, Provisioning: p})}
 }
 
 // fulAdmin is a signed-in admin of org.
@@ -147,7 +144,7 @@ func session(org, order, mode, paymentStatus string, extra map[string]any) map[s
 func (e *fulEnv) deliver(t *testing.T, payload []byte) (commands.ProviderEventReceipt, error) {
 	t.Helper()
 	sig := payments.SignWebhookForTest(payload, fulSecret, e.clock.Now())
-	return e.app.Commands.ReceiveProviderEvent.Handle(testutil.Context(t), commands.ReceiveProviderEvent{Payload: payload, Signature: sig})
+	return e.app.Provisioning.ReceiveProviderEvent.Handle(testutil.Context(t), commands.ReceiveProviderEvent{Payload: payload, Signature: sig})
 }
 
 func (e *fulEnv) mustDeliver(t *testing.T, payload []byte, outcome string) commands.ProviderEventReceipt {
@@ -247,7 +244,7 @@ func (e *fulEnv) cancelled(t *testing.T, id string) domain.FulfilmentCancelled {
 // deviceVisible reports whether org's admin sees the device.
 func (e *fulEnv) deviceVisible(t *testing.T, org, deviceID string) bool {
 	t.Helper()
-	_, err := e.Fleet.GetDevice(testutil.Context(t), fulAdmin(org), deviceID)
+	_, err := e.App.Fleet.GetDevice.Handle(testutil.Context(t), commands.GetDevice{Auth: fulAdmin(org), DeviceID: deviceID})
 	if err != nil && domain.ErrorCode(err) != domain.CodeDeviceUnavailable {
 		t.Fatal(err)
 	}
@@ -486,7 +483,7 @@ func TestProviderEventRefusals(t *testing.T) {
 		code    domain.Code
 	}{"object of another kind", wrongObject, payments.SignWebhookForTest(wrongObject, fulSecret, e.clock.Now()), domain.CodeInvalidEvent})
 	for _, c := range cases {
-		_, err := e.app.Commands.ReceiveProviderEvent.Handle(ctx, commands.ReceiveProviderEvent{Payload: c.payload, Signature: c.sig})
+		_, err := e.app.Provisioning.ReceiveProviderEvent.Handle(ctx, commands.ReceiveProviderEvent{Payload: c.payload, Signature: c.sig})
 		if got := domain.ErrorCode(err); got != c.code {
 			t.Errorf("%s: got %v; want %s", c.name, err, c.code)
 		}
@@ -504,8 +501,8 @@ func TestProviderEventRefusals(t *testing.T) {
 	}
 
 	// Without a webhook secret, nothing is received.
-	none := commands.NewProvisioning(commands.ProvisioningConfig{Store: e.Store, Fleet: e.Fleet, Now: e.clock.Now})
-	if _, err := none.ReceiveProviderEvent(ctx, commands.ReceiveProviderEvent{Payload: paid,
+	none := commands.NewProvisioning(commands.ProvisioningConfig{Store: e.Store, Devices: e.Fleet, Now: e.clock.Now})
+	if _, err := (commands.ReceiveProviderEventHandler{Provisioning: none}).Handle(ctx, commands.ReceiveProviderEvent{Payload: paid,
 		Signature: payments.SignWebhookForTest(paid, fulSecret, e.clock.Now())}); domain.ErrorCode(err) != domain.CodeServiceUnavailable {
 		t.Errorf("no secret: got %v; want service_unavailable", err)
 	}

@@ -101,7 +101,7 @@ func newFollowupEnv(t *testing.T) *followupEnv {
 	}))
 	t.Cleanup(srv.Close)
 	provider := payments.New(payments.Config{SecretKey: "sk_test_phonefleet", APIBase: srv.URL, MaxNetworkRetries: -1})
-	w := workers.NewPaymentFollowups(workers.PaymentFollowupsConfig{Pool: e.Pool, Store: e.Store, Provider: provider,
+	w := workers.NewPaymentFollowups(workers.PaymentFollowupsConfig{Pool: e.Pool, Record: e.app.Provisioning.RecordPaymentFollowup, Provider: provider,
 		Now: e.clock.Now, ID: "test"})
 	return &followupEnv{fulEnv: e, runner: r, w: w, mock: m}
 }
@@ -182,7 +182,7 @@ func TestPaymentFollowupsTellTheProvider(t *testing.T) {
 	org := domain.NewID(domain.PrefixOrganisation)
 	admin := fulAdmin(org)
 	ctx := testutil.Context(t)
-	c := e.app.Commands
+	c := e.app.Provisioning
 
 	monthly := e.paidOrder(t, org, emulatorMonthly, 1)[0]
 	day := e.paidOrder(t, org, domain.PurchaseChoice{Sku: domain.SkuCloudPhone, Billing: domain.BillingDay, Model: "pixel-8", Region: "US"}, 1)[0]
@@ -311,7 +311,7 @@ func TestPaymentFollowupRetriesWhileProviderDown(t *testing.T) {
 	e := newFollowupEnv(t)
 	org := domain.NewID(domain.PrefixOrganisation)
 	id := e.paidOrder(t, org, emulatorMonthly, 1)[0]
-	if _, err := e.app.Commands.RefundFulfilment.Handle(testutil.Context(t), commands.RefundFulfilment{FulfilmentID: id}); err != nil {
+	if _, err := e.app.Provisioning.RefundFulfilment.Handle(testutil.Context(t), commands.RefundFulfilment{FulfilmentID: id}); err != nil {
 		t.Fatal(err)
 	}
 	e.mock.setDown(true)
@@ -361,7 +361,7 @@ func TestPaymentFollowupsLeaveProviderEndsAlone(t *testing.T) {
 		commands.ProviderEventApplied)
 
 	pair := e.paidOrder(t, org, pixelMonthly, 2)
-	if _, err := e.app.Commands.CancelFulfilment.Handle(ctx, commands.CancelFulfilment{Auth: admin, FulfilmentID: pair[0]}); err != nil {
+	if _, err := e.app.Provisioning.CancelFulfilment.Handle(ctx, commands.CancelFulfilment{Auth: admin, FulfilmentID: pair[0]}); err != nil {
 		t.Fatal(err)
 	}
 	as := e.once(t)
@@ -394,7 +394,7 @@ func TestPaymentFollowupsLeaveProviderEndsAlone(t *testing.T) {
 	// A new pair: the last phone to go cancels the subscription.
 	pair = e.paidOrder(t, org, pixelMonthly, 2)
 	for _, id := range pair {
-		if _, err := e.app.Commands.CancelFulfilment.Handle(ctx, commands.CancelFulfilment{Auth: admin, FulfilmentID: id}); err != nil {
+		if _, err := e.app.Provisioning.CancelFulfilment.Handle(ctx, commands.CancelFulfilment{Auth: admin, FulfilmentID: id}); err != nil {
 			t.Fatal(err)
 		}
 	}

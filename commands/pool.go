@@ -3,31 +3,17 @@ package commands
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"time"
 
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/internal/backends"
 	"phonefleet/projections"
 )
 
 // The shared pay-as-you-go pool (spec 1 capability 1, 4.5 POST
 // /v1/devices/take; domain/pool.go): taking a unit, and giving back the
 // units whose lease has ended.
-
-func init() {
-	provisioningParts = append(provisioningParts, provisioningPart{name: "pool",
-		register: func(p *Provisioning, l *slog.Logger, c *Commands, _ *Queries) {
-			pp := newPoolPart(p)
-			set(l, &c.TakePoolDevice, HandlerFunc[TakePoolDevice, TakenPoolDevice](pp.take))
-			set(l, &c.ReturnPoolDevices, HandlerFunc[ReturnPoolDevices, int](pp.returnDue))
-		},
-		unavailable: func(l *slog.Logger, c *Commands, _ *Queries, why func() error) {
-			unavailable(l, &c.TakePoolDevice, why)
-			unavailable(l, &c.ReturnPoolDevices, why)
-		}})
-}
 
 // TakePoolDevice takes a pay-as-you-go device out of the shared pool for
 // the caller's organisation (POST /v1/devices/take).
@@ -78,7 +64,10 @@ func newPoolPart(p *Provisioning) *poolPart {
 	return &poolPart{p: p, loans: eventstore.NewRepository(p.store, poolAggregate)}
 }
 
-// take lends a unit of the pool to the caller's organisation: in one
+// TakePoolDeviceHandler handles TakePoolDevice.
+type TakePoolDeviceHandler struct{ *poolPart }
+
+// Handle lends a unit of the pool to the caller's organisation: in one
 // append, pool.device_taken on the pool stream, and a new sim device
 // registered for the organisation with the caller's lease on it (its
 // saved state beside them), so a unit is never out without a device, nor
@@ -93,7 +82,7 @@ func newPoolPart(p *Provisioning) *poolPart {
 // limit and device_unavailable (reason pool_exhausted) with every unit
 // out, both retryable with retryAfterMs. The answer is read from the
 // device and lease read models, which it waits for.
-func (pp *poolPart) take(ctx context.Context, cmd TakePoolDevice) (TakenPoolDevice, error) {
+func (pp TakePoolDeviceHandler) Handle(ctx context.Context, cmd TakePoolDevice) (TakenPoolDevice, error) {
 	p, auth := pp.p, cmd.Auth
 	if err := auth.Require(domain.ScopeDevicesLease); err != nil {
 		return TakenPoolDevice{}, err
@@ -103,7 +92,7 @@ func (pp *poolPart) take(ctx context.Context, cmd TakePoolDevice) (TakenPoolDevi
 			"pay-as-you-go is not available to an API key; take a pool device signed in, or through an OAuth app")
 	}
 	pool := p.cfg.Catalog.Pool
-	if pool == nil || pool.Size <= 0 || p.cfg.Fleet == nil {
+	if pool == nil || pool.Size <= 0 || p.cfg.Devices == nil {
 		return TakenPoolDevice{}, domain.Errorf(domain.CodeServiceUnavailable, "this deployment has no pay-as-you-go pool")
 	}
 	ttl, err := domain.CheckLeaseTTL(cmd.TTLSeconds)
@@ -143,15 +132,14 @@ func (pp *poolPart) take(ctx context.Context, cmd TakePoolDevice) (TakenPoolDevi
 	if err != nil {
 		return TakenPoolDevice{}, err
 	}
-	f := p.cfg.Fleet
-	if err := f.waitFor(ctx, c.Last(), projections.DevicesName, projections.LeasesName); err != nil {
+	if err := cqrs.Await(ctx, p.cfg.ReadModels, c.Last(), projections.DevicesName, projections.LeasesName); err != nil {
 		return TakenPoolDevice{}, err
 	}
-	view, err := projections.GetDevice(ctx, f.pool, auth.OrgID, deviceID, f.now())
+	view, err := projections.GetDevice(ctx, p.pool, auth.OrgID, deviceID, p.now())
 	if err != nil {
 		return TakenPoolDevice{}, err
 	}
-	return TakenPoolDevice{Device: view, Lease: toLeaseView(&lease)}, nil
+	return TakenPoolDevice{Device: view, Lease: projections.LeaseViewOf(&lease)}, nil
 }
 
 // lend adds to u the registration of a new sim device for orgID and the
@@ -160,42 +148,20 @@ func (pp *poolPart) take(ctx context.Context, cmd TakePoolDevice) (TakenPoolDevi
 // nothing one organisation did on a unit reaches the next.
 func (pp *poolPart) lend(u *eventstore.Unit, orgID, deviceID, name, leaseID string, holder domain.Actor, ttl time.Duration,
 	now time.Time) (domain.Lease, error) {
-	reg := domain.DeviceRegistered{DeviceID: deviceID, OrgID: orgID, Name: name, Backend: domain.BackendSim,
-		Serial: simSerialFor(deviceID), RegisteredAt: now}
-	state, model, err := backends.NewSimState("", reg.Serial)
+	reg := domain.DeviceRegistered{DeviceID: deviceID, OrgID: orgID, Name: name, Backend: domain.BackendSim, RegisteredAt: now}
+	d, err := pp.p.cfg.Devices.RegisterInto(u, reg, func(d *domain.Device) ([]domain.Event, error) {
+		return d.AcquireLease(now, holder, leaseID, ttl)
+	})
 	if err != nil {
 		return domain.Lease{}, err
 	}
-	reg.Model, reg.Width, reg.Height = model.Name, model.Width, model.Height
-	var d domain.Device
-	evs, err := d.Register(reg)
-	if err != nil {
-		return domain.Lease{}, err
-	}
-	for i, e := range evs {
-		d.Apply(e, int64(i+1))
-	}
-	leased, err := d.AcquireLease(now, holder, leaseID, ttl)
-	if err != nil {
-		return domain.Lease{}, err
-	}
-	for i, e := range leased {
-		d.Apply(e, int64(len(evs)+i+1))
-	}
-	news, err := eventstore.Encode(domain.Events, orgID, append(evs, leased...)...)
-	if err != nil {
-		return domain.Lease{}, err
-	}
-	u.Exec(`INSERT INTO device_states (device_id, org_id, backend, model, state, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6)`, deviceID, orgID, domain.BackendSim, model.Name, state, now)
-	u.Append(domain.DeviceStream(deviceID), eventstore.NoStream, news...)
 	return *d.Lease, nil
 }
 
 // leaseEnds returns when the lease in force on a lent device ends, or the
 // zero time when none is.
 func (pp *poolPart) leaseEnds(ctx context.Context, deviceID string, now time.Time) (time.Time, error) {
-	d, _, err := pp.p.cfg.Fleet.devices.Load(ctx, deviceID)
+	d, _, err := pp.p.cfg.Devices.State(ctx, deviceID)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -205,7 +171,10 @@ func (pp *poolPart) leaseEnds(ctx context.Context, deviceID string, now time.Tim
 	return time.Time{}, nil
 }
 
-// returnDue puts back every lent unit that is due. Each unit goes back in
+// ReturnPoolDevicesHandler handles ReturnPoolDevices.
+type ReturnPoolDevicesHandler struct{ *poolPart }
+
+// Handle puts back every lent unit that is due. Each unit goes back in
 // one append: device.retired on its device (after the end of any lease on
 // it, at the version the decision saw), and pool.device_returned on the
 // pool stream. So a unit is never back in the pool while its device is
@@ -214,9 +183,9 @@ func (pp *poolPart) leaseEnds(ctx context.Context, deviceID string, now time.Tim
 // instances), one records each return and the others find it done. A lease
 // acquired on the device between the decision and the append makes the
 // append conflict; the unit is then decided again, and stays out.
-func (pp *poolPart) returnDue(ctx context.Context, _ ReturnPoolDevices) (int, error) {
+func (pp ReturnPoolDevicesHandler) Handle(ctx context.Context, _ ReturnPoolDevices) (int, error) {
 	p := pp.p
-	if p.cfg.Fleet == nil {
+	if p.cfg.Devices == nil {
 		return 0, nil
 	}
 	s, _, err := pp.loans.Load(ctx, domain.PoolStreamID)
@@ -253,29 +222,23 @@ func (pp *poolPart) returnDue(ctx context.Context, _ ReturnPoolDevices) (int, er
 // return is due (paygActive: its organisation's access); it reports
 // whether this call recorded the return.
 func (pp *poolPart) giveBack(ctx context.Context, deviceID string, paygActive bool) (bool, error) {
-	f := pp.p.cfg.Fleet
 	_, c, err := pp.loans.UpdateWith(ctx, domain.PoolStreamID, func(s *domain.Pool, u *eventstore.Unit) ([]domain.Event, error) {
 		loan, out := s.Out[deviceID]
 		if !out {
 			return nil, nil
 		}
 		now := pp.p.now()
-		d, version, err := f.devices.Load(ctx, deviceID)
-		if err != nil {
-			return nil, err
-		}
-		reason, due := domain.PoolReturnDue(d.ActiveLease(now) != nil, paygActive)
-		if !due {
-			return nil, nil
-		}
-		if d.OrgID == loan.OrgID {
-			if evs := d.Retire(ReasonPoolReturned, now); len(evs) > 0 {
-				news, err := eventstore.Encode(domain.Events, d.OrgID, evs...)
-				if err != nil {
-					return nil, err
-				}
-				u.Append(domain.DeviceStream(deviceID), version, news...)
+		var reason string
+		var due bool
+		err := pp.p.cfg.Devices.DecideInto(ctx, u, deviceID, func(d *domain.Device) ([]domain.Event, error) {
+			reason, due = domain.PoolReturnDue(d.ActiveLease(now) != nil, paygActive)
+			if !due || d.OrgID != loan.OrgID {
+				return nil, nil
 			}
+			return d.Retire(ReasonPoolReturned, now), nil
+		})
+		if err != nil || !due {
+			return nil, err
 		}
 		return s.Return(deviceID, reason, now), nil
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/fleettest"
@@ -33,9 +34,9 @@ func newPoolEnv(t *testing.T, size, limit int) *poolEnv {
 	if size < 0 {
 		catalog.Pool = nil
 	}
-	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: env.Store, Catalog: catalog, Fleet: env.Fleet,
+	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: env.Store, ReadModels: env.Runner, Catalog: catalog, Devices: env.Fleet,
 		PaygDeviceLimit: limit, Now: clock.Now})
-	return &poolEnv{Env: env, clock: clock, app: commands.NewApplication(commands.AppDeps{Fleet: env.Fleet, Provisioning: p})}
+	return &poolEnv{Env: env, clock: clock, app: commands.NewApplication(commands.Capabilities{Fleet: env.Fleet, Provisioning: p})}
 }
 
 // person is a signed-in admin of org with every scope.
@@ -78,7 +79,7 @@ func appendAccount(t *testing.T, store *eventstore.Store, org string, evs ...dom
 
 func (e *poolEnv) take(t *testing.T, auth domain.Auth, ttl int) (commands.TakenPoolDevice, error) {
 	t.Helper()
-	return e.app.Commands.TakePoolDevice.Handle(testutil.Context(t), commands.TakePoolDevice{Auth: auth, TTLSeconds: ttl})
+	return e.app.Provisioning.TakePoolDevice.Handle(testutil.Context(t), commands.TakePoolDevice{Auth: auth, TTLSeconds: ttl})
 }
 
 func (e *poolEnv) mustTake(t *testing.T, auth domain.Auth, ttl int) commands.TakenPoolDevice {
@@ -92,7 +93,7 @@ func (e *poolEnv) mustTake(t *testing.T, auth domain.Auth, ttl int) commands.Tak
 
 func (e *poolEnv) returnDue(t *testing.T) int {
 	t.Helper()
-	n, err := e.app.Commands.ReturnPoolDevices.Handle(testutil.Context(t), commands.ReturnPoolDevices{})
+	n, err := e.app.Provisioning.ReturnPoolDevices.Handle(testutil.Context(t), commands.ReturnPoolDevices{})
 	if err != nil {
 		t.Fatalf("return pass: %v", err)
 	}
@@ -117,7 +118,7 @@ func (e *poolEnv) poolEvents(t *testing.T) []string {
 func (e *poolEnv) visible(t *testing.T, org, deviceID string) bool {
 	t.Helper()
 	e.Settle(t)
-	page, err := e.Fleet.ListDevices(testutil.Context(t), person(org), commands.DeviceQuery{Limit: 200})
+	page, err := e.App.Fleet.ListDevices.Handle(testutil.Context(t), commands.ListDevices{Auth: person(org), DeviceQuery: commands.DeviceQuery{Limit: 200}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +204,7 @@ func TestTakePoolDeviceLendsDeviceAndLease(t *testing.T) {
 	if env.visible(t, orgB, dev.DeviceID) {
 		t.Errorf("organisation B lists A's pool device")
 	}
-	if _, err := env.Fleet.GetDevice(testutil.Context(t), person(orgB), dev.DeviceID); domain.ErrorCode(err) != domain.CodeDeviceUnavailable {
+	if _, err := env.App.Fleet.GetDevice.Handle(testutil.Context(t), commands.GetDevice{Auth: person(orgB), DeviceID: dev.DeviceID}); domain.ErrorCode(err) != domain.CodeDeviceUnavailable {
 		t.Errorf("B reading A's pool device: got %v; want device_unavailable (not_found)", err)
 	}
 
@@ -317,7 +318,7 @@ func TestConcurrentTakesKeepLimitAndPool(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				_, err := env.app.Commands.TakePoolDevice.Handle(testutil.Context(t), commands.TakePoolDevice{Auth: a})
+				_, err := env.app.Provisioning.TakePoolDevice.Handle(testutil.Context(t), commands.TakePoolDevice{Auth: a})
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -371,8 +372,8 @@ func TestPoolDeviceReturnedWhenLeaseReleased(t *testing.T) {
 	if _, err := env.take(t, person(orgB), 0); domain.ErrorCode(err) != domain.CodeDeviceUnavailable {
 		t.Fatalf("B while A holds the only unit: got %v; want device_unavailable", err)
 	}
-	if err := env.Fleet.ReleaseLease().Handle(testutil.Context(t), commands.ReleaseLease{Auth: a, DeviceID: got.Device.DeviceID,
-		LeaseID: got.Lease.LeaseID}); err != nil {
+	if err := cqrs.Err(env.Fleet.ReleaseLease().Handle(testutil.Context(t), commands.ReleaseLease{Auth: a, DeviceID: got.Device.DeviceID,
+		LeaseID: got.Lease.LeaseID})); err != nil {
 		t.Fatal(err)
 	}
 	if n := env.returnDue(t); n != 1 {
@@ -474,7 +475,7 @@ func TestConcurrentReturnPassesReturnOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n, err := env.app.Commands.ReturnPoolDevices.Handle(testutil.Context(t), commands.ReturnPoolDevices{})
+			n, err := env.app.Provisioning.ReturnPoolDevices.Handle(testutil.Context(t), commands.ReturnPoolDevices{})
 			if err != nil {
 				t.Error(err)
 			}

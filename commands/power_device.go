@@ -48,7 +48,7 @@ func (h PowerDeviceHandler) Handle(ctx context.Context, cmd PowerDevice) (projec
 		if _, err := forwardDeviceCall[PowerDevice, bool](ctx, f, host, OpPowerDevice, d.ID, cmd); err != nil {
 			return projections.DeviceView{}, err
 		}
-		return f.GetDevice(ctx, cmd.Auth, d.ID)
+		return f.device(ctx, cmd.Auth, d.ID)
 	}
 	actor := domain.HolderOf(cmd.Auth)
 	if err := d.CheckPower(f.now(), actor, cmd.LeaseID); err != nil {
@@ -86,7 +86,7 @@ func (h PowerDeviceHandler) Handle(ctx context.Context, cmd PowerDevice) (projec
 	if err := f.waitFor(ctx, res.appended, projections.DevicesName); err != nil {
 		return projections.DeviceView{}, err
 	}
-	return f.GetDevice(ctx, cmd.Auth, d.ID)
+	return f.device(ctx, cmd.Auth, d.ID)
 }
 
 // powerJob is a wake or stop waiting for its turn on its device.

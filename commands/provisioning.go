@@ -2,14 +2,15 @@ package commands
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/payments"
+	"phonefleet/projections"
 )
 
 // ProvisioningConfig is what the provisioning capability needs: the price
@@ -27,9 +28,10 @@ type ProvisioningConfig struct {
 	// provider's events cannot be received (the route answers
 	// service_unavailable).
 	WebhookSecret string
-	// Fleet registers the devices fulfilments hand over, and retires them
-	// when a fulfilment is cancelled.
-	Fleet *Fleet
+	// Devices is the fleet: it registers the devices fulfilments hand over
+	// and the pool lends, and retires them when a fulfilment ends or a
+	// unit goes back; nil: no device is handed over.
+	Devices ProvisionedDevices
 	// PublicURL is {base_url}: where the hosted payment page and the portal
 	// send the browser back to.
 	PublicURL string
@@ -56,10 +58,25 @@ type ProvisioningConfig struct {
 	// Now is the clock; nil means time.Now. Tests inject one (the 24-hour
 	// idempotency window, day passes, sweeps).
 	Now func() time.Time
-	// Wait, when not nil, returns once the named read model has applied
-	// what a command appended (projections.Runner.WaitFor), so the caller
-	// can answer from it.
-	Wait func(ctx context.Context, projection string, a eventstore.Appended) error
+	// ReadModels, when not nil, gives read-your-writes on the read models
+	// a command's caller answers from.
+	ReadModels cqrs.ReadModels
+}
+
+// ProvisionedDevices is what provisioning needs of the fleet
+// (commands.Fleet satisfies it).
+type ProvisionedDevices interface {
+	// State returns a device's state.
+	State(ctx context.Context, deviceID string) (domain.Device, int64, error)
+	// DecideInto adds a device's events (its retirement) to a unit
+	// provisioning commits.
+	DecideInto(ctx context.Context, u *eventstore.Unit, deviceID string, decide func(d *domain.Device) ([]domain.Event, error)) error
+	// RegisterInto adds a new device's registration, and the events then
+	// decides on it (a pool unit's lease), to a unit.
+	RegisterInto(u *eventstore.Unit, reg domain.DeviceRegistered, then func(d *domain.Device) ([]domain.Event, error)) (domain.Device, error)
+	// Register registers devices (a paid phone's unit), once per seed
+	// marker.
+	Register(ctx context.Context, cmd RegisterDevices) ([]string, error)
 }
 
 // Provisioning is the provisioning capability: the price list, checkout,
@@ -118,36 +135,76 @@ func (p *Provisioning) now() time.Time { return p.cfg.Now().UTC().Truncate(time.
 
 // wait returns once projection has applied what c appended.
 func (p *Provisioning) wait(ctx context.Context, projection string, c eventstore.Committed) error {
-	if p.cfg.Wait == nil || len(c.Appends) == 0 {
-		return nil
-	}
-	return p.cfg.Wait(ctx, projection, c.Last())
+	return cqrs.Await(ctx, p.cfg.ReadModels, c.Last(), projection)
 }
 
-// provisioningPart is one part of provisioning (checkout, the provider's
-// webhook, fulfilments, billing, the pool, …): how it sets its entries of
-// the application object, and how it sets them on a deployment without
-// provisioning. Each part appends itself to provisioningParts from an init
-// function in its own file, so NewApplication needs no list to keep.
-type provisioningPart struct {
-	name        string
-	register    func(p *Provisioning, l *slog.Logger, c *Commands, q *Queries)
-	unavailable func(l *slog.Logger, c *Commands, q *Queries, why func() error)
+// ProvisioningHandlers are the provisioning capability's entry points of
+// the application object.
+type ProvisioningHandlers struct {
+	// The payment provider's webhook (POST /webhooks/stripe).
+	ReceiveProviderEvent cqrs.Handler[ReceiveProviderEvent, ProviderEventReceipt]
+	// RecordPaymentFollowup is sent by the payment follow-up reactor.
+	RecordPaymentFollowup cqrs.Handler[RecordPaymentFollowup, eventstore.Appended]
+	// Fulfilments: the customer's Cancel, Return and cancel-renewal
+	// (/v1/fulfilments/{id}/…), the owner's refund (phonefleet fulfilments
+	// refund) and the fulfilment sweeps' step on one fulfilment.
+	CancelFulfilment        cqrs.Handler[CancelFulfilment, projections.FulfilmentView]
+	ReturnFulfilment        cqrs.Handler[ReturnFulfilment, projections.FulfilmentView]
+	CancelFulfilmentRenewal cqrs.Handler[CancelFulfilmentRenewal, FulfilmentRenewal]
+	RefundFulfilment        cqrs.Handler[RefundFulfilment, domain.Fulfilment]
+	SweepFulfilment         cqrs.Handler[SweepFulfilment, string]
+	// The shared pay-as-you-go pool: take a unit (POST /v1/devices/take);
+	// the pool-returns worker's pass putting back those whose lease ended.
+	TakePoolDevice    cqrs.Handler[TakePoolDevice, TakenPoolDevice]
+	ReturnPoolDevices cqrs.Handler[ReturnPoolDevices, int]
+	// OpenBillingPortal opens the provider's billing portal (POST
+	// /v1/billing/portal-sessions).
+	OpenBillingPortal cqrs.Handler[OpenBillingPortal, BillingPortalSession]
+	// StartCheckout begins a purchase (POST /v1/checkout-sessions).
+	StartCheckout cqrs.Handler[StartCheckout, CheckoutAnswer]
+
+	// Fulfilments (GET /v1/fulfilments, …/estimate-history,
+	// …/renewal-status).
+	ListFulfilments        cqrs.Handler[ListFulfilments, projections.FulfilmentPage]
+	GetFulfilmentEstimates cqrs.Handler[GetFulfilmentEstimates, FulfilmentEstimates]
+	GetFulfilmentRenewal   cqrs.Handler[GetFulfilmentRenewal, FulfilmentRenewal]
+	// GetUsage answers device time per billing period (GET /v1/usage).
+	GetUsage cqrs.Handler[GetUsage, UsageReport]
+	// GetUpcomingInvoice answers the organisation's next invoice (GET
+	// /v1/billing/upcoming).
+	GetUpcomingInvoice cqrs.Handler[GetUpcomingInvoice, UpcomingInvoice]
+	// Reconcile compares the provider's records with the orders and
+	// fulfilments (the operator's phonefleet fulfilments reconcile).
+	Reconcile cqrs.Handler[Reconcile, ReconcileReport]
+	// The price list with live inventory (GET /v1/skus) and the
+	// organisation's onboarding and purchase status (GET /v1/admission).
+	GetPriceList cqrs.Handler[GetPriceList, PriceList]
+	GetAdmission cqrs.Handler[GetAdmission, Admission]
 }
 
-var provisioningParts []provisioningPart
-
-// registerProvisioning sets every provisioning entry of the application
-// object: from p, or answering service_unavailable when p is nil.
-func registerProvisioning(l *slog.Logger, p *Provisioning, c *Commands, q *Queries) {
-	down := func() error {
-		return domain.Errorf(domain.CodeServiceUnavailable, "purchases are not served by this deployment")
-	}
-	for _, part := range provisioningParts {
-		if p != nil {
-			part.register(p, l, c, q)
-		} else {
-			part.unavailable(l, c, q, down)
-		}
+// Handlers returns the provisioning capability's entry points, each
+// behind d.
+func (p *Provisioning) Handlers(d cqrs.Decorator) ProvisioningHandlers {
+	pool := newPoolPart(p)
+	return ProvisioningHandlers{
+		ReceiveProviderEvent:    cqrs.Serve(d, ReceiveProviderEventHandler{p}),
+		RecordPaymentFollowup:   cqrs.Serve(d, RecordPaymentFollowupHandler{Store: p.store}),
+		CancelFulfilment:        cqrs.Serve(d, CancelFulfilmentHandler{p}),
+		ReturnFulfilment:        cqrs.Serve(d, ReturnFulfilmentHandler{p}),
+		CancelFulfilmentRenewal: cqrs.Serve(d, CancelFulfilmentRenewalHandler{p}),
+		RefundFulfilment:        cqrs.Serve(d, RefundFulfilmentHandler{p}),
+		SweepFulfilment:         cqrs.Serve(d, SweepFulfilmentHandler{p}),
+		TakePoolDevice:          cqrs.Serve(d, TakePoolDeviceHandler{pool}),
+		ReturnPoolDevices:       cqrs.Serve(d, ReturnPoolDevicesHandler{pool}),
+		OpenBillingPortal:       cqrs.Serve(d, OpenBillingPortalHandler{p}),
+		StartCheckout:           cqrs.Serve(d, StartCheckoutHandler{p}),
+		ListFulfilments:         cqrs.Serve(d, ListFulfilmentsHandler{p}),
+		GetFulfilmentEstimates:  cqrs.Serve(d, GetFulfilmentEstimatesHandler{p}),
+		GetFulfilmentRenewal:    cqrs.Serve(d, GetFulfilmentRenewalHandler{p}),
+		GetUsage:                cqrs.Serve(d, GetUsageHandler{p}),
+		GetUpcomingInvoice:      cqrs.Serve(d, GetUpcomingInvoiceHandler{p}),
+		GetPriceList:            cqrs.Serve(d, GetPriceListHandler{p}),
+		GetAdmission:            cqrs.Serve(d, GetAdmissionHandler{p}),
+		Reconcile:               cqrs.Serve(d, ReconcileHandler{p}),
 	}
 }

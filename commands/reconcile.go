@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
-	"phonefleet/eventstore"
 	"phonefleet/internal/payments"
 	"phonefleet/projections"
 )
@@ -145,13 +145,21 @@ func (r ReconcileReport) Clean() bool { return len(r.Differences) == 0 }
 // fulfilments read model to catch up with the event store.
 const reconcileWaitLimit = time.Minute
 
-// Reconcile compares the payment provider's records with the billing
+// Reconcile asks for the comparison of the payment provider's records with
+// the organisations' orders and fulfilments (phonefleet fulfilments
+// reconcile).
+type Reconcile struct{}
+
+// ReconcileHandler handles Reconcile.
+type ReconcileHandler struct{ *Provisioning }
+
+// Handle compares the payment provider's records with the billing
 // accounts and the fulfilments read model (after letting it catch up with
 // every event committed so far) and lists every difference. It is the
 // operator's (no caller is authorised here: the CLI runs it). Errors: no
 // payment provider configured, the provider did not answer or refused, the
 // database failed; a report with differences is not an error.
-func (p *Provisioning) Reconcile(ctx context.Context) (ReconcileReport, error) {
+func (p ReconcileHandler) Handle(ctx context.Context, _ Reconcile) (ReconcileReport, error) {
 	if p.cfg.Payments == nil {
 		return ReconcileReport{}, errors.New("reconcile: no payment provider is configured (SERVICE_STRIPE_SECRET_KEY)")
 	}
@@ -190,23 +198,9 @@ func (p *Provisioning) Reconcile(ctx context.Context) (ReconcileReport, error) {
 // reconcileCatchUp waits until the fulfilments read model has applied
 // every event committed so far.
 func (p *Provisioning) reconcileCatchUp(ctx context.Context) error {
-	if p.cfg.Wait == nil {
-		return nil
-	}
-	var a eventstore.Appended
-	var txid int64
-	err := p.pool.QueryRow(ctx, `SELECT transaction_id::text::bigint, position FROM events
-		ORDER BY transaction_id DESC, position DESC LIMIT 1`).Scan(&txid, &a.LastPosition)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	a.TransactionID = uint64(txid)
 	ctx, cancel := context.WithTimeout(ctx, reconcileWaitLimit)
 	defer cancel()
-	return p.cfg.Wait(ctx, projections.FulfilmentsName, a)
+	return cqrs.AwaitAll(ctx, p.store, p.cfg.ReadModels, projections.FulfilmentsName)
 }
 
 // accountOrgs lists the organisations that have a billing account stream.

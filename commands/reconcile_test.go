@@ -152,14 +152,14 @@ func newReconcileEnv(t *testing.T, answers string) reconcileEnv {
 	t.Cleanup(func() { cancel(); <-done })
 	base := testutil.StripeRecordedLists(t, testutil.StripeMock(t), "testdata/reconcile/"+answers, w)
 	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: store,
-		Payments: payments.New(payments.Config{SecretKey: "sk_test_reconcile", APIBase: base, MaxNetworkRetries: -1}),
-		Wait:     runner.WaitFor})
+		Payments:   payments.New(payments.Config{SecretKey: "sk_test_reconcile", APIBase: base, MaxNetworkRetries: -1}),
+		ReadModels: runner})
 	return reconcileEnv{p: p, w: w}
 }
 
 func TestReconcileConsistentRecordsShowNoDifference(t *testing.T) {
 	e := newReconcileEnv(t, "consistent")
-	rep, err := e.p.Reconcile(testutil.Context(t))
+	rep, err := (commands.ReconcileHandler{Provisioning: e.p}).Handle(testutil.Context(t), commands.Reconcile{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestReconcileConsistentRecordsShowNoDifference(t *testing.T) {
 func TestReconcileFindsEveryPlantedDifference(t *testing.T) {
 	e := newReconcileEnv(t, "planted")
 	w := e.w
-	rep, err := e.p.Reconcile(testutil.Context(t))
+	rep, err := (commands.ReconcileHandler{Provisioning: e.p}).Handle(testutil.Context(t), commands.Reconcile{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestReconcileFindsEveryPlantedDifference(t *testing.T) {
 func TestReconcileWithoutProviderFails(t *testing.T) {
 	store := eventstore.New(testutil.Pool(t), eventstore.WithUpcaster(domain.Events))
 	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: store})
-	if _, err := p.Reconcile(testutil.Context(t)); err == nil || !strings.Contains(err.Error(), "no payment provider") {
+	if _, err := (commands.ReconcileHandler{Provisioning: p}).Handle(testutil.Context(t), commands.Reconcile{}); err == nil || !strings.Contains(err.Error(), "no payment provider") {
 		t.Fatalf("got %v; want an error naming the missing payment provider", err)
 	}
 }
@@ -245,7 +245,7 @@ func TestReconcileProviderDownFails(t *testing.T) {
 	store := eventstore.New(testutil.Pool(t), eventstore.WithUpcaster(domain.Events))
 	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: store,
 		Payments: payments.New(payments.Config{SecretKey: "sk_test_down", APIBase: billingClosedURL(t), MaxNetworkRetries: -1})})
-	_, err := p.Reconcile(testutil.Context(t))
+	_, err := (commands.ReconcileHandler{Provisioning: p}).Handle(testutil.Context(t), commands.Reconcile{})
 	if err == nil || !errors.Is(err, payments.ErrUnavailable) {
 		t.Fatalf("got %v; want payments.ErrUnavailable", err)
 	}

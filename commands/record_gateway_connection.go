@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"phonefleet/domain"
-	"phonefleet/eventstore"
 	"phonefleet/internal/releases"
 )
 
@@ -34,15 +33,7 @@ type RecordGatewayConnection struct {
 }
 
 // RecordGatewayConnectionHandler handles RecordGatewayConnection.
-type RecordGatewayConnectionHandler struct {
-	f        *Fleet
-	gateways *eventstore.Repository[domain.Gateway, domain.Event]
-}
-
-// RecordGatewayConnection returns the handler of RecordGatewayConnection.
-func (f *Fleet) RecordGatewayConnection() RecordGatewayConnectionHandler {
-	return RecordGatewayConnectionHandler{f: f, gateways: eventstore.NewRepository(f.store, gatewayAggregate)}
-}
+type RecordGatewayConnectionHandler struct{ *GatewayCapability }
 
 // Handle appends the events the gateway's state calls for and reports
 // whether it appended any: a connection always records (ending first a
@@ -57,7 +48,7 @@ func (h RecordGatewayConnectionHandler) Handle(ctx context.Context, cmd RecordGa
 	if err := cmd.validate(); err != nil {
 		return false, err
 	}
-	now := h.f.now()
+	now := h.now()
 	_, c, err := h.gateways.Update(ctx, cmd.GatewayID, func(g *domain.Gateway) ([]domain.Event, error) {
 		if g.ID == "" {
 			return nil, errGatewayNotFound(cmd.GatewayID)

@@ -41,7 +41,7 @@ func TestRecordGatewayConnection(t *testing.T) {
 	clock := fleettest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	env := fleettest.Start(t, fleettest.Options{Clock: clock})
 	ctx := testutil.Context(t)
-	h := env.Fleet.RecordGatewayConnection()
+	h := commands.NewApplication(commands.Capabilities{Gateways: commands.NewGateways(commands.GatewayConfig{Store: env.Store, Now: clock.Now})}).Gateways.RecordGatewayConnection
 	gw := domain.NewID(domain.PrefixGateway)
 	enrolled, err := eventstore.Encode(domain.Events, env.OrgID, domain.Event(domain.GatewayEnrolled{GatewayID: gw, OrgID: env.OrgID,
 		Name: "rack", CodeID: "gwc_1", CredentialHash: []byte{1}, EnrolledAt: clock.Now()}))

@@ -43,17 +43,25 @@ func (cmd RecordWebhookAttempt) Event() domain.WebhookDeliveryAttempted {
 	return domain.DecideWebhookAttempt(cmd.DeliveryID, cmd.WebhookID, cmd.Attempt, cmd.At, cmd.ResponseStatus, cmd.Error)
 }
 
+// RecordedWebhookAttempt is what recording an attempt appended, and the
+// event that records it.
+type RecordedWebhookAttempt struct {
+	Appended eventstore.Appended
+	Event    domain.WebhookDeliveryAttempted
+}
+
 // Handle appends the attempt to the delivery's stream at the version
 // attempt−1 (so one attempt number is recorded at most once) and, in the
 // same unit, marks the dispatcher's claim recorded. Attempts recorded
 // concurrently share one commit (the store's group commit). It returns
 // what it appended and the event; ErrAttemptRecorded when that attempt
 // was recorded already.
-func (h RecordWebhookAttemptHandler) Handle(ctx context.Context, cmd RecordWebhookAttempt) (eventstore.Appended, domain.WebhookDeliveryAttempted, error) {
+func (h RecordWebhookAttemptHandler) Handle(ctx context.Context, cmd RecordWebhookAttempt) (RecordedWebhookAttempt, error) {
 	ev := cmd.Event()
+	out := RecordedWebhookAttempt{Event: ev}
 	news, err := eventstore.Encode(domain.Events, cmd.OrgID, domain.Event(ev))
 	if err != nil {
-		return eventstore.Appended{}, ev, err
+		return out, err
 	}
 	news[0].OccurredAt = ev.AttemptedAt
 	c, err := h.Store.Commit(ctx, (&eventstore.Unit{}).
@@ -61,10 +69,11 @@ func (h RecordWebhookAttemptHandler) Handle(ctx context.Context, cmd RecordWebho
 		Exec(`UPDATE webhook_delivery_claims SET recorded = true, leased_until = '-infinity'
 			WHERE delivery_id = $1 AND attempt = $2`, cmd.DeliveryID, cmd.Attempt))
 	if errors.Is(err, eventstore.ErrConflict) {
-		return eventstore.Appended{}, ev, fmt.Errorf("%w: %w", ErrAttemptRecorded, err)
+		return out, fmt.Errorf("%w: %w", ErrAttemptRecorded, err)
 	}
 	if err != nil {
-		return eventstore.Appended{}, ev, err
+		return out, err
 	}
-	return c.Appends[0], ev, nil
+	out.Appended = c.Appends[0]
+	return out, nil
 }

@@ -92,26 +92,9 @@ func (h RegisterDevicesHandler) Handle(ctx context.Context, cmd RegisterDevices)
 		if cmd.Serial != "" {
 			reg.Name = string([]rune(cmd.NamePrefix)[:min(len([]rune(cmd.NamePrefix)), domain.MaxDeviceNameRunes)])
 		}
-		if cmd.Backend == domain.BackendSim {
-			reg.Serial = simSerialFor(id)
-			state, model, err := backends.NewSimState(cmd.Model, reg.Serial)
-			if err != nil {
-				return nil, err
-			}
-			reg.Model, reg.Width, reg.Height = model.Name, model.Width, model.Height
-			u.Exec(`INSERT INTO device_states (device_id, org_id, backend, model, state, updated_at)
-				VALUES ($1, $2, $3, $4, $5, $6)`, id, cmd.OrgID, cmd.Backend, model.Name, state, now)
-		}
-		var d domain.Device
-		evs, err := d.Register(reg)
-		if err != nil {
+		if _, err := h.f.RegisterInto(u, reg, nil); err != nil {
 			return nil, err
 		}
-		news, err := eventstore.Encode(domain.Events, cmd.OrgID, evs...)
-		if err != nil {
-			return nil, err
-		}
-		u.Append(domain.DeviceStream(id), eventstore.NoStream, news...)
 		ids = append(ids, id)
 	}
 	if cmd.SeedMarker != "" {
@@ -132,6 +115,49 @@ func (h RegisterDevicesHandler) Handle(ctx context.Context, cmd RegisterDevices)
 		return nil, err
 	}
 	return ids, nil
+}
+
+// RegisterInto adds to u the registration of a new device reg names and,
+// in the same append on its new stream, the events then decides on it
+// (nil: none); a sim phone gets its serial and its starting state, saved
+// beside it. It returns the device's state after both. A provisioning
+// pool lends a unit this way: registered and leased in one append.
+func (f *Fleet) RegisterInto(u *eventstore.Unit, reg domain.DeviceRegistered,
+	then func(d *domain.Device) ([]domain.Event, error)) (domain.Device, error) {
+	var d domain.Device
+	if reg.Backend == domain.BackendSim {
+		reg.Serial = simSerialFor(reg.DeviceID)
+		state, model, err := backends.NewSimState(reg.Model, reg.Serial)
+		if err != nil {
+			return d, err
+		}
+		reg.Model, reg.Width, reg.Height = model.Name, model.Width, model.Height
+		u.Exec(`INSERT INTO device_states (device_id, org_id, backend, model, state, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6)`, reg.DeviceID, reg.OrgID, reg.Backend, model.Name, state, reg.RegisteredAt)
+	}
+	evs, err := d.Register(reg)
+	if err != nil {
+		return d, err
+	}
+	for i, e := range evs {
+		d.Apply(e, int64(i+1))
+	}
+	if then != nil {
+		more, err := then(&d)
+		if err != nil {
+			return d, err
+		}
+		for i, e := range more {
+			d.Apply(e, int64(len(evs)+i+1))
+		}
+		evs = append(evs, more...)
+	}
+	news, err := eventstore.Encode(domain.Events, reg.OrgID, evs...)
+	if err != nil {
+		return d, err
+	}
+	u.Append(domain.DeviceStream(reg.DeviceID), eventstore.NoStream, news...)
+	return d, nil
 }
 
 // simSerialFor derives a readable serial from a device id.

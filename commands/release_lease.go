@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"phonefleet/commands/cqrs"
 
 	"phonefleet/domain"
 	"phonefleet/projections"
@@ -25,7 +26,11 @@ func (f *Fleet) ReleaseLease() ReleaseLeaseHandler { return ReleaseLeaseHandler{
 // its baseline (or, when the reset cannot run now, once it is owed: the
 // device-resets worker does it). Errors: lease_required, lease_mismatch,
 // device_unavailable (not_found).
-func (h ReleaseLeaseHandler) Handle(ctx context.Context, cmd ReleaseLease) error {
+func (h ReleaseLeaseHandler) Handle(ctx context.Context, cmd ReleaseLease) (cqrs.Done, error) {
+	return cqrs.Done{}, h.handle(ctx, cmd)
+}
+
+func (h ReleaseLeaseHandler) handle(ctx context.Context, cmd ReleaseLease) error {
 	if err := cmd.Auth.Require(domain.ScopeDevicesLease); err != nil {
 		return err
 	}

@@ -47,5 +47,5 @@ func (h RenameDeviceHandler) Handle(ctx context.Context, cmd RenameDevice) (proj
 	if err := f.waitFor(ctx, c.Last(), projections.DevicesName); err != nil {
 		return projections.DeviceView{}, err
 	}
-	return f.GetDevice(ctx, cmd.Auth, cmd.DeviceID)
+	return f.device(ctx, cmd.Auth, cmd.DeviceID)
 }

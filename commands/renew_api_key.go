@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"phonefleet/commands/cqrs"
 	"time"
 
 	"phonefleet/domain"
@@ -24,7 +25,11 @@ type RenewAPIKeyHandler struct {
 // caller's to manage, invalid_argument (with state) for a revoked or expired key (an expired
 // key is never resurrected), invalid_argument for a lifetime out of range
 // and permission_denied for a caller that is not a session.
-func (h RenewAPIKeyHandler) Handle(ctx context.Context, cmd RenewAPIKey) error {
+func (h RenewAPIKeyHandler) Handle(ctx context.Context, cmd RenewAPIKey) (cqrs.Done, error) {
+	return cqrs.Done{}, h.handle(ctx, cmd)
+}
+
+func (h RenewAPIKeyHandler) handle(ctx context.Context, cmd RenewAPIKey) error {
 	if err := cmd.Auth.RequireSession("API keys"); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/internal/fleettest"
 	"phonefleet/internal/sim"
@@ -87,7 +88,7 @@ func TestResetOnRelease(t *testing.T) {
 			if bytes.Equal(screenshot(t, env, tt.dev), want) {
 				t.Fatal("the phone looks fresh while leased; the test proves nothing")
 			}
-			if err := env.Fleet.ReleaseLease().Handle(bg, commands.ReleaseLease{Auth: env.Auth, DeviceID: tt.dev, LeaseID: l.LeaseID}); err != nil {
+			if err := cqrs.Err(env.Fleet.ReleaseLease().Handle(bg, commands.ReleaseLease{Auth: env.Auth, DeviceID: tt.dev, LeaseID: l.LeaseID})); err != nil {
 				t.Fatal(err)
 			}
 			if got := bytes.Equal(screenshot(t, env, tt.dev), want); got != tt.wantFresh {
@@ -102,7 +103,7 @@ func TestResetOnRelease(t *testing.T) {
 			if err != nil {
 				t.Fatalf("acquire after release: %v", err)
 			}
-			if err := env.Fleet.ReleaseLease().Handle(bg, commands.ReleaseLease{Auth: env.Auth, DeviceID: tt.dev, LeaseID: l2.LeaseID}); err != nil {
+			if err := cqrs.Err(env.Fleet.ReleaseLease().Handle(bg, commands.ReleaseLease{Auth: env.Auth, DeviceID: tt.dev, LeaseID: l2.LeaseID})); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -128,7 +129,7 @@ func TestResetOnExpiry(t *testing.T) {
 		domain.AsError(err).Extra["reason"] != domain.ReasonResetting {
 		t.Fatalf("acquire of a run-out lease owing a reset: got %v; want device_unavailable (resetting)", err)
 	}
-	n, err := workers.LeaseExpiry{Expire: env.Fleet.ExpireLease(), Pool: env.Pool, Now: clock.Now}.RunOnce(bg)
+	n, err := workers.LeaseExpiry{Expire: env.App.Fleet.ExpireLease, Pool: env.Pool, Now: clock.Now}.RunOnce(bg)
 	if err != nil || n != 1 {
 		t.Fatalf("expiry sweep: got %d, %v; want 1 lease expired", n, err)
 	}
@@ -172,7 +173,7 @@ func TestResetOwedIsDoneLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	dirty(t, env, dev, l.LeaseID)
-	if err := env.Fleet.ReleaseLease().Handle(bg, commands.ReleaseLease{Auth: env.Auth, DeviceID: dev, LeaseID: l.LeaseID}); err != nil {
+	if err := cqrs.Err(env.Fleet.ReleaseLease().Handle(bg, commands.ReleaseLease{Auth: env.Auth, DeviceID: dev, LeaseID: l.LeaseID})); err != nil {
 		t.Fatalf("release: %v (the lease's end stands even when the reset fails)", err)
 	}
 	if bytes.Equal(screenshot(t, env, dev), want) || resetEvents(t, env, dev) != 0 {
@@ -183,7 +184,7 @@ func TestResetOwedIsDoneLater(t *testing.T) {
 		t.Fatalf("acquire while a reset is owed: got %v; want device_unavailable (resetting)", err)
 	}
 	env.Settle(t)
-	w := workers.DeviceResets{Reset: env.Fleet.ResetDevice(), Pool: env.Pool}
+	w := workers.DeviceResets{Reset: env.App.Fleet.ResetDevice, Pool: env.Pool}
 	if n, err := w.RunOnce(bg); err != nil || n != 1 {
 		t.Fatalf("reset sweep: got %d, %v; want 1 reset", n, err)
 	}

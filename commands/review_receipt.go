@@ -58,5 +58,5 @@ func (h ReviewReceiptHandler) Handle(ctx context.Context, cmd ReviewReceipt) (do
 	if err := f.waitFor(ctx, c.Last(), projections.ReceiptsName); err != nil {
 		return domain.Receipt{}, err
 	}
-	return f.GetReceipt(ctx, auth, cmd.IdempotencyKey)
+	return f.receipt(ctx, auth, cmd.IdempotencyKey)
 }

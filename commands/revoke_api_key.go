@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"phonefleet/commands/cqrs"
 	"time"
 
 	"phonefleet/domain"
@@ -26,7 +27,11 @@ type RevokeAPIKeyHandler struct {
 // not_found for a key that is not the caller's to manage and
 // permission_denied for a caller that is neither a session nor the key
 // itself.
-func (h RevokeAPIKeyHandler) Handle(ctx context.Context, cmd RevokeAPIKey) error {
+func (h RevokeAPIKeyHandler) Handle(ctx context.Context, cmd RevokeAPIKey) (cqrs.Done, error) {
+	return cqrs.Done{}, h.handle(ctx, cmd)
+}
+
+func (h RevokeAPIKeyHandler) handle(ctx context.Context, cmd RevokeAPIKey) error {
 	owner := cmd.Auth
 	if cmd.Self {
 		if cmd.Auth.Kind != domain.PrincipalAPIKey || cmd.Auth.APIKeyID != cmd.KeyID {

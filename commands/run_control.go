@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,13 +11,16 @@ import (
 	"phonefleet/projections"
 )
 
-// Start hands a device to a new run: the run's first event and the
+// StartRunHandler handles StartRun.
+type StartRunHandler struct{ *Runs }
+
+// Handle hands a device to a new run: the run's first event and the
 // device's lease for it (held by the run, until the run's deadline) commit
 // as one unit, so a device is never given to two runs or to a run and a
 // person at once. It needs runs:start and devices:act. Errors:
 // permission_denied, invalid_argument, device_unavailable (not_found;
 // already_leased, also when no device of the organisation is free).
-func (r *Runs) Start(ctx context.Context, cmd StartRun) (StartedRun, error) {
+func (r StartRunHandler) Handle(ctx context.Context, cmd StartRun) (StartedRun, error) {
 	auth := cmd.Auth
 	if err := auth.Require(domain.ScopeRunsStart, domain.ScopeDevicesAct); err != nil {
 		return StartedRun{}, err
@@ -49,7 +51,7 @@ func (r *Runs) Start(ctx context.Context, cmd StartRun) (StartedRun, error) {
 			With("reason", domain.ReasonAlreadyLeased).WithRetryable(true)
 	}
 	for _, id := range candidates {
-		if _, verr := r.f.visibleDevice(ctx, auth, id); verr != nil {
+		if _, verr := r.devices.Visible(ctx, auth, id); verr != nil {
 			if cmd.DeviceID != "" {
 				return StartedRun{}, verr
 			}
@@ -59,7 +61,7 @@ func (r *Runs) Start(ctx context.Context, cmd StartRun) (StartedRun, error) {
 		started.DeviceID, started.LeaseID, started.StartedAt = id, domain.NewID(domain.PrefixLease), now
 		started.DeadlineAt = now.Add(deadline)
 		var derr error
-		_, committed, derr = r.f.devices.UpdateWith(ctx, id, func(d *domain.Device, u *eventstore.Unit) ([]domain.Event, error) {
+		committed, derr = r.devices.UpdateDevice(ctx, id, func(d *domain.Device, u *eventstore.Unit) ([]domain.Event, error) {
 			evs, err := d.AcquireLease(now, holder, started.LeaseID, deadline)
 			if err != nil {
 				return nil, err
@@ -83,7 +85,7 @@ func (r *Runs) Start(ctx context.Context, cmd StartRun) (StartedRun, error) {
 	if err != nil {
 		return StartedRun{}, err
 	}
-	if err := r.f.waitFor(ctx, committed.Last(), projections.RunsName, projections.LeasesName, projections.DevicesName); err != nil {
+	if err := r.wait(ctx, committed.Last()); err != nil {
 		return StartedRun{}, err
 	}
 	run, _, err := r.runs.Load(ctx, runID)
@@ -129,7 +131,7 @@ func newRunStarted(cmd StartRun) (domain.RunStarted, error) {
 		if executor != domain.ExecutorBuiltin {
 			return domain.RunStarted{}, domain.Errorf(domain.CodeInvalidArgument, "a script is followed by the builtin executor only")
 		}
-		s, err := ParseRunScript(cmd.Script)
+		s, err := domain.ParseRunScript(cmd.Script)
 		if err != nil {
 			return domain.RunStarted{}, err
 		}
@@ -141,50 +143,10 @@ func newRunStarted(cmd StartRun) (domain.RunStarted, error) {
 		Script: script, ScheduleID: cmd.ScheduleID}, nil
 }
 
-// Script bounds.
-const maxScriptSteps = 1000
-
-// ParseRunScript reads and checks a script: version 1, at most 1000
-// steps, each an action the fleet accepts (domain.ParseAction) or a finish.
-// Errors: invalid_argument naming the step.
-func ParseRunScript(raw json.RawMessage) (RunScript, error) {
-	var s RunScript
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
-		return RunScript{}, domain.Errorf(domain.CodeInvalidArgument, "script is not a valid script object: %v", err)
-	}
-	if s.Version == 0 {
-		s.Version = 1
-	}
-	if s.Version != 1 {
-		return RunScript{}, domain.Errorf(domain.CodeInvalidArgument, "script.version must be 1")
-	}
-	if len(s.Steps) == 0 || len(s.Steps) > maxScriptSteps {
-		return RunScript{}, domain.Errorf(domain.CodeInvalidArgument, "script.steps must hold 1 to %d steps", maxScriptSteps)
-	}
-	for i, st := range s.Steps {
-		if st.Finish != "" {
-			if st.Action != "" || (st.Finish != domain.RunStateSucceeded && st.Finish != domain.RunStateFailed) {
-				return RunScript{}, domain.Errorf(domain.CodeInvalidArgument, "script.steps[%d]: finish must be succeeded or failed, without an action", i)
-			}
-			continue
-		}
-		if _, err := domain.ParseAction(st.Action, st.Arguments); err != nil {
-			var de *domain.Error
-			if errors.As(err, &de) {
-				return RunScript{}, domain.Errorf(domain.CodeInvalidArgument, "script.steps[%d]: %s", i, de.Message)
-			}
-			return RunScript{}, err
-		}
-	}
-	return s, nil
-}
-
 // freeDevices lists the organisation's devices the caller can see that
 // hold no lease in force, oldest first (a start tries them in turn).
 func (r *Runs) freeDevices(ctx context.Context, auth domain.Auth) ([]string, error) {
-	rows, err := r.f.pool.Query(ctx, `SELECT d.device_id FROM public.devices d
+	rows, err := r.pool.Query(ctx, `SELECT d.device_id FROM public.devices d
 		WHERE d.org_id = $1 AND ($2::text[] IS NULL OR d.device_id = ANY($2))
 		  AND NOT EXISTS (SELECT 1 FROM public.leases l WHERE l.device_id = d.device_id AND l.state = 'active' AND l.expires_at > $3)
 		ORDER BY d.device_id LIMIT 100`, auth.OrgID, auth.Devices, r.now())
@@ -213,7 +175,7 @@ func (r *Runs) resolve(ctx context.Context, ref RunRef) (domain.Run, error) {
 	switch {
 	case domain.HasPrefix(runID, domain.PrefixRun):
 	case domain.HasPrefix(runID, domain.PrefixAgentRun):
-		v, ok, err := projections.FindRun(ctx, r.f.pool, ref.Auth.OrgID, runID)
+		v, ok, err := projections.FindRun(ctx, r.pool, ref.Auth.OrgID, runID)
 		if err != nil {
 			return domain.Run{}, err
 		}
@@ -234,8 +196,11 @@ func (r *Runs) resolve(ctx context.Context, ref RunRef) (domain.Run, error) {
 	return run, nil
 }
 
-// Get reads a run (by runId or agentRunId).
-func (r *Runs) Get(ctx context.Context, q GetRun) (projections.RunView, error) {
+// GetRunHandler handles GetRun.
+type GetRunHandler struct{ *Runs }
+
+// Handle reads a run (by runId or agentRunId).
+func (r GetRunHandler) Handle(ctx context.Context, q GetRun) (projections.RunView, error) {
 	run, err := r.resolve(ctx, RunRef(q))
 	if err != nil {
 		return projections.RunView{}, err
@@ -243,21 +208,27 @@ func (r *Runs) Get(ctx context.Context, q GetRun) (projections.RunView, error) {
 	return runView(run), nil
 }
 
-// Pause stops a run between steps: its executor lets go, and a worker's
+// PauseRunHandler handles PauseRun.
+type PauseRunHandler struct{ *Runs }
+
+// Handle stops a run between steps: its executor lets go, and a worker's
 // actions are refused until it is resumed. Pausing a paused run changes
 // nothing; an ended or parked one answers invalid_argument with its state.
-func (r *Runs) Pause(ctx context.Context, cmd PauseRun) (projections.RunView, error) {
+func (r PauseRunHandler) Handle(ctx context.Context, cmd PauseRun) (projections.RunView, error) {
 	return r.transition(ctx, RunRef(cmd), func(run *domain.Run, u *eventstore.Unit, now time.Time) ([]domain.Event, error) {
 		return run.Pause(now, domain.ActorOf(cmd.Auth))
 	})
 }
 
-// Resume continues a paused run, or a parked one: the device goes back to
+// ResumeRunHandler handles ResumeRun.
+type ResumeRunHandler struct{ *Runs }
+
+// Handle continues a paused run, or a parked one: the device goes back to
 // the run under a new lease, taken over from the caller when the caller
 // holds it (a person who acted while the run was parked hands it back
 // this way). Errors: invalid_argument (ended, or past its deadline),
 // device_unavailable (already_leased by someone else).
-func (r *Runs) Resume(ctx context.Context, cmd ResumeRun) (projections.RunView, error) {
+func (r ResumeRunHandler) Handle(ctx context.Context, cmd ResumeRun) (projections.RunView, error) {
 	return r.transition(ctx, RunRef(cmd), func(run *domain.Run, u *eventstore.Unit, now time.Time) ([]domain.Event, error) {
 		if run.Terminal() || !now.Before(run.DeadlineAt) {
 			return nil, domain.Errorf(domain.CodeInvalidArgument, "run %s has ended or is past its deadline", run.RunID).
@@ -277,10 +248,13 @@ func (r *Runs) Resume(ctx context.Context, cmd ResumeRun) (projections.RunView, 
 	})
 }
 
-// Cancel ends a run cancelled and gives its device back; its run token
+// CancelRunHandler handles CancelRun.
+type CancelRunHandler struct{ *Runs }
+
+// Handle ends a run cancelled and gives its device back; its run token
 // stops working from the next request. Cancelling an ended run changes
 // nothing.
-func (r *Runs) Cancel(ctx context.Context, cmd CancelRun) (projections.RunView, error) {
+func (r CancelRunHandler) Handle(ctx context.Context, cmd CancelRun) (projections.RunView, error) {
 	by := domain.ActorOf(cmd.Auth)
 	return r.transition(ctx, RunRef(cmd), func(run *domain.Run, u *eventstore.Unit, now time.Time) ([]domain.Event, error) {
 		return r.end(ctx, u, run, now, domain.RunStateCancelled, "", "", &by)
@@ -308,7 +282,7 @@ func (r *Runs) change(ctx context.Context, runID string, decide func(run *domain
 	}
 	// A transition may end, give up or hand over the device's lease in the
 	// same unit: the lease and device read models show it too.
-	if err := r.f.waitFor(ctx, c.Last(), projections.RunsName, projections.LeasesName, projections.DevicesName); err != nil {
+	if err := r.wait(ctx, c.Last()); err != nil {
 		return projections.RunView{}, err
 	}
 	return runView(run), nil
@@ -339,26 +313,16 @@ func (r *Runs) releaseDevice(ctx context.Context, u *eventstore.Unit, run *domai
 // appended at the version they were decided on (a device that moved on
 // fails the unit with a conflict, and the run's repository decides again).
 func (r *Runs) deviceEvents(ctx context.Context, u *eventstore.Unit, run *domain.Run, decide func(d *domain.Device) ([]domain.Event, error)) error {
-	d, version, err := r.f.devices.Load(ctx, run.DeviceID)
-	if err != nil {
-		return err
-	}
-	evs, err := decide(&d)
-	if err != nil || len(evs) == 0 {
-		return err
-	}
-	news, err := eventstore.Encode(domain.Events, run.OrgID, evs...)
-	if err != nil {
-		return err
-	}
-	u.Append(r.f.devices.Stream(run.DeviceID), version, news...)
-	return nil
+	return r.devices.DecideInto(ctx, u, run.DeviceID, decide)
 }
 
-// Claim gives a queued built-in run to a worker (or renews its claim).
+// ClaimRunHandler handles ClaimRun.
+type ClaimRunHandler struct{ *Runs }
+
+// Handle gives a queued built-in run to a worker (or renews its claim).
 // Of two workers claiming one run, one wins; the other gets
 // invalid_argument.
-func (r *Runs) Claim(ctx context.Context, cmd ClaimRun) (domain.Run, error) {
+func (r ClaimRunHandler) Handle(ctx context.Context, cmd ClaimRun) (domain.Run, error) {
 	if cmd.Worker == "" || cmd.TTL <= 0 {
 		return domain.Run{}, domain.Errorf(domain.CodeInvalidArgument, "a claim needs a worker and a time to live")
 	}
@@ -376,10 +340,13 @@ func (r *Runs) Claim(ctx context.Context, cmd ClaimRun) (domain.Run, error) {
 	return run, err
 }
 
-// EndOverdue ends a run past its deadline (failed, deadline_exceeded) or
+// EndOverdueRunHandler handles EndOverdueRun.
+type EndOverdueRunHandler struct{ *Runs }
+
+// Handle ends a run past its deadline (failed, deadline_exceeded) or
 // parked past its wait for a person (failed, user_control_timeout), and
 // gives its device back. It reports whether it ended the run.
-func (r *Runs) EndOverdue(ctx context.Context, cmd EndOverdueRun) (bool, error) {
+func (r EndOverdueRunHandler) Handle(ctx context.Context, cmd EndOverdueRun) (bool, error) {
 	ended := false
 	_, err := r.change(ctx, cmd.RunID, func(run *domain.Run, u *eventstore.Unit, now time.Time) ([]domain.Event, error) {
 		evs := run.Overdue(now)
@@ -392,9 +359,12 @@ func (r *Runs) EndOverdue(ctx context.Context, cmd EndOverdueRun) (bool, error) 
 	return ended, err
 }
 
-// List pages through the organisation's runs among the devices the caller
+// ListRunsHandler handles ListRuns.
+type ListRunsHandler struct{ *Runs }
+
+// Handle pages through the organisation's runs among the devices the caller
 // can see, newest first.
-func (r *Runs) List(ctx context.Context, q ListRuns) (projections.RunPage, error) {
+func (r ListRunsHandler) Handle(ctx context.Context, q ListRuns) (projections.RunPage, error) {
 	if err := q.Auth.Require(domain.ScopeRunsStart, domain.ScopeDevicesAct); err != nil {
 		return projections.RunPage{}, err
 	}
@@ -411,7 +381,7 @@ func (r *Runs) List(ctx context.Context, q ListRuns) (projections.RunPage, error
 	if rq.Limit < 0 {
 		return projections.RunPage{}, domain.Errorf(domain.CodeInvalidArgument, "limit must be at least 1")
 	}
-	return projections.ListRuns(ctx, r.f.pool, q.Auth.OrgID, q.Auth.Devices, rq)
+	return projections.ListRuns(ctx, r.pool, q.Auth.OrgID, q.Auth.Devices, rq)
 }
 
 func validRunState(s string) bool {
@@ -423,9 +393,12 @@ func validRunState(s string) bool {
 	return false
 }
 
-// Frames pages through the frames a run saw: what it observed, and each
+// ListRunFramesHandler handles ListRunFrames.
+type ListRunFramesHandler struct{ *Runs }
+
+// Handle pages through the frames a run saw: what it observed, and each
 // of its actions' frames before and after.
-func (r *Runs) Frames(ctx context.Context, q ListRunFrames) (projections.RunFramePage, error) {
+func (r ListRunFramesHandler) Handle(ctx context.Context, q ListRunFrames) (projections.RunFramePage, error) {
 	run, err := r.resolve(ctx, RunRef{Auth: q.Auth, RunID: q.RunID})
 	if err != nil {
 		return projections.RunFramePage{}, err
@@ -433,42 +406,45 @@ func (r *Runs) Frames(ctx context.Context, q ListRunFrames) (projections.RunFram
 	if q.Limit < 0 || q.After < 0 {
 		return projections.RunFramePage{}, domain.Errorf(domain.CodeInvalidArgument, "limit and after must not be negative")
 	}
-	return projections.ListRunFrames(ctx, r.f.pool, run.RunID, q.RunFrameQuery)
+	return projections.ListRunFrames(ctx, r.pool, run.RunID, q.RunFrameQuery)
 }
 
-// Script exports a run's committed steps, each with the screen it was
+// GetRunScriptHandler handles GetRunScript.
+type GetRunScriptHandler struct{ *Runs }
+
+// Handle exports a run's committed steps, each with the screen it was
 // decided on, as a script the scripted planner follows; a run that
 // succeeded ends its script with finish succeeded.
-func (r *Runs) Script(ctx context.Context, q GetRunScript) (RunScript, error) {
+func (r GetRunScriptHandler) Handle(ctx context.Context, q GetRunScript) (domain.RunScript, error) {
 	run, err := r.resolve(ctx, RunRef(q))
 	if err != nil {
-		return RunScript{}, err
+		return domain.RunScript{}, err
 	}
-	steps, err := projections.ListRunSteps(ctx, r.f.pool, run.OrgID, run.RunID)
+	steps, err := projections.ListRunSteps(ctx, r.pool, run.OrgID, run.RunID)
 	if err != nil {
-		return RunScript{}, err
+		return domain.RunScript{}, err
 	}
-	s := RunScript{Version: 1, Goal: run.Goal, Steps: []ScriptStep{}}
+	s := domain.RunScript{Version: 1, Goal: run.Goal, Steps: []domain.ScriptStep{}}
 	for _, st := range steps {
-		step := ScriptStep{Action: st.Action, Arguments: st.Arguments}
+		step := domain.ScriptStep{Action: st.Action, Arguments: st.Arguments}
 		if st.ObservedFrame != "" {
 			// The layout the step was decided on, read back from its frame
 			// (a frame past retention leaves the step unchecked).
-			fr, err := r.f.GetFrame(ctx, runAuth(run), st.ObservedFrame, FrameOptions{Snapshot: true})
+			fr, err := r.devices.Frame(ctx, GetFrame{Auth: runAuth(run), FrameID: st.ObservedFrame, FrameOptions: FrameOptions{Snapshot: true}})
 			if err == nil && len(fr.Snapshot) > 0 {
 				var root domain.UIElement
 				if err := json.Unmarshal(fr.Snapshot, &root); err != nil {
-					return RunScript{}, err
+					return domain.RunScript{}, err
 				}
-				step.ExpectScreen = LayoutSignature(root)
+				step.ExpectScreen = domain.LayoutSignature(root)
 			} else if err != nil && domain.ErrorCode(err) != domain.CodeFrameNotFound {
-				return RunScript{}, err
+				return domain.RunScript{}, err
 			}
 		}
 		s.Steps = append(s.Steps, step)
 	}
 	if run.State == domain.RunStateSucceeded {
-		s.Steps = append(s.Steps, ScriptStep{Finish: domain.RunStateSucceeded})
+		s.Steps = append(s.Steps, domain.ScriptStep{Finish: domain.RunStateSucceeded})
 	}
 	return s, nil
 }

@@ -2,12 +2,9 @@ package commands
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"phonefleet/domain"
@@ -62,8 +59,11 @@ func runAuth(run domain.Run) domain.Auth {
 	return a
 }
 
-// Info reads the run a credential names.
-func (r *Runs) Info(ctx context.Context, q RunInfo) (projections.RunView, error) {
+// RunInfoHandler handles RunInfo.
+type RunInfoHandler struct{ *Runs }
+
+// Handle reads the run a credential names.
+func (r RunInfoHandler) Handle(ctx context.Context, q RunInfo) (projections.RunView, error) {
 	run, _, err := r.access(ctx, q.Access)
 	if err != nil {
 		return projections.RunView{}, err
@@ -71,124 +71,71 @@ func (r *Runs) Info(ctx context.Context, q RunInfo) (projections.RunView, error)
 	return runView(run), nil
 }
 
-// Observe looks at the run's device and stores the frame (attributed to
+// RunObserveHandler handles RunObserve.
+type RunObserveHandler struct{ *Runs }
+
+// Handle looks at the run's device and stores the frame (attributed to
 // the run, so it is in the run's frame index). The picture comes from the
 // backend in the asked format (a JPEG encoded from the rendered screen);
 // elements come from the UI snapshot in compact form. Errors:
 // invalid_argument, and those of ObserveDevice.
-func (r *Runs) Observe(ctx context.Context, cmd RunObserve) (RunObservation, error) {
+func (r RunObserveHandler) Handle(ctx context.Context, cmd RunObserve) (RunObservation, error) {
 	run, _, err := r.access(ctx, cmd.Access)
 	if err != nil {
 		return RunObservation{}, err
 	}
 	img := cmd.Image
 	if img == "" {
-		img = imagePNG
+		img = domain.ImagePNG
 	}
 	elems := cmd.Elements
 	if elems == "" {
-		elems = elementsInteractive
+		elems = domain.ElementsInteractive
 	}
 	switch {
-	case img != imagePNG && img != imageJPEG && img != imageNone:
+	case img != domain.ImagePNG && img != domain.ImageJPEG && img != domain.ImageNone:
 		return RunObservation{}, domain.Errorf(domain.CodeInvalidArgument, "image must be png, jpeg or none")
-	case elems != elementsAll && elems != elementsInteractive && elems != elementsNone:
+	case elems != domain.ElementsAll && elems != domain.ElementsInteractive && elems != domain.ElementsNone:
 		return RunObservation{}, domain.Errorf(domain.CodeInvalidArgument, "elements must be all, interactive or none")
-	case cmd.MaxWidth < 0 || cmd.MaxWidth > maxObserveWidth:
-		return RunObservation{}, domain.Errorf(domain.CodeInvalidArgument, "maxWidth must be between 1 and %d", maxObserveWidth)
+	case cmd.MaxWidth < 0 || cmd.MaxWidth > domain.MaxObserveWidth:
+		return RunObservation{}, domain.Errorf(domain.CodeInvalidArgument, "maxWidth must be between 1 and %d", domain.MaxObserveWidth)
 	case cmd.Quality < 0 || cmd.Quality > 100:
 		return RunObservation{}, domain.Errorf(domain.CodeInvalidArgument, "quality must be between 1 and 100")
 	}
 	format := ""
-	if img == imageJPEG {
-		format = imageJPEG
+	if img == domain.ImageJPEG {
+		format = domain.ImageJPEG
 	}
-	obs, err := r.f.ObserveDevice().Handle(ctx, ObserveDevice{Auth: runAuth(run), DeviceID: run.DeviceID,
-		Image: img != imageNone, MaxWidth: cmd.MaxWidth, Format: format, Quality: cmd.Quality, Snapshot: elems != elementsNone})
+	obs, err := r.devices.Observe(ctx, ObserveDevice{Auth: runAuth(run), DeviceID: run.DeviceID,
+		Image: img != domain.ImageNone, MaxWidth: cmd.MaxWidth, Format: format, Quality: cmd.Quality, Snapshot: elems != domain.ElementsNone})
 	if err != nil {
 		return RunObservation{}, err
 	}
 	out := RunObservation{Frame: obs.Frame, DeviceID: run.DeviceID, Width: obs.Width, Height: obs.Height,
 		ScreenOn: obs.ScreenOn, StepSeq: run.StepSeq}
-	if img != imageNone && obs.Image != nil {
+	if img != domain.ImageNone && obs.Image != nil {
 		out.ContentType, out.Image = obs.ContentType, obs.Image
 		out.ImageWidth, out.ImageHeight = obs.ImageWidth, obs.ImageHeight
 	}
-	if elems != elementsNone && len(obs.Snapshot) > 0 {
+	if elems != domain.ElementsNone && len(obs.Snapshot) > 0 {
 		var root domain.UIElement
 		if err := json.Unmarshal(obs.Snapshot, &root); err != nil {
 			return RunObservation{}, fmt.Errorf("read UI snapshot: %w", err)
 		}
-		out.Elements = CompactElements(root, elems == elementsInteractive)
-		out.Layout = LayoutSignature(root)
+		out.Elements = domain.CompactElements(root, elems == domain.ElementsInteractive)
+		out.Layout = domain.LayoutSignature(root)
 	}
 	return out, nil
-}
-
-// CompactElements flattens a UI tree into the elements worth naming:
-// with interactiveOnly, those a person could tap, type into or scroll;
-// otherwise also those showing text. Bare containers are left out.
-func CompactElements(root domain.UIElement, interactiveOnly bool) []RunElement {
-	var out []RunElement
-	var walk func(e domain.UIElement)
-	walk = func(e domain.UIElement) {
-		editable := strings.Contains(e.Class, "EditText")
-		interactive := e.Clickable || e.LongClickable || e.Scrollable || editable || e.Checkable
-		if interactive || !interactiveOnly && (e.Text != "" || e.ContentDesc != "") {
-			cls := e.Class
-			if i := strings.LastIndexByte(cls, '.'); i >= 0 {
-				cls = cls[i+1:]
-			}
-			out = append(out, RunElement{Ref: e.Ref, Class: cls, Text: firstNonEmpty(e.Text, e.Hint), ID: e.ResourceID,
-				Desc: e.ContentDesc, Package: e.Package, Bounds: e.Bounds, Clickable: e.Clickable || e.LongClickable,
-				Editable: editable, Scrollable: e.Scrollable})
-		}
-		for _, c := range e.Children {
-			walk(c)
-		}
-	}
-	walk(root)
-	return out
-}
-
-// systemUIPackage owns the status and navigation bars, whose clock and
-// battery differ from phone to phone.
-const systemUIPackage = "com.android.systemui"
-
-// LayoutSignature is a digest of what a screen shows outside the system
-// bars: each element's class, id, text, description, state and bounds, in
-// tree order. Two phones of one model showing the same screen have the same
-// signature, whatever their clocks and batteries say; a replayed script
-// compares it (a frame's screen hash covers every pixel and differs).
-func LayoutSignature(root domain.UIElement) string {
-	h := sha256.New()
-	var walk func(e domain.UIElement)
-	walk = func(e domain.UIElement) {
-		if e.Package == systemUIPackage {
-			return
-		}
-		fmt.Fprintf(h, "%s\x1f%s\x1f%s\x1f%s\x1f%t\x1f%t\x1f%d,%d,%d,%d\x1e", e.Class, e.ResourceID, e.Text, e.ContentDesc,
-			e.Checked, e.Enabled, e.Bounds[0], e.Bounds[1], e.Bounds[2], e.Bounds[3])
-		for _, c := range e.Children {
-			walk(c)
-		}
-	}
-	walk(root)
-	return hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // runStepAttempts bounds how often an action is decided again because the
 // run moved on (another step, a pause) between its check and its record.
 const runStepAttempts = 20
 
-// Act performs one step of the run: the action goes through the fleet's
+// RunActHandler handles RunAct.
+type RunActHandler struct{ *Runs }
+
+// Handle performs one step of the run: the action goes through the fleet's
 // one action path (idempotency, fencing, stale-frame rules, receipts
 // attributed to the starter and the run) and its request is recorded with
 // the run's step in one unit, so a step is never taken on a run that was
@@ -198,7 +145,7 @@ const runStepAttempts = 20
 // device, device_unavailable (run_paused, run_awaiting_user, run_queued)
 // when the run is not running, lease_mismatch for a stale fencingToken,
 // capability_unsupported (max_steps) when the budget is spent.
-func (r *Runs) Act(ctx context.Context, cmd RunAct) (ActOutcome, error) {
+func (r RunActHandler) Handle(ctx context.Context, cmd RunAct) (ActOutcome, error) {
 	for attempt := 1; ; attempt++ {
 		run, version, err := r.access(ctx, cmd.Access)
 		if err != nil {
@@ -212,7 +159,7 @@ func (r *Runs) Act(ctx context.Context, cmd RunAct) (ActOutcome, error) {
 				With("reason", "run_"+run.State).WithRetryable(run.State != domain.RunStateAwaitingUser)
 		}
 		if cmd.FencingToken != 0 {
-			d, _, err := r.f.devices.Load(ctx, run.DeviceID)
+			d, _, err := r.devices.State(ctx, run.DeviceID)
 			if err != nil {
 				return ActOutcome{}, err
 			}
@@ -225,10 +172,10 @@ func (r *Runs) Act(ctx context.Context, cmd RunAct) (ActOutcome, error) {
 		step := domain.RunStepTaken{IdempotencyKey: cmd.IdempotencyKey, Action: domain.ActionType(cmd.Action),
 			Arguments: cmd.Arguments, ObservedFrame: cmd.ObservedFrame}
 		if cmd.ObservedFrame != "" && domain.HasPrefix(cmd.ObservedFrame, domain.PrefixFrame) {
-			if m, ok, err := r.f.lookupFrame(ctx, run.OrgID, cmd.ObservedFrame, now); err != nil {
+			if screen, ok, err := r.devices.ScreenOf(ctx, run.OrgID, cmd.ObservedFrame, now); err != nil {
 				return ActOutcome{}, err
 			} else if ok {
-				step.ObservedScreen = m.ScreenHash
+				step.ObservedScreen = screen
 			}
 		}
 		if action, err := domain.ParseAction(cmd.Action, cmd.Arguments); err == nil {
@@ -251,7 +198,7 @@ func (r *Runs) Act(ctx context.Context, cmd RunAct) (ActOutcome, error) {
 		if err != nil {
 			return ActOutcome{}, err
 		}
-		out, err := r.f.PerformAction().Handle(ctx, PerformAction{Auth: runAuth(run), DeviceID: run.DeviceID,
+		out, err := r.devices.Act(ctx, PerformAction{Auth: runAuth(run), DeviceID: run.DeviceID,
 			Action: cmd.Action, Arguments: cmd.Arguments, IdempotencyKey: cmd.IdempotencyKey, LeaseID: run.LeaseID,
 			ObservedFrame: cmd.ObservedFrame, AgentRunID: run.AgentRunID,
 			Also: &StreamAppend{StreamID: domain.RunStream(run.RunID), Expected: version, Events: news}})
@@ -262,20 +209,26 @@ func (r *Runs) Act(ctx context.Context, cmd RunAct) (ActOutcome, error) {
 	}
 }
 
-// GetFrame reads a frame of the run's device.
-func (r *Runs) GetFrame(ctx context.Context, q RunGetFrame) (Frame, error) {
+// RunGetFrameHandler handles RunGetFrame.
+type RunGetFrameHandler struct{ *Runs }
+
+// Handle reads a frame of the run's device.
+func (r RunGetFrameHandler) Handle(ctx context.Context, q RunGetFrame) (Frame, error) {
 	run, _, err := r.access(ctx, q.Access)
 	if err != nil {
 		return Frame{}, err
 	}
-	return r.f.GetFrame(ctx, runAuth(run), q.FrameID, q.FrameOptions)
+	return r.devices.Frame(ctx, GetFrame{Auth: runAuth(run), FrameID: q.FrameID, FrameOptions: q.FrameOptions})
 }
 
-// NeedsUser parks the run for a person: awaiting_user until the wait ends
+// RunNeedsUserHandler handles RunNeedsUser.
+type RunNeedsUserHandler struct{ *Runs }
+
+// Handle parks the run for a person: awaiting_user until the wait ends
 // (default 15 minutes, never past the run's deadline), its device's lease
 // given up so a person can take it (run.needs_user_control is sent).
 // Errors: invalid_argument (not running, wait out of bounds).
-func (r *Runs) NeedsUser(ctx context.Context, cmd RunNeedsUser) (projections.RunView, error) {
+func (r RunNeedsUserHandler) Handle(ctx context.Context, cmd RunNeedsUser) (projections.RunView, error) {
 	run, _, err := r.access(ctx, cmd.Access)
 	if err != nil {
 		return projections.RunView{}, err
@@ -300,11 +253,14 @@ func (r *Runs) NeedsUser(ctx context.Context, cmd RunNeedsUser) (projections.Run
 	})
 }
 
-// Finish ends the run as its worker reports. A succeeded run with a
+// RunFinishHandler handles RunFinish.
+type RunFinishHandler struct{ *Runs }
+
+// Handle ends the run as its worker reports. A succeeded run with a
 // successCheck is accepted only when the check holds on the screen now
 // (the final frame); otherwise it ends failed with success_check_failed.
 // Errors: invalid_argument (state, reason or detail).
-func (r *Runs) Finish(ctx context.Context, cmd RunFinish) (projections.RunView, error) {
+func (r RunFinishHandler) Handle(ctx context.Context, cmd RunFinish) (projections.RunView, error) {
 	run, _, err := r.access(ctx, cmd.Access)
 	if err != nil {
 		return projections.RunView{}, err
@@ -333,7 +289,7 @@ func (r *Runs) Finish(ctx context.Context, cmd RunFinish) (projections.RunView, 
 // checkSuccess evaluates the run's successCheck on the device's screen
 // now; why says what did not hold.
 func (r *Runs) checkSuccess(ctx context.Context, run domain.Run) (ok bool, why string, err error) {
-	obs, err := r.f.ObserveDevice().Handle(ctx, ObserveDevice{Auth: runAuth(run), DeviceID: run.DeviceID, Snapshot: true})
+	obs, err := r.devices.Observe(ctx, ObserveDevice{Auth: runAuth(run), DeviceID: run.DeviceID, Snapshot: true})
 	if err != nil {
 		return false, "", err
 	}
@@ -341,40 +297,5 @@ func (r *Runs) checkSuccess(ctx context.Context, run domain.Run) (ok bool, why s
 	if err := json.Unmarshal(obs.Snapshot, &root); err != nil {
 		return false, "", fmt.Errorf("read UI snapshot: %w", err)
 	}
-	return EvaluateSuccessCheck(*run.SuccessCheck, root, obs.Frame.FrameID)
-}
-
-// EvaluateSuccessCheck reports whether every part of c holds on the
-// screen whose UI tree is root (frameID names it in why).
-func EvaluateSuccessCheck(c domain.SuccessCheck, root domain.UIElement, frameID string) (ok bool, why string, err error) {
-	var text, id, app bool
-	var walk func(e domain.UIElement)
-	walk = func(e domain.UIElement) {
-		if c.Text != "" && (strings.Contains(e.Text, c.Text) || strings.Contains(e.ContentDesc, c.Text)) {
-			text = true
-		}
-		if c.ElementID != "" && (e.ResourceID == c.ElementID || strings.HasSuffix(e.ResourceID, ":id/"+c.ElementID)) {
-			id = true
-		}
-		for _, ch := range e.Children {
-			walk(ch)
-		}
-	}
-	walk(root)
-	// The app in front is the package of the screen's root element.
-	app = c.App != "" && root.Package == c.App
-	var missing []string
-	if c.Text != "" && !text {
-		missing = append(missing, fmt.Sprintf("no element shows text %q", c.Text))
-	}
-	if c.ElementID != "" && !id {
-		missing = append(missing, fmt.Sprintf("no element has id %q", c.ElementID))
-	}
-	if c.App != "" && !app {
-		missing = append(missing, fmt.Sprintf("app %q is not in front (%q is)", c.App, root.Package))
-	}
-	if len(missing) > 0 {
-		return false, "successCheck failed on frame " + frameID + ": " + strings.Join(missing, "; "), nil
-	}
-	return true, "", nil
+	return domain.EvaluateSuccessCheck(*run.SuccessCheck, root, obs.Frame.FrameID)
 }

@@ -1,32 +1,65 @@
 package commands
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/projections"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // RunsConfig is what the run commands need.
 type RunsConfig struct {
-	Fleet *Fleet
+	Store *eventstore.Store
+	// ReadModels gives read-your-writes on the runs, leases and devices
+	// read models.
+	ReadModels cqrs.ReadModels
+	// Devices is the fleet, which holds a run's device and acts on it.
+	Devices RunDevices
 	// BaseURL returns the service's public origin; a run's vrxBaseUrl is
 	// BaseURL()/vrx/<run token>.
 	BaseURL func() string
-	// Now is the clock; nil means the fleet's.
+	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+}
+
+// RunDevices is what runs need of the fleet (commands.Fleet satisfies
+// it): a device the starter may use, its state, holding it for a run in
+// the unit that starts the run, giving it back in the unit that ends or
+// parks the run, and observing and acting on it as the run.
+type RunDevices interface {
+	// Visible loads a device the caller may use; anything else is
+	// device_unavailable (not_found).
+	Visible(ctx context.Context, auth domain.Auth, deviceID string) (domain.Device, error)
+	// State returns a device's state.
+	State(ctx context.Context, deviceID string) (domain.Device, int64, error)
+	// UpdateDevice decides on a device, other streams' events joining the
+	// unit (the run's first events beside its lease).
+	UpdateDevice(ctx context.Context, deviceID string, decide func(d *domain.Device, u *eventstore.Unit) ([]domain.Event, error)) (eventstore.Committed, error)
+	// DecideInto adds a device's events to a unit the run commits.
+	DecideInto(ctx context.Context, u *eventstore.Unit, deviceID string, decide func(d *domain.Device) ([]domain.Event, error)) error
+	// ScreenOf names the screen a frame of the organisation shows.
+	ScreenOf(ctx context.Context, orgID, frameID string, now time.Time) (screenHash string, ok bool, err error)
+	// Observe, Act and Frame look at, act on and read frames of a device
+	// (the fleet's ObserveDevice, PerformAction and GetFrame).
+	Observe(ctx context.Context, cmd ObserveDevice) (Observation, error)
+	Act(ctx context.Context, cmd PerformAction) (ActOutcome, error)
+	Frame(ctx context.Context, q GetFrame) (Frame, error)
 }
 
 // Runs is the run capability: starting, watching and ending runs (REST
 // /v1/runs, the MCP run tools), and acting as a run (the device surface
 // /vrx and the built-in executor).
 type Runs struct {
-	cfg   RunsConfig
-	f     *Fleet
-	runs  *eventstore.Repository[domain.Run, domain.Event]
-	store *eventstore.Store
+	cfg     RunsConfig
+	devices RunDevices
+	pool    *pgxpool.Pool
+	runs    *eventstore.Repository[domain.Run, domain.Event]
 }
 
 // runAggregate folds a run's stream. Every device-surface call loads its
@@ -50,9 +83,16 @@ var runAggregate = eventstore.Aggregate[domain.Run, domain.Event]{
 // NewRuns returns the run capability over the fleet.
 func NewRuns(cfg RunsConfig) *Runs {
 	if cfg.Now == nil {
-		cfg.Now = cfg.Fleet.cfg.Now
+		cfg.Now = time.Now
 	}
-	return &Runs{cfg: cfg, f: cfg.Fleet, store: cfg.Fleet.store, runs: eventstore.NewRepository(cfg.Fleet.store, runAggregate)}
+	return &Runs{cfg: cfg, devices: cfg.Devices, pool: cfg.Store.Pool(), runs: eventstore.NewRepository(cfg.Store, runAggregate)}
+}
+
+// wait gives read-your-writes on the read models a run's change shows in:
+// a transition may start, end, give up or hand over the device's lease in
+// the same unit.
+func (r *Runs) wait(ctx context.Context, a eventstore.Appended) error {
+	return cqrs.Await(ctx, r.cfg.ReadModels, a, projections.RunsName, projections.LeasesName, projections.DevicesName)
 }
 
 func (r *Runs) now() time.Time { return r.cfg.Now().UTC().Truncate(time.Microsecond) }
@@ -168,27 +208,11 @@ type RunObservation struct {
 	// ImageWidth and ImageHeight are the picture's size (it may be scaled).
 	ImageWidth  int
 	ImageHeight int
-	Elements    []RunElement
-	// Layout is the screen's layout signature (LayoutSignature), when the
+	Elements    []domain.Element
+	// Layout is the screen's layout signature (domain.LayoutSignature), when the
 	// elements were asked for.
 	Layout  string
 	StepSeq int
-}
-
-// RunElement is one element of the screen in compact form: its ref (what
-// an action's arguments may name), class (short), text, resource id and
-// bounds in screen pixels [left, top, right, bottom].
-type RunElement struct {
-	Ref        string `json:"ref"`
-	Class      string `json:"class,omitempty"`
-	Text       string `json:"text,omitempty"`
-	ID         string `json:"id,omitempty"`
-	Desc       string `json:"desc,omitempty"`
-	Package    string `json:"package,omitempty"`
-	Bounds     [4]int `json:"bounds"`
-	Clickable  bool   `json:"clickable,omitempty"`
-	Editable   bool   `json:"editable,omitempty"`
-	Scrollable bool   `json:"scrollable,omitempty"`
 }
 
 // RunAct acts on the run's device (POST /vrx/{token}/v1/actions).
@@ -245,29 +269,55 @@ type EndOverdueRun struct {
 	RunID string
 }
 
-// RunScript is a run's steps as a script: each step's action and the
-// screen it was decided on.
-type RunScript struct {
-	Version int          `json:"version"`
-	Goal    string       `json:"goal,omitempty"`
-	Steps   []ScriptStep `json:"steps"`
-}
-
-// ScriptStep is one step of a script. ExpectScreen, when set, is the
-// layout signature (LayoutSignature) of the screen the step was decided
-// on: a replay that sees another screen stops with stale_frame.
-type ScriptStep struct {
-	Action       string          `json:"action,omitempty"`
-	Arguments    json.RawMessage `json:"arguments,omitempty"`
-	ExpectScreen string          `json:"expectScreen,omitempty"`
-	// Finish, instead of an action, ends the run (succeeded or failed).
-	Finish string `json:"finish,omitempty"`
-	Reason string `json:"reason,omitempty"`
-}
-
 // ErrRunTokenRefused is the one answer of the device surface for a token
 // that is unknown, expired, ended or names another device.
 var errRunTokenRefused = domain.ErrDeviceNotFound("")
 
 // runNotFound is a run the caller cannot see.
 func runNotFound(id string) error { return domain.ErrRunNotFound(id) }
+
+// RunHandlers are the run capability's entry points of the application
+// object: /v1/runs, the device surface and the built-in executor's.
+type RunHandlers struct {
+	StartRun      cqrs.Handler[StartRun, StartedRun]
+	PauseRun      cqrs.Handler[PauseRun, projections.RunView]
+	ResumeRun     cqrs.Handler[ResumeRun, projections.RunView]
+	CancelRun     cqrs.Handler[CancelRun, projections.RunView]
+	ClaimRun      cqrs.Handler[ClaimRun, domain.Run]
+	EndOverdueRun cqrs.Handler[EndOverdueRun, bool]
+	// The device surface: a run acting on its device.
+	RunObserve   cqrs.Handler[RunObserve, RunObservation]
+	RunAct       cqrs.Handler[RunAct, ActOutcome]
+	RunNeedsUser cqrs.Handler[RunNeedsUser, projections.RunView]
+	RunFinish    cqrs.Handler[RunFinish, projections.RunView]
+
+	ListRuns      cqrs.Handler[ListRuns, projections.RunPage]
+	GetRun        cqrs.Handler[GetRun, projections.RunView]
+	ListRunFrames cqrs.Handler[ListRunFrames, projections.RunFramePage]
+	GetRunScript  cqrs.Handler[GetRunScript, domain.RunScript]
+	// The device surface's reads.
+	RunInfo     cqrs.Handler[RunInfo, projections.RunView]
+	RunGetFrame cqrs.Handler[RunGetFrame, Frame]
+}
+
+// Handlers returns the run capability's entry points, each behind d.
+func (r *Runs) Handlers(d cqrs.Decorator) RunHandlers {
+	return RunHandlers{
+		StartRun:      cqrs.Serve(d, StartRunHandler{r}),
+		PauseRun:      cqrs.Serve(d, PauseRunHandler{r}),
+		ResumeRun:     cqrs.Serve(d, ResumeRunHandler{r}),
+		CancelRun:     cqrs.Serve(d, CancelRunHandler{r}),
+		ClaimRun:      cqrs.Serve(d, ClaimRunHandler{r}),
+		EndOverdueRun: cqrs.Serve(d, EndOverdueRunHandler{r}),
+		RunObserve:    cqrs.Serve(d, RunObserveHandler{r}),
+		RunAct:        cqrs.Serve(d, RunActHandler{r}),
+		RunNeedsUser:  cqrs.Serve(d, RunNeedsUserHandler{r}),
+		RunFinish:     cqrs.Serve(d, RunFinishHandler{r}),
+		ListRuns:      cqrs.Serve(d, ListRunsHandler{r}),
+		GetRun:        cqrs.Serve(d, GetRunHandler{r}),
+		ListRunFrames: cqrs.Serve(d, ListRunFramesHandler{r}),
+		GetRunScript:  cqrs.Serve(d, GetRunScriptHandler{r}),
+		RunInfo:       cqrs.Serve(d, RunInfoHandler{r}),
+		RunGetFrame:   cqrs.Serve(d, RunGetFrameHandler{r}),
+	}
+}

@@ -3,7 +3,6 @@ package commands_test
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,30 +10,16 @@ import (
 	"phonefleet/commands"
 	"phonefleet/domain"
 	"phonefleet/internal/fleettest"
+	"phonefleet/internal/sim"
 	"phonefleet/projections"
+	"phonefleet/testutil"
 )
 
-// token returns the run token inside a vrxBaseUrl.
-func token(t *testing.T, s commands.StartedRun) commands.RunAccess {
+// phoneInputs is how many inputs a sim phone has accepted: its logical
+// clock advances by one step per accepted input and never otherwise.
+func phoneInputs(t *testing.T, env *fleettest.Env, dev string) int {
 	t.Helper()
-	_, tok, ok := strings.Cut(s.VrxBaseURL, "/vrx/")
-	if !ok {
-		t.Fatalf("vrxBaseUrl %q holds no token", s.VrxBaseURL)
-	}
-	return commands.RunAccess{Token: tok}
-}
-
-func startExternal(t *testing.T, env *fleettest.Env, dev string, mod func(*commands.StartRun)) commands.StartedRun {
-	t.Helper()
-	cmd := commands.StartRun{Auth: env.Auth, DeviceID: dev, Goal: "open notes", Executor: domain.ExecutorExternal}
-	if mod != nil {
-		mod(&cmd)
-	}
-	s, err := env.Runs.Start(bg, cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return int(env.Phone(t, dev).Phone().Clock().Sub(sim.ClockStart()) / sim.ClockStep)
 }
 
 // TestRunLifecycle walks an external run through the device surface:
@@ -45,7 +30,7 @@ func startExternal(t *testing.T, env *fleettest.Env, dev string, mod func(*comma
 func TestRunLifecycle(t *testing.T) {
 	env := fleettest.Start(t, fleettest.Options{Devices: 1, WaitForReceipts: true})
 	dev := env.DeviceIDs[0]
-	s := startExternal(t, env, dev, nil)
+	s := fleettest.StartExternalRun(t, env, dev, nil)
 	if s.Run.State != domain.RunStateRunning || s.Run.DeviceID != dev || s.Run.AgentRunID == "" {
 		t.Fatalf("started %+v", s.Run)
 	}
@@ -53,18 +38,18 @@ func TestRunLifecycle(t *testing.T) {
 		t.Fatalf("lease holder %+v, want the run", l)
 	}
 	// Someone else cannot take the device.
-	if _, err := env.Fleet.AcquireLease().Handle(bg, commands.AcquireLease{Auth: env.Auth, DeviceID: dev}); codeOf(err) != domain.CodeDeviceUnavailable {
+	if _, err := env.Fleet.AcquireLease().Handle(testutil.Background, commands.AcquireLease{Auth: env.Auth, DeviceID: dev}); domain.ErrorCode(err) != domain.CodeDeviceUnavailable {
 		t.Fatalf("acquire during run: %v", err)
 	}
-	acc := token(t, s)
-	obs, err := env.Runs.Observe(bg, commands.RunObserve{Access: acc, Image: "jpeg", MaxWidth: 360})
+	acc := fleettest.RunToken(t, s)
+	obs, err := env.App.Runs.RunObserve.Handle(testutil.Background, commands.RunObserve{Access: acc, Image: "jpeg", MaxWidth: 360})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if obs.ContentType != "image/jpeg" || obs.ImageWidth != 360 || len(obs.Elements) == 0 {
 		t.Fatalf("observation: %s %dx%d, %d elements", obs.ContentType, obs.ImageWidth, obs.ImageHeight, len(obs.Elements))
 	}
-	out, err := env.Runs.Act(bg, commands.RunAct{Access: acc, Action: "open_app", Arguments: json.RawMessage(`{"package":"com.example.notes"}`),
+	out, err := env.App.Runs.RunAct.Handle(testutil.Background, commands.RunAct{Access: acc, Action: "open_app", Arguments: json.RawMessage(`{"package":"com.example.notes"}`),
 		IdempotencyKey: "step-1", ObservedFrame: obs.Frame.FrameID})
 	if err != nil {
 		t.Fatal(err)
@@ -73,11 +58,11 @@ func TestRunLifecycle(t *testing.T) {
 		t.Fatalf("receipt %+v", out.Receipt)
 	}
 	// A stale frame is refused and takes no step.
-	if _, err := env.Runs.Act(bg, commands.RunAct{Access: acc, Action: "key", Arguments: json.RawMessage(`{"key":"BACK"}`),
-		IdempotencyKey: "step-2", ObservedFrame: obs.Frame.FrameID}); codeOf(err) != domain.CodeStaleFrame {
+	if _, err := env.App.Runs.RunAct.Handle(testutil.Background, commands.RunAct{Access: acc, Action: "key", Arguments: json.RawMessage(`{"key":"BACK"}`),
+		IdempotencyKey: "step-2", ObservedFrame: obs.Frame.FrameID}); domain.ErrorCode(err) != domain.CodeStaleFrame {
 		t.Fatalf("stale frame: %v", err)
 	}
-	parked, err := env.Runs.NeedsUser(bg, commands.RunNeedsUser{Access: acc, Reason: "captcha", DeadlineSeconds: 600})
+	parked, err := env.App.Runs.RunNeedsUser.Handle(testutil.Background, commands.RunNeedsUser{Access: acc, Reason: "captcha", DeadlineSeconds: 600})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,19 +70,20 @@ func TestRunLifecycle(t *testing.T) {
 		t.Fatalf("parked %+v", parked)
 	}
 	// The worker cannot act while parked; a person can take the device.
-	if _, err := env.Runs.Act(bg, commands.RunAct{Access: acc, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`),
-		IdempotencyKey: "step-3"}); codeOf(err) != domain.CodeDeviceUnavailable {
+	if _, err := env.App.Runs.RunAct.Handle(testutil.Background, commands.RunAct{Access: acc, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`),
+		IdempotencyKey: "step-3"}); domain.ErrorCode(err) != domain.CodeDeviceUnavailable {
 		t.Fatalf("act while parked: %v", err)
 	}
 	person := env.Auth
-	l, err := env.Fleet.AcquireLease().Handle(bg, commands.AcquireLease{Auth: person, DeviceID: dev})
+	l, err := env.Fleet.AcquireLease().Handle(testutil.Background, commands.AcquireLease{Auth: person, DeviceID: dev})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := act(env, dev, l.LeaseID, "person-1", "key", `{"key":"BACK"}`); err != nil {
+	if _, err := env.Fleet.PerformAction().Handle(testutil.Background, commands.PerformAction{Auth: env.Auth, DeviceID: dev, Action: "key",
+		Arguments: json.RawMessage(`{"key":"BACK"}`), IdempotencyKey: "person-1", LeaseID: l.LeaseID}); err != nil {
 		t.Fatal(err)
 	}
-	resumed, err := env.Runs.Resume(bg, commands.ResumeRun{Auth: person, RunID: s.Run.AgentRunID})
+	resumed, err := env.App.Runs.ResumeRun.Handle(testutil.Background, commands.ResumeRun{Auth: person, RunID: s.Run.AgentRunID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,24 +93,24 @@ func TestRunLifecycle(t *testing.T) {
 	if l := leaseHolder(t, env, dev); l.RunID != s.Run.RunID {
 		t.Fatalf("lease after resume held by %+v", l)
 	}
-	if _, err := env.Runs.Act(bg, commands.RunAct{Access: acc, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`),
+	if _, err := env.App.Runs.RunAct.Handle(testutil.Background, commands.RunAct{Access: acc, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`),
 		IdempotencyKey: "step-4"}); err != nil {
 		t.Fatal(err)
 	}
-	done, err := env.Runs.Finish(bg, commands.RunFinish{Access: acc, State: domain.RunStateSucceeded})
+	done, err := env.App.Runs.RunFinish.Handle(testutil.Background, commands.RunFinish{Access: acc, State: domain.RunStateSucceeded})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if done.State != domain.RunStateSucceeded || done.StepSeq != 3 || done.EndedAt == nil {
 		t.Fatalf("finished %+v", done)
 	}
-	if _, err := env.Runs.Info(bg, commands.RunInfo{Access: acc}); codeOf(err) != domain.CodeDeviceUnavailable {
+	if _, err := env.App.Runs.RunInfo.Handle(testutil.Background, commands.RunInfo{Access: acc}); domain.ErrorCode(err) != domain.CodeDeviceUnavailable {
 		t.Fatalf("token after the end: %v", err)
 	}
-	if _, err := env.Fleet.AcquireLease().Handle(bg, commands.AcquireLease{Auth: env.Auth, DeviceID: dev}); err != nil {
+	if _, err := env.Fleet.AcquireLease().Handle(testutil.Background, commands.AcquireLease{Auth: env.Auth, DeviceID: dev}); err != nil {
 		t.Fatalf("device not free after the run: %v", err)
 	}
-	frames, err := env.Runs.Frames(bg, commands.ListRunFrames{Auth: env.Auth, RunID: s.Run.RunID})
+	frames, err := env.App.Runs.ListRunFrames.Handle(testutil.Background, commands.ListRunFrames{Auth: env.Auth, RunID: s.Run.RunID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,14 +118,14 @@ func TestRunLifecycle(t *testing.T) {
 		t.Fatalf("run frames %+v", frames.Frames)
 	}
 	env.Settle(t)
-	script, err := env.Runs.Script(bg, commands.GetRunScript{Auth: env.Auth, RunID: s.Run.RunID})
+	script, err := env.App.Runs.GetRunScript.Handle(testutil.Background, commands.GetRunScript{Auth: env.Auth, RunID: s.Run.RunID})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(script.Steps) != 3 || script.Steps[0].Action != "open_app" || script.Steps[0].ExpectScreen == "" || script.Steps[2].Finish != "succeeded" {
 		t.Fatalf("script %+v", script)
 	}
-	if _, err := commands.ParseRunScript(mustJSON(t, script)); err != nil {
+	if _, err := domain.ParseRunScript(mustJSON(t, script)); err != nil {
 		t.Fatalf("exported script does not parse: %v", err)
 	}
 }
@@ -147,7 +133,7 @@ func TestRunLifecycle(t *testing.T) {
 // leaseHolder is who holds the device's lease in force (zero: nobody).
 func leaseHolder(t *testing.T, env *fleettest.Env, dev string) domain.ReceiptActor {
 	t.Helper()
-	p, err := env.Fleet.ListLeases(bg, env.Auth, commands.LeaseQuery{DeviceID: dev})
+	p, err := env.App.Fleet.ListLeases.Handle(testutil.Background, commands.ListLeases{Auth: env.Auth, LeaseQuery: commands.LeaseQuery{DeviceID: dev}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,29 +157,29 @@ func mustJSON(t *testing.T, v any) json.RawMessage {
 func TestRunCancelKillsTokenAndFreesDevice(t *testing.T) {
 	env := fleettest.Start(t, fleettest.Options{Devices: 1})
 	dev := env.DeviceIDs[0]
-	s := startExternal(t, env, dev, nil)
-	acc := token(t, s)
-	if _, err := env.Runs.Info(bg, commands.RunInfo{Access: acc}); err != nil {
+	s := fleettest.StartExternalRun(t, env, dev, nil)
+	acc := fleettest.RunToken(t, s)
+	if _, err := env.App.Runs.RunInfo.Handle(testutil.Background, commands.RunInfo{Access: acc}); err != nil {
 		t.Fatal(err)
 	}
-	v, err := env.Runs.Cancel(bg, commands.CancelRun{Auth: env.Auth, RunID: s.Run.RunID})
+	v, err := env.App.Runs.CancelRun.Handle(testutil.Background, commands.CancelRun{Auth: env.Auth, RunID: s.Run.RunID})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if v.State != domain.RunStateCancelled {
 		t.Fatalf("cancelled %+v", v)
 	}
-	if _, err := env.Runs.Observe(bg, commands.RunObserve{Access: acc}); codeOf(err) != domain.CodeDeviceUnavailable {
+	if _, err := env.App.Runs.RunObserve.Handle(testutil.Background, commands.RunObserve{Access: acc}); domain.ErrorCode(err) != domain.CodeDeviceUnavailable {
 		t.Fatalf("observe after cancel: %v", err)
 	}
-	if _, err := env.Fleet.AcquireLease().Handle(bg, commands.AcquireLease{Auth: env.Auth, DeviceID: dev}); err != nil {
+	if _, err := env.Fleet.AcquireLease().Handle(testutil.Background, commands.AcquireLease{Auth: env.Auth, DeviceID: dev}); err != nil {
 		t.Fatalf("device not free after cancel: %v", err)
 	}
 	// Cancelling again changes nothing; pausing an ended run is refused.
-	if v, err := env.Runs.Cancel(bg, commands.CancelRun{Auth: env.Auth, RunID: s.Run.RunID}); err != nil || v.State != domain.RunStateCancelled {
+	if v, err := env.App.Runs.CancelRun.Handle(testutil.Background, commands.CancelRun{Auth: env.Auth, RunID: s.Run.RunID}); err != nil || v.State != domain.RunStateCancelled {
 		t.Fatalf("second cancel: %+v %v", v, err)
 	}
-	if _, err := env.Runs.Pause(bg, commands.PauseRun{Auth: env.Auth, RunID: s.Run.RunID}); codeOf(err) != domain.CodeInvalidArgument {
+	if _, err := env.App.Runs.PauseRun.Handle(testutil.Background, commands.PauseRun{Auth: env.Auth, RunID: s.Run.RunID}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
 		t.Fatalf("pause after cancel: %v", err)
 	}
 }
@@ -202,30 +188,30 @@ func TestRunCancelKillsTokenAndFreesDevice(t *testing.T) {
 // a forged, malformed or other run's token is refused alike.
 func TestRunTenancyAndTokens(t *testing.T) {
 	env := fleettest.Start(t, fleettest.Options{Devices: 2})
-	s := startExternal(t, env, env.DeviceIDs[0], nil)
+	s := fleettest.StartExternalRun(t, env, env.DeviceIDs[0], nil)
 	other := domain.LocalOperator(domain.NewID(domain.PrefixOrganisation))
 	for _, id := range []string{s.Run.RunID, s.Run.AgentRunID, "run_x", ""} {
-		if _, err := env.Runs.Get(bg, commands.GetRun{Auth: other, RunID: id}); codeOf(err) != domain.CodeRunNotFound {
+		if _, err := env.App.Runs.GetRun.Handle(testutil.Background, commands.GetRun{Auth: other, RunID: id}); domain.ErrorCode(err) != domain.CodeRunNotFound {
 			t.Fatalf("other org get %q: %v", id, err)
 		}
-		if _, err := env.Runs.Cancel(bg, commands.CancelRun{Auth: other, RunID: id}); codeOf(err) != domain.CodeRunNotFound {
+		if _, err := env.App.Runs.CancelRun.Handle(testutil.Background, commands.CancelRun{Auth: other, RunID: id}); domain.ErrorCode(err) != domain.CodeRunNotFound {
 			t.Fatalf("other org cancel %q: %v", id, err)
 		}
 	}
-	good := token(t, s).Token
+	good := fleettest.RunToken(t, s).Token
 	forged := good[:len(good)-2] + "AA"
 	if forged == good {
 		forged = good[:len(good)-2] + "BB"
 	}
 	for _, tok := range []string{forged, "pbk_abc_def", "", "vrx_", good + "x"} {
-		_, err := env.Runs.Info(bg, commands.RunInfo{Access: commands.RunAccess{Token: tok}})
-		if codeOf(err) != domain.CodeDeviceUnavailable {
+		_, err := env.App.Runs.RunInfo.Handle(testutil.Background, commands.RunInfo{Access: commands.RunAccess{Token: tok}})
+		if domain.ErrorCode(err) != domain.CodeDeviceUnavailable {
 			t.Fatalf("token %q: %v", tok, err)
 		}
 	}
 	// The right token naming another device is refused too.
-	if _, err := env.Runs.Act(bg, commands.RunAct{Access: token(t, s), DeviceID: env.DeviceIDs[1], Action: "key",
-		Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "k"}); codeOf(err) != domain.CodeDeviceUnavailable {
+	if _, err := env.App.Runs.RunAct.Handle(testutil.Background, commands.RunAct{Access: fleettest.RunToken(t, s), DeviceID: env.DeviceIDs[1], Action: "key",
+		Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "k"}); domain.ErrorCode(err) != domain.CodeDeviceUnavailable {
 		t.Fatalf("wrong device: %v", err)
 	}
 }
@@ -235,19 +221,19 @@ func TestRunTenancyAndTokens(t *testing.T) {
 func TestRunMaxStepsEndsFailed(t *testing.T) {
 	env := fleettest.Start(t, fleettest.Options{Devices: 1})
 	dev := env.DeviceIDs[0]
-	s := startExternal(t, env, dev, func(c *commands.StartRun) { c.MaxSteps = 1 })
-	acc := token(t, s)
-	if _, err := env.Runs.Act(bg, commands.RunAct{Access: acc, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "a"}); err != nil {
+	s := fleettest.StartExternalRun(t, env, dev, func(c *commands.StartRun) { c.MaxSteps = 1 })
+	acc := fleettest.RunToken(t, s)
+	if _, err := env.App.Runs.RunAct.Handle(testutil.Background, commands.RunAct{Access: acc, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	before := inputs(t, env, dev)
-	if _, err := env.Runs.Act(bg, commands.RunAct{Access: acc, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "b"}); codeOf(err) != domain.CodeCapabilityUnsupported {
+	before := phoneInputs(t, env, dev)
+	if _, err := env.App.Runs.RunAct.Handle(testutil.Background, commands.RunAct{Access: acc, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "b"}); domain.ErrorCode(err) != domain.CodeCapabilityUnsupported {
 		t.Fatalf("step past maxSteps: %v", err)
 	}
-	if inputs(t, env, dev) != before {
+	if phoneInputs(t, env, dev) != before {
 		t.Fatal("the step past maxSteps acted")
 	}
-	v, err := env.Runs.Get(bg, commands.GetRun{Auth: env.Auth, RunID: s.Run.RunID})
+	v, err := env.App.Runs.GetRun.Handle(testutil.Background, commands.GetRun{Auth: env.Auth, RunID: s.Run.RunID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,20 +247,20 @@ func TestRunMaxStepsEndsFailed(t *testing.T) {
 func TestRunSuccessCheck(t *testing.T) {
 	env := fleettest.Start(t, fleettest.Options{Devices: 2})
 	check := &domain.SuccessCheck{App: "com.example.notes"}
-	bad := startExternal(t, env, env.DeviceIDs[0], func(c *commands.StartRun) { c.SuccessCheck = check })
-	v, err := env.Runs.Finish(bg, commands.RunFinish{Access: token(t, bad), State: domain.RunStateSucceeded})
+	bad := fleettest.StartExternalRun(t, env, env.DeviceIDs[0], func(c *commands.StartRun) { c.SuccessCheck = check })
+	v, err := env.App.Runs.RunFinish.Handle(testutil.Background, commands.RunFinish{Access: fleettest.RunToken(t, bad), State: domain.RunStateSucceeded})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if v.State != domain.RunStateFailed || *v.Reason != domain.RunReasonSuccessCheckFailed || v.Detail == nil {
 		t.Fatalf("false success: %+v", v)
 	}
-	good := startExternal(t, env, env.DeviceIDs[1], func(c *commands.StartRun) { c.SuccessCheck = check })
-	acc := token(t, good)
-	if _, err := env.Runs.Act(bg, commands.RunAct{Access: acc, Action: "open_app", Arguments: json.RawMessage(`{"package":"com.example.notes"}`), IdempotencyKey: "open"}); err != nil {
+	good := fleettest.StartExternalRun(t, env, env.DeviceIDs[1], func(c *commands.StartRun) { c.SuccessCheck = check })
+	acc := fleettest.RunToken(t, good)
+	if _, err := env.App.Runs.RunAct.Handle(testutil.Background, commands.RunAct{Access: acc, Action: "open_app", Arguments: json.RawMessage(`{"package":"com.example.notes"}`), IdempotencyKey: "open"}); err != nil {
 		t.Fatal(err)
 	}
-	v, err = env.Runs.Finish(bg, commands.RunFinish{Access: acc, State: domain.RunStateSucceeded})
+	v, err = env.App.Runs.RunFinish.Handle(testutil.Background, commands.RunFinish{Access: acc, State: domain.RunStateSucceeded})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +280,7 @@ func deref(s *string) string {
 // one wins; the run's executor credential works only for it.
 func TestRunClaimOneWinner(t *testing.T) {
 	env := fleettest.Start(t, fleettest.Options{Devices: 1})
-	s, err := env.Runs.Start(bg, commands.StartRun{Auth: env.Auth, DeviceID: env.DeviceIDs[0], Goal: "tap 1 1"})
+	s, err := env.App.Runs.StartRun.Handle(testutil.Background, commands.StartRun{Auth: env.Auth, DeviceID: env.DeviceIDs[0], Goal: "tap 1 1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +294,7 @@ func TestRunClaimOneWinner(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			w := "worker-" + string(rune('a'+i))
-			if _, err := env.Runs.Claim(bg, commands.ClaimRun{RunID: s.Run.RunID, Worker: w, TTL: time.Minute}); err == nil {
+			if _, err := env.App.Runs.ClaimRun.Handle(testutil.Background, commands.ClaimRun{RunID: s.Run.RunID, Worker: w, TTL: time.Minute}); err == nil {
 				wins <- w
 			}
 		}()
@@ -322,20 +308,20 @@ func TestRunClaimOneWinner(t *testing.T) {
 	if len(winners) != 1 {
 		t.Fatalf("winners %v", winners)
 	}
-	if _, err := env.Runs.Info(bg, commands.RunInfo{Access: commands.RunAccess{RunID: s.Run.RunID, Worker: winners[0]}}); err != nil {
+	if _, err := env.App.Runs.RunInfo.Handle(testutil.Background, commands.RunInfo{Access: commands.RunAccess{RunID: s.Run.RunID, Worker: winners[0]}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Runs.Info(bg, commands.RunInfo{Access: commands.RunAccess{RunID: s.Run.RunID, Worker: "someone-else"}}); codeOf(err) != domain.CodeDeviceUnavailable {
+	if _, err := env.App.Runs.RunInfo.Handle(testutil.Background, commands.RunInfo{Access: commands.RunAccess{RunID: s.Run.RunID, Worker: "someone-else"}}); domain.ErrorCode(err) != domain.CodeDeviceUnavailable {
 		t.Fatalf("loser's access: %v", err)
 	}
 	// Pausing lets the claim go; resuming queues the run again.
-	if _, err := env.Runs.Pause(bg, commands.PauseRun{Auth: env.Auth, RunID: s.Run.RunID}); err != nil {
+	if _, err := env.App.Runs.PauseRun.Handle(testutil.Background, commands.PauseRun{Auth: env.Auth, RunID: s.Run.RunID}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Runs.Info(bg, commands.RunInfo{Access: commands.RunAccess{RunID: s.Run.RunID, Worker: winners[0]}}); codeOf(err) != domain.CodeDeviceUnavailable {
+	if _, err := env.App.Runs.RunInfo.Handle(testutil.Background, commands.RunInfo{Access: commands.RunAccess{RunID: s.Run.RunID, Worker: winners[0]}}); domain.ErrorCode(err) != domain.CodeDeviceUnavailable {
 		t.Fatalf("access after pause: %v", err)
 	}
-	v, err := env.Runs.Resume(bg, commands.ResumeRun{Auth: env.Auth, RunID: s.Run.RunID})
+	v, err := env.App.Runs.ResumeRun.Handle(testutil.Background, commands.ResumeRun{Auth: env.Auth, RunID: s.Run.RunID})
 	if err != nil || v.State != domain.RunStateQueued {
 		t.Fatalf("resumed %+v %v", v, err)
 	}
@@ -347,17 +333,17 @@ func TestRunClaimOneWinner(t *testing.T) {
 func TestRunDeadlines(t *testing.T) {
 	clock := fleettest.NewClock(time.Now())
 	env := fleettest.Start(t, fleettest.Options{Devices: 2, Clock: clock})
-	late := startExternal(t, env, env.DeviceIDs[0], func(c *commands.StartRun) { c.DeadlineSeconds = 60 })
-	parked := startExternal(t, env, env.DeviceIDs[1], nil)
-	if _, err := env.Runs.NeedsUser(bg, commands.RunNeedsUser{Access: token(t, parked), DeadlineSeconds: 120}); err != nil {
+	late := fleettest.StartExternalRun(t, env, env.DeviceIDs[0], func(c *commands.StartRun) { c.DeadlineSeconds = 60 })
+	parked := fleettest.StartExternalRun(t, env, env.DeviceIDs[1], nil)
+	if _, err := env.App.Runs.RunNeedsUser.Handle(testutil.Background, commands.RunNeedsUser{Access: fleettest.RunToken(t, parked), DeadlineSeconds: 120}); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(61 * time.Second)
-	if _, err := env.Runs.Info(bg, commands.RunInfo{Access: token(t, late)}); codeOf(err) != domain.CodeDeviceUnavailable {
+	if _, err := env.App.Runs.RunInfo.Handle(testutil.Background, commands.RunInfo{Access: fleettest.RunToken(t, late)}); domain.ErrorCode(err) != domain.CodeDeviceUnavailable {
 		t.Fatalf("expired token: %v", err)
 	}
 	env.Settle(t)
-	due, err := projections.RunsOverdue(bg, env.Pool, clock.Now(), 10)
+	due, err := projections.RunsOverdue(testutil.Background, env.Pool, clock.Now(), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,13 +352,13 @@ func TestRunDeadlines(t *testing.T) {
 	}
 	clock.Advance(60 * time.Second)
 	for _, id := range []string{late.Run.RunID, parked.Run.RunID} {
-		ended, err := env.Runs.EndOverdue(bg, commands.EndOverdueRun{RunID: id})
+		ended, err := env.App.Runs.EndOverdueRun.Handle(testutil.Background, commands.EndOverdueRun{RunID: id})
 		if err != nil || !ended {
 			t.Fatalf("end overdue %s: %v %v", id, ended, err)
 		}
 	}
 	for id, reason := range map[string]string{late.Run.RunID: domain.RunReasonDeadline, parked.Run.RunID: domain.RunReasonUserControlTimeout} {
-		v, err := env.Runs.Get(bg, commands.GetRun{Auth: env.Auth, RunID: id})
+		v, err := env.App.Runs.GetRun.Handle(testutil.Background, commands.GetRun{Auth: env.Auth, RunID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -381,7 +367,7 @@ func TestRunDeadlines(t *testing.T) {
 		}
 	}
 	for _, dev := range env.DeviceIDs {
-		if _, err := env.Fleet.AcquireLease().Handle(bg, commands.AcquireLease{Auth: env.Auth, DeviceID: dev}); err != nil {
+		if _, err := env.Fleet.AcquireLease().Handle(testutil.Background, commands.AcquireLease{Auth: env.Auth, DeviceID: dev}); err != nil {
 			t.Fatalf("device %s not free: %v", dev, err)
 		}
 	}
@@ -393,14 +379,14 @@ func TestStartAnyFreeDevice(t *testing.T) {
 	env := fleettest.Start(t, fleettest.Options{Devices: 2})
 	seen := map[string]bool{}
 	for range 2 {
-		s := startExternal(t, env, "", nil)
+		s := fleettest.StartExternalRun(t, env, "", nil)
 		seen[s.Run.DeviceID] = true
 	}
 	if len(seen) != 2 {
 		t.Fatalf("devices %v", seen)
 	}
-	_, err := env.Runs.Start(bg, commands.StartRun{Auth: env.Auth, Goal: "x", Executor: domain.ExecutorExternal})
-	if de := domain.AsError(err); codeOf(err) != domain.CodeDeviceUnavailable || de.Retryable == nil || !*de.Retryable {
+	_, err := env.App.Runs.StartRun.Handle(testutil.Background, commands.StartRun{Auth: env.Auth, Goal: "x", Executor: domain.ExecutorExternal})
+	if de := domain.AsError(err); domain.ErrorCode(err) != domain.CodeDeviceUnavailable || de.Retryable == nil || !*de.Retryable {
 		t.Fatalf("no free device: %v", err)
 	}
 }
@@ -428,22 +414,22 @@ func TestRunCancelMidAction(t *testing.T) {
 		return gatedAct{Backend: b, entered: entered, gate: gate}
 	}})
 	dev := env.DeviceIDs[0]
-	s := startExternal(t, env, dev, nil)
-	acc := token(t, s)
+	s := fleettest.StartExternalRun(t, env, dev, nil)
+	acc := fleettest.RunToken(t, s)
 	type result struct {
 		out commands.ActOutcome
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		out, err := env.Runs.Act(bg, commands.RunAct{Access: acc, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "mid"})
+		out, err := env.App.Runs.RunAct.Handle(testutil.Background, commands.RunAct{Access: acc, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "mid"})
 		done <- result{out, err}
 	}()
 	<-entered
-	if v, err := env.Runs.Cancel(bg, commands.CancelRun{Auth: env.Auth, RunID: s.Run.RunID}); err != nil || v.State != domain.RunStateCancelled {
+	if v, err := env.App.Runs.CancelRun.Handle(testutil.Background, commands.CancelRun{Auth: env.Auth, RunID: s.Run.RunID}); err != nil || v.State != domain.RunStateCancelled {
 		t.Fatalf("cancel mid-action: %+v %v", v, err)
 	}
-	if _, err := env.Runs.Observe(bg, commands.RunObserve{Access: acc, Image: "none"}); codeOf(err) != domain.CodeDeviceUnavailable {
+	if _, err := env.App.Runs.RunObserve.Handle(testutil.Background, commands.RunObserve{Access: acc, Image: "none"}); domain.ErrorCode(err) != domain.CodeDeviceUnavailable {
 		t.Fatalf("token after cancel: %v", err)
 	}
 	close(gate)
@@ -451,7 +437,7 @@ func TestRunCancelMidAction(t *testing.T) {
 	if r.err != nil {
 		t.Logf("the action in flight answered %v", r.err)
 	}
-	page, err := env.Fleet.ListReceipts(bg, env.Auth, commands.ReceiptQuery{AgentRunID: &s.Run.AgentRunID})
+	page, err := env.App.Fleet.ListReceipts.Handle(testutil.Background, commands.ListReceipts{Auth: env.Auth, ReceiptQuery: commands.ReceiptQuery{AgentRunID: &s.Run.AgentRunID}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +447,7 @@ func TestRunCancelMidAction(t *testing.T) {
 	if (r.err == nil) != (page.Receipts[0].State == "committed") {
 		t.Fatalf("the caller heard %v but the receipt says %s", r.err, page.Receipts[0].State)
 	}
-	if _, err := env.Fleet.AcquireLease().Handle(bg, commands.AcquireLease{Auth: env.Auth, DeviceID: dev}); err != nil {
+	if _, err := env.Fleet.AcquireLease().Handle(testutil.Background, commands.AcquireLease{Auth: env.Auth, DeviceID: dev}); err != nil {
 		t.Fatalf("device not free after cancel: %v", err)
 	}
 }

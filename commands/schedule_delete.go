@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"phonefleet/commands/cqrs"
 
 	"phonefleet/domain"
 )
@@ -20,7 +21,11 @@ type DeleteScheduleHandler struct {
 
 // Handle needs runs:start and devices:act; answers not_found for a
 // schedule that is not the caller's, exactly as for a missing one.
-func (h DeleteScheduleHandler) Handle(ctx context.Context, cmd DeleteSchedule) error {
+func (h DeleteScheduleHandler) Handle(ctx context.Context, cmd DeleteSchedule) (cqrs.Done, error) {
+	return cqrs.Done{}, h.handle(ctx, cmd)
+}
+
+func (h DeleteScheduleHandler) handle(ctx context.Context, cmd DeleteSchedule) error {
 	if err := cmd.Auth.Require(domain.ScopeRunsStart, domain.ScopeDevicesAct); err != nil {
 		return err
 	}

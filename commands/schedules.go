@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/projections"
@@ -18,10 +19,9 @@ type ScheduleConfig struct {
 	// Now stamps the events of the schedule routes; nil means time.Now.
 	// Firings are stamped with the firing worker's clock (FireSchedule.At).
 	Now func() time.Time
-	// Wait, when not nil, returns once the schedules read model has
-	// applied what a command appended (projections.Runner.WaitFor bound to
-	// projections.SchedulesName), so the caller can answer from it.
-	Wait func(ctx context.Context, a eventstore.Appended) error
+	// ReadModels, when not nil, gives read-your-writes on the schedules
+	// read model, so a command's caller can answer from it.
+	ReadModels cqrs.ReadModels
 }
 
 // ScheduleCapability is the schedule capability: the schedule routes
@@ -58,10 +58,7 @@ func NewSchedules(cfg ScheduleConfig) *ScheduleCapability {
 func (s *ScheduleCapability) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Microsecond) }
 
 func (s *ScheduleCapability) wait(ctx context.Context, c eventstore.Committed) error {
-	if s.cfg.Wait == nil || len(c.Appends) == 0 {
-		return nil
-	}
-	return s.cfg.Wait(ctx, c.Last())
+	return cqrs.Await(ctx, s.cfg.ReadModels, c.Last(), projections.SchedulesName)
 }
 
 // decide runs fn on schedule id's state through the repository and waits
@@ -127,10 +124,13 @@ type ListScheduleFirings struct {
 	projections.FiringQuery
 }
 
-// ListSchedules answers ListSchedules. It needs runs:start and
+// ListSchedulesHandler handles ListSchedules.
+type ListSchedulesHandler struct{ *ScheduleCapability }
+
+// Handle answers ListSchedules. It needs runs:start and
 // devices:act; schedules on devices outside the credential's subset are
 // left out.
-func (s *ScheduleCapability) ListSchedules(ctx context.Context, q ListSchedules) (projections.SchedulePage, error) {
+func (s ListSchedulesHandler) Handle(ctx context.Context, q ListSchedules) (projections.SchedulePage, error) {
 	if err := q.Auth.Require(domain.ScopeRunsStart, domain.ScopeDevicesAct); err != nil {
 		return projections.SchedulePage{}, err
 	}
@@ -140,17 +140,23 @@ func (s *ScheduleCapability) ListSchedules(ctx context.Context, q ListSchedules)
 	return projections.ListSchedules(ctx, s.pool, q.Auth.OrgID, q.Auth.Devices, q.ScheduleQuery)
 }
 
-// GetSchedule answers GetSchedule: not_found for a schedule that is not
+// GetScheduleHandler handles GetSchedule.
+type GetScheduleHandler struct{ *ScheduleCapability }
+
+// Handle answers GetSchedule: not_found for a schedule that is not
 // the caller's, exactly as for one that does not exist.
-func (s *ScheduleCapability) GetSchedule(ctx context.Context, q GetSchedule) (projections.ScheduleView, error) {
+func (s GetScheduleHandler) Handle(ctx context.Context, q GetSchedule) (projections.ScheduleView, error) {
 	if err := q.Auth.Require(domain.ScopeRunsStart, domain.ScopeDevicesAct); err != nil {
 		return projections.ScheduleView{}, err
 	}
 	return s.view(ctx, q.Auth, q.ScheduleID)
 }
 
-// ListScheduleFirings answers ListScheduleFirings: not_found as GetSchedule.
-func (s *ScheduleCapability) ListScheduleFirings(ctx context.Context, q ListScheduleFirings) (projections.FiringPage, error) {
+// ListScheduleFiringsHandler handles ListScheduleFirings.
+type ListScheduleFiringsHandler struct{ *ScheduleCapability }
+
+// Handle answers ListScheduleFirings: not_found as GetSchedule.
+func (s ListScheduleFiringsHandler) Handle(ctx context.Context, q ListScheduleFirings) (projections.FiringPage, error) {
 	if err := q.Auth.Require(domain.ScopeRunsStart, domain.ScopeDevicesAct); err != nil {
 		return projections.FiringPage{}, err
 	}
@@ -161,4 +167,36 @@ func (s *ScheduleCapability) ListScheduleFirings(ctx context.Context, q ListSche
 		return projections.FiringPage{}, err
 	}
 	return projections.ListScheduleFirings(ctx, s.pool, q.ScheduleID, q.FiringQuery)
+}
+
+// ScheduleHandlers are the schedule capability's entry points of the
+// application object: /v1/schedules and the firing worker's.
+type ScheduleHandlers struct {
+	CreateSchedule cqrs.Handler[CreateSchedule, projections.ScheduleView]
+	UpdateSchedule cqrs.Handler[UpdateSchedule, projections.ScheduleView]
+	DeleteSchedule cqrs.Handler[DeleteSchedule, cqrs.Done]
+	// The firing worker's: record a firing's intent, its outcome, or settle
+	// one whose instance stopped.
+	FireSchedule           cqrs.Handler[FireSchedule, ScheduleFiring]
+	CompleteScheduleFiring cqrs.Handler[CompleteScheduleFiring, bool]
+	ResolveScheduleFiring  cqrs.Handler[ResolveScheduleFiring, string]
+
+	ListSchedules       cqrs.Handler[ListSchedules, projections.SchedulePage]
+	GetSchedule         cqrs.Handler[GetSchedule, projections.ScheduleView]
+	ListScheduleFirings cqrs.Handler[ListScheduleFirings, projections.FiringPage]
+}
+
+// Handlers returns the schedule capability's entry points, each behind d.
+func (s *ScheduleCapability) Handlers(d cqrs.Decorator) ScheduleHandlers {
+	return ScheduleHandlers{
+		CreateSchedule:         cqrs.Serve(d, CreateScheduleHandler{s}),
+		UpdateSchedule:         cqrs.Serve(d, UpdateScheduleHandler{s}),
+		DeleteSchedule:         cqrs.Serve(d, DeleteScheduleHandler{s}),
+		FireSchedule:           cqrs.Serve(d, FireScheduleHandler{s}),
+		CompleteScheduleFiring: cqrs.Serve(d, CompleteScheduleFiringHandler{s}),
+		ResolveScheduleFiring:  cqrs.Serve(d, ResolveScheduleFiringHandler{s}),
+		ListSchedules:          cqrs.Serve(d, ListSchedulesHandler{s}),
+		GetSchedule:            cqrs.Serve(d, GetScheduleHandler{s}),
+		ListScheduleFirings:    cqrs.Serve(d, ListScheduleFiringsHandler{s}),
+	}
 }

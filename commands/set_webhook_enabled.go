@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"phonefleet/commands/cqrs"
 
 	"phonefleet/domain"
 )
@@ -22,7 +23,11 @@ type SetWebhookEnabledHandler struct {
 // Handle answers not_found for a subscription the caller may not see, and
 // permission_denied when switching on one that only the person it was made
 // for may switch on again. Setting the state it already has is a no-op.
-func (h SetWebhookEnabledHandler) Handle(ctx context.Context, cmd SetWebhookEnabled) error {
+func (h SetWebhookEnabledHandler) Handle(ctx context.Context, cmd SetWebhookEnabled) (cqrs.Done, error) {
+	return cqrs.Done{}, h.handle(ctx, cmd)
+}
+
+func (h SetWebhookEnabledHandler) handle(ctx context.Context, cmd SetWebhookEnabled) error {
 	if err := cmd.Auth.Require(domain.ScopeDevicesRead); err != nil {
 		return err
 	}

@@ -2,21 +2,10 @@ package commands
 
 import (
 	"context"
-	"log/slog"
 
 	"phonefleet/domain"
 	"phonefleet/projections"
 )
-
-func init() {
-	provisioningParts = append(provisioningParts, provisioningPart{name: "skus",
-		register: func(p *Provisioning, l *slog.Logger, c *Commands, q *Queries) {
-			set(l, &q.GetPriceList, HandlerFunc[GetPriceList, PriceList](p.GetPriceList))
-		},
-		unavailable: func(l *slog.Logger, c *Commands, q *Queries, why func() error) {
-			unavailable(l, &q.GetPriceList, why)
-		}})
-}
 
 // GetPriceList reads the price list with live inventory (GET /v1/skus).
 type GetPriceList struct {
@@ -81,12 +70,15 @@ type PriceListRegion struct {
 	Backorderable bool
 }
 
-// GetPriceList answers GetPriceList for any credential of the
+// GetPriceListHandler handles GetPriceList.
+type GetPriceListHandler struct{ *Provisioning }
+
+// Handle answers GetPriceList for any credential of the
 // organisation (OAuth apps included, spec 5.2). Every amount and quote is
 // the catalog's; shipsNow is the catalog's capacity less the live
 // fulfilments of each slot. When the inventory cannot be read, 503
 // admission_unavailable (retryable).
-func (p *Provisioning) GetPriceList(ctx context.Context, q GetPriceList) (PriceList, error) {
+func (p GetPriceListHandler) Handle(ctx context.Context, q GetPriceList) (PriceList, error) {
 	if q.Auth.OrgID == "" {
 		return PriceList{}, domain.Errorf(domain.CodePermissionDenied, "the price list is read by a credential of an organisation")
 	}

@@ -2,14 +2,10 @@ package commands
 
 import (
 	"context"
-	"errors"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
-	"phonefleet/eventstore"
 	"phonefleet/projections"
 )
 
@@ -30,40 +26,19 @@ type GetUsage struct {
 // UsageReport is the answer of GetUsage.
 type UsageReport = domain.UsageReport
 
-// UsageConfig is what the usage capability needs.
-type UsageConfig struct {
-	Pool *pgxpool.Pool
-	// Now is the instant open intervals count up to; nil means time.Now.
-	Now func() time.Time
-	// Wait, when not nil, returns once the usage read model has applied
-	// the events of a (projections.Runner.WaitFor bound to
-	// projections.UsageName). The query waits for every event committed
-	// before it, so a lease released just before the read is counted as
-	// released.
-	Wait func(ctx context.Context, a eventstore.Appended) error
-}
-
-// UsageCapability answers GetUsage from the usage read model.
-type UsageCapability struct{ cfg UsageConfig }
-
-// NewUsage returns the usage capability.
-func NewUsage(cfg UsageConfig) *UsageCapability {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	return &UsageCapability{cfg: cfg}
-}
-
 // usageWaitLimit bounds how long a read waits for the read model.
 const usageWaitLimit = 10 * time.Second
 
-// GetUsage returns the caller's organisation's device time in the
+// GetUsageHandler handles GetUsage.
+type GetUsageHandler struct{ *Provisioning }
+
+// Handle returns the caller's organisation's device time in the
 // period. Any signed-in person of the organisation (either role, or the
 // local operator) may read it, and an API key with devices:read, which
 // sees only its devices; an OAuth app may not. Errors: permission_denied,
 // invalid_argument (period, with field), internal_error (retryable) when
 // the read model does not catch up within usageWaitLimit.
-func (u *UsageCapability) GetUsage(ctx context.Context, q GetUsage) (UsageReport, error) {
+func (p GetUsageHandler) Handle(ctx context.Context, q GetUsage) (UsageReport, error) {
 	a := q.Auth
 	if err := a.DenyApp("usage", "the console's usage page"); err != nil {
 		return UsageReport{}, err
@@ -81,11 +56,11 @@ func (u *UsageCapability) GetUsage(ctx context.Context, q GetUsage) (UsageReport
 		}
 		period = &p
 	}
-	if err := u.waitForHead(ctx); err != nil {
+	if err := p.usageCaughtUp(ctx); err != nil {
 		return UsageReport{}, err
 	}
 	// Counted after the wait: open intervals count up to the answer.
-	asOf := u.cfg.Now().UTC().Truncate(time.Microsecond)
+	asOf := p.now()
 	if period == nil {
 		p := domain.BillingPeriodOf(asOf)
 		period = &p
@@ -93,7 +68,7 @@ func (u *UsageCapability) GetUsage(ctx context.Context, q GetUsage) (UsageReport
 	// The filter admits only the organisation's intervals on the
 	// credential's devices, so a device the caller cannot see reports
 	// nothing, exactly as one that never held a lease.
-	intervals, err := projections.UsageIntervals(ctx, u.cfg.Pool, projections.UsageFilter{OrgID: a.OrgID, Devices: a.Devices,
+	intervals, err := projections.UsageIntervals(ctx, p.pool, projections.UsageFilter{OrgID: a.OrgID, Devices: a.Devices,
 		DeviceID: q.DeviceID, From: period.Start, To: period.End})
 	if err != nil {
 		return UsageReport{}, err
@@ -101,26 +76,13 @@ func (u *UsageCapability) GetUsage(ctx context.Context, q GetUsage) (UsageReport
 	return domain.TallyUsage(*period, asOf, intervals), nil
 }
 
-// waitForHead waits until the usage read model has applied every event
-// committed so far.
-func (u *UsageCapability) waitForHead(ctx context.Context) error {
-	if u.cfg.Wait == nil {
-		return nil
-	}
-	var a eventstore.Appended
-	var txid int64
-	err := u.cfg.Pool.QueryRow(ctx, `SELECT transaction_id::text::bigint, position FROM events
-		ORDER BY transaction_id DESC, position DESC LIMIT 1`).Scan(&txid, &a.LastPosition)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	a.TransactionID = uint64(txid)
+// usageCaughtUp waits until the usage read model has applied every event
+// committed so far, so a lease released just before the read is counted
+// as released.
+func (p *Provisioning) usageCaughtUp(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, usageWaitLimit)
 	defer cancel()
-	if err := u.cfg.Wait(wctx, a); err != nil {
+	if err := cqrs.AwaitAll(wctx, p.store, p.cfg.ReadModels, projections.UsageName); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

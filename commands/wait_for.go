@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 )
 
@@ -98,7 +99,7 @@ type WaitElement struct {
 // device's frames apply) every Poll, reading time from Now and pausing with
 // Sleep, which tests replace to run a wait without wall-clock time.
 type WaitForHandler struct {
-	Observe Handler[ObserveDevice, Observation]
+	Observe cqrs.Handles[ObserveDevice, Observation]
 	Now     func() time.Time
 	// Sleep pauses for d or until ctx ends (then it returns ctx's error).
 	Sleep func(ctx context.Context, d time.Duration) error

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/internal/fleettest"
 )
@@ -30,7 +31,7 @@ func newFakeWait(env *fleettest.Env) *fakeWait {
 	w := &fakeWait{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	w.h = env.Fleet.WaitFor()
 	observe := w.h.Observe
-	w.h.Observe = commands.HandlerFunc[commands.ObserveDevice, commands.Observation](
+	w.h.Observe = cqrs.Fake[commands.ObserveDevice, commands.Observation](
 		func(ctx context.Context, c commands.ObserveDevice) (commands.Observation, error) {
 			w.looks++
 			return observe.Handle(ctx, c)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"time"
 
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/projections"
 )
 
 // Webhooks holds what every webhook subscription command needs. Each
@@ -16,10 +18,9 @@ type Webhooks struct {
 	Box *domain.SecretBox
 	// Now is the clock events are stamped with; nil means time.Now.
 	Now func() time.Time
-	// Wait, when not nil, returns once the webhooks read model has applied
-	// what a command appended (projections.Runner.WaitFor bound to
-	// projections.WebhooksName), so the caller can answer from it.
-	Wait func(ctx context.Context, a eventstore.Appended) error
+	// ReadModels, when not nil, gives read-your-writes on the webhooks
+	// read model, so a command's caller can answer from it.
+	ReadModels cqrs.ReadModels
 }
 
 func (w Webhooks) now() time.Time {
@@ -53,8 +54,59 @@ func (w Webhooks) decide(ctx context.Context, orgID string, fn func(*domain.Webh
 }
 
 func (w Webhooks) wait(ctx context.Context, a eventstore.Appended) error {
-	if w.Wait == nil {
-		return nil
+	return cqrs.Await(ctx, w.ReadModels, a, projections.WebhooksName)
+}
+
+// WebhookCapability is the webhook capability: what the subscription
+// commands, the delivery recording and the webhook queries need.
+type WebhookCapability struct {
+	Webhooks
+	// Create checks addresses with its policy and resolver.
+	Create  CreateWebhookHandler
+	Queries projections.WebhookQueries
+}
+
+// WebhookHandlers are the webhook capability's entry points of the
+// application object (/v1/webhooks, and the dispatcher's records).
+type WebhookHandlers struct {
+	CreateWebhook                 cqrs.Handler[CreateWebhook, CreatedWebhook]
+	SetWebhookEnabled             cqrs.Handler[SetWebhookEnabled, cqrs.Done]
+	RotateWebhookSecret           cqrs.Handler[RotateWebhookSecret, string]
+	DeleteWebhook                 cqrs.Handler[DeleteWebhook, cqrs.Done]
+	TestWebhook                   cqrs.Handler[TestWebhook, string]
+	DisableDepartedPersonWebhooks cqrs.Handler[DisableDepartedPersonWebhooks, int]
+	// RecordWebhookAttempt is sent by the webhook dispatcher.
+	RecordWebhookAttempt cqrs.Handler[RecordWebhookAttempt, RecordedWebhookAttempt]
+
+	ListWebhooks   cqrs.Handler[ListWebhooks, []projections.WebhookView]
+	GetWebhook     cqrs.Handler[GetWebhook, projections.WebhookView]
+	ListDeliveries cqrs.Handler[ListDeliveries, DeliveryPage]
+}
+
+// Handlers returns the webhook capability's entry points, each behind d.
+func (w *WebhookCapability) Handlers(d cqrs.Decorator) WebhookHandlers {
+	create := w.Create
+	create.Webhooks = w.Webhooks
+	return WebhookHandlers{
+		CreateWebhook:                 cqrs.Serve(d, create),
+		SetWebhookEnabled:             cqrs.Serve(d, SetWebhookEnabledHandler{w.Webhooks}),
+		RotateWebhookSecret:           cqrs.Serve(d, RotateWebhookSecretHandler{w.Webhooks}),
+		DeleteWebhook:                 cqrs.Serve(d, DeleteWebhookHandler{w.Webhooks}),
+		TestWebhook:                   cqrs.Serve(d, TestWebhookHandler{w.Webhooks}),
+		DisableDepartedPersonWebhooks: cqrs.Serve(d, DisableDepartedPersonWebhooksHandler{w.Webhooks}),
+		RecordWebhookAttempt:          cqrs.Serve(d, RecordWebhookAttemptHandler{Store: w.Store}),
+		ListWebhooks:                  cqrs.Serve(d, ListWebhooksHandler{w.Queries}),
+		GetWebhook:                    cqrs.Serve(d, GetWebhookHandler{w.Queries}),
+		ListDeliveries:                cqrs.Serve(d, ListDeliveriesHandler{w.Queries}),
 	}
-	return w.Wait(ctx, a)
+}
+
+// webhookAggregate folds an organisation's webhook subscriptions (one
+// stream per organisation, keyed by its id).
+var webhookAggregate = eventstore.Aggregate[*domain.WebhookSet, domain.Event]{
+	Stream: domain.WebhookStream,
+	Codec:  domain.Events,
+	New:    domain.NewWebhookSet,
+	Apply:  func(s **domain.WebhookSet, e domain.Event, _ eventstore.Recorded) { (*s).Apply(e) },
+	OrgID:  func(s **domain.WebhookSet) string { return (*s).OrgID },
 }

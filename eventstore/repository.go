@@ -236,6 +236,33 @@ func (r *Repository[T, E]) update(ctx context.Context, id string, known *T, know
 	}
 }
 
+// DecideInto loads id, lets decide return the events its state calls for
+// and adds them to u, appended at the version decide saw, for a decision
+// that spans streams: the caller's repository commits u, and if id's
+// stream moves on first the commit fails with a *ConflictError, so the
+// caller's decision, this one included, is made again on the new states.
+// It returns id's state as decided on, with the events applied.
+func (r *Repository[T, E]) DecideInto(ctx context.Context, u *Unit, id string, decide func(s *T) ([]E, error)) (T, error) {
+	s, version, err := r.Load(ctx, id)
+	if err != nil {
+		return s, err
+	}
+	evs, err := decide(&s)
+	if err != nil || len(evs) == 0 {
+		return s, err
+	}
+	org := r.agg.OrgID(&s)
+	for i, e := range evs {
+		r.agg.Apply(&s, e, Recorded{Version: version + int64(i) + 1, OrgID: org})
+	}
+	news, err := r.encode(r.agg.OrgID(&s), evs)
+	if err != nil {
+		return s, err
+	}
+	u.Append(r.agg.Stream(id), version, news...)
+	return s, nil
+}
+
 // encode turns events of this aggregate into events to append for orgID,
 // stamped by the repository's clock when it has one.
 func (r *Repository[T, E]) encode(orgID string, evs []E) ([]NewEvent, error) {

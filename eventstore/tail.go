@@ -2,10 +2,13 @@ package eventstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // LastTransaction returns the highest transaction id among the events
@@ -140,4 +143,20 @@ func (s *Store) Tail(ctx context.Context, opts TailOptions, emit func(Event) err
 		case <-time.After(poll):
 		}
 	}
+}
+
+// Last returns where the last event committed so far stands in the feed
+// (its transaction and position), as an Appended a read model can be
+// waited for: once a read model has applied it, it has applied every event
+// committed before the call. It is zero when there are none.
+func (s *Store) Last(ctx context.Context) (Appended, error) {
+	var a Appended
+	var txid int64
+	err := s.pool.QueryRow(ctx, `SELECT transaction_id::text::bigint, position FROM events
+		ORDER BY transaction_id DESC, position DESC LIMIT 1`).Scan(&txid, &a.LastPosition)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Appended{}, nil
+	}
+	a.TransactionID, a.FirstPosition = uint64(txid), a.LastPosition
+	return a, err
 }

@@ -55,7 +55,7 @@ func newBillingEnv(t *testing.T, mode string, provider payments.Provider) *billi
 		t.Fatal(err)
 	}
 	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: store, Payments: provider, PublicURL: "https://fleet.example"})
-	app := commands.NewApplication(commands.AppDeps{Provisioning: p})
+	app := commands.NewApplication(commands.Capabilities{Provisioning: p})
 	s, _ := newTestServer(t, Deps{Mode: mode, Auth: billingPrincipals, App: &app})
 	return &billingEnv{t: t, s: s, v: apitest.FromHandler(t, s.Handler())}
 }

@@ -33,7 +33,7 @@ func (s *Server) registerCheckoutRoutes(r *mux.Router) {
 }
 
 func (s *Server) getPriceList(w http.ResponseWriter, r *http.Request) error {
-	l, err := s.app.Queries.GetPriceList.Handle(r.Context(), commands.GetPriceList{Auth: authOf(r)})
+	l, err := s.app.Provisioning.GetPriceList.Handle(r.Context(), commands.GetPriceList{Auth: authOf(r)})
 	if err != nil {
 		return err
 	}
@@ -42,7 +42,7 @@ func (s *Server) getPriceList(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getAdmission(w http.ResponseWriter, r *http.Request) error {
-	a, err := s.app.Queries.GetAdmission.Handle(r.Context(), commands.GetAdmission{Auth: authOf(r), CheckoutServed: s.mode == "hosted"})
+	a, err := s.app.Provisioning.GetAdmission.Handle(r.Context(), commands.GetAdmission{Auth: authOf(r), CheckoutServed: s.mode == "hosted"})
 	if err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func (s *Server) startCheckout(w http.ResponseWriter, r *http.Request) error {
 		}
 		cmd.IdempotencyKey = keys[0]
 	}
-	a, err := s.app.Commands.StartCheckout.Handle(r.Context(), cmd)
+	a, err := s.app.Provisioning.StartCheckout.Handle(r.Context(), cmd)
 	if err != nil {
 		return err
 	}

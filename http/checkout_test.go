@@ -151,7 +151,7 @@ func newCOEnv(t *testing.T, db *coDB, o coOptions) *coEnv {
 	if o.config != nil {
 		o.config(&cfg)
 	}
-	app := commands.NewApplication(commands.AppDeps{Provisioning: commands.NewProvisioning(cfg)})
+	app := commands.NewApplication(commands.Capabilities{Provisioning: commands.NewProvisioning(cfg)})
 	mode := o.mode
 	if mode == "" {
 		mode = "hosted"

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdh"
 	"crypto/rand"
 	"encoding/base64"
@@ -15,7 +14,6 @@ import (
 
 	"phonefleet/commands"
 	"phonefleet/domain"
-	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
 	"phonefleet/http/wire"
 	"phonefleet/internal/identity"
@@ -68,13 +66,9 @@ func newCLIHTTPEnv(t *testing.T, opts cliEnvOptions) *cliHTTPEnv {
 	hasher, _ := identity.NewHasher(bytes.Repeat([]byte{3}, identity.PepperLen))
 	reader := projections.APIKeyReader{DB: pool}
 	clock := testutil.NewClock(time.Now().UTC())
-	app := commands.NewApplication(commands.AppDeps{
-		APIKeys:     &commands.APIKeys{Deps: commands.APIKeyDeps{Store: store, Wait: runner}, Hasher: hasher, Grace: time.Hour, Reader: reader},
-		CLISessions: commands.NewCLISessions(commands.CLISessionConfig{Store: store, Now: clock.Now}),
-		ConsoleEvents: commands.NewConsoleEvents(commands.ConsoleEventConfig{Store: store, Now: clock.Now,
-			Wait: func(ctx context.Context, a eventstore.Appended) error {
-				return runner.WaitFor(ctx, projections.ConsoleEventsName, a)
-			}}),
+	app := commands.NewApplication(commands.Capabilities{
+		APIKeys: &commands.APIKeys{Deps: commands.APIKeyDeps{Store: store, ReadModels: runner}, Hasher: hasher, Grace: time.Hour, Reader: reader},
+		Console: commands.NewConsole(commands.ConsoleConfig{Store: store, Now: clock.Now, ReadModels: testutil.ReadModels{RM: runner}}),
 	})
 	deps := Deps{Mode: "hosted", Auth: cliAuthenticator{}, App: &app, Identity: IdentityDeps{PublicURL: "https://console.test"}}
 	if opts.anonymousBudget > 0 {

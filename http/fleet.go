@@ -49,7 +49,7 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) error {
 		}
 		dq.Leased = &b
 	}
-	page, err := s.app.Queries.ListDevices.Handle(r.Context(), commands.ListDevices{Auth: a, DeviceQuery: dq})
+	page, err := s.app.Fleet.ListDevices.Handle(r.Context(), commands.ListDevices{Auth: a, DeviceQuery: dq})
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getDevice(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
-	d, err := s.app.Queries.GetDevice.Handle(r.Context(), commands.GetDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"]})
+	d, err := s.app.Fleet.GetDevice.Handle(r.Context(), commands.GetDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"]})
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func (s *Server) renameDevice(w http.ResponseWriter, r *http.Request) error {
 	if body.Name == nil {
 		return domain.Errorf(domain.CodeInvalidArgument, "name is required")
 	}
-	d, err := s.app.Commands.RenameDevice.Handle(r.Context(), commands.RenameDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"], Name: *body.Name})
+	d, err := s.app.Fleet.RenameDevice.Handle(r.Context(), commands.RenameDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"], Name: *body.Name})
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func (s *Server) renameDevice(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getDriving(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
-	d, err := s.app.Queries.GetDriving.Handle(r.Context(), commands.GetDriving{Auth: a, DeviceID: mux.Vars(r)["deviceId"]})
+	d, err := s.app.Fleet.GetDriving.Handle(r.Context(), commands.GetDriving{Auth: a, DeviceID: mux.Vars(r)["deviceId"]})
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (s *Server) powerDevice(wake bool) kernel.HandlerFunc {
 		if _, err := kernel.DecodeOptionalJSON(r, &body); err != nil {
 			return err
 		}
-		d, err := s.app.Commands.PowerDevice.Handle(r.Context(), commands.PowerDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"], Wake: wake,
+		d, err := s.app.Fleet.PowerDevice.Handle(r.Context(), commands.PowerDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"], Wake: wake,
 			LeaseID: body.LeaseID})
 		if err != nil {
 			return err

@@ -37,7 +37,7 @@ type screenshotJSON struct {
 // elementJSON is one compact element; Mark is its box number on a
 // set-of-marks picture.
 type elementJSON struct {
-	commands.RunElement
+	domain.Element
 	Mark int `json:"mark,omitempty"`
 }
 
@@ -47,7 +47,7 @@ func newElements(obs commands.Observation) []elementJSON {
 	}
 	out := make([]elementJSON, len(obs.Elements))
 	for i, e := range obs.Elements {
-		out[i] = elementJSON{RunElement: e}
+		out[i] = elementJSON{Element: e}
 		if obs.Marks != nil {
 			out[i].Mark = i + 1
 		}
@@ -158,7 +158,7 @@ func (s *Server) getScreenshot(w http.ResponseWriter, r *http.Request) error {
 	if format == "json" {
 		encoding = image
 	}
-	obs, err := s.app.Commands.ObserveDevice.Handle(r.Context(), commands.ObserveDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
+	obs, err := s.app.Fleet.ObserveDevice.Handle(r.Context(), commands.ObserveDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
 		Image: true, MaxWidth: maxWidth, Format: encoding, Quality: quality, Elements: elements, Marks: marks,
 		LeaseID: r.URL.Query().Get("leaseId")})
 	if err != nil {
@@ -188,7 +188,7 @@ func (s *Server) getUISnapshot(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	obs, err := s.app.Commands.ObserveDevice.Handle(r.Context(), commands.ObserveDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
+	obs, err := s.app.Fleet.ObserveDevice.Handle(r.Context(), commands.ObserveDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
 		Snapshot: elements == "", Elements: elements, LeaseID: q.Get("leaseId")})
 	if err != nil {
 		return err
@@ -204,7 +204,7 @@ func (s *Server) getFrame(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	fr, err := s.app.Queries.GetFrame.Handle(r.Context(), commands.GetFrame{Auth: a, FrameID: mux.Vars(r)["frameId"],
+	fr, err := s.app.Fleet.GetFrame.Handle(r.Context(), commands.GetFrame{Auth: a, FrameID: mux.Vars(r)["frameId"],
 		FrameOptions: commands.FrameOptions{Image: format == "png", Snapshot: format == "json", MaxWidth: maxWidth}})
 	if err != nil {
 		return err

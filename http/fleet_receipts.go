@@ -36,7 +36,7 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) error {
 		}
 		rq.Limit = &n
 	}
-	page, err := s.app.Queries.ListReceipts.Handle(r.Context(), commands.ListReceipts{Auth: a, ReceiptQuery: rq})
+	page, err := s.app.Fleet.ListReceipts.Handle(r.Context(), commands.ListReceipts{Auth: a, ReceiptQuery: rq})
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
-	rc, err := s.app.Queries.GetReceipt.Handle(r.Context(), commands.GetReceipt{Auth: a, IdempotencyKey: mux.Vars(r)["idempotencyKey"]})
+	rc, err := s.app.Fleet.GetReceipt.Handle(r.Context(), commands.GetReceipt{Auth: a, IdempotencyKey: mux.Vars(r)["idempotencyKey"]})
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func (s *Server) reviewReceipt(w http.ResponseWriter, r *http.Request) error {
 	if _, err := kernel.DecodeOptionalJSON(r, &body); err != nil {
 		return err
 	}
-	rc, err := s.app.Commands.ReviewReceipt.Handle(r.Context(), commands.ReviewReceipt{Auth: a, IdempotencyKey: mux.Vars(r)["idempotencyKey"],
+	rc, err := s.app.Fleet.ReviewReceipt.Handle(r.Context(), commands.ReviewReceipt{Auth: a, IdempotencyKey: mux.Vars(r)["idempotencyKey"],
 		Note: body.Note})
 	if err != nil {
 		return err

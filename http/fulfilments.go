@@ -47,7 +47,7 @@ func (s *Server) listFulfilments(w http.ResponseWriter, r *http.Request) error {
 		}
 		query.Before = &c
 	}
-	page, err := s.app.Queries.ListFulfilments.Handle(r.Context(), commands.ListFulfilments{Auth: authOf(r), FulfilmentQuery: query})
+	page, err := s.app.Provisioning.ListFulfilments.Handle(r.Context(), commands.ListFulfilments{Auth: authOf(r), FulfilmentQuery: query})
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (s *Server) listFulfilments(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getFulfilmentEstimates(w http.ResponseWriter, r *http.Request) error {
-	e, err := s.app.Queries.GetFulfilmentEstimates.Handle(r.Context(),
+	e, err := s.app.Provisioning.GetFulfilmentEstimates.Handle(r.Context(),
 		commands.GetFulfilmentEstimates{Auth: authOf(r), FulfilmentID: mux.Vars(r)["id"]})
 	if err != nil {
 		return err
@@ -64,7 +64,7 @@ func (s *Server) getFulfilmentEstimates(w http.ResponseWriter, r *http.Request) 
 }
 
 func (s *Server) getFulfilmentRenewal(w http.ResponseWriter, r *http.Request) error {
-	rs, err := s.app.Queries.GetFulfilmentRenewal.Handle(r.Context(),
+	rs, err := s.app.Provisioning.GetFulfilmentRenewal.Handle(r.Context(),
 		commands.GetFulfilmentRenewal{Auth: authOf(r), FulfilmentID: mux.Vars(r)["id"]})
 	if err != nil {
 		return err
@@ -73,7 +73,7 @@ func (s *Server) getFulfilmentRenewal(w http.ResponseWriter, r *http.Request) er
 }
 
 func (s *Server) cancelFulfilment(w http.ResponseWriter, r *http.Request) error {
-	v, err := s.app.Commands.CancelFulfilment.Handle(r.Context(),
+	v, err := s.app.Provisioning.CancelFulfilment.Handle(r.Context(),
 		commands.CancelFulfilment{Auth: authOf(r), FulfilmentID: mux.Vars(r)["id"]})
 	if err != nil {
 		return err
@@ -82,7 +82,7 @@ func (s *Server) cancelFulfilment(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *Server) returnFulfilment(w http.ResponseWriter, r *http.Request) error {
-	v, err := s.app.Commands.ReturnFulfilment.Handle(r.Context(),
+	v, err := s.app.Provisioning.ReturnFulfilment.Handle(r.Context(),
 		commands.ReturnFulfilment{Auth: authOf(r), FulfilmentID: mux.Vars(r)["id"]})
 	if err != nil {
 		return err
@@ -91,7 +91,7 @@ func (s *Server) returnFulfilment(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *Server) cancelFulfilmentRenewal(w http.ResponseWriter, r *http.Request) error {
-	rs, err := s.app.Commands.CancelFulfilmentRenewal.Handle(r.Context(),
+	rs, err := s.app.Provisioning.CancelFulfilmentRenewal.Handle(r.Context(),
 		commands.CancelFulfilmentRenewal{Auth: authOf(r), FulfilmentID: mux.Vars(r)["id"]})
 	if err != nil {
 		return err

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -47,13 +46,11 @@ func newFulHTTPEnv(t *testing.T) *fulHTTPEnv {
 	_, store := testStore(t, 8)
 	runner := runProjections(t, store, append(projections.Fleet(), projections.Fulfilments{})...)
 	e := &fulHTTPEnv{t: t, store: store, now: time.Now().UTC().Truncate(time.Second)}
-	fleet := commands.NewFleet(commands.FleetConfig{Store: store, Runner: runner})
-	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: store, Fleet: fleet, WebhookSecret: fulWebhookSecret,
-		Now: func() time.Time { return e.now },
-		Wait: func(ctx context.Context, name string, a eventstore.Appended) error {
-			return waitFor(runner, name)(ctx, a)
-		}})
-	app := commands.NewApplication(commands.AppDeps{Fleet: fleet, Provisioning: p})
+	fleet := commands.NewFleet(commands.FleetConfig{Store: store, ReadModels: runner})
+	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: store, Devices: fleet, WebhookSecret: fulWebhookSecret,
+		Now:        func() time.Time { return e.now },
+		ReadModels: testutil.ReadModels{RM: runner}})
+	app := commands.NewApplication(commands.Capabilities{Fleet: fleet, Provisioning: p})
 	e.s, _ = newTestServer(t, Deps{Mode: "hosted", Auth: fulPrincipals, App: &app})
 	e.v = apitest.FromHandler(t, e.s.Handler())
 	return e

@@ -16,6 +16,7 @@ import (
 	"phonefleet/internal/identity"
 	"phonefleet/internal/releases"
 	"phonefleet/projections"
+	"phonefleet/testutil"
 )
 
 // gwPrincipals are the callers of the gateway route tests, chosen per
@@ -56,8 +57,8 @@ func newGWEnv(t *testing.T, manifest string) *gwEnv {
 	}
 	hasher, _ := identity.NewHasher(bytes.Repeat([]byte{5}, identity.PepperLen))
 	gw := commands.NewGateways(commands.GatewayConfig{Store: store, Hasher: hasher, Releases: rel,
-		Wait: waitFor(runner, projections.GatewaysName)})
-	app := commands.NewApplication(commands.AppDeps{Gateways: gw})
+		ReadModels: testutil.ReadModels{RM: runner}})
+	app := commands.NewApplication(commands.Capabilities{Gateways: gw})
 	s, logs := newTestServer(t, Deps{Auth: gwPrincipals, App: &app})
 	return &gwEnv{t: t, s: s, v: apitest.FromHandler(t, s.Handler()), logs: logs, store: store}
 }

@@ -118,7 +118,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // appOf is the application object over a fleet alone.
 func appOf(f *commands.Fleet) *commands.Application {
-	app := commands.NewApplication(commands.AppDeps{Fleet: f})
+	app := commands.NewApplication(commands.Capabilities{Fleet: f})
 	return &app
 }
 

@@ -47,7 +47,7 @@ type projectionRebuildJSON struct {
 }
 
 func (s *Server) getProjectionStatus(w http.ResponseWriter, r *http.Request) error {
-	st, err := s.app.Queries.GetProjectionStatus.Handle(r.Context(), commands.GetProjectionStatus{Auth: authOf(r)})
+	st, err := s.app.Console.GetProjectionStatus.Handle(r.Context(), commands.GetProjectionStatus{Auth: authOf(r)})
 	if err != nil {
 		return err
 	}

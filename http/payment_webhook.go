@@ -36,7 +36,7 @@ func (s *Server) receivePaymentWebhook(w http.ResponseWriter, r *http.Request) e
 		return domain.Errorf(domain.CodeInvalidEvent, "the request body could not be read")
 	}
 	ctx := eventstore.WithActor(r.Context(), "system", "payment-webhook")
-	rc, err := s.app.Commands.ReceiveProviderEvent.Handle(ctx,
+	rc, err := s.app.Provisioning.ReceiveProviderEvent.Handle(ctx,
 		commands.ReceiveProviderEvent{Payload: body, Signature: r.Header.Get("Stripe-Signature")})
 	if err != nil {
 		return err

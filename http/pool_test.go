@@ -38,10 +38,10 @@ func newPoolHTTPEnv(t *testing.T, mode string, size, limit int) *poolHTTPEnv {
 	fl := fleettest.Start(t, fleettest.Options{Clock: clock})
 	catalog := domain.DefaultCatalog()
 	catalog.Pool = &domain.CatalogPool{Sku: domain.SkuEmulator, Size: size}
-	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: fl.Store, Catalog: catalog, Fleet: fl.Fleet,
+	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: fl.Store, ReadModels: fl.Runner, Catalog: catalog, Devices: fl.Fleet,
 		PaygDeviceLimit: limit, Now: clock.Now})
 	e := &poolHTTPEnv{t: t, fleet: fl, clock: clock, orgA: domain.NewID(domain.PrefixOrganisation), orgB: domain.NewID(domain.PrefixOrganisation)}
-	e.app = commands.NewApplication(commands.AppDeps{Fleet: fl.Fleet, Provisioning: p})
+	e.app = commands.NewApplication(commands.Capabilities{Fleet: fl.Fleet, Provisioning: p})
 	devices := []domain.Scope{domain.ScopeDevicesRead, domain.ScopeDevicesAct, domain.ScopeDevicesLease}
 	e.who = map[string]domain.Auth{
 		"admin-a":  {OrgID: e.orgA, Kind: domain.PrincipalConsole, UserID: "u_alice", Role: domain.RoleAdmin, Scopes: domain.AllScopes},
@@ -152,7 +152,7 @@ func TestPoolTakeRoute(t *testing.T) {
 	if status, _, body := e.do("member-a", "DELETE", "/v1/devices/"+id+"/lease?leaseId="+took["leaseId"].(string), ""); status != http.StatusNoContent {
 		t.Fatalf("release: got %d %v", status, body)
 	}
-	if n, err := e.app.Commands.ReturnPoolDevices.Handle(testutil.Context(t), commands.ReturnPoolDevices{}); err != nil || n != 1 {
+	if n, err := e.app.Provisioning.ReturnPoolDevices.Handle(testutil.Context(t), commands.ReturnPoolDevices{}); err != nil || n != 1 {
 		t.Fatalf("return pass: %d %v; want 1", n, err)
 	}
 	e.fleet.Settle(t)

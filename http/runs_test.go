@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
 	"phonefleet/internal/fleettest"
@@ -67,7 +68,7 @@ type runFake struct {
 	view   projections.RunView
 	page   projections.RunPage
 	frames projections.RunFramePage
-	script commands.RunScript
+	script domain.RunScript
 }
 
 // runEnv is a server whose run routes run on a runFake.
@@ -80,8 +81,8 @@ type runEnv struct {
 
 func newRunEnv(t *testing.T) *runEnv {
 	t.Helper()
-	f := &runFake{view: runView(), script: commands.RunScript{Version: 1}}
-	app := commands.NewApplication(commands.AppDeps{})
+	f := &runFake{view: runView(), script: domain.RunScript{Version: 1}}
+	app := commands.NewApplication(commands.Capabilities{})
 	view := func(ctx context.Context, c any) (projections.RunView, error) {
 		f.got = c
 		if f.err != nil {
@@ -89,34 +90,34 @@ func newRunEnv(t *testing.T) *runEnv {
 		}
 		return f.view, nil
 	}
-	app.Commands.StartRun = commands.HandlerFunc[commands.StartRun, commands.StartedRun](func(ctx context.Context, c commands.StartRun) (commands.StartedRun, error) {
+	app.Runs.StartRun = cqrs.Fake[commands.StartRun, commands.StartedRun](func(ctx context.Context, c commands.StartRun) (commands.StartedRun, error) {
 		f.got = c
 		if f.err != nil {
 			return commands.StartedRun{}, f.err
 		}
 		return commands.StartedRun{Run: f.view, VrxBaseURL: "http://phonefleet.test/vrx/vrx_secret"}, nil
 	})
-	app.Commands.PauseRun = commands.HandlerFunc[commands.PauseRun, projections.RunView](func(ctx context.Context, c commands.PauseRun) (projections.RunView, error) {
+	app.Runs.PauseRun = cqrs.Fake[commands.PauseRun, projections.RunView](func(ctx context.Context, c commands.PauseRun) (projections.RunView, error) {
 		return view(ctx, c)
 	})
-	app.Commands.ResumeRun = commands.HandlerFunc[commands.ResumeRun, projections.RunView](func(ctx context.Context, c commands.ResumeRun) (projections.RunView, error) {
+	app.Runs.ResumeRun = cqrs.Fake[commands.ResumeRun, projections.RunView](func(ctx context.Context, c commands.ResumeRun) (projections.RunView, error) {
 		return view(ctx, c)
 	})
-	app.Commands.CancelRun = commands.HandlerFunc[commands.CancelRun, projections.RunView](func(ctx context.Context, c commands.CancelRun) (projections.RunView, error) {
+	app.Runs.CancelRun = cqrs.Fake[commands.CancelRun, projections.RunView](func(ctx context.Context, c commands.CancelRun) (projections.RunView, error) {
 		return view(ctx, c)
 	})
-	app.Queries.GetRun = commands.HandlerFunc[commands.GetRun, projections.RunView](func(ctx context.Context, c commands.GetRun) (projections.RunView, error) {
+	app.Runs.GetRun = cqrs.Fake[commands.GetRun, projections.RunView](func(ctx context.Context, c commands.GetRun) (projections.RunView, error) {
 		return view(ctx, c)
 	})
-	app.Queries.ListRuns = commands.HandlerFunc[commands.ListRuns, projections.RunPage](func(ctx context.Context, c commands.ListRuns) (projections.RunPage, error) {
+	app.Runs.ListRuns = cqrs.Fake[commands.ListRuns, projections.RunPage](func(ctx context.Context, c commands.ListRuns) (projections.RunPage, error) {
 		f.got = c
 		return f.page, f.err
 	})
-	app.Queries.ListRunFrames = commands.HandlerFunc[commands.ListRunFrames, projections.RunFramePage](func(ctx context.Context, c commands.ListRunFrames) (projections.RunFramePage, error) {
+	app.Runs.ListRunFrames = cqrs.Fake[commands.ListRunFrames, projections.RunFramePage](func(ctx context.Context, c commands.ListRunFrames) (projections.RunFramePage, error) {
 		f.got = c
 		return f.frames, f.err
 	})
-	app.Queries.GetRunScript = commands.HandlerFunc[commands.GetRunScript, commands.RunScript](func(ctx context.Context, c commands.GetRunScript) (commands.RunScript, error) {
+	app.Runs.GetRunScript = cqrs.Fake[commands.GetRunScript, domain.RunScript](func(ctx context.Context, c commands.GetRunScript) (domain.RunScript, error) {
 		f.got = c
 		return f.script, f.err
 	})
@@ -424,7 +425,7 @@ func TestRunFramesAndScriptTranslate(t *testing.T) {
 		})
 	}
 	t.Run("script", func(t *testing.T) {
-		e.fake.script = commands.RunScript{Version: 1, Goal: "open settings", Steps: []commands.ScriptStep{
+		e.fake.script = domain.RunScript{Version: 1, Goal: "open settings", Steps: []domain.ScriptStep{
 			{Action: "tap", Arguments: json.RawMessage(`{"x":1,"y":2}`), ExpectScreen: "abc"},
 			{Finish: "succeeded", Reason: "done"},
 		}}
@@ -436,14 +437,14 @@ func TestRunFramesAndScriptTranslate(t *testing.T) {
 		// The answer is what POST /v1/runs takes as script.
 		raw, _ := json.Marshal(body)
 		e.do("key", "POST", "/v1/runs", `{"goal":"replay","script":`+string(raw)+`}`)
-		var replayed commands.RunScript
+		var replayed domain.RunScript
 		if err := json.Unmarshal(e.fake.got.(commands.StartRun).Script, &replayed); err != nil || len(replayed.Steps) != 2 ||
 			replayed.Steps[0].ExpectScreen != "abc" {
 			t.Errorf("got replayed script %+v (%v); want the exported one", replayed, err)
 		}
 	})
 	t.Run("a run without steps", func(t *testing.T) {
-		e.fake.script = commands.RunScript{Version: 1}
+		e.fake.script = domain.RunScript{Version: 1}
 		status, body := e.do("key", "GET", "/v1/runs/"+runID+"/script", "")
 		if steps, ok := body["steps"].([]any); status != http.StatusOK || !ok || len(steps) != 0 {
 			t.Fatalf("got %d %v; want steps []", status, body)
@@ -482,7 +483,7 @@ func TestRunRoutesAdmitApps(t *testing.T) {
 // surface calls, and checks every answer against the served document.
 func TestRunRoutesWalkthrough(t *testing.T) {
 	env := fleettest.Start(t, fleettest.Options{Devices: 2, WaitForReceipts: true})
-	app := commands.NewApplication(commands.AppDeps{Fleet: env.Fleet, Runs: env.Runs})
+	app := commands.NewApplication(commands.Capabilities{Fleet: env.Fleet, Runs: env.Runs})
 	s, _ := newTestServer(t, Deps{App: &app, LocalOrgID: env.OrgID})
 	fs := &fleetServer{t: t, env: env, s: s, v: apitest.FromHandler(t, s.Handler())}
 	dev, other := env.DeviceIDs[0], env.DeviceIDs[1]
@@ -511,11 +512,11 @@ func TestRunRoutesWalkthrough(t *testing.T) {
 
 	// Act as the run: observe, then one action decided on that frame.
 	access := commands.RunAccess{Token: token}
-	obs, err := app.Commands.RunObserve.Handle(ctx, commands.RunObserve{Access: access, Image: "none"})
+	obs, err := app.Runs.RunObserve.Handle(ctx, commands.RunObserve{Access: access, Image: "none"})
 	if err != nil {
 		t.Fatalf("observe as the run: %v", err)
 	}
-	if _, err := app.Commands.RunAct.Handle(ctx, commands.RunAct{Access: access, Action: "key",
+	if _, err := app.Runs.RunAct.Handle(ctx, commands.RunAct{Access: access, Action: "key",
 		Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "walk-1", ObservedFrame: obs.Frame.FrameID}); err != nil {
 		t.Fatalf("act as the run: %v", err)
 	}
@@ -562,7 +563,7 @@ func TestRunRoutesWalkthrough(t *testing.T) {
 
 	// The script replays the step on the other phone.
 	_, b = fs.do(t, "GET", "/v1/runs/"+runID+"/script", "", 200)
-	script := decodeInto[commands.RunScript](t, b)
+	script := decodeInto[domain.RunScript](t, b)
 	if len(script.Steps) != 1 || script.Steps[0].Action != "key" || script.Steps[0].ExpectScreen == "" {
 		t.Fatalf("script: got %s; want the one key step with the screen it was decided on", b)
 	}

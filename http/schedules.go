@@ -52,7 +52,7 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) error {
 	if req.DeviceID != nil {
 		set.DeviceID = *req.DeviceID
 	}
-	v, err := s.app.Commands.CreateSchedule.Handle(r.Context(), commands.CreateSchedule{Auth: authOf(r), ScheduleSettings: set})
+	v, err := s.app.Schedules.CreateSchedule.Handle(r.Context(), commands.CreateSchedule{Auth: authOf(r), ScheduleSettings: set})
 	if err != nil {
 		return err
 	}
@@ -91,7 +91,7 @@ func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page, err := s.app.Queries.ListSchedules.Handle(r.Context(), commands.ListSchedules{Auth: authOf(r),
+	page, err := s.app.Schedules.ListSchedules.Handle(r.Context(), commands.ListSchedules{Auth: authOf(r),
 		ScheduleQuery: projections.ScheduleQuery{After: r.URL.Query().Get("after"), Limit: limit}})
 	if err != nil {
 		return err
@@ -114,7 +114,7 @@ func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v, err := s.app.Queries.GetSchedule.Handle(r.Context(), commands.GetSchedule{Auth: authOf(r), ScheduleID: id})
+	v, err := s.app.Schedules.GetSchedule.Handle(r.Context(), commands.GetSchedule{Auth: authOf(r), ScheduleID: id})
 	if err != nil {
 		return err
 	}
@@ -169,7 +169,7 @@ func (s *Server) patchSchedule(w http.ResponseWriter, r *http.Request) error {
 	if req.Script != nil {
 		cmd.SetScript, cmd.Script = true, scheduleJSONValue(req.Script)
 	}
-	v, err := s.app.Commands.UpdateSchedule.Handle(r.Context(), cmd)
+	v, err := s.app.Schedules.UpdateSchedule.Handle(r.Context(), cmd)
 	if err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.app.Commands.DeleteSchedule.Handle(r.Context(), commands.DeleteSchedule{Auth: authOf(r), ScheduleID: id}); err != nil {
+	if _, err := s.app.Schedules.DeleteSchedule.Handle(r.Context(), commands.DeleteSchedule{Auth: authOf(r), ScheduleID: id}); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -205,7 +205,7 @@ func (s *Server) listScheduleFirings(w http.ResponseWriter, r *http.Request) err
 		}
 		q.Before = t
 	}
-	page, err := s.app.Queries.ListScheduleFirings.Handle(r.Context(), commands.ListScheduleFirings{Auth: authOf(r), ScheduleID: id, FiringQuery: q})
+	page, err := s.app.Schedules.ListScheduleFirings.Handle(r.Context(), commands.ListScheduleFirings{Auth: authOf(r), ScheduleID: id, FiringQuery: q})
 	if err != nil {
 		return err
 	}

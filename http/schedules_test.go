@@ -11,6 +11,7 @@ import (
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
 	"phonefleet/projections"
+	"phonefleet/testutil"
 )
 
 // schPrincipals are the callers of the schedule route tests, chosen per
@@ -34,8 +35,8 @@ func newSchEnv(t *testing.T) *schEnv {
 	t.Helper()
 	_, store := testStore(t, 6)
 	runner := runProjections(t, store, append(projections.Fleet(), projections.Schedules{})...)
-	sc := commands.NewSchedules(commands.ScheduleConfig{Store: store, Wait: waitFor(runner, projections.SchedulesName)})
-	app := commands.NewApplication(commands.AppDeps{Schedules: sc})
+	sc := commands.NewSchedules(commands.ScheduleConfig{Store: store, ReadModels: testutil.ReadModels{RM: runner}})
+	app := commands.NewApplication(commands.Capabilities{Schedules: sc})
 	s, _ := newTestServer(t, Deps{Auth: schPrincipals, App: &app})
 	return &schEnv{t: t, s: s, v: apitest.FromHandler(t, s.Handler())}
 }

@@ -106,7 +106,7 @@ func New(deps Deps) *Server {
 	if deps.App != nil {
 		s.app = *deps.App
 	} else {
-		s.app = commands.NewApplication(commands.AppDeps{})
+		s.app = commands.NewApplication(commands.Capabilities{})
 	}
 	if s.mode == "" {
 		s.mode = "local"

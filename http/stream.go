@@ -40,7 +40,7 @@ func (s *Server) streamScreen(w http.ResponseWriter, r *http.Request) error {
 	if cmd.Quality, err = intParam(q.Get("quality"), "quality"); err != nil {
 		return err
 	}
-	st, err := s.app.Queries.OpenStream.Handle(r.Context(), cmd)
+	st, err := s.app.Fleet.OpenStream.Handle(r.Context(), cmd)
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func (s *Server) joinLiveSession(w http.ResponseWriter, r *http.Request) error {
 	if _, err := kernel.DecodeOptionalJSON(r, &body); err != nil {
 		return err
 	}
-	j, err := s.app.Commands.JoinLiveSession.Handle(r.Context(), commands.JoinLiveSession{Auth: authOf(r),
+	j, err := s.app.Fleet.JoinLiveSession.Handle(r.Context(), commands.JoinLiveSession{Auth: authOf(r),
 		DeviceID: mux.Vars(r)["deviceId"], Role: body.Role, TTLSeconds: body.TTLSeconds})
 	if err != nil {
 		return err
@@ -98,7 +98,7 @@ func (s *Server) joinLiveSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getLiveSession(w http.ResponseWriter, r *http.Request) error {
-	v, err := s.app.Queries.GetLiveSession.Handle(r.Context(), commands.GetLiveSession{Auth: authOf(r), DeviceID: mux.Vars(r)["deviceId"]})
+	v, err := s.app.Fleet.GetLiveSession.Handle(r.Context(), commands.GetLiveSession{Auth: authOf(r), DeviceID: mux.Vars(r)["deviceId"]})
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func (s *Server) getLiveSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) endLiveSession(w http.ResponseWriter, r *http.Request) error {
-	if _, err := s.app.Commands.EndLiveSession.Handle(r.Context(), commands.EndLiveSession{Auth: authOf(r), DeviceID: mux.Vars(r)["deviceId"]}); err != nil {
+	if _, err := s.app.Fleet.EndLiveSession.Handle(r.Context(), commands.EndLiveSession{Auth: authOf(r), DeviceID: mux.Vars(r)["deviceId"]}); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

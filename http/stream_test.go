@@ -261,13 +261,13 @@ func TestLiveSessionRefusals(t *testing.T) {
 	}
 	ctx := testutil.Context(t)
 	app := e.principals["app"]
-	if _, err := e.app.Queries.OpenStream.Handle(ctx, commands.OpenStream{Auth: app, DeviceID: dev}); domain.ErrorCode(err) != domain.CodePermissionDenied {
+	if _, err := e.app.Fleet.OpenStream.Handle(ctx, commands.OpenStream{Auth: app, DeviceID: dev}); domain.ErrorCode(err) != domain.CodePermissionDenied {
 		t.Fatalf("OpenStream as an app: got %v; want permission_denied", err)
 	}
-	if _, err := e.app.Commands.JoinLiveSession.Handle(ctx, commands.JoinLiveSession{Auth: app, DeviceID: dev}); domain.ErrorCode(err) != domain.CodePermissionDenied {
+	if _, err := e.app.Fleet.JoinLiveSession.Handle(ctx, commands.JoinLiveSession{Auth: app, DeviceID: dev}); domain.ErrorCode(err) != domain.CodePermissionDenied {
 		t.Fatalf("JoinLiveSession as an app: got %v; want permission_denied", err)
 	}
-	if _, err := e.app.Queries.GetLiveSession.Handle(ctx, commands.GetLiveSession{Auth: app, DeviceID: dev}); domain.ErrorCode(err) != domain.CodePermissionDenied {
+	if _, err := e.app.Fleet.GetLiveSession.Handle(ctx, commands.GetLiveSession{Auth: app, DeviceID: dev}); domain.ErrorCode(err) != domain.CodePermissionDenied {
 		t.Fatalf("GetLiveSession as an app: got %v; want permission_denied", err)
 	}
 

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -45,13 +44,11 @@ type usageEnv struct {
 
 func newUsageEnv(t *testing.T, now time.Time) *usageEnv {
 	t.Helper()
-	pool, store := testStore(t, 4)
+	_, store := testStore(t, 4)
 	runner := runProjections(t, store, projections.Usage{})
-	u := commands.NewUsage(commands.UsageConfig{Pool: pool, Now: func() time.Time { return now },
-		Wait: func(ctx context.Context, a eventstore.Appended) error {
-			return runner.WaitFor(ctx, projections.UsageName, a)
-		}})
-	app := commands.NewApplication(commands.AppDeps{Usage: u})
+	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: store, Now: func() time.Time { return now },
+		ReadModels: testutil.ReadModels{RM: runner}})
+	app := commands.NewApplication(commands.Capabilities{Provisioning: p})
 	s, _ := newTestServer(t, Deps{Auth: usagePrincipals, App: &app})
 	return &usageEnv{t: t, s: s, v: apitest.FromHandler(t, s.Handler()), store: store}
 }

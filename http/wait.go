@@ -31,7 +31,7 @@ func (s *Server) waitFor(w http.ResponseWriter, r *http.Request) error {
 	if err := kernel.DecodeJSON(r, &body); err != nil {
 		return err
 	}
-	res, err := s.app.Commands.WaitFor.Handle(r.Context(), commands.WaitFor{Auth: authOf(r), DeviceID: mux.Vars(r)["deviceId"],
+	res, err := s.app.Fleet.WaitFor.Handle(r.Context(), commands.WaitFor{Auth: authOf(r), DeviceID: mux.Vars(r)["deviceId"],
 		WaitCondition: commands.WaitCondition{Until: body.Until, Text: body.Text, ResourceID: body.ResourceID,
 			StableMs: body.StableMs, TimeoutMs: body.TimeoutMs}})
 	if err != nil {

@@ -59,10 +59,10 @@ func newWHEnv(t *testing.T) *whEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := commands.Webhooks{Store: store, Box: box, Wait: waitFor(runner, projections.WebhooksName)}
+	base := commands.Webhooks{Store: store, Box: box, ReadModels: testutil.ReadModels{RM: runner}}
 	// The hosted policy: no private address at all.
 	resolver := whResolver{"hooks.example.com": "93.184.216.34", "intranet.example.com": "192.168.7.7"}
-	app := commands.NewApplication(commands.AppDeps{Webhooks: &commands.WebhookCapability{Webhooks: base,
+	app := commands.NewApplication(commands.Capabilities{Webhooks: &commands.WebhookCapability{Webhooks: base,
 		Create: commands.CreateWebhookHandler{Resolver: resolver}, Queries: projections.WebhookQueries{DB: pool}}})
 	s, _ := newTestServer(t, Deps{Auth: whPrincipals, App: &app})
 	return &whEnv{t: t, s: s, v: apitest.FromHandler(t, s.Handler()), pool: pool, base: base}

@@ -80,7 +80,7 @@ func perform(ctx context.Context, app *commands.Application, a domain.Auth, typ 
 	if err != nil {
 		return commands.ActOutcome{}, err
 	}
-	out, err := app.Commands.PerformAction.Handle(ctx, commands.PerformAction{Auth: a, DeviceID: args.DeviceID, Action: string(typ),
+	out, err := app.Fleet.PerformAction.Handle(ctx, commands.PerformAction{Auth: a, DeviceID: args.DeviceID, Action: string(typ),
 		Arguments: raw, IdempotencyKey: args.IdempotencyKey, LeaseID: args.LeaseID, ObservedFrame: args.ObservedFrame})
 	return out, annotate(err, "idempotencyKey", args.IdempotencyKey, "deviceId", args.DeviceID)
 }

@@ -31,7 +31,7 @@ func (s *Server) getDrivingTool() *tool {
 		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args deviceArgs) (*mcpgo.CallToolResult, error) {
-		d, err := app.Queries.GetDriving.Handle(ctx, commands.GetDriving{Auth: a, DeviceID: args.DeviceID})
+		d, err := app.Fleet.GetDriving.Handle(ctx, commands.GetDriving{Auth: a, DeviceID: args.DeviceID})
 		if err != nil {
 			return nil, deviceNotFound(err, args.DeviceID)
 		}
@@ -48,7 +48,7 @@ func (s *Server) stopDeviceTool() *tool {
 		hints{idempotent: true, destructive: true}, domain.ScopeDevicesAct)
 	t.deny = closedToApps(appDevicePage)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
-		d, err := app.Commands.PowerDevice.Handle(ctx, commands.PowerDevice{Auth: a, DeviceID: args.DeviceID, Wake: false, LeaseID: args.LeaseID})
+		d, err := app.Fleet.PowerDevice.Handle(ctx, commands.PowerDevice{Auth: a, DeviceID: args.DeviceID, Wake: false, LeaseID: args.LeaseID})
 		if err != nil {
 			return nil, deviceNotFound(err, args.DeviceID)
 		}
@@ -71,7 +71,7 @@ func (s *Server) renameDeviceTool() *tool {
 		hints{idempotent: true}, domain.ScopeDevicesRead)
 	t.deny = closedToApps(appDevicePage)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args renameArgs) (*mcpgo.CallToolResult, error) {
-		d, err := app.Commands.RenameDevice.Handle(ctx, commands.RenameDevice{Auth: a, DeviceID: args.DeviceID, Name: args.Name})
+		d, err := app.Fleet.RenameDevice.Handle(ctx, commands.RenameDevice{Auth: a, DeviceID: args.DeviceID, Name: args.Name})
 		if err != nil {
 			return nil, deviceNotFound(err, args.DeviceID)
 		}

@@ -85,10 +85,8 @@ func startServiceWith(t testing.TB, opts fleettest.Options) *service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := commands.Webhooks{Store: store, Box: box, Wait: func(ctx context.Context, a eventstore.Appended) error {
-		return runner.WaitFor(ctx, projections.WebhooksName, a)
-	}}
-	app := commands.NewApplication(commands.AppDeps{Fleet: fe.Fleet, Runs: fe.Runs,
+	base := commands.Webhooks{Store: store, Box: box, ReadModels: testutil.ReadModels{RM: runner}}
+	app := commands.NewApplication(commands.Capabilities{Fleet: fe.Fleet, Runs: fe.Runs,
 		Webhooks: &commands.WebhookCapability{Webhooks: base, Queries: projections.WebhookQueries{DB: pool}}})
 	tools, err := mcp.New(mcp.Deps{App: &app, Mode: "local"})
 	if err != nil {
@@ -105,7 +103,7 @@ func startServiceWith(t testing.TB, opts fleettest.Options) *service {
 	t.Cleanup(func() { stop(); <-done; pool.Close() })
 	t.Cleanup(ts.Close)
 	return &service{fleet: fe, url: ts.URL,
-		mint: commands.MintAPIKeyHandler{APIKeyDeps: commands.APIKeyDeps{Store: store, Wait: runner}, Hasher: hasher}}
+		mint: commands.MintAPIKeyHandler{APIKeyDeps: commands.APIKeyDeps{Store: store, ReadModels: runner}, Hasher: hasher}}
 }
 
 // key mints an API key of the local organisation holding scopes.

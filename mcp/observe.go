@@ -362,7 +362,7 @@ func (s *Server) observeTool() *tool {
 				cmd.Elements = "interactive"
 			}
 		}
-		obs, err := app.Commands.ObserveDevice.Handle(ctx, cmd)
+		obs, err := app.Fleet.ObserveDevice.Handle(ctx, cmd)
 		if err != nil {
 			return nil, err
 		}
@@ -395,7 +395,7 @@ func (s *Server) getFrameTool() *tool {
 		object([]string{"frameId"}, props...),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args frameArgs) (*mcpgo.CallToolResult, error) {
-		fr, err := app.Queries.GetFrame.Handle(ctx, commands.GetFrame{Auth: a, FrameID: args.FrameID, FrameOptions: commands.FrameOptions{Image: args.image(), Snapshot: args.snapshot(), MaxWidth: args.MaxWidth}})
+		fr, err := app.Fleet.GetFrame.Handle(ctx, commands.GetFrame{Auth: a, FrameID: args.FrameID, FrameOptions: commands.FrameOptions{Image: args.image(), Snapshot: args.snapshot(), MaxWidth: args.MaxWidth}})
 		if err != nil {
 			return nil, err
 		}

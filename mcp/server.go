@@ -122,7 +122,7 @@ func New(deps Deps) (*Server, error) {
 	if deps.App != nil {
 		s.app = *deps.App
 	} else {
-		s.app = commands.NewApplication(commands.AppDeps{})
+		s.app = commands.NewApplication(commands.Capabilities{})
 	}
 	s.mcp = server.NewMCPServer(ServerName, ToolSurfaceVersion,
 		server.WithTitle("phonefleet"),

@@ -39,7 +39,7 @@ func (s *Server) waitForTool() *tool {
 				commands.MaxWaitTimeoutMs, commands.DefaultWaitTimeoutMs)}),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args waitArgs) (*mcpgo.CallToolResult, error) {
-		res, err := app.Commands.WaitFor.Handle(ctx, commands.WaitFor{Auth: a, DeviceID: args.DeviceID, WaitCondition: commands.WaitCondition{
+		res, err := app.Fleet.WaitFor.Handle(ctx, commands.WaitFor{Auth: a, DeviceID: args.DeviceID, WaitCondition: commands.WaitCondition{
 			Until: args.Until, Text: args.Text, ResourceID: args.ResourceID, StableMs: args.StableMs, TimeoutMs: args.TimeoutMs}})
 		if err != nil {
 			return nil, err

@@ -150,3 +150,10 @@ func LeasesPastExpiry(ctx context.Context, pool *pgxpool.Pool, now time.Time, li
 		return l, err
 	})
 }
+
+// LeaseViewOf is a lease as the leases read model shows it, for a command
+// that answers the lease it has just written.
+func LeaseViewOf(l *domain.Lease) LeaseView {
+	return LeaseView{LeaseID: l.ID, DeviceID: l.DeviceID, Holder: l.Holder.ForReceipt(),
+		FencingToken: l.FencingToken, AcquiredAt: l.AcquiredAt, ExpiresAt: l.ExpiresAt}
+}

@@ -117,7 +117,7 @@ func TestReceiptChain(t *testing.T) {
 		t.Errorf("got events %v for keys %v; want %v for c1 c1 c2 c2 c3 c3 c1", events, keys, wantEvents)
 	}
 	// The last entry is the receipt as the receipts surface shows it now.
-	got, err := env.Fleet.GetReceipt(ctx, env.Auth, "c1")
+	got, err := env.App.Fleet.GetReceipt.Handle(ctx, commands.GetReceipt{Auth: env.Auth, IdempotencyKey: "c1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/fleettest"
@@ -34,12 +35,11 @@ func usageRunner(t *testing.T, s *eventstore.Store) *projections.Runner {
 	return r
 }
 
-// usageQuery is the usage capability over pool, counting up to now and
+// usageQuery is the usage query over store, counting up to now and
 // waiting for the usage read model of r.
-func usageQuery(pool *pgxpool.Pool, r *projections.Runner, now func() time.Time) *commands.UsageCapability {
-	return commands.NewUsage(commands.UsageConfig{Pool: pool, Now: now, Wait: func(ctx context.Context, a eventstore.Appended) error {
-		return r.WaitFor(ctx, projections.UsageName, a)
-	}})
+func usageQuery(store *eventstore.Store, r *projections.Runner, now func() time.Time) commands.GetUsageHandler {
+	return commands.GetUsageHandler{Provisioning: commands.NewProvisioning(commands.ProvisioningConfig{Store: store, Now: now,
+		ReadModels: testutil.ReadModels{RM: r}})}
 }
 
 // usageRowsText dumps the usage read model as text, row by row.
@@ -118,20 +118,20 @@ func TestUsageFromRealCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	set("2026-02-01 00:40")
-	if err := env.Fleet.ReleaseLease().Handle(ctx, commands.ReleaseLease{Auth: op, DeviceID: devA, LeaseID: lease}); err != nil {
+	if err := cqrs.Err(env.Fleet.ReleaseLease().Handle(ctx, commands.ReleaseLease{Auth: op, DeviceID: devA, LeaseID: lease})); err != nil {
 		t.Fatal(err)
 	}
 	set("2026-02-01 01:00")
 	acquire(devA, 600)
 
 	// Phone B: a run, cancelled after 20 minutes.
-	run, err := env.Runs.Start(ctx, commands.StartRun{Auth: op, DeviceID: devB, Goal: "open notes", Executor: domain.ExecutorExternal,
+	run, err := (commands.StartRunHandler{Runs: env.Runs}).Handle(ctx, commands.StartRun{Auth: op, DeviceID: devB, Goal: "open notes", Executor: domain.ExecutorExternal,
 		DeadlineSeconds: 3600})
 	if err != nil {
 		t.Fatal(err)
 	}
 	set("2026-02-01 01:20")
-	if _, err := env.Runs.Cancel(ctx, commands.CancelRun{Auth: op, RunID: run.Run.RunID}); err != nil {
+	if _, err := (commands.CancelRunHandler{Runs: env.Runs}).Handle(ctx, commands.CancelRun{Auth: op, RunID: run.Run.RunID}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -139,29 +139,29 @@ func TestUsageFromRealCommands(t *testing.T) {
 	if ok, err := env.Fleet.ExpireLease().Handle(ctx, commands.ExpireLease{DeviceID: devA}); err != nil || !ok {
 		t.Fatalf("expire phone A's lease: got %v, %v; want it recorded expired", ok, err)
 	}
-	run2, err := env.Runs.Start(ctx, commands.StartRun{Auth: op, DeviceID: devB, Goal: "open notes", Executor: domain.ExecutorExternal,
+	run2, err := (commands.StartRunHandler{Runs: env.Runs}).Handle(ctx, commands.StartRun{Auth: op, DeviceID: devB, Goal: "open notes", Executor: domain.ExecutorExternal,
 		DeadlineSeconds: 3600})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, tok, _ := strings.Cut(run2.VrxBaseURL, "/vrx/")
 	set("2026-02-01 01:40")
-	if _, err := env.Runs.NeedsUser(ctx, commands.RunNeedsUser{Access: commands.RunAccess{Token: tok}, Reason: "captcha", DeadlineSeconds: 1200}); err != nil {
+	if _, err := (commands.RunNeedsUserHandler{Runs: env.Runs}).Handle(ctx, commands.RunNeedsUser{Access: commands.RunAccess{Token: tok}, Reason: "captcha", DeadlineSeconds: 1200}); err != nil {
 		t.Fatal(err)
 	}
 	acquire(devA, 600)
 	set("2026-02-01 01:45")
 	acquire(devB, 600)
 	set("2026-02-01 01:50")
-	if _, err := env.Runs.Resume(ctx, commands.ResumeRun{Auth: op, RunID: run2.Run.RunID}); err != nil {
+	if _, err := (commands.ResumeRunHandler{Runs: env.Runs}).Handle(ctx, commands.ResumeRun{Auth: op, RunID: run2.Run.RunID}); err != nil {
 		t.Fatal(err)
 	}
 	set("2026-02-01 02:00")
 	acquire(devA, 600) // the 01:40 lease ran out at 01:50: recorded expired in the same append
 	set("2026-02-01 02:05")
 
-	q := usageQuery(env.Pool, ur, clock.Now)
-	feb, err := q.GetUsage(ctx, commands.GetUsage{Auth: op})
+	q := usageQuery(env.Store, ur, clock.Now)
+	feb, err := q.Handle(ctx, commands.GetUsage{Auth: op})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestUsageFromRealCommands(t *testing.T) {
 	if feb.Lease != 70*time.Minute || feb.Run != 45*time.Minute {
 		t.Errorf("got lease %s run %s; want 1h10m and 45m", feb.Lease, feb.Run)
 	}
-	jan, err := q.GetUsage(ctx, commands.GetUsage{Auth: op, Period: "2026-01-01"})
+	jan, err := q.Handle(ctx, commands.GetUsage{Auth: op, Period: "2026-01-01"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,40 +201,40 @@ func TestUsageFromRealCommands(t *testing.T) {
 
 	t.Run("access", func(t *testing.T) {
 		other := domain.LocalOperator("org_someone_else")
-		if r, err := q.GetUsage(ctx, commands.GetUsage{Auth: other}); err != nil || len(r.Devices) != 0 || r.Total() != 0 {
+		if r, err := q.Handle(ctx, commands.GetUsage{Auth: other}); err != nil || len(r.Devices) != 0 || r.Total() != 0 {
 			t.Errorf("another organisation: got %s, %v; want nothing", reportText(r), err)
 		}
-		foreign, errF := q.GetUsage(ctx, commands.GetUsage{Auth: other, DeviceID: devA})
-		missing, errM := q.GetUsage(ctx, commands.GetUsage{Auth: other, DeviceID: domain.NewID(domain.PrefixDevice)})
+		foreign, errF := q.Handle(ctx, commands.GetUsage{Auth: other, DeviceID: devA})
+		missing, errM := q.Handle(ctx, commands.GetUsage{Auth: other, DeviceID: domain.NewID(domain.PrefixDevice)})
 		if errF != nil || errM != nil || reportText(foreign) != reportText(missing) || len(foreign.Devices) != 0 {
 			t.Errorf("another organisation's phone: got %s (%v); a missing one: %s (%v); want one empty answer",
 				reportText(foreign), errF, reportText(missing), errM)
 		}
 		key := domain.Auth{OrgID: env.OrgID, Kind: domain.PrincipalAPIKey, APIKeyID: "key_1", Scopes: []domain.Scope{domain.ScopeDevicesRead},
 			Devices: []string{devA}}
-		r, err := q.GetUsage(ctx, commands.GetUsage{Auth: key})
+		r, err := q.Handle(ctx, commands.GetUsage{Auth: key})
 		if err != nil || len(r.Devices) != 1 || r.Devices[0] != want[devA] || r.Total() != want[devA].Total() {
 			t.Errorf("a key narrowed to phone A: got %s, %v; want phone A only", reportText(r), err)
 		}
-		if r, err := q.GetUsage(ctx, commands.GetUsage{Auth: key, DeviceID: devB}); err != nil || len(r.Devices) != 0 {
+		if r, err := q.Handle(ctx, commands.GetUsage{Auth: key, DeviceID: devB}); err != nil || len(r.Devices) != 0 {
 			t.Errorf("a key narrowed to phone A asking for phone B: got %s, %v; want nothing", reportText(r), err)
 		}
-		if r, err := q.GetUsage(ctx, commands.GetUsage{Auth: op, DeviceID: devB}); err != nil || len(r.Devices) != 1 || r.Devices[0] != want[devB] {
+		if r, err := q.Handle(ctx, commands.GetUsage{Auth: op, DeviceID: devB}); err != nil || len(r.Devices) != 1 || r.Devices[0] != want[devB] {
 			t.Errorf("phone B alone: got %s, %v; want phone B", reportText(r), err)
 		}
 		key.Scopes = []domain.Scope{domain.ScopeRunsStart}
-		if _, err := q.GetUsage(ctx, commands.GetUsage{Auth: key}); domain.ErrorCode(err) != domain.CodePermissionDenied {
+		if _, err := q.Handle(ctx, commands.GetUsage{Auth: key}); domain.ErrorCode(err) != domain.CodePermissionDenied {
 			t.Errorf("a key without devices:read: got %v; want permission_denied", err)
 		}
 		app := domain.Auth{OrgID: env.OrgID, Kind: domain.PrincipalApp, UserID: "u", ClientID: "c", Scopes: domain.AllScopes}
-		if _, err := q.GetUsage(ctx, commands.GetUsage{Auth: app}); domain.ErrorCode(err) != domain.CodePermissionDenied {
+		if _, err := q.Handle(ctx, commands.GetUsage{Auth: app}); domain.ErrorCode(err) != domain.CodePermissionDenied {
 			t.Errorf("an OAuth app: got %v; want permission_denied", err)
 		}
 		member := domain.Auth{OrgID: env.OrgID, Kind: domain.PrincipalConsole, UserID: "u_m", Role: domain.RoleMember}
-		if r, err := q.GetUsage(ctx, commands.GetUsage{Auth: member}); err != nil || reportText(r) != reportText(feb) {
+		if r, err := q.Handle(ctx, commands.GetUsage{Auth: member}); err != nil || reportText(r) != reportText(feb) {
 			t.Errorf("a member: got %s, %v; want the organisation's report", reportText(r), err)
 		}
-		if _, err := q.GetUsage(ctx, commands.GetUsage{Auth: op, Period: "2026-02-15"}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
+		if _, err := q.Handle(ctx, commands.GetUsage{Auth: op, Period: "2026-02-15"}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
 			t.Errorf("a period that is not a month's first day: got %v; want invalid_argument", err)
 		}
 	})
@@ -255,7 +255,7 @@ func TestUsageFromRealCommands(t *testing.T) {
 		if period == "2026-01-01" {
 			live = jan
 		}
-		rebuilt, err := q.GetUsage(ctx, commands.GetUsage{Auth: op, Period: period})
+		rebuilt, err := q.Handle(ctx, commands.GetUsage{Auth: op, Period: period})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -359,7 +359,7 @@ func TestUsageClosesEveryEnding(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("got intervals (run, end) %v; want %v", got, want)
 	}
-	rep, err := usageQuery(pool, r, func() time.Time { return m(100) }).GetUsage(ctx, commands.GetUsage{Auth: domain.LocalOperator(org)})
+	rep, err := usageQuery(s, r, func() time.Time { return m(100) }).Handle(ctx, commands.GetUsage{Auth: domain.LocalOperator(org)})
 	if err != nil {
 		t.Fatal(err)
 	}

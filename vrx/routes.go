@@ -71,7 +71,7 @@ func writeRun(w http.ResponseWriter, v projections.RunView) error {
 
 // GET /vrx/{runToken}/v1/run
 func (h *Handler) getRun(w http.ResponseWriter, r *http.Request) error {
-	v, err := h.app.Queries.RunInfo.Handle(r.Context(), commands.RunInfo{Access: access(r)})
+	v, err := h.app.Runs.RunInfo.Handle(r.Context(), commands.RunInfo{Access: access(r)})
 	if err != nil {
 		return err
 	}
@@ -92,17 +92,17 @@ type Picture struct {
 // coordinate space of actions and element bounds), the elements and, when
 // asked, the picture.
 type Observation struct {
-	OK         bool                  `json:"ok"`
-	FrameID    string                `json:"frameId"`
-	ScreenHash string                `json:"screenHash"`
-	CapturedAt time.Time             `json:"capturedAt"`
-	DeviceID   string                `json:"deviceId"`
-	Width      int                   `json:"width"`
-	Height     int                   `json:"height"`
-	ScreenOn   bool                  `json:"screenOn"`
-	StepSeq    int                   `json:"stepSeq"`
-	Elements   []commands.RunElement `json:"elements"`
-	Image      *Picture              `json:"image,omitempty"`
+	OK         bool             `json:"ok"`
+	FrameID    string           `json:"frameId"`
+	ScreenHash string           `json:"screenHash"`
+	CapturedAt time.Time        `json:"capturedAt"`
+	DeviceID   string           `json:"deviceId"`
+	Width      int              `json:"width"`
+	Height     int              `json:"height"`
+	ScreenOn   bool             `json:"screenOn"`
+	StepSeq    int              `json:"stepSeq"`
+	Elements   []domain.Element `json:"elements"`
+	Image      *Picture         `json:"image,omitempty"`
 }
 
 // Query values the picture routes accept.
@@ -166,7 +166,7 @@ func (h *Handler) observe(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	obs, err := h.app.Commands.RunObserve.Handle(r.Context(), commands.RunObserve{Access: access(r), Image: img,
+	obs, err := h.app.Runs.RunObserve.Handle(r.Context(), commands.RunObserve{Access: access(r), Image: img,
 		MaxWidth: maxWidth, Quality: quality, Elements: elements})
 	if err != nil {
 		return err
@@ -175,7 +175,7 @@ func (h *Handler) observe(w http.ResponseWriter, r *http.Request) error {
 		CapturedAt: obs.Frame.CapturedAt.UTC(), DeviceID: obs.DeviceID, Width: obs.Width, Height: obs.Height,
 		ScreenOn: obs.ScreenOn, StepSeq: obs.StepSeq, Elements: obs.Elements}
 	if out.Elements == nil {
-		out.Elements = []commands.RunElement{}
+		out.Elements = []domain.Element{}
 	}
 	if img != "none" && len(obs.Image) > 0 {
 		out.Image = &Picture{MimeType: obs.ContentType, Width: obs.ImageWidth, Height: obs.ImageHeight, Data: obs.Image}
@@ -196,7 +196,7 @@ func (h *Handler) screenshot(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	obs, err := h.app.Commands.RunObserve.Handle(r.Context(), commands.RunObserve{Access: access(r), Image: format,
+	obs, err := h.app.Runs.RunObserve.Handle(r.Context(), commands.RunObserve{Access: access(r), Image: format,
 		MaxWidth: maxWidth, Quality: quality, Elements: "none"})
 	if err != nil {
 		return err
@@ -234,7 +234,7 @@ func (h *Handler) getFrame(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	fr, err := h.app.Queries.RunGetFrame.Handle(r.Context(), commands.RunGetFrame{Access: access(r), FrameID: mux.Vars(r)["frameId"],
+	fr, err := h.app.Runs.RunGetFrame.Handle(r.Context(), commands.RunGetFrame{Access: access(r), FrameID: mux.Vars(r)["frameId"],
 		FrameOptions: commands.FrameOptions{Image: img != "none", Snapshot: true, MaxWidth: maxWidth}})
 	if err != nil {
 		return err
@@ -303,7 +303,7 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request) error {
 	if err := kernel.DecodeJSON(r, &body); err != nil {
 		return err
 	}
-	out, err := h.app.Commands.RunAct.Handle(r.Context(), commands.RunAct{Access: access(r), Action: body.Action,
+	out, err := h.app.Runs.RunAct.Handle(r.Context(), commands.RunAct{Access: access(r), Action: body.Action,
 		Arguments: body.Arguments, IdempotencyKey: body.IdempotencyKey, ObservedFrame: body.ObservedFrame,
 		FencingToken: body.FencingToken, DeviceID: body.DeviceID})
 	if err != nil {
@@ -327,7 +327,7 @@ func (h *Handler) needsUser(w http.ResponseWriter, r *http.Request) error {
 	if err := kernel.DecodeJSON(r, &body); err != nil {
 		return err
 	}
-	v, err := h.app.Commands.RunNeedsUser.Handle(r.Context(), commands.RunNeedsUser{Access: access(r), Reason: body.Reason,
+	v, err := h.app.Runs.RunNeedsUser.Handle(r.Context(), commands.RunNeedsUser{Access: access(r), Reason: body.Reason,
 		DeadlineSeconds: body.DeadlineSeconds})
 	if err != nil {
 		return err
@@ -348,7 +348,7 @@ func (h *Handler) finish(w http.ResponseWriter, r *http.Request) error {
 	if err := kernel.DecodeJSON(r, &body); err != nil {
 		return err
 	}
-	v, err := h.app.Commands.RunFinish.Handle(r.Context(), commands.RunFinish{Access: access(r), State: body.State,
+	v, err := h.app.Runs.RunFinish.Handle(r.Context(), commands.RunFinish{Access: access(r), State: body.State,
 		Reason: body.Reason, Detail: body.Detail})
 	if err != nil {
 		return err

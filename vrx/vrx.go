@@ -6,8 +6,8 @@
 // Authorization header is ever read, so an organisation API key sent as
 // one changes nothing, and one put in the path is just a token that names
 // no run. Like every surface it only translates: each route calls one
-// command or query of the application object (commands.Commands.RunObserve,
-// RunAct, RunNeedsUser, RunFinish; commands.Queries.RunInfo, RunGetFrame),
+// command or query of the application object (commands.Runs.RunObserve,
+// RunAct, RunNeedsUser, RunFinish; commands.Runs.RunInfo, RunGetFrame),
 // which resolves the token, checks the run and its device, and attributes
 // what it records to the run and its starter. Answers carry ok:true beside
 // their data; failures are the surface's own envelope (errors.go).

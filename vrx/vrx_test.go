@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	httpapi "phonefleet/http"
 	"phonefleet/http/apitest"
@@ -69,20 +70,20 @@ func (s *standIn) application(t *testing.T) *commands.Application {
 		Executor: domain.ExecutorExternal, State: domain.RunStateRunning, MaxSteps: 50, StepSeq: 2,
 		DeadlineAt: at.Add(time.Hour), CreatedAt: at, UpdatedAt: at}
 	app := &commands.Application{}
-	app.Queries.RunInfo = commands.HandlerFunc[commands.RunInfo, projections.RunView](func(_ context.Context, c commands.RunInfo) (projections.RunView, error) {
+	app.Runs.RunInfo = cqrs.Fake[commands.RunInfo, projections.RunView](func(_ context.Context, c commands.RunInfo) (projections.RunView, error) {
 		if c.Access.Token != goodToken {
 			return projections.RunView{}, domain.ErrRunNotFound("run_x")
 		}
 		return view, nil
 	})
-	app.Commands.RunObserve = commands.HandlerFunc[commands.RunObserve, commands.RunObservation](func(_ context.Context, c commands.RunObserve) (commands.RunObservation, error) {
+	app.Runs.RunObserve = cqrs.Fake[commands.RunObserve, commands.RunObservation](func(_ context.Context, c commands.RunObserve) (commands.RunObservation, error) {
 		if c.Access.Token != goodToken {
 			return commands.RunObservation{}, refused("observe")
 		}
 		s.observe = append(s.observe, c)
 		obs := commands.RunObservation{Frame: domain.FrameRef{FrameID: "frm_1", ScreenHash: "h1", CapturedAt: at},
 			DeviceID: "dev_1", Width: 1080, Height: 2400, ScreenOn: true, StepSeq: 2,
-			Elements: []commands.RunElement{{Ref: "e1", Class: "Button", Text: "OK", Bounds: [4]int{0, 0, 100, 50}, Clickable: true}}}
+			Elements: []domain.Element{{Ref: "e1", Class: "Button", Text: "OK", Bounds: [4]int{0, 0, 100, 50}, Clickable: true}}}
 		if c.Elements == "none" {
 			obs.Elements = nil
 		}
@@ -94,7 +95,7 @@ func (s *standIn) application(t *testing.T) *commands.Application {
 		}
 		return obs, nil
 	})
-	app.Commands.RunAct = commands.HandlerFunc[commands.RunAct, commands.ActOutcome](func(_ context.Context, c commands.RunAct) (commands.ActOutcome, error) {
+	app.Runs.RunAct = cqrs.Fake[commands.RunAct, commands.ActOutcome](func(_ context.Context, c commands.RunAct) (commands.ActOutcome, error) {
 		if c.Access.Token != goodToken {
 			return commands.ActOutcome{}, refused("act")
 		}
@@ -107,7 +108,7 @@ func (s *standIn) application(t *testing.T) *commands.Application {
 			Actor: domain.ReceiptActor{APIKeyID: "key_1"}, Action: domain.ActionType(c.Action), Arguments: c.Arguments,
 			ObservedFrame: c.ObservedFrame, Timestamp: at}}, nil
 	})
-	app.Queries.RunGetFrame = commands.HandlerFunc[commands.RunGetFrame, commands.Frame](func(_ context.Context, c commands.RunGetFrame) (commands.Frame, error) {
+	app.Runs.RunGetFrame = cqrs.Fake[commands.RunGetFrame, commands.Frame](func(_ context.Context, c commands.RunGetFrame) (commands.Frame, error) {
 		if c.Access.Token != goodToken {
 			return commands.Frame{}, refused("frame")
 		}
@@ -123,7 +124,7 @@ func (s *standIn) application(t *testing.T) *commands.Application {
 		}
 		return fr, nil
 	})
-	app.Commands.RunNeedsUser = commands.HandlerFunc[commands.RunNeedsUser, projections.RunView](func(_ context.Context, c commands.RunNeedsUser) (projections.RunView, error) {
+	app.Runs.RunNeedsUser = cqrs.Fake[commands.RunNeedsUser, projections.RunView](func(_ context.Context, c commands.RunNeedsUser) (projections.RunView, error) {
 		if c.Access.Token != goodToken {
 			return projections.RunView{}, refused("park")
 		}
@@ -133,7 +134,7 @@ func (s *standIn) application(t *testing.T) *commands.Application {
 		v.State, v.ParkReason, v.ParkDeadlineAt = domain.RunStateAwaitingUser, c.Reason, &deadline
 		return v, nil
 	})
-	app.Commands.RunFinish = commands.HandlerFunc[commands.RunFinish, projections.RunView](func(_ context.Context, c commands.RunFinish) (projections.RunView, error) {
+	app.Runs.RunFinish = cqrs.Fake[commands.RunFinish, projections.RunView](func(_ context.Context, c commands.RunFinish) (projections.RunView, error) {
 		if c.Access.Token != goodToken {
 			return projections.RunView{}, refused("finish")
 		}
@@ -426,7 +427,7 @@ func TestOversizeBodiesAnswerAlike(t *testing.T) {
 // rendered by the surface's writer, not the control surface's.
 func TestPanicAnswersInTheSurfaceEnvelope(t *testing.T) {
 	app := (&standIn{}).application(t)
-	app.Commands.RunFinish = commands.HandlerFunc[commands.RunFinish, projections.RunView](func(context.Context, commands.RunFinish) (projections.RunView, error) {
+	app.Runs.RunFinish = cqrs.Fake[commands.RunFinish, projections.RunView](func(context.Context, commands.RunFinish) (projections.RunView, error) {
 		panic("boom")
 	})
 	h := server(t, app)

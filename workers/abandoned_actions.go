@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 )
 
 // AbandonedActions is the device runtime's host takeover pass
@@ -15,7 +16,7 @@ import (
 // "device-runtime".
 type AbandonedActions struct {
 	// Mark is the MarkAbandonedActions command.
-	Mark commands.Handler[commands.MarkAbandonedActions, int]
+	Mark cqrs.Handler[commands.MarkAbandonedActions, int]
 	// Host is the host taken over (domain.HostSim, or a gateway's key).
 	Host   string
 	Logger *slog.Logger

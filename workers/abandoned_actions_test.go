@@ -151,7 +151,7 @@ wait:
 		t.Errorf("after restart the idempotency row is %q; want unknown", state)
 	}
 	env2.Settle(t)
-	r, err := env2.Fleet.GetReceipt(testutil.Context(t), env2.Auth, "killed-tap")
+	r, err := env2.App.Fleet.GetReceipt.Handle(testutil.Context(t), commands.GetReceipt{Auth: env2.Auth, IdempotencyKey: "killed-tap"})
 	if err != nil {
 		t.Fatal(err)
 	}

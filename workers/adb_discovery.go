@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/internal/adb"
 )
@@ -33,8 +34,8 @@ type ADBDiscovery struct {
 	Pool   *pgxpool.Pool
 	// Register registers one serial (commands.RegisterDevices with
 	// Serial, which registers each serial once).
-	Register commands.Handler[commands.RegisterDevices, []string]
-	Record   commands.Handler[commands.RecordDeviceConnection, bool]
+	Register cqrs.Handler[commands.RegisterDevices, []string]
+	Record   cqrs.Handler[commands.RecordDeviceConnection, bool]
 	// Changed, when set, is told of every device whose connection changed
 	// (the wiring drops the adapter's kept shell and cached capabilities).
 	Changed func(deviceID string, online bool)

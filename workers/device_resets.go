@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/projections"
@@ -26,7 +27,7 @@ import (
 // answers offline and the row waits.
 type DeviceResets struct {
 	// Reset is the application's ResetDevice command.
-	Reset commands.Handler[commands.ResetDevice, bool]
+	Reset cqrs.Handler[commands.ResetDevice, bool]
 	Pool  *pgxpool.Pool
 	// Interval between sweeps; zero means one second.
 	Interval time.Duration

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/eventstore"
 	"phonefleet/projections"
 )
@@ -26,7 +27,7 @@ import (
 // registered once per fulfilment.
 type FulfilmentSweeps struct {
 	// Sweep is the application's SweepFulfilment command.
-	Sweep commands.Handler[commands.SweepFulfilment, string]
+	Sweep cqrs.Handler[commands.SweepFulfilment, string]
 	Pool  *pgxpool.Pool
 	// Now is the clock choosing which ends are due; nil means time.Now.
 	// The command decides with the provisioning capability's clock.

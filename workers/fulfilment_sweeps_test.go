@@ -42,15 +42,12 @@ func TestFulfilmentSweeps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: env.Store, Catalog: catalog, Fleet: env.Fleet, Now: clock.Now,
-		Wait: func(ctx context.Context, name string, a eventstore.Appended) error {
-			if name == projections.FulfilmentsName {
-				return fr.WaitFor(ctx, name, a)
-			}
-			return env.Runner.WaitFor(ctx, name, a)
-		}})
-	app := commands.NewApplication(commands.AppDeps{Fleet: env.Fleet, Provisioning: p})
-	w := workers.FulfilmentSweeps{Sweep: app.Commands.SweepFulfilment, Pool: env.Pool, Now: clock.Now}
+	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: env.Store, Catalog: catalog, Devices: env.Fleet, Now: clock.Now,
+		ReadModels: testutil.ReadModels{RM: env.Runner, By: map[string]interface {
+			WaitFor(context.Context, string, eventstore.Appended) error
+		}{projections.FulfilmentsName: fr}}})
+	app := commands.NewApplication(commands.Capabilities{Fleet: env.Fleet, Provisioning: p})
+	w := workers.FulfilmentSweeps{Sweep: app.Provisioning.SweepFulfilment, Pool: env.Pool, Now: clock.Now}
 
 	org := env.OrgID
 	var last eventstore.Appended

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/eventstore"
 	"phonefleet/projections"
 )
@@ -18,7 +19,7 @@ import (
 // appends at the device stream's version, so a lease is expired once.
 type LeaseExpiry struct {
 	// Expire is the application's ExpireLease command.
-	Expire commands.Handler[commands.ExpireLease, bool]
+	Expire cqrs.Handler[commands.ExpireLease, bool]
 	Pool   *pgxpool.Pool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/payments"
@@ -22,8 +23,9 @@ type PaymentFollowupsConfig struct {
 	// Pool is the service's database (the payment_followups read model and
 	// the claim table).
 	Pool *pgxpool.Pool
-	// Store records attempts.
-	Store *eventstore.Store
+	// Record is the application's RecordPaymentFollowup: it records each
+	// attempt.
+	Record cqrs.Handler[commands.RecordPaymentFollowup, eventstore.Appended]
 	// Provider is the payment provider told.
 	Provider payments.Provider
 	// Now is the clock of due times and leases; nil means time.Now.
@@ -77,7 +79,7 @@ func NewPaymentFollowups(cfg PaymentFollowupsConfig) *PaymentFollowups {
 	}
 	w := &PaymentFollowups{cfg: cfg}
 	w.reactor = NewReactor[domain.PaymentFollowup, followupOutcome](&followupReaction{cfg: cfg,
-		recorder: commands.RecordPaymentFollowupHandler{Store: cfg.Store}}, ReactorConfig[domain.PaymentFollowup, followupOutcome]{
+		recorder: cfg.Record}, ReactorConfig[domain.PaymentFollowup, followupOutcome]{
 		Name: "payment-followups", ID: cfg.ID, Now: cfg.Now, Concurrency: cfg.Concurrency, Lease: cfg.Lease,
 		Poll: cfg.Poll, Logger: cfg.Logger})
 	return w
@@ -115,7 +117,7 @@ func (w *PaymentFollowups) Once(ctx context.Context) ([]FollowupAttempt, error) 
 // follow-up's stream records each attempt.
 type followupReaction struct {
 	cfg      PaymentFollowupsConfig
-	recorder commands.RecordPaymentFollowupHandler
+	recorder cqrs.Handler[commands.RecordPaymentFollowup, eventstore.Appended]
 }
 
 // ensureFollowupClaims gives due follow-ups without a claim row one, outside

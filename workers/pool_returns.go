@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 )
 
 // PoolReturns gives units of the shared pay-as-you-go pool back: every
@@ -18,7 +19,7 @@ import (
 // stops half-way leaves nothing half done.
 type PoolReturns struct {
 	// Return is the application's ReturnPoolDevices command.
-	Return commands.Handler[commands.ReturnPoolDevices, int]
+	Return cqrs.Handler[commands.ReturnPoolDevices, int]
 	// Interval between passes; zero means one second, which bounds how
 	// long a unit whose lease ended stays out (the retryAfterMs a refused
 	// take names is at least that).

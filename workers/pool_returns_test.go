@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/fleettest"
@@ -21,9 +22,9 @@ func TestPoolReturnsWorker(t *testing.T) {
 	env := fleettest.Start(t, fleettest.Options{Clock: clock})
 	catalog := domain.DefaultCatalog()
 	catalog.Pool = &domain.CatalogPool{Sku: domain.SkuEmulator, Size: 3}
-	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: env.Store, Catalog: catalog, Fleet: env.Fleet,
+	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: env.Store, ReadModels: env.Runner, Catalog: catalog, Devices: env.Fleet,
 		PaygDeviceLimit: 3, Now: clock.Now})
-	app := commands.NewApplication(commands.AppDeps{Fleet: env.Fleet, Provisioning: p})
+	app := commands.NewApplication(commands.Capabilities{Fleet: env.Fleet, Provisioning: p})
 
 	// Pay-as-you-go access, as the payment webhook records it.
 	org, order := domain.NewID(domain.PrefixOrganisation), domain.NewID(domain.PrefixOrder)
@@ -39,20 +40,20 @@ func TestPoolReturnsWorker(t *testing.T) {
 	}
 	auth := domain.Auth{OrgID: org, Kind: domain.PrincipalConsole, UserID: "u_pool", Role: domain.RoleMember, Scopes: domain.AllScopes}
 	take := func(ttl int) commands.TakenPoolDevice {
-		got, err := app.Commands.TakePoolDevice.Handle(bg, commands.TakePoolDevice{Auth: auth, TTLSeconds: ttl})
+		got, err := app.Provisioning.TakePoolDevice.Handle(bg, commands.TakePoolDevice{Auth: auth, TTLSeconds: ttl})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return got
 	}
 	released, lapsed, kept := take(60), take(30), take(600)
-	if err := env.Fleet.ReleaseLease().Handle(bg, commands.ReleaseLease{Auth: auth, DeviceID: released.Device.DeviceID,
-		LeaseID: released.Lease.LeaseID}); err != nil {
+	if err := cqrs.Err(env.Fleet.ReleaseLease().Handle(bg, commands.ReleaseLease{Auth: auth, DeviceID: released.Device.DeviceID,
+		LeaseID: released.Lease.LeaseID})); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(31 * time.Second)
 
-	w := workers.PoolReturns{Return: app.Commands.ReturnPoolDevices, Logger: fleettest.Quiet}
+	w := workers.PoolReturns{Return: app.Provisioning.ReturnPoolDevices, Logger: fleettest.Quiet}
 	if n, err := w.RunOnce(bg); err != nil || n != 2 {
 		t.Fatalf("pass: put back %d (%v); want 2", n, err)
 	}
@@ -75,7 +76,7 @@ func TestPoolReturnsWorker(t *testing.T) {
 		t.Errorf("returns caused by %v; want the released and the lapsed devices", causes)
 	}
 	env.Settle(t)
-	page, err := env.Fleet.ListDevices(bg, auth, commands.DeviceQuery{})
+	page, err := env.App.Fleet.ListDevices.Handle(bg, commands.ListDevices{Auth: auth, DeviceQuery: commands.DeviceQuery{}})
 	if err != nil || len(page.Devices) != 1 || page.Devices[0].DeviceID != kept.Device.DeviceID {
 		t.Errorf("devices after the pass: %+v %v; want only the one still leased", page.Devices, err)
 	}

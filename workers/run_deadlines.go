@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/eventstore"
 	"phonefleet/projections"
 )
@@ -19,7 +20,7 @@ import (
 // on the run's stream, so a run is ended once.
 type RunDeadlines struct {
 	// End is the application's EndOverdueRun command.
-	End  commands.Handler[commands.EndOverdueRun, bool]
+	End  cqrs.Handler[commands.EndOverdueRun, bool]
 	Pool *pgxpool.Pool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time

@@ -30,7 +30,7 @@ func startRunEnv(t *testing.T, devices int) *runEnv {
 	t.Helper()
 	clock := fleettest.NewClock(time.Now())
 	env := fleettest.Start(t, fleettest.Options{Devices: devices, Clock: clock, WaitForReceipts: true})
-	return &runEnv{Env: env, clock: clock, app: commands.NewApplication(commands.AppDeps{Fleet: env.Fleet, Runs: env.Runs, Logger: fleettest.Quiet})}
+	return &runEnv{Env: env, clock: clock, app: commands.NewApplication(commands.Capabilities{Fleet: env.Fleet, Runs: env.Runs, Logger: fleettest.Quiet})}
 }
 
 func (e *runEnv) executor(llm planner.Planner) *workers.RunExecutor {
@@ -42,7 +42,7 @@ func (e *runEnv) start(t *testing.T, dev string, mod func(*commands.StartRun)) s
 	t.Helper()
 	cmd := commands.StartRun{Auth: e.Auth, DeviceID: dev, Executor: domain.ExecutorBuiltin}
 	mod(&cmd)
-	s, err := e.Runs.Start(testutil.Context(t), cmd)
+	s, err := e.app.Runs.StartRun.Handle(testutil.Context(t), cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func (e *runEnv) drive(t *testing.T, x *workers.RunExecutor, want int) {
 
 func (e *runEnv) run(t *testing.T, id string) projections.RunView {
 	t.Helper()
-	v, err := e.Runs.Get(bg, commands.GetRun{Auth: e.Auth, RunID: id})
+	v, err := e.app.Runs.GetRun.Handle(bg, commands.GetRun{Auth: e.Auth, RunID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestRunExecutorFollowsAGoalWrittenAsSteps(t *testing.T) {
 // planner_failed with the reason in detail.
 func TestRunExecutorPlannerChoice(t *testing.T) {
 	e := startRunEnv(t, 3)
-	script, _ := json.Marshal(commands.RunScript{Version: 1, Steps: []commands.ScriptStep{
+	script, _ := json.Marshal(domain.RunScript{Version: 1, Steps: []domain.ScriptStep{
 		{Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`)}, {Finish: "succeeded", Reason: "scripted"}}})
 	scripted := e.start(t, e.DeviceIDs[0], func(c *commands.StartRun) { c.Goal = "go home"; c.Script = script })
 	prose := e.start(t, e.DeviceIDs[1], func(c *commands.StartRun) { c.Goal = "Please turn on wifi" })
@@ -198,7 +198,7 @@ func TestRunExecutorPauseResume(t *testing.T) {
 	var id string
 	model.hook = func(n int, _ planner.Input) {
 		if n == 2 {
-			if _, err := e.Runs.Pause(testutil.Context(t), commands.PauseRun{Auth: e.Auth, RunID: id}); err != nil {
+			if _, err := e.app.Runs.PauseRun.Handle(testutil.Context(t), commands.PauseRun{Auth: e.Auth, RunID: id}); err != nil {
 				t.Error(err)
 			}
 		}
@@ -212,7 +212,7 @@ func TestRunExecutorPauseResume(t *testing.T) {
 	if n, _ := x.Poll(bg); n != 0 {
 		t.Fatalf("got a paused run claimed")
 	}
-	if _, err := e.Runs.Resume(testutil.Context(t), commands.ResumeRun{Auth: e.Auth, RunID: id}); err != nil {
+	if _, err := e.app.Runs.ResumeRun.Handle(testutil.Context(t), commands.ResumeRun{Auth: e.Auth, RunID: id}); err != nil {
 		t.Fatal(err)
 	}
 	e.Settle(t)
@@ -244,7 +244,7 @@ func TestRunExecutorRetriesAndErrors(t *testing.T) {
 			// Someone changes the screen between the observation and the
 			// action (here: an action of the run itself).
 			acc := commands.RunAccess{RunID: id, Worker: x.Worker()}
-			if _, err := e.app.Commands.RunAct.Handle(testutil.Context(t), commands.RunAct{Access: acc, Action: "open_app",
+			if _, err := e.app.Runs.RunAct.Handle(testutil.Context(t), commands.RunAct{Access: acc, Action: "open_app",
 				Arguments: json.RawMessage(`{"package":"com.example.notes"}`), IdempotencyKey: "meddler"}); err != nil {
 				t.Error(err)
 			}
@@ -288,7 +288,7 @@ func TestRunExecutorRetriesAndErrors(t *testing.T) {
 func TestRunDeadlinesSweep(t *testing.T) {
 	e := startRunEnv(t, 1)
 	id := e.start(t, e.DeviceIDs[0], func(c *commands.StartRun) { c.Goal = "key home"; c.DeadlineSeconds = 60 })
-	w := workers.RunDeadlines{End: e.app.Commands.EndOverdueRun, Pool: e.Pool, Now: e.clock.Now}
+	w := workers.RunDeadlines{End: e.app.Runs.EndOverdueRun, Pool: e.Pool, Now: e.clock.Now}
 	for _, tt := range []struct {
 		name    string
 		advance time.Duration

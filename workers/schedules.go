@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/projections"
 )
@@ -37,10 +38,10 @@ import (
 type Schedules struct {
 	// Fire, Complete and Resolve are the application's schedule firing
 	// commands, StartRun its run start.
-	Fire     commands.Handler[commands.FireSchedule, commands.ScheduleFiring]
-	Complete commands.Handler[commands.CompleteScheduleFiring, bool]
-	Resolve  commands.Handler[commands.ResolveScheduleFiring, string]
-	StartRun commands.Handler[commands.StartRun, commands.StartedRun]
+	Fire     cqrs.Handler[commands.FireSchedule, commands.ScheduleFiring]
+	Complete cqrs.Handler[commands.CompleteScheduleFiring, bool]
+	Resolve  cqrs.Handler[commands.ResolveScheduleFiring, string]
+	StartRun cqrs.Handler[commands.StartRun, commands.StartedRun]
 	Pool     *pgxpool.Pool
 	// Now is the clock that decides what is due; nil means time.Now.
 	Now func() time.Time

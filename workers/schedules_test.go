@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/projections"
@@ -49,12 +50,8 @@ func newSchedEnv(t *testing.T) *schedEnv {
 	t.Cleanup(func() { cancel(); <-done })
 	e := &schedEnv{store: store, clock: newClock(), auth: domain.Auth{OrgID: domain.NewID(domain.PrefixOrganisation),
 		Kind: domain.PrincipalAPIKey, APIKeyID: "key_1", Scopes: []domain.Scope{domain.ScopeRunsStart, domain.ScopeDevicesAct}}}
-	sc := commands.NewSchedules(commands.ScheduleConfig{Store: store, Now: e.clock.Now, Wait: func(ctx context.Context, a eventstore.Appended) error {
-		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		return runner.WaitFor(ctx, projections.SchedulesName, a)
-	}})
-	e.app = commands.NewApplication(commands.AppDeps{Schedules: sc})
+	sc := commands.NewSchedules(commands.ScheduleConfig{Store: store, Now: e.clock.Now, ReadModels: testutil.ReadModels{RM: runner}})
+	e.app = commands.NewApplication(commands.Capabilities{Schedules: sc})
 	e.answer = func(n int64) (commands.StartedRun, error) {
 		return commands.StartedRun{Run: projections.RunView{RunID: "run_" + string(rune('a'+n)), AgentRunID: "arun_" + string(rune('a'+n)), DeviceID: "dev_1"}}, nil
 	}
@@ -70,15 +67,15 @@ func (e *schedEnv) startRun(ctx context.Context, cmd commands.StartRun) (command
 }
 
 func (e *schedEnv) worker(id string) workers.Schedules {
-	c := e.app.Commands
+	c := e.app.Schedules
 	return workers.NewSchedules(workers.Schedules{Fire: c.FireSchedule, Complete: c.CompleteScheduleFiring, Resolve: c.ResolveScheduleFiring,
-		StartRun: commands.HandlerFunc[commands.StartRun, commands.StartedRun](e.startRun), Pool: e.store.Pool(), Now: e.clock.Now, ID: id, Logger: quiet})
+		StartRun: cqrs.Fake[commands.StartRun, commands.StartedRun](e.startRun), Pool: e.store.Pool(), Now: e.clock.Now, ID: id, Logger: quiet})
 }
 
 // create makes an hourly schedule and returns it.
 func (e *schedEnv) create(t *testing.T) projections.ScheduleView {
 	t.Helper()
-	v, err := e.app.Commands.CreateSchedule.Handle(testutil.Context(t), commands.CreateSchedule{Auth: e.auth,
+	v, err := e.app.Schedules.CreateSchedule.Handle(testutil.Context(t), commands.CreateSchedule{Auth: e.auth,
 		ScheduleSettings: domain.ScheduleSettings{Name: "hourly check", Cron: "0 * * * *", Enabled: true, Goal: "open settings", MaxSteps: 7}})
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +85,7 @@ func (e *schedEnv) create(t *testing.T) projections.ScheduleView {
 
 func (e *schedEnv) firings(t *testing.T, id string) []projections.FiringView {
 	t.Helper()
-	p, err := e.app.Queries.ListScheduleFirings.Handle(testutil.Context(t), commands.ListScheduleFirings{Auth: e.auth, ScheduleID: id})
+	p, err := e.app.Schedules.ListScheduleFirings.Handle(testutil.Context(t), commands.ListScheduleFirings{Auth: e.auth, ScheduleID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +156,7 @@ func TestAFiringWithNoFreeDeviceIsRecorded(t *testing.T) {
 	if len(fs) != 1 || fs[0].Outcome != domain.FiringNoDevice || fs[0].Reason != domain.ReasonAlreadyLeased || fs[0].AgentRunID != "" {
 		t.Errorf("got %+v; want the firing recorded no_device (already_leased)", fs)
 	}
-	v, err := e.app.Queries.GetSchedule.Handle(testutil.Context(t), commands.GetSchedule{Auth: e.auth, ScheduleID: s.ScheduleID})
+	v, err := e.app.Schedules.GetSchedule.Handle(testutil.Context(t), commands.GetSchedule{Auth: e.auth, ScheduleID: s.ScheduleID})
 	if err != nil || v.LastOutcome != domain.FiringNoDevice || !v.NextFireAt.Equal(s.NextFireAt.Add(time.Hour)) {
 		t.Errorf("got %+v %v; want last outcome no_device and the next hour due", v, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/webhooksig"
@@ -23,8 +24,9 @@ import (
 type WebhookDispatcherConfig struct {
 	// Pool is the service's database (read models and the claim table).
 	Pool *pgxpool.Pool
-	// Store records attempts.
-	Store *eventstore.Store
+	// Record is the application's RecordWebhookAttempt: it records each
+	// attempt.
+	Record cqrs.Handler[commands.RecordWebhookAttempt, commands.RecordedWebhookAttempt]
 	// Box opens the sealed signing secrets.
 	Box *domain.SecretBox
 	// Client sends deliveries; nil means NewWebhookClient with the zero
@@ -76,7 +78,7 @@ func NewWebhookDispatcher(cfg WebhookDispatcherConfig) *WebhookDispatcher {
 		cfg.Now = time.Now
 	}
 	d := &WebhookDispatcher{cfg: cfg}
-	d.reaction = &webhookReaction{d: d, recorder: commands.RecordWebhookAttemptHandler{Store: cfg.Store}}
+	d.reaction = &webhookReaction{d: d, recorder: cfg.Record}
 	rc := ReactorConfig[webhookDelivery, commands.RecordWebhookAttempt]{Name: "webhook-dispatcher", ID: cfg.ID, Now: cfg.Now,
 		Concurrency: cfg.Concurrency, Lease: cfg.Lease, Poll: cfg.Poll, Logger: cfg.Logger}
 	if cfg.OnAttempt != nil {
@@ -132,7 +134,7 @@ func (d *WebhookDispatcher) Cleanup(ctx context.Context) error {
 // webhook.delivery_attempted in the delivery's stream records each attempt.
 type webhookReaction struct {
 	d        *WebhookDispatcher
-	recorder commands.RecordWebhookAttemptHandler
+	recorder cqrs.Handler[commands.RecordWebhookAttempt, commands.RecordedWebhookAttempt]
 	cursor   claimCursor
 }
 
@@ -247,8 +249,8 @@ func (w *webhookReaction) Act(ctx context.Context, c Claimed[webhookDelivery]) c
 // Record implements Reaction: the command appends the attempt at the
 // delivery stream's version attempt−1 and marks the claim recorded.
 func (w *webhookReaction) Record(ctx context.Context, _ Claimed[webhookDelivery], cmd commands.RecordWebhookAttempt) (eventstore.Appended, error) {
-	a, _, err := w.recorder.Handle(ctx, cmd)
-	return a, err
+	r, err := w.recorder.Handle(ctx, cmd)
+	return r.Appended, err
 }
 
 // maxAnswerBytes is how much of a receiver's answer is read (and discarded)

@@ -14,6 +14,7 @@ import (
 	stripewebhook "github.com/stripe/stripe-go/v79/webhook"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/projections"
 	"phonefleet/testutil"
@@ -282,7 +283,7 @@ func TestDisablingAbandonsQueuedRetries(t *testing.T) {
 		t.Fatalf("got %s next %v; want pending with a retry queued", row.Status, row.NextAttemptAt)
 	}
 	enable := commands.SetWebhookEnabledHandler{Webhooks: e.base}
-	if err := enable.Handle(testutil.Context(t), commands.SetWebhookEnabled{Auth: e.auth, WebhookID: id, Enabled: false}); err != nil {
+	if err := cqrs.Err(enable.Handle(testutil.Context(t), commands.SetWebhookEnabled{Auth: e.auth, WebhookID: id, Enabled: false})); err != nil {
 		t.Fatal(err)
 	}
 	row := e.delivery(t, dlv)
@@ -296,7 +297,7 @@ func TestDisablingAbandonsQueuedRetries(t *testing.T) {
 	if got := e.dispatch(t, d); len(got) != 0 {
 		t.Fatalf("got %d attempts while switched off; want none", len(got))
 	}
-	if err := enable.Handle(testutil.Context(t), commands.SetWebhookEnabled{Auth: e.auth, WebhookID: id, Enabled: true}); err != nil {
+	if err := cqrs.Err(enable.Handle(testutil.Context(t), commands.SetWebhookEnabled{Auth: e.auth, WebhookID: id, Enabled: true})); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(time.Hour)

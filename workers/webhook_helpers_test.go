@@ -117,7 +117,7 @@ func newEnv(t *testing.T) *env {
 	e := &env{pool: pool, url: url, store: store, runner: runner, box: box, key: key, clock: c,
 		q:    projections.WebhookQueries{DB: pool},
 		auth: domain.LocalOperator(domain.NewID(domain.PrefixOrganisation))}
-	e.base = commands.Webhooks{Store: store, Box: box, Now: c.Now, Wait: e.wait}
+	e.base = commands.Webhooks{Store: store, Box: box, Now: c.Now, ReadModels: testutil.ReadModels{RM: e.runner}}
 	return e
 }
 
@@ -158,6 +158,11 @@ func (e *env) delivery(t *testing.T, id string) projections.DeliveryView {
 	return d
 }
 
+// app is the application object over e's webhook capability.
+func (e *env) app() commands.Application {
+	return commands.NewApplication(commands.Capabilities{Webhooks: &commands.WebhookCapability{Webhooks: e.base, Queries: e.q}})
+}
+
 // dispatcher returns a dispatcher on e's clock that trusts rcv's
 // certificate and allows loopback receivers.
 func (e *env) dispatcher(t *testing.T, rcv *receiver, opts ...func(*workers.WebhookDispatcherConfig, *workers.WebhookClientOptions)) *workers.WebhookDispatcher {
@@ -166,7 +171,7 @@ func (e *env) dispatcher(t *testing.T, rcv *receiver, opts ...func(*workers.Webh
 	if rcv != nil {
 		co.RootCAs = rcv.roots()
 	}
-	cfg := workers.WebhookDispatcherConfig{Pool: e.pool, Store: e.store, Box: e.box, Now: e.clock.Now, Concurrency: 4, Logger: quiet}
+	cfg := workers.WebhookDispatcherConfig{Pool: e.pool, Record: e.app().Webhooks.RecordWebhookAttempt, Box: e.box, Now: e.clock.Now, Concurrency: 4, Logger: quiet}
 	for _, o := range opts {
 		o(&cfg, &co)
 	}

@@ -66,7 +66,7 @@ func (b *bench) executor(ctx context.Context, d time.Duration) error {
 	auth := domain.LocalOperator(orgID)
 	var devices []string
 	for wait := time.Now().Add(30 * time.Second); len(devices) < executorDevices && time.Now().Before(wait); time.Sleep(50 * time.Millisecond) {
-		page, err := application.Queries.ListDevices.Handle(ctx, commands.ListDevices{Auth: auth, DeviceQuery: commands.DeviceQuery{Limit: 200}})
+		page, err := application.Fleet.ListDevices.Handle(ctx, commands.ListDevices{Auth: auth, DeviceQuery: commands.DeviceQuery{Limit: 200}})
 		if err != nil {
 			return err
 		}
@@ -80,19 +80,19 @@ func (b *bench) executor(ctx context.Context, d time.Duration) error {
 	}
 
 	// The executor: 8 runs of (far) more steps than the measurement takes.
-	sc := commands.RunScript{Version: 1}
+	sc := domain.RunScript{Version: 1}
 	for i := range domain.MaxRunMaxSteps - 1 {
-		sc.Steps = append(sc.Steps, commands.ScriptStep{Action: "key",
+		sc.Steps = append(sc.Steps, domain.ScriptStep{Action: "key",
 			Arguments: json.RawMessage(`{"key":"` + []string{"VOLUME_UP", "VOLUME_DOWN"}[i%2] + `"}`)})
 	}
-	sc.Steps = append(sc.Steps, commands.ScriptStep{Finish: domain.RunStateSucceeded})
+	sc.Steps = append(sc.Steps, domain.ScriptStep{Finish: domain.RunStateSucceeded})
 	script, err := json.Marshal(sc)
 	if err != nil {
 		return err
 	}
 	var runs []string
 	for _, dev := range devices {
-		s, err := application.Commands.StartRun.Handle(ctx, commands.StartRun{Auth: auth, DeviceID: dev, Goal: "press the volume keys",
+		s, err := application.Runs.StartRun.Handle(ctx, commands.StartRun{Auth: auth, DeviceID: dev, Goal: "press the volume keys",
 			Script: script, MaxSteps: domain.MaxRunMaxSteps, Executor: domain.ExecutorBuiltin})
 		if err != nil {
 			return err
@@ -118,7 +118,7 @@ func (b *bench) executor(ctx context.Context, d time.Duration) error {
 	elapsed := time.Since(t0)
 	taken := s1 - s0
 	for _, id := range runs {
-		if _, err := application.Commands.CancelRun.Handle(ctx, commands.CancelRun{Auth: auth, RunID: id}); err != nil {
+		if _, err := application.Runs.CancelRun.Handle(ctx, commands.CancelRun{Auth: auth, RunID: id}); err != nil {
 			return err
 		}
 	}
@@ -132,7 +132,7 @@ func (b *bench) executor(ctx context.Context, d time.Duration) error {
 	for i, dev := range devices {
 		var l projections.LeaseView
 		for wait := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			l, err = application.Commands.AcquireLease.Handle(ctx, commands.AcquireLease{Auth: auth, DeviceID: dev, TTLSeconds: 3600})
+			l, err = application.Fleet.AcquireLease.Handle(ctx, commands.AcquireLease{Auth: auth, DeviceID: dev, TTLSeconds: 3600})
 			if err == nil || time.Now().After(wait) {
 				break
 			}
@@ -148,14 +148,14 @@ func (b *bench) executor(ctx context.Context, d time.Duration) error {
 		go func() {
 			defer wg.Done()
 			for n := next.Add(1); n <= pairs; n = next.Add(1) {
-				obs, err := application.Commands.ObserveDevice.Handle(ctx, commands.ObserveDevice{Auth: auth, DeviceID: dev,
+				obs, err := application.Fleet.ObserveDevice.Handle(ctx, commands.ObserveDevice{Auth: auth, DeviceID: dev,
 					Image: true, MaxWidth: 768, Snapshot: true})
 				if err != nil {
 					errs.Add(1)
 					continue
 				}
 				args, _ := json.Marshal(map[string]string{"key": []string{"VOLUME_UP", "VOLUME_DOWN"}[n%2]})
-				if _, err := application.Commands.PerformAction.Handle(ctx, commands.PerformAction{Auth: auth, DeviceID: dev,
+				if _, err := application.Fleet.PerformAction.Handle(ctx, commands.PerformAction{Auth: auth, DeviceID: dev,
 					Action: "key", Arguments: args, IdempotencyKey: fmt.Sprintf("bench-exec-%d-%d", i, n), LeaseID: leases[i],
 					ObservedFrame: obs.Frame.FrameID}); err != nil {
 					errs.Add(1)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"phonefleet/commands"
 	"phonefleet/domain"
 	"phonefleet/internal/backends"
 	"phonefleet/internal/sim"
@@ -25,7 +24,7 @@ func (b *bench) observeBudget(ctx context.Context, d time.Duration) error {
 	header("Observation budget on a sim phone (Pixel 7, 1080×2400): bytes an agent receives and time to produce them")
 	line("%-26s %12s %10s %10s %10s  %s", "budget", "bytes", "p50", "p99", "×bytes", "vs PNG full size (baseline)")
 	interactive := func(root domain.UIElement) []domain.Mark {
-		els := commands.CompactElements(root, true)
+		els := domain.CompactElements(root, true)
 		out := make([]domain.Mark, len(els))
 		for i, e := range els {
 			out[i] = domain.Mark{N: i + 1, Ref: e.Ref, Bounds: e.Bounds}
@@ -78,7 +77,7 @@ func (b *bench) observeBudget(ctx context.Context, d time.Duration) error {
 				if err := json.Unmarshal(obs.Snapshot, &root); err != nil {
 					return err
 				}
-				els, err := json.Marshal(commands.CompactElements(root, true))
+				els, err := json.Marshal(domain.CompactElements(root, true))
 				if err != nil {
 					return err
 				}

@@ -98,11 +98,10 @@ func (b *bench) webhooks(ctx context.Context) error {
 		return err
 	}
 	auth := domain.LocalOperator(domain.NewID(domain.PrefixOrganisation))
-	base := commands.Webhooks{Store: store, Box: box, Wait: func(ctx context.Context, a eventstore.Appended) error {
-		return runner.WaitFor(ctx, projections.WebhooksName, a)
-	}}
-	created, err := commands.CreateWebhookHandler{Webhooks: base, Addresses: domain.AddressPolicy{AllowLoopback: true}}.
-		Handle(ctx, commands.CreateWebhook{Auth: auth, URL: srv.URL + "/in", Events: []string{domain.WebhookRunEnded}})
+	app := commands.NewApplication(commands.Capabilities{Webhooks: &commands.WebhookCapability{
+		Webhooks: commands.Webhooks{Store: store, Box: box, ReadModels: runner},
+		Create:   commands.CreateWebhookHandler{Addresses: domain.AddressPolicy{AllowLoopback: true}}}})
+	created, err := app.Webhooks.CreateWebhook.Handle(ctx, commands.CreateWebhook{Auth: auth, URL: srv.URL + "/in", Events: []string{domain.WebhookRunEnded}})
 	if err != nil {
 		return err
 	}
@@ -136,7 +135,7 @@ func (b *bench) webhooks(ctx context.Context) error {
 	}
 	received.Store(0)
 	var recorded atomic.Int64
-	d := workers.NewWebhookDispatcher(workers.WebhookDispatcherConfig{Pool: pool, Store: store, Box: box,
+	d := workers.NewWebhookDispatcher(workers.WebhookDispatcherConfig{Pool: pool, Record: app.Webhooks.RecordWebhookAttempt, Box: box,
 		Client: workers.NewWebhookClient(clientOpts), Concurrency: whConcurrency, Logger: quiet,
 		OnAttempt: func(a workers.WebhookAttempt) {
 			if a.Err == nil {

@@ -62,7 +62,7 @@ func devicesCmd(ctx context.Context, args []string, out io.Writer) error {
 		if serial != "" && model == "" {
 			model = adbModel(ctx, fs.Lookup("adb-addr").Value.String(), serial, out)
 		}
-		ids, err := op.App.Commands.RegisterDevices.Handle(op.Context(ctx),
+		ids, err := op.App.Fleet.RegisterDevices.Handle(op.Context(ctx),
 			commands.RegisterDevices{OrgID: org, Backend: backend, Count: count, Model: model, Serial: serial})
 		if err != nil {
 			return err

@@ -73,13 +73,9 @@ func fulfilmentsRefund(ctx context.Context, args []string, out io.Writer) error 
 		if fs.NArg() != 1 {
 			return usageError{fulfilmentsRefundUsage}
 		}
-		// The operator's view of the program wires no provisioning; the
-		// refund needs only the event store and the fleet (its device is
-		// retired in the same unit). No read model is waited for: the
-		// service may not be running.
-		fleet := commands.NewFleet(commands.FleetConfig{Store: op.Store})
-		p := commands.NewProvisioning(commands.ProvisioningConfig{Store: op.Store, Fleet: fleet})
-		f, err := p.RefundFulfilment(op.Context(ctx), commands.RefundFulfilment{FulfilmentID: fs.Arg(0)})
+		// The fulfilment's device is retired in the same unit. No read
+		// model is waited for: the service may not be running.
+		f, err := op.App.Provisioning.RefundFulfilment.Handle(op.Context(ctx), commands.RefundFulfilment{FulfilmentID: fs.Arg(0)})
 		if err != nil {
 			return err
 		}

@@ -8,11 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/internal/app"
-	"phonefleet/internal/payments"
 	"phonefleet/projections"
 )
 
@@ -42,11 +43,9 @@ func reconcileCmd(ctx context.Context, args []string, out io.Writer) error {
 		if fs.NArg() > 0 {
 			return usageError{reconcileUsage}
 		}
-		key := fs.Lookup("stripe-secret-key").Value.String()
-		if key == "" {
+		if fs.Lookup("stripe-secret-key").Value.String() == "" {
 			return errors.New("no payment provider is configured: set SERVICE_STRIPE_SECRET_KEY (and SERVICE_STRIPE_API_BASE for another API than Stripe's)")
 		}
-		provider := payments.New(payments.Config{SecretKey: key, APIBase: fs.Lookup("stripe-api-base").Value.String()})
 		// The fulfilments read model alone, consumed here until reconcile
 		// has seen it catch up (beside the service's own consumer, if it
 		// runs: the checkpoint serialises them).
@@ -58,8 +57,13 @@ func reconcileCmd(ctx context.Context, args []string, out io.Writer) error {
 		done := make(chan struct{})
 		go func() { _ = runner.Run(rctx); close(done) }()
 		defer func() { cancel(); <-done }()
-		p := commands.NewProvisioning(commands.ProvisioningConfig{Store: op.Store, Payments: provider, Wait: runner.WaitFor})
-		rep, err := p.Reconcile(ctx)
+		wctx, stop := context.WithTimeout(ctx, time.Minute)
+		err = cqrs.AwaitAll(wctx, op.Store, runner, projections.FulfilmentsName)
+		stop()
+		if err != nil {
+			return fmt.Errorf("reconcile: the fulfilments read model did not catch up: %w", err)
+		}
+		rep, err := op.App.Provisioning.Reconcile.Handle(ctx, commands.Reconcile{})
 		if err != nil {
 			return err
 		}

@@ -142,9 +142,9 @@ func ParseRunFrameCursor(s string) (after int64, ok bool) {
 
 // NewRunScript returns s as the API shows it (steps never null). The
 // script is the body POST /v1/runs accepts as `script`, unchanged.
-func NewRunScript(s commands.RunScript) commands.RunScript {
+func NewRunScript(s domain.RunScript) domain.RunScript {
 	if s.Steps == nil {
-		s.Steps = []commands.ScriptStep{}
+		s.Steps = []domain.ScriptStep{}
 	}
 	return s
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"phonefleet/commands"
 	"phonefleet/domain"
 	"phonefleet/projections"
 )
@@ -45,7 +44,7 @@ func TestRunShapes(t *testing.T) {
 			`{"frames":[{"frameId":"frm_1","kind":"observed","actionId":null,"at":"2026-03-04T04:06:07.891234Z"},` +
 				`{"frameId":"frm_2","kind":"after","actionId":"act_1","at":"2026-03-04T04:06:07.891234Z"}],"nextAfter":"9"}`},
 		{"last frame page", NewRunFramePage(projections.RunFramePage{}), `{"frames":[]}`},
-		{"script without steps", NewRunScript(commands.RunScript{Version: 1}), `{"version":1,"steps":[]}`},
+		{"script without steps", NewRunScript(domain.RunScript{Version: 1}), `{"version":1,"steps":[]}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -22,7 +22,7 @@ func (a *App) wireADB(fl *fleetwire.Fleet) {
 	a.logger.Info("adb discovery on", "adb", a.cfg.ADBAddr)
 	a.workers = append(a.workers, func(ctx context.Context) {
 		workers.ADBDiscovery{Client: fl.ADB.Client(), OrgID: a.orgID, Pool: a.db.Pool, Logger: a.logger,
-			Register: a.app.Commands.RegisterDevices, Record: a.app.Commands.RecordDeviceConnection,
+			Register: a.app.Fleet.RegisterDevices, Record: a.app.Fleet.RecordDeviceConnection,
 			Changed: func(deviceID string, _ bool) { fl.ADB.Forget(deviceID) }}.Run(ctx)
 	})
 }

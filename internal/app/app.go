@@ -37,7 +37,7 @@ var Version = "0.1.0-dev"
 // each capability's read models (identity.go, fleet.go, webhooks.go).
 func Projections() []projections.Projection {
 	return slices.Concat([]projections.Projection{projections.Audit{}},
-		identityProjections(), fleetProjections(), webhookProjections(), runProjections(), scheduleProjections(), provisioningProjections(), usageProjections(), cliSessionProjections(), gatewayProjections(), gatewayHubProjections())
+		identityProjections(), fleetProjections(), webhookProjections(), runProjections(), scheduleProjections(), provisioningProjections(), consoleProjections(), gatewayProjections(), gatewayHubProjections())
 }
 
 // DB is an open database: the pool, and the embedded cluster behind it if
@@ -113,7 +113,7 @@ type App struct {
 	// deps collects what each capability's wiring hands the HTTP edge, and
 	// capabilities what it hands the application object.
 	deps         httpapi.Deps
-	capabilities commands.AppDeps
+	capabilities commands.Capabilities
 	// app is the one application object every surface receives.
 	app commands.Application
 	// runtime is the device runtime (the built-in executor drives runs
@@ -149,7 +149,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 		a.orgID, err = commands.EnsureLocalOrganisationHandler{Store: a.store}.Handle(ctx, commands.EnsureLocalOrganisation{})
 	}
 	a.deps = httpapi.Deps{Logger: logger, Mode: cfg.Mode, Health: health{a}, LocalOrgID: a.orgID}
-	for _, wire := range []func(context.Context) error{a.wireIdentity, a.wireFleet, a.startADBSims, a.wireWebhooks, a.wireRuns, a.wireSchedules, a.wireProvisioning, a.wireUsage, a.wireOperators, a.wireCLISessions, a.wireGateways, a.wireApplication, a.wireMCP, a.wireVRX, a.wireCluster} {
+	for _, wire := range []func(context.Context) error{a.wireIdentity, a.wireFleet, a.startADBSims, a.wireWebhooks, a.wireRuns, a.wireSchedules, a.wireProvisioning, a.wireConsole, a.wireGateways, a.wireApplication, a.wireMCP, a.wireVRX, a.wireCluster} {
 		if err == nil {
 			err = wire(ctx)
 		}

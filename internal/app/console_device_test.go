@@ -533,7 +533,7 @@ func TestConsoleDevicePage(t *testing.T) {
 	do("back to 1280×800", chromedp.EmulateViewport(testutil.BrowserWidth, testutil.BrowserHeight))
 
 	// ---- Tenancy: another organisation's phone answers as a missing one.
-	ids, err := a.Application().Commands.RegisterDevices.Handle(testutil.Context(t),
+	ids, err := a.Application().Fleet.RegisterDevices.Handle(testutil.Context(t),
 		commands.RegisterDevices{OrgID: "org_elsewhere", Backend: "sim", Count: 1})
 	if err != nil || len(ids) != 1 {
 		t.Fatalf("register another organisation's phone: %v %v", err, ids)

@@ -44,11 +44,11 @@ func (a *App) wireFleet(ctx context.Context) error {
 		// The application object is built after every capability; the
 		// worker sends its command through it once the service runs.
 		func(ctx context.Context) {
-			workers.LeaseExpiry{Expire: a.app.Commands.ExpireLease, Pool: a.db.Pool, Logger: a.logger}.Run(ctx)
+			workers.LeaseExpiry{Expire: a.app.Fleet.ExpireLease, Pool: a.db.Pool, Logger: a.logger}.Run(ctx)
 		},
 		workers.FrameRetention{Pool: a.db.Pool, Logger: a.logger}.Run,
 		func(ctx context.Context) {
-			workers.DeviceResets{Reset: a.app.Commands.ResetDevice, Pool: a.db.Pool, Logger: a.logger}.Run(ctx)
+			workers.DeviceResets{Reset: a.app.Fleet.ResetDevice, Pool: a.db.Pool, Logger: a.logger}.Run(ctx)
 		},
 	)
 	return nil

@@ -22,6 +22,6 @@ func (a *App) wireFulfilments() {
 // fulfilmentSweeps is the sweeps worker over the application object, with
 // clock now (nil: the wall clock).
 func (a *App) fulfilmentSweeps(now func() time.Time) workers.FulfilmentSweeps {
-	return workers.FulfilmentSweeps{Sweep: a.app.Commands.SweepFulfilment, Pool: a.db.Pool, Now: now,
+	return workers.FulfilmentSweeps{Sweep: a.app.Provisioning.SweepFulfilment, Pool: a.db.Pool, Now: now,
 		Logger: a.logger.With("worker", "fulfilment-sweeps")}
 }

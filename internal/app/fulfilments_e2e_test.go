@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -106,7 +105,7 @@ func TestFulfilmentChangedReachesAnHTTPSReceiver(t *testing.T) {
 	app := a.Application()
 	org := a.orgID
 	auth := domain.LocalOperator(org)
-	hook, err := app.Commands.CreateWebhook.Handle(ctx, commands.CreateWebhook{Auth: auth, URL: rcv.URL + "/in",
+	hook, err := app.Webhooks.CreateWebhook.Handle(ctx, commands.CreateWebhook{Auth: auth, URL: rcv.URL + "/in",
 		Events: []string{domain.WebhookFulfilmentChanged}})
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +114,7 @@ func TestFulfilmentChangedReachesAnHTTPSReceiver(t *testing.T) {
 	pay := func(choice domain.PurchaseChoice) string {
 		t.Helper()
 		order, ful := openTestOrder(t, a, org, choice)
-		r, err := app.Commands.ReceiveProviderEvent.Handle(ctx, signed(t, paidSessionEvent(t, org, order), e2eStripeSecret))
+		r, err := app.Provisioning.ReceiveProviderEvent.Handle(ctx, signed(t, paidSessionEvent(t, org, order), e2eStripeSecret))
 		if err != nil || r.Outcome != commands.ProviderEventApplied {
 			t.Fatalf("payment of %s: %+v, %v", order, r, err)
 		}
@@ -124,7 +123,7 @@ func TestFulfilmentChangedReachesAnHTTPSReceiver(t *testing.T) {
 	}
 	state := func(id string) (string, string) {
 		t.Helper()
-		page, err := app.Queries.ListFulfilments.Handle(ctx, commands.ListFulfilments{Auth: auth})
+		page, err := app.Provisioning.ListFulfilments.Handle(ctx, commands.ListFulfilments{Auth: auth})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,12 +149,12 @@ func TestFulfilmentChangedReachesAnHTTPSReceiver(t *testing.T) {
 	want = append(want, change{second, "awaiting_provisioning", ""})
 	subEnded, _ := json.Marshal(map[string]any{"id": "sub_2", "object": "subscription", "status": "canceled",
 		"metadata": map[string]any{payments.MetaOrgID: org, payments.MetaOrderID: secondOrder}})
-	if _, err := app.Commands.ReceiveProviderEvent.Handle(ctx, signed(t, payments.Event{ID: "evt_sub_2_deleted",
+	if _, err := app.Provisioning.ReceiveProviderEvent.Handle(ctx, signed(t, payments.Event{ID: "evt_sub_2_deleted",
 		Type: payments.EventSubscriptionDeleted, Created: time.Now(), Object: subEnded}, e2eStripeSecret)); err != nil {
 		t.Fatal(err)
 	}
 	want = append(want, change{second, "cancelled", ""})
-	if _, err := app.Commands.ReturnFulfilment.Handle(ctx, commands.ReturnFulfilment{Auth: auth, FulfilmentID: first}); err != nil {
+	if _, err := app.Provisioning.ReturnFulfilment.Handle(ctx, commands.ReturnFulfilment{Auth: auth, FulfilmentID: first}); err != nil {
 		t.Fatal(err)
 	}
 	want = append(want, change{first, "cancelled", ""})
@@ -164,7 +163,7 @@ func TestFulfilmentChangedReachesAnHTTPSReceiver(t *testing.T) {
 	refunded := pay(domain.PurchaseChoice{Sku: domain.SkuEmulator, Billing: domain.BillingDay})
 	_, device = state(refunded)
 	want = append(want, change{refunded, "provisioned", device})
-	if _, err := app.Commands.RefundFulfilment.Handle(ctx, commands.RefundFulfilment{FulfilmentID: refunded}); err != nil {
+	if _, err := app.Provisioning.RefundFulfilment.Handle(ctx, commands.RefundFulfilment{FulfilmentID: refunded}); err != nil {
 		t.Fatal(err)
 	}
 	// Silent: a cloud phone cancelled before delivery.
@@ -174,7 +173,7 @@ func TestFulfilmentChangedReachesAnHTTPSReceiver(t *testing.T) {
 	want = append(want, change{dayPass, "provisioned", device})
 	undelivered := pay(cloud)
 	want = append(want, change{undelivered, "awaiting_provisioning", ""})
-	if v, err := app.Commands.CancelFulfilment.Handle(ctx, commands.CancelFulfilment{Auth: auth, FulfilmentID: undelivered}); err != nil ||
+	if v, err := app.Provisioning.CancelFulfilment.Handle(ctx, commands.CancelFulfilment{Auth: auth, FulfilmentID: undelivered}); err != nil ||
 		v.CancelledReason != domain.EndCloudUndelivered {
 		t.Fatalf("cancel before delivery: %+v, %v", v, err)
 	}
@@ -189,13 +188,11 @@ func TestFulfilmentChangedReachesAnHTTPSReceiver(t *testing.T) {
 		t.Fatal(err)
 	}
 	later := time.Now().Add(8 * 24 * time.Hour)
-	ahead := commands.NewProvisioning(commands.ProvisioningConfig{Store: a.store, Catalog: catalog, Fleet: a.capabilities.Fleet,
-		Now: func() time.Time { return later },
-		Wait: func(ctx context.Context, name string, ap eventstore.Appended) error {
-			return a.runner.WaitFor(ctx, name, ap)
-		}})
+	ahead := commands.NewProvisioning(commands.ProvisioningConfig{Store: a.store, Catalog: catalog, Devices: a.capabilities.Fleet,
+		Now:        func() time.Time { return later },
+		ReadModels: a.runner})
 	for id, expect := range map[string]string{dayPass: commands.SweptEnded, stuck: commands.SweptUndelivered} {
-		if did, err := ahead.SweepFulfilment(ctx, commands.SweepFulfilment{FulfilmentID: id}); err != nil || did != expect {
+		if did, err := (commands.SweepFulfilmentHandler{Provisioning: ahead}).Handle(ctx, commands.SweepFulfilment{FulfilmentID: id}); err != nil || did != expect {
 			t.Fatalf("sweep %s a week later: %q, %v; want %q", id, did, err, expect)
 		}
 	}
@@ -207,7 +204,7 @@ func TestFulfilmentChangedReachesAnHTTPSReceiver(t *testing.T) {
 
 	for id, reason := range map[string]string{refunded: domain.EndOwnerRefund, undelivered: domain.EndCloudUndelivered,
 		dayPass: domain.EndDayPassExpired, stuck: domain.EndUndelivered} {
-		page, err := app.Queries.ListFulfilments.Handle(ctx, commands.ListFulfilments{Auth: auth})
+		page, err := app.Provisioning.ListFulfilments.Handle(ctx, commands.ListFulfilments{Auth: auth})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +217,7 @@ func TestFulfilmentChangedReachesAnHTTPSReceiver(t *testing.T) {
 	// Every recorded delivery, once the sentinel's is.
 	var recorded []change
 	waitUntil(t, 30*time.Second, "the sentinel's delivery", func() (bool, error) {
-		page, err := app.Queries.ListDeliveries.Handle(ctx, commands.ListDeliveries{Auth: auth, WebhookID: hook.WebhookID, Limit: 100})
+		page, err := app.Webhooks.ListDeliveries.Handle(ctx, commands.ListDeliveries{Auth: auth, WebhookID: hook.WebhookID, Limit: 100})
 		if err != nil {
 			return false, err
 		}

@@ -1,9 +1,6 @@
 package app
 
 import (
-	"context"
-
-	"phonefleet/commands"
 	"phonefleet/internal/backends"
 	"phonefleet/internal/fleetwire"
 	"phonefleet/internal/gateway"
@@ -27,10 +24,6 @@ func (a *App) newGatewayHub() *gateway.Hub {
 	a.gatewayHub = gateway.NewHub(gateway.HubConfig{
 		Claims: backends.NewGatewayClaims(a.db.Pool),
 		Store:  a.store,
-		Authenticate: commands.HandlerFunc[commands.AuthenticateGateway, commands.GatewayPrincipal](
-			func(ctx context.Context, q commands.AuthenticateGateway) (commands.GatewayPrincipal, error) {
-				return a.app.Queries.AuthenticateGateway.Handle(ctx, q)
-			}),
 		Logger: a.logger.With("component", "gateway-hub"),
 	})
 	return a.gatewayHub
@@ -41,7 +34,7 @@ func (a *App) newGatewayHub() *gateway.Hub {
 // died (every instance runs it).
 func (a *App) startGatewayHub(fl *fleetwire.Fleet) {
 	hub := a.gatewayHub
-	hub.SetFleet(fl.Commands)
+	hub.SetApplication(&a.app)
 	a.deps.GatewayTunnel = hub.ServeTunnel
 	a.workers = append(a.workers, workers.OrphanedGateways{Sweep: hub.SweepOrphans, Logger: a.logger}.Run)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"phonefleet/commands"
-	"phonefleet/eventstore"
 	"phonefleet/internal/identity"
 	"phonefleet/internal/releases"
 	"phonefleet/projections"
@@ -37,9 +36,6 @@ func (a *App) wireGateways(context.Context) error {
 		}
 	}
 	a.capabilities.Gateways = commands.NewGateways(commands.GatewayConfig{Store: a.store, Hasher: hasher, Releases: manifest,
-		Logger: a.logger.With("component", "gateways"),
-		Wait: func(ctx context.Context, ap eventstore.Appended) error {
-			return a.runner.WaitFor(ctx, projections.GatewaysName, ap)
-		}})
+		Logger: a.logger.With("component", "gateways"), ReadModels: a.runner})
 	return nil
 }

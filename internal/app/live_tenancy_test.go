@@ -15,7 +15,7 @@ func init() {
 	device := func(bodies map[string]string) func(c *tenancyClient) (map[string]string, map[string]string) {
 		return func(c *tenancyClient) (map[string]string, map[string]string) {
 			if forClient != c {
-				ids, err := c.app.app.Commands.RegisterDevices.Handle(testutil.Context(c.t),
+				ids, err := c.app.app.Fleet.RegisterDevices.Handle(testutil.Context(c.t),
 					commands.RegisterDevices{OrgID: c.org, Backend: "sim", Count: 1})
 				if err != nil || len(ids) != 1 {
 					c.t.Fatalf("register a sim phone for organisation A: %v (%v)", err, ids)

@@ -8,6 +8,7 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/config"
+	"phonefleet/internal/payments"
 	"phonefleet/projections"
 )
 
@@ -42,9 +43,19 @@ func OpenOperator(ctx context.Context, cfg config.Config, logger *slog.Logger) (
 		db.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	return &Operator{Store: store, Runner: runner, db: db, App: commands.NewApplication(commands.AppDeps{
-		Fleet:  commands.NewFleet(commands.FleetConfig{Store: store, Runner: runner}),
-		Logger: logger.With("component", "application"),
+	// The operator's fleet registers and retires devices and drives none;
+	// its provisioning refunds and reconciles, waiting for no read model
+	// (the service may not be running: a command that reads one brings it
+	// up to date itself).
+	fleet := commands.NewFleet(commands.FleetConfig{Store: store})
+	var provider payments.Provider
+	if cfg.StripeSecretKey != "" {
+		provider = payments.New(payments.Config{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase})
+	}
+	return &Operator{Store: store, Runner: runner, db: db, App: commands.NewApplication(commands.Capabilities{
+		Fleet:        fleet,
+		Provisioning: commands.NewProvisioning(commands.ProvisioningConfig{Store: store, Devices: fleet, Payments: provider}),
+		Logger:       logger.With("component", "application"),
 	})}, nil
 }
 

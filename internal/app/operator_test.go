@@ -34,11 +34,11 @@ func TestOperatorRegistersDevicesAsTheOperator(t *testing.T) {
 	defer op.Close(ctx)
 
 	add := commands.RegisterDevices{OrgID: "org_operator", Backend: domain.BackendSim, Count: 2}
-	if _, err := op.App.Commands.RegisterDevices.Handle(context.Background(), add); !errors.Is(err, eventstore.ErrNoMetadata) {
+	if _, err := op.App.Fleet.RegisterDevices.Handle(context.Background(), add); !errors.Is(err, eventstore.ErrNoMetadata) {
 		t.Fatalf("register without the operator's context: got %v; want ErrNoMetadata", err)
 	}
 	// ctx names the test as the actor; the operator's context replaces it.
-	ids, err := op.App.Commands.RegisterDevices.Handle(op.Context(ctx), add)
+	ids, err := op.App.Fleet.RegisterDevices.Handle(op.Context(ctx), add)
 	if err != nil || len(ids) != 2 {
 		t.Fatalf("register: got %v, %v; want two devices", ids, err)
 	}
@@ -59,7 +59,7 @@ func TestOperatorRegistersDevicesAsTheOperator(t *testing.T) {
 	}
 
 	var de *domain.Error
-	if _, err := op.App.Commands.MintAPIKey.Handle(op.Context(ctx), commands.MintAPIKey{}); !errors.As(err, &de) || de.Code != domain.CodeServiceUnavailable {
+	if _, err := op.App.Keys.MintAPIKey.Handle(op.Context(ctx), commands.MintAPIKey{}); !errors.As(err, &de) || de.Code != domain.CodeServiceUnavailable {
 		t.Fatalf("a capability the operator does not wire: got %v; want service_unavailable", err)
 	}
 }

@@ -17,6 +17,6 @@ func (a *App) wirePool() {
 	a.workers = append(a.workers, func(ctx context.Context) {
 		// The application object is built after every capability; the
 		// worker sends its command through it once the service runs.
-		workers.PoolReturns{Return: a.app.Commands.ReturnPoolDevices, Logger: a.logger.With("worker", "pool-returns")}.Run(ctx)
+		workers.PoolReturns{Return: a.app.Provisioning.ReturnPoolDevices, Logger: a.logger.With("worker", "pool-returns")}.Run(ctx)
 	})
 }

@@ -8,7 +8,6 @@ import (
 
 	"phonefleet/commands"
 	"phonefleet/domain"
-	"phonefleet/eventstore"
 	"phonefleet/internal/identity"
 	"phonefleet/internal/payments"
 	"phonefleet/projections"
@@ -18,7 +17,7 @@ import (
 // provisioningProjections are the read models of purchases. Each part of
 // provisioning adds its own here.
 func provisioningProjections() []projections.Projection {
-	return []projections.Projection{projections.Fulfilments{}, projections.PaymentFollowups{}}
+	return []projections.Projection{projections.Fulfilments{}, projections.PaymentFollowups{}, projections.Usage{}}
 }
 
 // wireProvisioning builds the provisioning capability: the price list
@@ -49,24 +48,24 @@ func (a *App) wireProvisioning(ctx context.Context) error {
 		Catalog:               catalog,
 		Payments:              provider,
 		WebhookSecret:         a.cfg.StripeWebhookSecret,
-		Fleet:                 a.capabilities.Fleet,
+		Devices:               a.capabilities.Fleet,
 		PublicURL:             a.baseURL(),
 		RequireReverification: a.cfg.RequireReverification,
 		StepUp:                identity.StepUpVerifier(a.deps.Auth),
 		ServedInstances:       served,
 		RefuseOutOfStock:      a.cfg.RefuseOutOfStock,
 		PaygDeviceLimit:       a.cfg.PAYGDeviceLimit,
-		Wait: func(ctx context.Context, name string, ap eventstore.Appended) error {
-			return a.runner.WaitFor(ctx, name, ap)
-		},
+		ReadModels:            a.runner,
 	})
 	a.wirePool()
 	a.wireFulfilments()
 	if provider != nil {
 		// Payment follow-ups (cancel or refund at the provider what our own
 		// decisions ended) run wherever a provider is configured.
-		a.workers = append(a.workers, workers.NewPaymentFollowups(workers.PaymentFollowupsConfig{Pool: a.db.Pool,
-			Store: a.store, Provider: provider, Logger: a.logger.With("worker", "payment-followups")}).Run)
+		a.workers = append(a.workers, func(ctx context.Context) {
+			workers.NewPaymentFollowups(workers.PaymentFollowupsConfig{Pool: a.db.Pool, Record: a.app.Provisioning.RecordPaymentFollowup,
+				Provider: provider, Logger: a.logger.With("worker", "payment-followups")}).Run(ctx)
+		})
 	}
 	return nil
 }

@@ -32,7 +32,7 @@ func (a *App) runWorkers() []func(ctx context.Context) {
 				Hosting: hosting, Logger: a.logger.With("component", "run-executor")}).Run(ctx)
 		},
 		func(ctx context.Context) {
-			workers.RunDeadlines{End: a.app.Commands.EndOverdueRun, Pool: a.db.Pool, Logger: a.logger}.Run(ctx)
+			workers.RunDeadlines{End: a.app.Runs.EndOverdueRun, Pool: a.db.Pool, Logger: a.logger}.Run(ctx)
 		},
 	}
 }

@@ -49,7 +49,7 @@ func (h *runHarness) start(t *testing.T, goal string, mod func(*commands.StartRu
 	var s commands.StartedRun
 	waitUntil(t, 30*time.Second, "a free device", func() (bool, error) {
 		var err error
-		s, err = h.app.Commands.StartRun.Handle(h.ctx, cmd)
+		s, err = h.app.Runs.StartRun.Handle(h.ctx, cmd)
 		if e := domain.AsError(err); err != nil && e.Code == domain.CodeDeviceUnavailable && e.Retryable != nil && *e.Retryable {
 			return false, nil
 		}
@@ -60,7 +60,7 @@ func (h *runHarness) start(t *testing.T, goal string, mod func(*commands.StartRu
 
 func (h *runHarness) get(t *testing.T, id string) projections.RunView {
 	t.Helper()
-	v, err := h.app.Queries.GetRun.Handle(h.ctx, commands.GetRun{Auth: h.auth, RunID: id})
+	v, err := h.app.Runs.GetRun.Handle(h.ctx, commands.GetRun{Auth: h.auth, RunID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestBuiltinScriptedRunReachesItsGoal(t *testing.T) {
 	env := localEnv(t, testutil.DatabaseURL(t), 1)
 	env["SERVICE_WEBHOOK_CA_FILE"] = rcv.CAFile
 	h := startRunHarness(t, env)
-	hook, err := h.app.Commands.CreateWebhook.Handle(h.ctx, commands.CreateWebhook{Auth: h.auth, URL: rcv.URL + "/in",
+	hook, err := h.app.Webhooks.CreateWebhook.Handle(h.ctx, commands.CreateWebhook{Auth: h.auth, URL: rcv.URL + "/in",
 		Events: []string{domain.WebhookRunEnded}})
 	if err != nil {
 		t.Fatal(err)
@@ -192,11 +192,11 @@ func TestBuiltinRunPauseResume(t *testing.T) {
 		}
 		return v.StepSeq >= 2, nil
 	})
-	paused, err := h.app.Commands.PauseRun.Handle(h.ctx, commands.PauseRun{Auth: h.auth, RunID: run.RunID})
+	paused, err := h.app.Runs.PauseRun.Handle(h.ctx, commands.PauseRun{Auth: h.auth, RunID: run.RunID})
 	if err != nil || paused.State != domain.RunStatePaused {
 		t.Fatalf("got pause %+v, %v; want paused", paused, err)
 	}
-	if _, err := h.app.Commands.ResumeRun.Handle(h.ctx, commands.ResumeRun{Auth: h.auth, RunID: run.RunID}); err != nil {
+	if _, err := h.app.Runs.ResumeRun.Handle(h.ctx, commands.ResumeRun{Auth: h.auth, RunID: run.RunID}); err != nil {
 		t.Fatal(err)
 	}
 	v := h.waitEnded(t, run.RunID)

@@ -20,7 +20,7 @@ func TestAReplayedScriptReproducesARunOnAnotherPhone(t *testing.T) {
 	h := startRunHarness(t, localEnv(t, testutil.DatabaseURL(t), 3))
 	var devs []string
 	waitUntil(t, 30*time.Second, "three sim phones", func() (bool, error) {
-		page, err := h.app.Queries.ListDevices.Handle(h.ctx, commands.ListDevices{Auth: h.auth})
+		page, err := h.app.Fleet.ListDevices.Handle(h.ctx, commands.ListDevices{Auth: h.auth})
 		devs = devs[:0]
 		for _, d := range page.Devices {
 			devs = append(devs, d.DeviceID)
@@ -29,7 +29,7 @@ func TestAReplayedScriptReproducesARunOnAnotherPhone(t *testing.T) {
 	})
 	screen := func(dev string) string {
 		t.Helper()
-		o, err := h.app.Commands.ObserveDevice.Handle(h.ctx, commands.ObserveDevice{Auth: h.auth, DeviceID: dev, Snapshot: true})
+		o, err := h.app.Fleet.ObserveDevice.Handle(h.ctx, commands.ObserveDevice{Auth: h.auth, DeviceID: dev, Snapshot: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,11 +37,11 @@ func TestAReplayedScriptReproducesARunOnAnotherPhone(t *testing.T) {
 		if err := json.Unmarshal(o.Snapshot, &root); err != nil {
 			t.Fatal(err)
 		}
-		return commands.LayoutSignature(root)
+		return domain.LayoutSignature(root)
 	}
 
 	// The original: an external worker opens Notes and goes home.
-	orig, err := h.app.Commands.StartRun.Handle(h.ctx, commands.StartRun{Auth: h.auth, DeviceID: devs[0], Goal: "open notes, then home",
+	orig, err := h.app.Runs.StartRun.Handle(h.ctx, commands.StartRun{Auth: h.auth, DeviceID: devs[0], Goal: "open notes, then home",
 		Executor: domain.ExecutorExternal})
 	if err != nil {
 		t.Fatal(err)
@@ -49,22 +49,22 @@ func TestAReplayedScriptReproducesARunOnAnotherPhone(t *testing.T) {
 	_, tok, _ := strings.Cut(orig.VrxBaseURL, "/vrx/")
 	acc := commands.RunAccess{Token: tok}
 	for i, step := range []struct{ action, args string }{{"open_app", `{"package":"com.example.notes"}`}, {"key", `{"key":"HOME"}`}} {
-		obs, err := h.app.Commands.RunObserve.Handle(h.ctx, commands.RunObserve{Access: acc, Image: "none"})
+		obs, err := h.app.Runs.RunObserve.Handle(h.ctx, commands.RunObserve{Access: acc, Image: "none"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.app.Commands.RunAct.Handle(h.ctx, commands.RunAct{Access: acc, Action: step.action, Arguments: json.RawMessage(step.args),
+		if _, err := h.app.Runs.RunAct.Handle(h.ctx, commands.RunAct{Access: acc, Action: step.action, Arguments: json.RawMessage(step.args),
 			IdempotencyKey: "orig-" + string(rune('a'+i)), ObservedFrame: obs.Frame.FrameID}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := h.app.Commands.RunFinish.Handle(h.ctx, commands.RunFinish{Access: acc, State: domain.RunStateSucceeded}); err != nil {
+	if _, err := h.app.Runs.RunFinish.Handle(h.ctx, commands.RunFinish{Access: acc, State: domain.RunStateSucceeded}); err != nil {
 		t.Fatal(err)
 	}
-	var script commands.RunScript
+	var script domain.RunScript
 	waitUntil(t, 30*time.Second, "the exported script", func() (bool, error) {
 		var err error
-		script, err = h.app.Queries.GetRunScript.Handle(h.ctx, commands.GetRunScript{Auth: h.auth, RunID: orig.Run.AgentRunID})
+		script, err = h.app.Runs.GetRunScript.Handle(h.ctx, commands.GetRunScript{Auth: h.auth, RunID: orig.Run.AgentRunID})
 		return len(script.Steps) == 3, err
 	})
 	raw, err := json.Marshal(script)
@@ -82,15 +82,15 @@ func TestAReplayedScriptReproducesARunOnAnotherPhone(t *testing.T) {
 	}
 
 	// A phone showing something else: the first step's screen differs.
-	lease, err := h.app.Commands.AcquireLease.Handle(h.ctx, commands.AcquireLease{Auth: h.auth, DeviceID: devs[2]})
+	lease, err := h.app.Fleet.AcquireLease.Handle(h.ctx, commands.AcquireLease{Auth: h.auth, DeviceID: devs[2]})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.app.Commands.PerformAction.Handle(h.ctx, commands.PerformAction{Auth: h.auth, DeviceID: devs[2], LeaseID: lease.LeaseID,
+	if _, err := h.app.Fleet.PerformAction.Handle(h.ctx, commands.PerformAction{Auth: h.auth, DeviceID: devs[2], LeaseID: lease.LeaseID,
 		Action: "open_app", Arguments: json.RawMessage(`{"package":"com.android.settings"}`), IdempotencyKey: "elsewhere"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.app.Commands.ReleaseLease.Handle(h.ctx, commands.ReleaseLease{Auth: h.auth, DeviceID: devs[2], LeaseID: lease.LeaseID}); err != nil {
+	if _, err := h.app.Fleet.ReleaseLease.Handle(h.ctx, commands.ReleaseLease{Auth: h.auth, DeviceID: devs[2], LeaseID: lease.LeaseID}); err != nil {
 		t.Fatal(err)
 	}
 	before := screen(devs[2])

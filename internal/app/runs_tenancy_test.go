@@ -36,7 +36,7 @@ func init() {
 // runFixture starts, as organisation A, an external run on a phone of its
 // own and returns its runId and agentRunId.
 func runFixture(c *tenancyClient) map[string]string {
-	ids, err := c.app.app.Commands.RegisterDevices.Handle(testutil.Context(c.t),
+	ids, err := c.app.app.Fleet.RegisterDevices.Handle(testutil.Context(c.t),
 		commands.RegisterDevices{OrgID: c.org, Backend: "sim", Count: 1})
 	if err != nil || len(ids) != 1 {
 		c.t.Fatalf("register a sim phone for organisation A's run: %v (%v)", err, ids)

@@ -29,7 +29,7 @@ func TestRunEventsReachAnHTTPSReceiver(t *testing.T) {
 	ctx := testutil.Context(t)
 	app := a.Application()
 	auth := domain.LocalOperator(a.orgID)
-	hook, err := app.Commands.CreateWebhook.Handle(ctx, commands.CreateWebhook{Auth: auth, URL: rcv.URL + "/in",
+	hook, err := app.Webhooks.CreateWebhook.Handle(ctx, commands.CreateWebhook{Auth: auth, URL: rcv.URL + "/in",
 		Events: []string{domain.WebhookRunEnded, domain.WebhookRunNeedsUserControl}})
 	if err != nil {
 		t.Fatal(err)
@@ -39,18 +39,18 @@ func TestRunEventsReachAnHTTPSReceiver(t *testing.T) {
 	var started commands.StartedRun
 	waitUntil(t, 30*time.Second, "a free device", func() (bool, error) {
 		var err error
-		started, err = app.Commands.StartRun.Handle(ctx, commands.StartRun{Auth: auth, Goal: "sign in", Executor: domain.ExecutorExternal})
+		started, err = app.Runs.StartRun.Handle(ctx, commands.StartRun{Auth: auth, Goal: "sign in", Executor: domain.ExecutorExternal})
 		if e := domain.AsError(err); err != nil && e.Code == domain.CodeDeviceUnavailable && e.Retryable != nil && *e.Retryable {
 			return false, nil
 		}
 		return err == nil, err
 	})
 	_, tok, _ := strings.Cut(started.VrxBaseURL, "/vrx/")
-	parked, err := app.Commands.RunNeedsUser.Handle(ctx, commands.RunNeedsUser{Access: commands.RunAccess{Token: tok}, Reason: "captcha"})
+	parked, err := app.Runs.RunNeedsUser.Handle(ctx, commands.RunNeedsUser{Access: commands.RunAccess{Token: tok}, Reason: "captcha"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := app.Commands.CancelRun.Handle(ctx, commands.CancelRun{Auth: auth, RunID: started.Run.RunID}); err != nil {
+	if _, err := app.Runs.CancelRun.Handle(ctx, commands.CancelRun{Auth: auth, RunID: started.Run.RunID}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"phonefleet/commands"
-	"phonefleet/eventstore"
 	"phonefleet/projections"
 	"phonefleet/workers"
 )
@@ -17,10 +16,7 @@ func scheduleProjections() []projections.Projection {
 
 // wireSchedules builds the schedule capability and its firing worker.
 func (a *App) wireSchedules(ctx context.Context) error {
-	a.capabilities.Schedules = commands.NewSchedules(commands.ScheduleConfig{Store: a.store,
-		Wait: func(ctx context.Context, ap eventstore.Appended) error {
-			return a.runner.WaitFor(ctx, projections.SchedulesName, ap)
-		}})
+	a.capabilities.Schedules = commands.NewSchedules(commands.ScheduleConfig{Store: a.store, ReadModels: a.runner})
 	a.workers = append(a.workers, func(ctx context.Context) {
 		// The application object is built after every capability; the
 		// worker sends its commands through it once the service runs.
@@ -32,8 +28,8 @@ func (a *App) wireSchedules(ctx context.Context) error {
 // scheduleWorker is the firing worker over the application object, with
 // clock now (nil: the wall clock).
 func (a *App) scheduleWorker(now func() time.Time) workers.Schedules {
-	c := a.app.Commands
+	c := a.app.Schedules
 	return workers.NewSchedules(workers.Schedules{Fire: c.FireSchedule, Complete: c.CompleteScheduleFiring,
-		Resolve: c.ResolveScheduleFiring, StartRun: c.StartRun, Pool: a.db.Pool, Now: now,
+		Resolve: c.ResolveScheduleFiring, StartRun: a.app.Runs.StartRun, Pool: a.db.Pool, Now: now,
 		Logger: a.logger.With("worker", "schedules")})
 }

@@ -35,7 +35,7 @@ func TestUsageThroughTheService(t *testing.T) {
 	call := checkedCaller(t, v, base)
 	register := func(org string, n int) []string {
 		t.Helper()
-		ids, err := a.app.Commands.RegisterDevices.Handle(ctx, commands.RegisterDevices{OrgID: org, Backend: domain.BackendSim, Count: n})
+		ids, err := a.app.Fleet.RegisterDevices.Handle(ctx, commands.RegisterDevices{OrgID: org, Backend: domain.BackendSim, Count: n})
 		if err != nil || len(ids) != n {
 			t.Fatalf("register %d sim phones for %s: %v (%v)", n, org, err, ids)
 		}

@@ -12,7 +12,6 @@ import (
 
 	"phonefleet/commands"
 	"phonefleet/domain"
-	"phonefleet/eventstore"
 	"phonefleet/internal/config"
 	"phonefleet/projections"
 	"phonefleet/workers"
@@ -39,19 +38,18 @@ func (a *App) wireWebhooks(ctx context.Context) error {
 		return err
 	}
 	policy := webhookAddressPolicy(a.cfg)
-	base := commands.Webhooks{Store: a.store, Box: box, Wait: func(ctx context.Context, ap eventstore.Appended) error {
-		return a.runner.WaitFor(ctx, projections.WebhooksName, ap)
-	}}
+	base := commands.Webhooks{Store: a.store, Box: box, ReadModels: a.runner}
 	a.capabilities.Webhooks = &commands.WebhookCapability{Webhooks: base,
 		Create: commands.CreateWebhookHandler{Addresses: policy}, Queries: projections.WebhookQueries{DB: a.db.Pool}}
-	d := workers.NewWebhookDispatcher(workers.WebhookDispatcherConfig{
-		Pool:   a.db.Pool,
-		Store:  a.store,
-		Box:    box,
-		Client: workers.NewWebhookClient(workers.WebhookClientOptions{Addresses: policy, RootCAs: roots}),
-		Logger: a.logger.With("worker", "webhook_dispatcher"),
+	a.workers = append(a.workers, func(ctx context.Context) {
+		workers.NewWebhookDispatcher(workers.WebhookDispatcherConfig{
+			Pool:   a.db.Pool,
+			Record: a.app.Webhooks.RecordWebhookAttempt,
+			Box:    box,
+			Client: workers.NewWebhookClient(workers.WebhookClientOptions{Addresses: policy, RootCAs: roots}),
+			Logger: a.logger.With("worker", "webhook_dispatcher"),
+		}).Run(ctx)
 	})
-	a.workers = append(a.workers, d.Run)
 	return nil
 }
 

@@ -81,7 +81,7 @@ func TestStoppingFailsWaitingActions(t *testing.T) {
 	}
 	env.Settle(t)
 	for i := 1; i < len(errs); i++ {
-		r, err := env.Fleet.GetReceipt(bg, env.Auth, fmt.Sprintf("stop-%d", i))
+		r, err := env.App.Fleet.GetReceipt.Handle(bg, commands.GetReceipt{Auth: env.Auth, IdempotencyKey: fmt.Sprintf("stop-%d", i)})
 		if err != nil || r.State != domain.ReceiptFailed || r.OutcomeUnknown {
 			t.Errorf("receipt stop-%d: got %+v, %v; want failed, outcome known", i, r, err)
 		}

@@ -70,7 +70,7 @@ func (e *Env) RegisterADB(t testing.TB, serial string) string {
 func (e *Env) StartADBDiscovery(t testing.TB) {
 	t.Helper()
 	w := workers.ADBDiscovery{Client: e.ADB.Client(), OrgID: e.OrgID, Pool: e.Pool, Logger: Quiet,
-		Register: e.Fleet.RegisterDevices(), Record: e.Fleet.RecordDeviceConnection(),
+		Register: e.App.Fleet.RegisterDevices, Record: e.App.Fleet.RecordDeviceConnection,
 		Changed: func(deviceID string, _ bool) { e.ADB.Forget(deviceID) }, Retry: 100 * time.Millisecond, Poll: 200 * time.Millisecond}
 	e.done.Add(1)
 	go func() { defer e.done.Done(); w.Run(e.runCtx) }()

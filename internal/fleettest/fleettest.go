@@ -76,7 +76,10 @@ type Env struct {
 	ADB   *backends.ADBHost
 	Fleet *commands.Fleet
 	// Runs is the run capability over Fleet (vrxBaseUrl on http://vrx.test).
-	Runs      *commands.Runs
+	Runs *commands.Runs
+	// App is the application object over Fleet and Runs, as every
+	// consumer receives it.
+	App       commands.Application
 	Runtime   *devices.Runtime
 	OrgID     string
 	DeviceIDs []string
@@ -135,7 +138,9 @@ func Start(t testing.TB, opts Options) *Env {
 		t.Fatal(err)
 	}
 	e.Fleet, e.Runtime, e.Sim, e.ADB, e.Registry = fl.Commands, fl.Runtime, fl.Sim, fl.ADB, fl.Registry
-	e.Runs = commands.NewRuns(commands.RunsConfig{Fleet: e.Fleet, BaseURL: func() string { return "http://vrx.test" }})
+	e.Runs = commands.NewRuns(commands.RunsConfig{Store: e.Store, ReadModels: e.Runner, Devices: e.Fleet, Now: e.Now,
+		BaseURL: func() string { return "http://vrx.test" }})
+	e.App = commands.NewApplication(commands.Capabilities{Fleet: e.Fleet, Runs: e.Runs, Logger: Quiet})
 	e.Auth = domain.LocalOperator(e.OrgID)
 	if opts.Devices > 0 {
 		ids, err := e.Fleet.RegisterDevices().Handle(ctx, commands.RegisterDevices{OrgID: e.OrgID, Backend: domain.BackendSim,

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/adb"
@@ -88,12 +89,12 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	// The takeover hook runs only from Prepare and Run, once the commands
 	// it sends exist.
 	takeover := func(ctx context.Context) error {
-		mark := commands.Logged[commands.MarkAbandonedActions, int](cfg.Logger.With("component", "application"), fl.Commands.MarkAbandonedActions())
+		mark := cqrs.Serve(cqrs.Decorator{Logger: cfg.Logger.With("component", "application")}, fl.Commands.MarkAbandonedActions())
 		return workers.AbandonedActions{Mark: mark, Host: domain.HostSim, Logger: cfg.Logger}.RunOnce(ctx)
 	}
 	fl.Runtime = devices.New(devices.Config{Backends: fl.Registry, Host: fl.Sim, Gateways: cfg.Gateways, OnHost: takeover,
 		QueueLimit: cfg.QueueLimit, FrameRetention: cfg.FrameRetention, Logger: cfg.Logger})
-	fl.Commands = commands.NewFleet(commands.FleetConfig{Store: cfg.Store, Runner: cfg.Runner, Runtime: fl.Runtime,
+	fl.Commands = commands.NewFleet(commands.FleetConfig{Store: cfg.Store, ReadModels: cfg.Runner, Runtime: fl.Runtime,
 		Now: cfg.Now, WaitForReceipts: cfg.WaitForReceipts, HostState: backends.HostState(cfg.Store.Pool())})
 	if err := fl.Runtime.Prepare(ctx); err != nil {
 		fl.Runtime.Stop() // gives the host claim back

@@ -58,7 +58,7 @@ func TestAdbThroughHub(t *testing.T) {
 	edge := httptest.NewServer(httpapi.New(httpapi.Deps{Logger: quiet, App: &e.app, GatewayTunnel: in.hub.ServeTunnel}).Handler())
 	t.Cleanup(edge.Close)
 	ctx := testutil.Context(t)
-	code, err := e.app.Commands.CreateGatewayEnrollmentCode.Handle(ctx, commands.CreateGatewayEnrollmentCode{Auth: e.admin, Name: "lab"})
+	code, err := e.app.Gateways.CreateGatewayEnrollmentCode.Handle(ctx, commands.CreateGatewayEnrollmentCode{Auth: e.admin, Name: "lab"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,10 +68,9 @@ func TestAdbThroughHub(t *testing.T) {
 		Version: "1.0.0", Logger: quiet})
 
 	// The phone is registered as the gateway's adb device, online.
-	fleet := in.fleet.Commands
 	var dev string
 	eventually(t, "the gateway's adb phone is registered online", func() bool {
-		page, err := fleet.ListDevices(ctx, e.operator, commands.DeviceQuery{Backend: domain.BackendADB})
+		page, err := in.app.Fleet.ListDevices.Handle(ctx, commands.ListDevices{Auth: e.operator, DeviceQuery: commands.DeviceQuery{Backend: domain.BackendADB}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +81,7 @@ func TestAdbThroughHub(t *testing.T) {
 		return false
 	})
 	model := phone.Model()
-	view, err := fleet.GetDevice(ctx, e.operator, dev)
+	view, err := in.app.Fleet.GetDevice.Handle(ctx, commands.GetDevice{Auth: e.operator, DeviceID: dev})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +98,7 @@ func TestAdbThroughHub(t *testing.T) {
 	observe := func(cmd commands.ObserveDevice) commands.Observation {
 		t.Helper()
 		cmd.Auth, cmd.DeviceID = e.operator, dev
-		obs, err := fleet.ObserveDevice().Handle(ctx, cmd)
+		obs, err := in.app.Fleet.ObserveDevice.Handle(ctx, cmd)
 		if err != nil {
 			t.Fatalf("observing %+v: %v", cmd, err)
 		}
@@ -117,7 +116,7 @@ func TestAdbThroughHub(t *testing.T) {
 	leaseID := e.lease(t, in, dev)
 	act := func(idempotencyKey, action, args, frame string) domain.Receipt {
 		t.Helper()
-		out, err := fleet.PerformAction().Handle(ctx, commands.PerformAction{Auth: e.operator, DeviceID: dev, LeaseID: leaseID,
+		out, err := in.app.Fleet.PerformAction.Handle(ctx, commands.PerformAction{Auth: e.operator, DeviceID: dev, LeaseID: leaseID,
 			Action: action, Arguments: json.RawMessage(args), IdempotencyKey: idempotencyKey, ObservedFrame: frame})
 		if err != nil {
 			t.Fatalf("%s %s: %v", action, args, err)
@@ -141,7 +140,7 @@ func TestAdbThroughHub(t *testing.T) {
 	if got := phone.Foreground(); got != "com.android.settings" {
 		t.Fatalf("after the tap the phone shows %s; want com.android.settings", got)
 	}
-	after, err := fleet.GetFrame(ctx, e.operator, rc.Frames.After, commands.FrameOptions{Image: true})
+	after, err := in.app.Fleet.GetFrame.Handle(ctx, commands.GetFrame{Auth: e.operator, FrameID: rc.Frames.After, FrameOptions: commands.FrameOptions{Image: true}})
 	if err != nil {
 		t.Fatalf("the after frame: %v", err)
 	}
@@ -179,7 +178,7 @@ func TestAdbThroughHub(t *testing.T) {
 	}
 
 	// Set-of-marks pictures are refused, as on a local adb phone.
-	_, err = fleet.ObserveDevice().Handle(ctx, commands.ObserveDevice{Auth: e.operator, DeviceID: dev, Image: true, Marks: true})
+	_, err = in.app.Fleet.ObserveDevice.Handle(ctx, commands.ObserveDevice{Auth: e.operator, DeviceID: dev, Image: true, Marks: true})
 	if domain.ErrorCode(err) != domain.CodeCapabilityUnsupported {
 		t.Fatalf("a set-of-marks picture: %v; want capability_unsupported", err)
 	}
@@ -194,13 +193,13 @@ func TestAdbThroughHub(t *testing.T) {
 	if !in.hub.Holds(domain.GatewayHostKey(registered.GatewayID)) {
 		t.Fatal("the gateway's tunnel ended with the phone; want the phone alone gone from its list")
 	}
-	_, err = fleet.ObserveDevice().Handle(ctx, commands.ObserveDevice{Auth: e.operator, DeviceID: dev, Snapshot: true})
+	_, err = in.app.Fleet.ObserveDevice.Handle(ctx, commands.ObserveDevice{Auth: e.operator, DeviceID: dev, Snapshot: true})
 	if domain.ErrorCode(err) != domain.CodeDeviceUnavailable {
 		t.Fatalf("observing the unplugged phone: %v; want device_unavailable", err)
 	}
 	testutil.ConnectADB(t, server, serial)
 	eventually(t, "the phone plugged back comes online", func() bool { return e.status(t, dev) == domain.DeviceOnline })
-	if page, err := fleet.ListDevices(ctx, e.operator, commands.DeviceQuery{Backend: domain.BackendADB}); err != nil ||
+	if page, err := in.app.Fleet.ListDevices.Handle(ctx, commands.ListDevices{Auth: e.operator, DeviceQuery: commands.DeviceQuery{Backend: domain.BackendADB}}); err != nil ||
 		len(page.Devices) != 1 || page.Devices[0].DeviceID != dev {
 		t.Fatalf("adb devices after the phone came back: %+v (%v); want %s alone", page.Devices, err, dev)
 	}

@@ -57,9 +57,6 @@ type HubConfig struct {
 	// Store is the event store: the hub reads the gateways' streams
 	// (revocation) and the gateway devices' read model through it.
 	Store *eventstore.Store
-	// Authenticate checks a gateway's credential
-	// (commands.Queries.AuthenticateGateway).
-	Authenticate commands.Handler[commands.AuthenticateGateway, commands.GatewayPrincipal]
 	// HelloTimeout bounds the wait for a new tunnel's hello; zero means
 	// DefaultHelloTimeout.
 	HelloTimeout time.Duration
@@ -84,12 +81,12 @@ type HubConfig struct {
 // ends; a half-open tunnel (the network dropped without a close) holds it
 // until that instance's heartbeats fail (two pings unanswered).
 //
-// The hub needs the fleet's commands, and the fleet's runtime needs the
-// hub: build the hub, the fleet with it, then SetFleet.
+// The hub needs the application object, and the fleet's runtime needs the
+// hub: build the hub, the fleet with it, then SetApplication.
 type Hub struct {
-	cfg   HubConfig
-	log   *slog.Logger
-	fleet atomic.Pointer[commands.Fleet]
+	cfg HubConfig
+	log *slog.Logger
+	app atomic.Pointer[commands.Application]
 
 	mu      sync.RWMutex
 	tunnels map[string]*tunnelConn // by gateway id, once welcomed
@@ -119,9 +116,10 @@ func NewHub(cfg HubConfig) *Hub {
 		closing: make(chan struct{})}
 }
 
-// SetFleet gives the hub the fleet's commands. Call it once, before
-// serving; until then every tunnel is refused (service_unavailable).
-func (h *Hub) SetFleet(f *commands.Fleet) { h.fleet.Store(f) }
+// SetApplication gives the hub the application object. Call it once,
+// before serving; until then every tunnel is refused
+// (service_unavailable).
+func (h *Hub) SetApplication(app *commands.Application) { h.app.Store(app) }
 
 // tunnelConn is one gateway's tunnel.
 type tunnelConn struct {
@@ -180,7 +178,11 @@ func (h *Hub) ServeTunnel(w http.ResponseWriter, r *http.Request) error {
 		}
 		cred = tok
 	}
-	p, err := h.cfg.Authenticate.Handle(r.Context(), commands.AuthenticateGateway{Credential: cred})
+	app := h.app.Load()
+	if app == nil {
+		return domain.Errorf(domain.CodeServiceUnavailable, "this instance is starting; connect again").WithRetryable(true)
+	}
+	p, err := app.Gateways.AuthenticateGateway.Handle(r.Context(), commands.AuthenticateGateway{Credential: cred})
 	if err != nil {
 		return err
 	}
@@ -298,8 +300,8 @@ func (c *tunnelConn) handle(ctx context.Context, method string, params json.RawM
 // (retryable) when another process holds the claim or the database
 // failed, invalid_argument for a device list that cannot be registered.
 func (h *Hub) admit(ctx context.Context, c *tunnelConn, hello tunnel.Hello) (tunnel.Welcome, error) {
-	fleet := h.fleet.Load()
-	if fleet == nil {
+	app := h.app.Load()
+	if app == nil {
 		return tunnel.Welcome{}, domain.Errorf(domain.CodeServiceUnavailable, "this instance is starting; try again").WithRetryable(true)
 	}
 	gw, key := c.gatewayID, domain.GatewayHostKey(c.gatewayID)
@@ -325,7 +327,7 @@ func (h *Hub) admit(ctx context.Context, c *tunnelConn, hello tunnel.Hello) (tun
 		return tunnel.Welcome{}, unavailable(err)
 	}
 	if tookOver {
-		if err := h.markAbandoned(ctx, fleet, key); err != nil {
+		if err := h.markAbandoned(ctx, app, key); err != nil {
 			return release(err)
 		}
 	}
@@ -334,7 +336,7 @@ func (h *Hub) admit(ctx context.Context, c *tunnelConn, hello tunnel.Hello) (tun
 		reported = append(reported, commands.GatewayDevice{Key: d.Key, Backend: d.Backend, Model: d.Model, Serial: d.Serial,
 			Width: d.Width, Height: d.Height})
 	}
-	ids, err := fleet.RegisterGatewayDevices().Handle(ctx, commands.RegisterGatewayDevices{GatewayID: gw, GatewayName: c.name, OrgID: c.orgID, Devices: reported})
+	ids, err := app.Fleet.RegisterGatewayDevices.Handle(ctx, commands.RegisterGatewayDevices{GatewayID: gw, GatewayName: c.name, OrgID: c.orgID, Devices: reported})
 	if err != nil {
 		return release(err)
 	}
@@ -349,14 +351,14 @@ func (h *Hub) admit(ctx context.Context, c *tunnelConn, hello tunnel.Hello) (tun
 	for _, d := range hello.Devices {
 		devices[d.Key] = d
 	}
-	served, err := h.recordConnections(ctx, fleet, known, devices, stateGone)
+	served, err := h.recordConnections(ctx, app, known, devices, stateGone)
 	if err != nil {
 		return release(err)
 	}
 	if c.instance, err = h.holder(ctx, gw); err != nil {
 		return release(err)
 	}
-	if _, err := fleet.RecordGatewayConnection().Handle(ctx, commands.RecordGatewayConnection{GatewayID: gw, Connected: true,
+	if _, err := app.Gateways.RecordGatewayConnection.Handle(ctx, commands.RecordGatewayConnection{GatewayID: gw, Connected: true,
 		Instance: c.instance, Version: hello.Version, Channel: hello.Channel, Devices: len(served)}); err != nil {
 		return release(err)
 	}
@@ -409,12 +411,12 @@ func (h *Hub) gatewayLock(gatewayID string) *sync.Mutex {
 // online and the gateway's other devices offline (state) and returns the
 // reported devices that can be served: a device retired from its
 // organisation is not. Errors are the database's.
-func (h *Hub) recordConnections(ctx context.Context, fleet *commands.Fleet, ids map[string]string,
+func (h *Hub) recordConnections(ctx context.Context, app *commands.Application, ids map[string]string,
 	reported map[string]tunnel.DeviceInfo, state string) (map[string]tunnel.DeviceInfo, error) {
 	served := map[string]tunnel.DeviceInfo{}
 	for key, id := range ids {
 		info, online := reported[key]
-		_, err := fleet.RecordDeviceConnection().Handle(ctx, commands.RecordDeviceConnection{DeviceID: id, Online: online, State: state})
+		_, err := app.Fleet.RecordDeviceConnection.Handle(ctx, commands.RecordDeviceConnection{DeviceID: id, Online: online, State: state})
 		if domain.ErrorCode(err) == domain.CodeDeviceUnavailable {
 			continue // retired: it is not served
 		}
@@ -448,15 +450,14 @@ func welcomeDevices(served map[string]tunnel.DeviceInfo, ids map[string]string) 
 
 // markAbandoned settles the actions recorded under host and left without
 // an outcome by the process that held it before.
-func (h *Hub) markAbandoned(ctx context.Context, fleet *commands.Fleet, host string) error {
-	mark := commands.Logged[commands.MarkAbandonedActions, int](h.log.With("component", "application"), fleet.MarkAbandonedActions())
-	return workers.AbandonedActions{Mark: mark, Host: host, Logger: h.log}.RunOnce(ctx)
+func (h *Hub) markAbandoned(ctx context.Context, app *commands.Application, host string) error {
+	return workers.AbandonedActions{Mark: app.Fleet.MarkAbandonedActions, Host: host, Logger: h.log}.RunOnce(ctx)
 }
 
 // update takes a gateway's new device list: devices new to it are
 // registered, and each is recorded online or offline as listed.
 func (h *Hub) update(ctx context.Context, c *tunnelConn, list []tunnel.DeviceInfo) error {
-	fleet := h.fleet.Load()
+	app := h.app.Load()
 	mu := h.gatewayLock(c.gatewayID)
 	mu.Lock()
 	defer mu.Unlock()
@@ -473,7 +474,7 @@ func (h *Hub) update(ctx context.Context, c *tunnelConn, list []tunnel.DeviceInf
 			Width: d.Width, Height: d.Height})
 		devices[d.Key] = d
 	}
-	ids, err := fleet.RegisterGatewayDevices().Handle(ctx, commands.RegisterGatewayDevices{GatewayID: c.gatewayID, GatewayName: c.name, OrgID: c.orgID, Devices: reported})
+	ids, err := app.Fleet.RegisterGatewayDevices.Handle(ctx, commands.RegisterGatewayDevices{GatewayID: c.gatewayID, GatewayName: c.name, OrgID: c.orgID, Devices: reported})
 	if err != nil {
 		return err
 	}
@@ -486,7 +487,7 @@ func (h *Hub) update(ctx context.Context, c *tunnelConn, list []tunnel.DeviceInf
 	for k, id := range ids {
 		known[k] = id
 	}
-	served, err := h.recordConnections(ctx, fleet, known, devices, stateGone)
+	served, err := h.recordConnections(ctx, app, known, devices, stateGone)
 	c.mu.Lock()
 	c.ids = known
 	if err == nil {
@@ -581,12 +582,12 @@ func (h *Hub) drop(ctx context.Context, c *tunnelConn, reason string) {
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	if fleet := h.fleet.Load(); fleet != nil {
-		if _, err := h.recordConnections(ctx, fleet, ids, nil, stateGatewayDisconnected); err != nil {
+	if app := h.app.Load(); app != nil {
+		if _, err := h.recordConnections(ctx, app, ids, nil, stateGatewayDisconnected); err != nil {
 			// The orphaned-gateway sweep records them once the claim is free.
 			h.log.Warn("recording a gateway's devices offline failed", "gatewayId", c.gatewayID, "err", err)
 		}
-		if _, err := fleet.RecordGatewayConnection().Handle(ctx, commands.RecordGatewayConnection{GatewayID: c.gatewayID,
+		if _, err := app.Gateways.RecordGatewayConnection.Handle(ctx, commands.RecordGatewayConnection{GatewayID: c.gatewayID,
 			Instance: c.instance, Reason: reason}); err != nil {
 			// The sweep, or the gateway's next connection, records the end.
 			h.log.Warn("recording a gateway's disconnection failed", "gatewayId", c.gatewayID, "err", err)
@@ -654,8 +655,8 @@ func (h *Hub) Device(_ context.Context, d *domain.Device) (domain.Backend, error
 // how many gateways it settled; errors are the database's, and what it
 // did not reach is swept next time. Every instance runs it (workers).
 func (h *Hub) SweepOrphans(ctx context.Context) (int, error) {
-	fleet := h.fleet.Load()
-	if fleet == nil {
+	app := h.app.Load()
+	if app == nil {
 		return 0, nil
 	}
 	pool := h.cfg.Store.Pool()
@@ -679,7 +680,7 @@ func (h *Hub) SweepOrphans(ctx context.Context) (int, error) {
 	gateways := slices.Compact(slices.Sorted(slices.Values(slices.Concat(open, online, connected))))
 	settled := 0
 	for _, gw := range gateways {
-		done, err := h.sweep(ctx, fleet, gw)
+		done, err := h.sweep(ctx, app, gw)
 		if err != nil {
 			return settled, fmt.Errorf("gateway %s: %w", gw, err)
 		}
@@ -692,7 +693,7 @@ func (h *Hub) SweepOrphans(ctx context.Context) (int, error) {
 
 // sweep settles one gateway unless a tunnel of it is served here or
 // another process holds its claim.
-func (h *Hub) sweep(ctx context.Context, fleet *commands.Fleet, gw string) (bool, error) {
+func (h *Hub) sweep(ctx context.Context, app *commands.Application, gw string) (bool, error) {
 	mu := h.gatewayLock(gw)
 	mu.Lock()
 	defer mu.Unlock()
@@ -713,7 +714,7 @@ func (h *Hub) sweep(ctx context.Context, fleet *commands.Fleet, gw string) (bool
 	defer h.cfg.Claims.Release(gw)
 	// When this process held it last, its own jobs settle their actions.
 	if tookOver {
-		if err := h.markAbandoned(ctx, fleet, key); err != nil {
+		if err := h.markAbandoned(ctx, app, key); err != nil {
 			return false, err
 		}
 	}
@@ -721,12 +722,12 @@ func (h *Hub) sweep(ctx context.Context, fleet *commands.Fleet, gw string) (bool
 	if err != nil {
 		return false, err
 	}
-	if _, err := h.recordConnections(ctx, fleet, ids, nil, stateGatewayDisconnected); err != nil {
+	if _, err := h.recordConnections(ctx, app, ids, nil, stateGatewayDisconnected); err != nil {
 		return false, err
 	}
 	// Holding the claim, this process knows no tunnel of the gateway is
 	// served anywhere: whichever the stream shows open has ended.
-	if _, err := fleet.RecordGatewayConnection().Handle(ctx, commands.RecordGatewayConnection{GatewayID: gw,
+	if _, err := app.Gateways.RecordGatewayConnection.Handle(ctx, commands.RecordGatewayConnection{GatewayID: gw,
 		Reason: domain.GatewayReasonInstanceLost}); err != nil {
 		return false, err
 	}

@@ -42,7 +42,9 @@ type hubEnv struct {
 	store  *eventstore.Store
 	runner *projections.Runner
 	app    commands.Application
-	admin  domain.Auth
+	// gateways is the gateway capability every instance serves.
+	gateways *commands.GatewayCapability
+	admin    domain.Auth
 	// operator is the organisation's operator (every scope).
 	operator   domain.Auth
 	gatewayID  string
@@ -79,9 +81,9 @@ func newHubEnv(t *testing.T) *hubEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &hubEnv{pool: pool, store: store, runner: runner}
-	e.app = commands.NewApplication(commands.AppDeps{Logger: quiet,
-		Gateways: commands.NewGateways(commands.GatewayConfig{Store: store, Hasher: hasher})})
+	e := &hubEnv{pool: pool, store: store, runner: runner,
+		gateways: commands.NewGateways(commands.GatewayConfig{Store: store, Hasher: hasher})}
+	e.app = commands.NewApplication(commands.Capabilities{Logger: quiet, Gateways: e.gateways})
 	orgID := domain.NewID(domain.PrefixOrganisation)
 	e.admin = domain.Auth{OrgID: orgID, Kind: domain.PrincipalConsole, UserID: "u_admin", Role: domain.RoleAdmin, Scopes: domain.AllScopes}
 	e.operator = domain.LocalOperator(orgID)
@@ -93,11 +95,11 @@ func newHubEnv(t *testing.T) *hubEnv {
 func (e *hubEnv) enroll(t *testing.T) (string, string) {
 	t.Helper()
 	ctx := testutil.Context(t)
-	code, err := e.app.Commands.CreateGatewayEnrollmentCode.Handle(ctx, commands.CreateGatewayEnrollmentCode{Auth: e.admin, Name: "rack"})
+	code, err := e.app.Gateways.CreateGatewayEnrollmentCode.Handle(ctx, commands.CreateGatewayEnrollmentCode{Auth: e.admin, Name: "rack"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := e.app.Commands.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: code.Code})
+	g, err := e.app.Gateways.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: code.Code})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +109,10 @@ func (e *hubEnv) enroll(t *testing.T) (string, string) {
 // instance is one process of the service: a fleet with its gateway hub,
 // serving the tunnel over HTTP.
 type instance struct {
-	fleet  *fleetwire.Fleet
+	fleet *fleetwire.Fleet
+	// app is the instance's application object (its fleet, the shared
+	// gateways), as its hub receives it.
+	app    *commands.Application
 	hub    *gateway.Hub
 	claims *backends.GatewayClaims
 	url    string
@@ -126,14 +131,15 @@ func (e *hubEnv) instance(t *testing.T, opts instanceOptions) *instance {
 		opts.checkEvery = 50 * time.Millisecond
 	}
 	claims := backends.NewGatewayClaims(e.pool)
-	hub := gateway.NewHub(gateway.HubConfig{Claims: claims, Store: e.store, Authenticate: e.app.Queries.AuthenticateGateway,
+	hub := gateway.NewHub(gateway.HubConfig{Claims: claims, Store: e.store,
 		CheckEvery: opts.checkEvery, Tunnel: opts.tunnel, Logger: quiet})
 	fl, err := fleetwire.New(testutil.Context(t), fleetwire.Config{Store: e.store, Runner: e.runner, Logger: quiet,
 		WaitForReceipts: true, Gateways: hub})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hub.SetFleet(fl.Commands)
+	app := commands.NewApplication(commands.Capabilities{Fleet: fl.Commands, Gateways: e.gateways, Logger: quiet})
+	hub.SetApplication(&app)
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { fl.Runtime.Run(runCtx); close(done) }()
@@ -144,7 +150,7 @@ func (e *hubEnv) instance(t *testing.T, opts instanceOptions) *instance {
 		stop()
 		<-done
 	})
-	return &instance{fleet: fl, hub: hub, claims: claims, url: srv.URL}
+	return &instance{fleet: fl, app: &app, hub: hub, claims: claims, url: srv.URL}
 }
 
 // fakeGateway answers the tunnel's device calls with real sim phones, as
@@ -782,7 +788,7 @@ func TestHubClosesARevokedGatewaysTunnel(t *testing.T) {
 	a := e.instance(t, instanceOptions{})
 	g := newFakeGateway(t, "sim-1")
 	peer, ids := g.mustConnect(t, a.url, e.credential)
-	if _, err := e.app.Commands.RevokeGateway.Handle(testutil.Context(t), commands.RevokeGateway{Auth: e.admin, GatewayID: e.gatewayID}); err != nil {
+	if _, err := e.app.Gateways.RevokeGateway.Handle(testutil.Context(t), commands.RevokeGateway{Auth: e.admin, GatewayID: e.gatewayID}); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -6,11 +6,10 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"phonefleet/domain"
 	"strings"
 	"sync"
 	"testing"
-
-	"phonefleet/commands"
 )
 
 // fakeChat is an in-process OpenAI-compatible chat-completions server: it
@@ -73,7 +72,7 @@ func testInput(history int) Input {
 	in := Input{RunID: "run_1", Goal: "turn on wifi", MaxSteps: 50, StepSeq: history,
 		Observation: Observation{FrameID: "frm_1", ScreenHash: "h", Width: 1080, Height: 2400, ScreenOn: true,
 			ContentType: "image/jpeg", Image: []byte{0xff, 0xd8, 0xff}, ImageWidth: 768, ImageHeight: 1707,
-			Elements: []commands.RunElement{{Ref: "e1", Class: "Switch", Text: strings.Repeat("Wi-Fi ", 40), Bounds: [4]int{0, 100, 1080, 200}, Clickable: true}}}}
+			Elements: []domain.Element{{Ref: "e1", Class: "Switch", Text: strings.Repeat("Wi-Fi ", 40), Bounds: [4]int{0, 100, 1080, 200}, Clickable: true}}}}
 	for i := range history {
 		in.History = append(in.History, Step{Kind: KindAct, Action: "tap", Arguments: json.RawMessage(`{"x":1,"y":` + string(rune('0'+i%10)) + `}`), Result: "tapped"})
 	}

@@ -18,7 +18,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"phonefleet/commands"
 	"phonefleet/domain"
 )
 
@@ -85,7 +84,7 @@ type Input struct {
 type Observation struct {
 	FrameID    string
 	ScreenHash string
-	// Layout is the screen's layout signature (commands.LayoutSignature):
+	// Layout is the screen's layout signature (domain.LayoutSignature):
 	// what a replayed script compares, the same on any phone showing the
 	// same screen.
 	Layout string
@@ -98,14 +97,7 @@ type Observation struct {
 	Image       []byte
 	// ImageWidth and ImageHeight are the picture's size.
 	ImageWidth, ImageHeight int
-	Elements                []commands.RunElement
-}
-
-// FromRun converts a run observation into a planner's observation.
-func FromRun(o commands.RunObservation) Observation {
-	return Observation{FrameID: o.Frame.FrameID, ScreenHash: o.Frame.ScreenHash, Layout: o.Layout, Width: o.Width, Height: o.Height,
-		ScreenOn: o.ScreenOn, ContentType: o.ContentType, Image: o.Image, ImageWidth: o.ImageWidth,
-		ImageHeight: o.ImageHeight, Elements: o.Elements}
+	Elements                []domain.Element
 }
 
 // Step kinds (Step.Kind) and decision kinds (Decision.Kind).

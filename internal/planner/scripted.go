@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"phonefleet/commands"
 	"phonefleet/domain"
 )
 
@@ -34,13 +33,13 @@ const (
 // failed (step_failed); a script that runs out of steps ends it
 // succeeded (script_completed), so a successCheck has the final word.
 type Scripted struct {
-	steps []commands.ScriptStep
+	steps []domain.ScriptStep
 	start int
 }
 
 // NewScripted follows script from the step after its stepSeq-th action:
 // a run re-claimed after stepSeq recorded actions goes on where it was.
-func NewScripted(script commands.RunScript, stepSeq int) *Scripted {
+func NewScripted(script domain.RunScript, stepSeq int) *Scripted {
 	start, actions := 0, 0
 	for start < len(script.Steps) && actions < stepSeq {
 		if isDeviceAction(script.Steps[start]) {
@@ -51,7 +50,7 @@ func NewScripted(script commands.RunScript, stepSeq int) *Scripted {
 	return &Scripted{steps: script.Steps, start: start}
 }
 
-func isDeviceAction(s commands.ScriptStep) bool {
+func isDeviceAction(s domain.ScriptStep) bool {
 	return s.Finish == "" && s.Action != ScriptNeedsUser && s.Action != ScriptWait
 }
 
@@ -80,7 +79,7 @@ func (p *Scripted) Next(_ context.Context, in Input) (Decision, error) {
 }
 
 // stepDecision turns one script step into a checked decision.
-func stepDecision(s commands.ScriptStep) (Decision, error) {
+func stepDecision(s domain.ScriptStep) (Decision, error) {
 	var d Decision
 	switch {
 	case s.Finish != "":
@@ -106,8 +105,8 @@ func stepDecision(s commands.ScriptStep) (Decision, error) {
 
 // ParseScript reads a run's script (StartRun.Script, a run's exported
 // script) and checks every step.
-func ParseScript(raw json.RawMessage) (commands.RunScript, error) {
-	var s commands.RunScript
+func ParseScript(raw json.RawMessage) (domain.RunScript, error) {
+	var s domain.RunScript
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
@@ -135,8 +134,8 @@ func ParseScript(raw json.RawMessage) (commands.RunScript, error) {
 //
 // A line that is none of these, or whose arguments an action refuses,
 // answers an error naming the line.
-func ParseSteps(text string) (commands.RunScript, error) {
-	var script commands.RunScript
+func ParseSteps(text string) (domain.RunScript, error) {
+	var script domain.RunScript
 	for n, line := range strings.Split(text, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -144,10 +143,10 @@ func ParseSteps(text string) (commands.RunScript, error) {
 		}
 		st, err := parseLine(line)
 		if err != nil {
-			return commands.RunScript{}, fmt.Errorf("line %d %q: %w", n+1, line, err)
+			return domain.RunScript{}, fmt.Errorf("line %d %q: %w", n+1, line, err)
 		}
 		if _, err := stepDecision(st); err != nil {
-			return commands.RunScript{}, fmt.Errorf("line %d %q: %w", n+1, line, err)
+			return domain.RunScript{}, fmt.Errorf("line %d %q: %w", n+1, line, err)
 		}
 		script.Steps = append(script.Steps, st)
 	}
@@ -158,14 +157,14 @@ func ParseSteps(text string) (commands.RunScript, error) {
 	return script, nil
 }
 
-func parseLine(line string) (commands.ScriptStep, error) {
+func parseLine(line string) (domain.ScriptStep, error) {
 	verb, rest, _ := strings.Cut(line, " ")
 	rest = strings.TrimSpace(rest)
 	fields := strings.Fields(rest)
 	verb = strings.ReplaceAll(strings.ToLower(verb), "_", "-")
-	act := func(action string, args map[string]any) (commands.ScriptStep, error) {
+	act := func(action string, args map[string]any) (domain.ScriptStep, error) {
 		b, _ := json.Marshal(args)
-		return commands.ScriptStep{Action: action, Arguments: b}, nil
+		return domain.ScriptStep{Action: action, Arguments: b}, nil
 	}
 	ints := func(names []string, optional int) (map[string]any, error) {
 		if len(fields) < len(names)-optional || len(fields) > len(names) {
@@ -188,40 +187,40 @@ func parseLine(line string) (commands.ScriptStep, error) {
 		}
 		m, err := ints([]string{"x", "y"}, 0)
 		if err != nil {
-			return commands.ScriptStep{}, err
+			return domain.ScriptStep{}, err
 		}
 		return act(string(domain.ActionTap), m)
 	case "double-tap":
 		m, err := ints([]string{"x", "y"}, 0)
 		if err != nil {
-			return commands.ScriptStep{}, err
+			return domain.ScriptStep{}, err
 		}
 		return act(string(domain.ActionDoubleTap), m)
 	case "long-press":
 		m, err := ints([]string{"x", "y", "durationMs"}, 1)
 		if err != nil {
-			return commands.ScriptStep{}, err
+			return domain.ScriptStep{}, err
 		}
 		return act(string(domain.ActionLongPress), m)
 	case "swipe":
 		m, err := ints([]string{"x1", "y1", "x2", "y2", "durationMs"}, 1)
 		if err != nil {
-			return commands.ScriptStep{}, err
+			return domain.ScriptStep{}, err
 		}
 		return act(string(domain.ActionSwipe), m)
 	case "type":
 		if rest == "" {
-			return commands.ScriptStep{}, fmt.Errorf("%w: type takes the text to type", ErrMalformed)
+			return domain.ScriptStep{}, fmt.Errorf("%w: type takes the text to type", ErrMalformed)
 		}
 		return act(string(domain.ActionTypeText), map[string]any{"text": rest})
 	case "key":
 		if len(fields) != 1 {
-			return commands.ScriptStep{}, fmt.Errorf("%w: key takes one key name", ErrMalformed)
+			return domain.ScriptStep{}, fmt.Errorf("%w: key takes one key name", ErrMalformed)
 		}
 		return act(string(domain.ActionKey), map[string]any{"key": strings.ToUpper(fields[0])})
 	case "open", "open-app", "install", "install-app":
 		if len(fields) != 1 {
-			return commands.ScriptStep{}, fmt.Errorf("%w: %s takes one package name", ErrMalformed, verb)
+			return domain.ScriptStep{}, fmt.Errorf("%w: %s takes one package name", ErrMalformed, verb)
 		}
 		a := domain.ActionOpenApp
 		if strings.HasPrefix(verb, "install") {
@@ -231,21 +230,21 @@ func parseLine(line string) (commands.ScriptStep, error) {
 	case "wait":
 		m, err := ints([]string{"ms"}, 1)
 		if err != nil {
-			return commands.ScriptStep{}, err
+			return domain.ScriptStep{}, err
 		}
 		if len(m) == 0 {
 			m["ms"] = 1000
 		}
 		b, _ := json.Marshal(m)
-		return commands.ScriptStep{Action: ScriptWait, Arguments: b}, nil
+		return domain.ScriptStep{Action: ScriptWait, Arguments: b}, nil
 	case "needs-user":
 		if rest == "" {
-			return commands.ScriptStep{}, fmt.Errorf("%w: needs-user takes a reason", ErrMalformed)
+			return domain.ScriptStep{}, fmt.Errorf("%w: needs-user takes a reason", ErrMalformed)
 		}
-		return commands.ScriptStep{Action: ScriptNeedsUser, Reason: rest}, nil
+		return domain.ScriptStep{Action: ScriptNeedsUser, Reason: rest}, nil
 	case "finish":
 		state, reason, _ := strings.Cut(rest, " ")
-		return commands.ScriptStep{Finish: state, Reason: strings.TrimSpace(reason)}, nil
+		return domain.ScriptStep{Finish: state, Reason: strings.TrimSpace(reason)}, nil
 	}
-	return commands.ScriptStep{}, fmt.Errorf("%w: unknown step %q", ErrMalformed, verb)
+	return domain.ScriptStep{}, fmt.Errorf("%w: unknown step %q", ErrMalformed, verb)
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"phonefleet/commands"
 	"phonefleet/domain"
 )
 
@@ -16,22 +15,22 @@ func TestParseSteps(t *testing.T) {
 	tests := []struct {
 		name string
 		line string
-		want commands.ScriptStep
+		want domain.ScriptStep
 	}{
-		{"tap", "tap 540 1200", commands.ScriptStep{Action: "tap", Arguments: json.RawMessage(`{"x":540,"y":1200}`)}},
-		{"tap ref", "tap e12", commands.ScriptStep{Action: "tap", Arguments: json.RawMessage(`{"ref":"e12"}`)}},
-		{"double tap", "double-tap 1 2", commands.ScriptStep{Action: "double_tap", Arguments: json.RawMessage(`{"x":1,"y":2}`)}},
-		{"long press with duration", "long_press 1 2 900", commands.ScriptStep{Action: "long_press", Arguments: json.RawMessage(`{"durationMs":900,"x":1,"y":2}`)}},
-		{"swipe", "swipe 500 1500 500 500", commands.ScriptStep{Action: "swipe", Arguments: json.RawMessage(`{"x1":500,"x2":500,"y1":1500,"y2":500}`)}},
-		{"type keeps spaces", "type hello  world", commands.ScriptStep{Action: "type_text", Arguments: json.RawMessage(`{"text":"hello  world"}`)}},
-		{"key", "key back", commands.ScriptStep{Action: "key", Arguments: json.RawMessage(`{"key":"BACK"}`)}},
-		{"open", "open com.example.notes", commands.ScriptStep{Action: "open_app", Arguments: json.RawMessage(`{"package":"com.example.notes"}`)}},
-		{"install", "install com.example.counter", commands.ScriptStep{Action: "install_app", Arguments: json.RawMessage(`{"package":"com.example.counter"}`)}},
-		{"wait", "wait", commands.ScriptStep{Action: "wait", Arguments: json.RawMessage(`{"ms":1000}`)}},
-		{"wait ms", "wait 250", commands.ScriptStep{Action: "wait", Arguments: json.RawMessage(`{"ms":250}`)}},
-		{"needs user", "needs-user log in please", commands.ScriptStep{Action: "needs_user", Reason: "log in please"}},
-		{"finish", "finish succeeded", commands.ScriptStep{Finish: "succeeded"}},
-		{"finish with reason", "finish failed no_network", commands.ScriptStep{Finish: "failed", Reason: "no_network"}},
+		{"tap", "tap 540 1200", domain.ScriptStep{Action: "tap", Arguments: json.RawMessage(`{"x":540,"y":1200}`)}},
+		{"tap ref", "tap e12", domain.ScriptStep{Action: "tap", Arguments: json.RawMessage(`{"ref":"e12"}`)}},
+		{"double tap", "double-tap 1 2", domain.ScriptStep{Action: "double_tap", Arguments: json.RawMessage(`{"x":1,"y":2}`)}},
+		{"long press with duration", "long_press 1 2 900", domain.ScriptStep{Action: "long_press", Arguments: json.RawMessage(`{"durationMs":900,"x":1,"y":2}`)}},
+		{"swipe", "swipe 500 1500 500 500", domain.ScriptStep{Action: "swipe", Arguments: json.RawMessage(`{"x1":500,"x2":500,"y1":1500,"y2":500}`)}},
+		{"type keeps spaces", "type hello  world", domain.ScriptStep{Action: "type_text", Arguments: json.RawMessage(`{"text":"hello  world"}`)}},
+		{"key", "key back", domain.ScriptStep{Action: "key", Arguments: json.RawMessage(`{"key":"BACK"}`)}},
+		{"open", "open com.example.notes", domain.ScriptStep{Action: "open_app", Arguments: json.RawMessage(`{"package":"com.example.notes"}`)}},
+		{"install", "install com.example.counter", domain.ScriptStep{Action: "install_app", Arguments: json.RawMessage(`{"package":"com.example.counter"}`)}},
+		{"wait", "wait", domain.ScriptStep{Action: "wait", Arguments: json.RawMessage(`{"ms":1000}`)}},
+		{"wait ms", "wait 250", domain.ScriptStep{Action: "wait", Arguments: json.RawMessage(`{"ms":250}`)}},
+		{"needs user", "needs-user log in please", domain.ScriptStep{Action: "needs_user", Reason: "log in please"}},
+		{"finish", "finish succeeded", domain.ScriptStep{Finish: "succeeded"}},
+		{"finish with reason", "finish failed no_network", domain.ScriptStep{Finish: "failed", Reason: "no_network"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
