@@ -3,7 +3,15 @@ package commands
 import (
 	"log/slog"
 
+	"phonefleet/commands/console"
 	"phonefleet/commands/cqrs"
+	"phonefleet/commands/fleet"
+	"phonefleet/commands/gateways"
+	"phonefleet/commands/keys"
+	"phonefleet/commands/provisioning"
+	"phonefleet/commands/runs"
+	"phonefleet/commands/schedules"
+	"phonefleet/commands/webhooks"
 )
 
 // Application is the service's one application object: every command and
@@ -15,36 +23,36 @@ import (
 // deployment does not serve is left at its zero value, whose every entry
 // point answers service_unavailable.
 type Application struct {
-	Fleet        FleetHandlers
-	Keys         KeyHandlers
-	Webhooks     WebhookHandlers
-	Runs         RunHandlers
-	Schedules    ScheduleHandlers
-	Provisioning ProvisioningHandlers
-	Gateways     GatewayHandlers
-	Console      ConsoleHandlers
+	Fleet        fleet.Handlers
+	Keys         keys.Handlers
+	Webhooks     webhooks.Handlers
+	Runs         runs.Handlers
+	Schedules    schedules.Handlers
+	Provisioning provisioning.Handlers
+	Gateways     gateways.Handlers
+	Console      console.Handlers
 }
 
 // Capabilities are what the application object is built from. A
 // capability left nil is not served by the deployment.
 type Capabilities struct {
-	Fleet    *Fleet
-	APIKeys  *APIKeys
-	Webhooks *WebhookCapability
-	Runs     *Runs
+	Fleet    *fleet.Fleet
+	APIKeys  *keys.Keys
+	Webhooks *webhooks.Capability
+	Runs     *runs.Runs
 	// Schedules' firings start runs through the application's StartRun:
 	// without Runs, a firing is recorded failed (service_unavailable).
-	Schedules *ScheduleCapability
+	Schedules *schedules.Schedules
 	// Provisioning is the price list, checkout, the payment provider's
 	// webhook, fulfilments, admission, billing, usage and the
 	// pay-as-you-go pool.
-	Provisioning *Provisioning
+	Provisioning *provisioning.Provisioning
 	// Gateways is gateway enrollment, credentials, connections and
 	// releases.
-	Gateways *GatewayCapability
+	Gateways *gateways.Gateways
 	// Console is CLI sign-in (it mints keys through the application's key
 	// commands), the console's telemetry and the operator views.
-	Console *Console
+	Console *console.Console
 	// Logger receives one debug line per command and query (name, time
 	// taken, error code); nil discards.
 	Logger *slog.Logger
@@ -77,7 +85,7 @@ func NewApplication(c Capabilities) Application {
 		app.Gateways = c.Gateways.Handlers(d)
 	}
 	if c.Console != nil {
-		app.Console = c.Console.Handlers(d, KeyMinter{Mint: app.Keys.MintAPIKey, Revoke: app.Keys.RevokeAPIKey})
+		app.Console = c.Console.Handlers(d, console.KeyMinter{Mint: app.Keys.MintAPIKey, Revoke: app.Keys.RevokeAPIKey})
 	}
 	return app
 }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/provisioning"
 	"phonefleet/http/kernel"
 	"phonefleet/http/wire"
 )
@@ -26,7 +26,7 @@ func (s *Server) registerBillingRoutes(r *mux.Router) {
 
 // getUpcomingInvoice answers GET /v1/billing/upcoming.
 func (s *Server) getUpcomingInvoice(w http.ResponseWriter, r *http.Request) error {
-	inv, err := s.app.Provisioning.GetUpcomingInvoice.Handle(r.Context(), commands.GetUpcomingInvoice{Auth: authOf(r)})
+	inv, err := s.app.Provisioning.GetUpcomingInvoice.Handle(r.Context(), provisioning.GetUpcomingInvoice{Auth: authOf(r)})
 	if err != nil {
 		return err
 	}
@@ -37,7 +37,7 @@ func (s *Server) getUpcomingInvoice(w http.ResponseWriter, r *http.Request) erro
 // openBillingPortal answers POST /v1/billing/portal-sessions. It reads no
 // body.
 func (s *Server) openBillingPortal(w http.ResponseWriter, r *http.Request) error {
-	ps, err := s.app.Provisioning.OpenBillingPortal.Handle(r.Context(), commands.OpenBillingPortal{Auth: authOf(r)})
+	ps, err := s.app.Provisioning.OpenBillingPortal.Handle(r.Context(), provisioning.OpenBillingPortal{Auth: authOf(r)})
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"phonefleet/commands"
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
@@ -54,7 +55,7 @@ func newBillingEnv(t *testing.T, mode string, provider payments.Provider) *billi
 	if _, err := store.Append(ctx, domain.AccountStream(billingOrg), eventstore.AnyVersion, nes...); err != nil {
 		t.Fatal(err)
 	}
-	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: store, Payments: provider, PublicURL: "https://fleet.example"})
+	p := provisioning.New(provisioning.Config{Store: store, Payments: provider, PublicURL: "https://fleet.example"})
 	app := commands.NewApplication(commands.Capabilities{Provisioning: p})
 	s, _ := newTestServer(t, Deps{Mode: mode, Auth: billingPrincipals, App: &app})
 	return &billingEnv{t: t, s: s, v: apitest.FromHandler(t, s.Handler())}
@@ -108,8 +109,8 @@ func TestBillingRoutesAgainstStripeMock(t *testing.T) {
 	// A member may not; an organisation with no customer has nothing to manage.
 	e.wantError("member", "POST", "/v1/billing/portal-sessions", http.StatusForbidden, domain.CodePermissionDenied)
 	errBody := e.wantError("new-admin", "POST", "/v1/billing/portal-sessions", http.StatusConflict, domain.CodeWrongState)
-	if errBody["state"] != commands.NoBillingAccountState || errBody["retryable"] != false {
-		t.Errorf("portal with no customer: got %v; want state %s, not retryable", errBody, commands.NoBillingAccountState)
+	if errBody["state"] != provisioning.NoBillingAccountState || errBody["retryable"] != false {
+		t.Errorf("portal with no customer: got %v; want state %s, not retryable", errBody, provisioning.NoBillingAccountState)
 	}
 }
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/http/kernel"
 	"phonefleet/http/wire"
@@ -33,7 +33,7 @@ func (s *Server) registerCheckoutRoutes(r *mux.Router) {
 }
 
 func (s *Server) getPriceList(w http.ResponseWriter, r *http.Request) error {
-	l, err := s.app.Provisioning.GetPriceList.Handle(r.Context(), commands.GetPriceList{Auth: authOf(r)})
+	l, err := s.app.Provisioning.GetPriceList.Handle(r.Context(), provisioning.GetPriceList{Auth: authOf(r)})
 	if err != nil {
 		return err
 	}
@@ -42,7 +42,7 @@ func (s *Server) getPriceList(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getAdmission(w http.ResponseWriter, r *http.Request) error {
-	a, err := s.app.Provisioning.GetAdmission.Handle(r.Context(), commands.GetAdmission{Auth: authOf(r), CheckoutServed: s.mode == "hosted"})
+	a, err := s.app.Provisioning.GetAdmission.Handle(r.Context(), provisioning.GetAdmission{Auth: authOf(r), CheckoutServed: s.mode == "hosted"})
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func (s *Server) startCheckout(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	cmd := commands.StartCheckout{Auth: authOf(r), Request: req, StepUp: r.Header.Get(headerStepUp)}
+	cmd := provisioning.StartCheckout{Auth: authOf(r), Request: req, StepUp: r.Header.Get(headerStepUp)}
 	if keys := r.Header.Values(headerIdempotencyKey); len(keys) > 1 {
 		return domain.Errorf(domain.CodeInvalidArgument, "send at most one Idempotency-Key header").With("field", headerIdempotencyKey)
 	} else if len(keys) == 1 {

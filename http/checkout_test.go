@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
@@ -131,14 +132,14 @@ type coOptions struct {
 	mode     string
 	provider payments.Provider // nil: stripe-mock; use noProvider for none
 	none     bool
-	config   func(*commands.ProvisioningConfig)
+	config   func(*provisioning.Config)
 	deps     func(*Deps)
 }
 
 func newCOEnv(t *testing.T, db *coDB, o coOptions) *coEnv {
 	t.Helper()
 	e := &coEnv{t: t, db: db, clock: testutil.NewClock(time.Now().UTC().Truncate(time.Second)), org: domain.NewID(domain.PrefixOrganisation)}
-	cfg := commands.ProvisioningConfig{Store: db.store, PublicURL: "https://fleet.example", Now: e.clock.Now,
+	cfg := provisioning.Config{Store: db.store, PublicURL: "https://fleet.example", Now: e.clock.Now,
 		ServedInstances: []string{"https://idp.example"}}
 	if !o.none {
 		inner := o.provider
@@ -151,7 +152,7 @@ func newCOEnv(t *testing.T, db *coDB, o coOptions) *coEnv {
 	if o.config != nil {
 		o.config(&cfg)
 	}
-	app := commands.NewApplication(commands.Capabilities{Provisioning: commands.NewProvisioning(cfg)})
+	app := commands.NewApplication(commands.Capabilities{Provisioning: provisioning.New(cfg)})
 	mode := o.mode
 	if mode == "" {
 		mode = "hosted"
@@ -378,7 +379,7 @@ func TestCheckoutAnswers401And403(t *testing.T) {
 	}
 	// Reverification where configured: a person without a fresh identity
 	// check is refused; a key is never asked.
-	strict := newCOEnv(t, db, coOptions{config: func(c *commands.ProvisioningConfig) { c.RequireReverification = true }})
+	strict := newCOEnv(t, db, coOptions{config: func(c *provisioning.Config) { c.RequireReverification = true }})
 	errBody := strict.checkout("admin", coDay).want(t, http.StatusForbidden, "reverification_required", "yes")
 	if errBody["maxAgeMinutes"] != float64(10) {
 		t.Errorf("got maxAgeMinutes %v; want 10", errBody["maxAgeMinutes"])
@@ -492,7 +493,7 @@ func TestCheckoutAnswers503(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	withOdd := newCOEnv(t, db, coOptions{config: func(c *commands.ProvisioningConfig) { c.Catalog = odd }})
+	withOdd := newCOEnv(t, db, coOptions{config: func(c *provisioning.Config) { c.Catalog = odd }})
 	for _, tt := range []struct{ name, body string }{
 		{"no default price for an absent body", ""},
 		{"no price for the named pair", `{"sku":"phone_robot_ios","billing":"subscription"}`},
@@ -523,7 +524,7 @@ func TestCheckoutAnswers503(t *testing.T) {
 		// A database whose fulfilments read model was never set up.
 		pool, store := testStore(t, 4)
 		bare := &coDB{pool: pool, store: store}
-		e := newCOEnv(t, bare, coOptions{config: func(c *commands.ProvisioningConfig) { c.RefuseOutOfStock = true }})
+		e := newCOEnv(t, bare, coOptions{config: func(c *provisioning.Config) { c.RefuseOutOfStock = true }})
 		e.checkout("admin", coDay).want(t, http.StatusServiceUnavailable, "checkout_unavailable", "yes")
 		a := e.do("admin", http.MethodGet, "/v1/skus", "")
 		a.want(t, http.StatusServiceUnavailable, "admission_unavailable", "yes")
@@ -550,7 +551,7 @@ func TestCheckoutAnswers503(t *testing.T) {
 	t.Run("identity check cannot be verified now", func(t *testing.T) {
 		// The authorization server's keys cannot be read: not the person's
 		// doing, and still one of the three checkout codes (spec 2.3).
-		e := newCOEnv(t, db, coOptions{config: func(c *commands.ProvisioningConfig) {
+		e := newCOEnv(t, db, coOptions{config: func(c *provisioning.Config) {
 			c.RequireReverification = true
 			c.StepUp = func(context.Context, string, string) (time.Time, error) {
 				return time.Time{}, domain.Errorf(domain.CodeServiceUnavailable, "the authorization server's keys cannot be fetched")

@@ -5,7 +5,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/console"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/kernel"
@@ -72,7 +72,7 @@ func (s *Server) startCLISession(w http.ResponseWriter, r *http.Request) error {
 	if err := kernel.DecodeJSON(r, &body); err != nil {
 		return err
 	}
-	started, err := s.app.Console.StartCLISession.Handle(r.Context(), commands.StartCLISession{
+	started, err := s.app.Console.StartCLISession.Handle(r.Context(), console.StartCLISession{
 		CLISessionRequest: domain.CLISessionRequest{PublicKey: body.PublicKey, ClientName: body.ClientName, Host: body.Host, Scopes: body.Scopes}})
 	if err != nil {
 		return err
@@ -83,7 +83,7 @@ func (s *Server) startCLISession(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) pollCLISession(w http.ResponseWriter, r *http.Request) error {
 	r = cliSignInActor(r)
-	p, err := s.app.Console.PollCLISession.Handle(r.Context(), commands.PollCLISession{SessionID: mux.Vars(r)["sessionId"],
+	p, err := s.app.Console.PollCLISession.Handle(r.Context(), console.PollCLISession{SessionID: mux.Vars(r)["sessionId"],
 		PollToken: r.Header.Get(PollTokenHeader)})
 	if err != nil {
 		return err
@@ -96,7 +96,7 @@ func (s *Server) getCLISessionByCode(w http.ResponseWriter, r *http.Request) err
 	// A pending code is what a person types to approve: keep it out of
 	// the access log.
 	kernel.LogPath(r.Context(), "/v1/cli-sessions/by-code/{userCode}")
-	v, err := s.app.Console.GetCLISessionByCode.Handle(r.Context(), commands.GetCLISessionByCode{Auth: authOf(r), UserCode: mux.Vars(r)["userCode"]})
+	v, err := s.app.Console.GetCLISessionByCode.Handle(r.Context(), console.GetCLISessionByCode{Auth: authOf(r), UserCode: mux.Vars(r)["userCode"]})
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func (s *Server) approveCLISession(w http.ResponseWriter, r *http.Request) error
 	if err := kernel.DecodeJSON(r, &body); err != nil {
 		return err
 	}
-	v, err := s.app.Console.ApproveCLISession.Handle(r.Context(), commands.ApproveCLISession{Auth: authOf(r),
+	v, err := s.app.Console.ApproveCLISession.Handle(r.Context(), console.ApproveCLISession{Auth: authOf(r),
 		SessionID: mux.Vars(r)["sessionId"], UserCode: body.UserCode, Scopes: body.Scopes})
 	if err != nil {
 		return err
@@ -126,7 +126,7 @@ func (s *Server) denyCLISession(w http.ResponseWriter, r *http.Request) error {
 	if err := kernel.DecodeJSON(r, &body); err != nil {
 		return err
 	}
-	v, err := s.app.Console.DenyCLISession.Handle(r.Context(), commands.DenyCLISession{Auth: authOf(r),
+	v, err := s.app.Console.DenyCLISession.Handle(r.Context(), console.DenyCLISession{Auth: authOf(r),
 		SessionID: mux.Vars(r)["sessionId"], UserCode: body.UserCode})
 	if err != nil {
 		return err

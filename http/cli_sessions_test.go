@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/console"
+	"phonefleet/commands/keys"
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
 	"phonefleet/http/wire"
@@ -67,8 +69,8 @@ func newCLIHTTPEnv(t *testing.T, opts cliEnvOptions) *cliHTTPEnv {
 	reader := projections.APIKeyReader{DB: pool}
 	clock := testutil.NewClock(time.Now().UTC())
 	app := commands.NewApplication(commands.Capabilities{
-		APIKeys: &commands.APIKeys{Deps: commands.APIKeyDeps{Store: store, ReadModels: runner}, Hasher: hasher, Grace: time.Hour, Reader: reader},
-		Console: commands.NewConsole(commands.ConsoleConfig{Store: store, Now: clock.Now, ReadModels: testutil.ReadModels{RM: runner}}),
+		APIKeys: &keys.Keys{Deps: keys.APIKeyDeps{Store: store, ReadModels: runner}, Hasher: hasher, Grace: time.Hour, Reader: reader},
+		Console: console.New(console.Config{Store: store, Now: clock.Now, ReadModels: testutil.ReadModels{RM: runner}}),
 	})
 	deps := Deps{Mode: "hosted", Auth: cliAuthenticator{}, App: &app, Identity: IdentityDeps{PublicURL: "https://console.test"}}
 	if opts.anonymousBudget > 0 {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/console"
 	"phonefleet/domain"
 	"phonefleet/http/kernel"
 	"phonefleet/projections"
@@ -58,7 +58,7 @@ func (s *Server) recordConsoleEvents(w http.ResponseWriter, r *http.Request) err
 			items[i].At = &at
 		}
 	}
-	rec, err := s.app.Console.RecordConsoleEvents.Handle(r.Context(), commands.RecordConsoleEvents{Auth: authOf(r), Events: items,
+	rec, err := s.app.Console.RecordConsoleEvents.Handle(r.Context(), console.RecordConsoleEvents{Auth: authOf(r), Events: items,
 		UserAgent: r.UserAgent()})
 	if err != nil {
 		return err
@@ -107,7 +107,7 @@ func (s *Server) listConsoleEvents(w http.ResponseWriter, r *http.Request) error
 		}
 		limit = n
 	}
-	page, err := s.app.Console.ListConsoleEvents.Handle(r.Context(), commands.ListConsoleEvents{Auth: authOf(r),
+	page, err := s.app.Console.ListConsoleEvents.Handle(r.Context(), console.ListConsoleEvents{Auth: authOf(r),
 		ConsoleEventQuery: projections.ConsoleEventQuery{Type: q.Get("type"), Before: q.Get("before"), Limit: limit}})
 	if err != nil {
 		return err

@@ -7,7 +7,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/http/kernel"
 	"phonefleet/http/wire"
@@ -37,7 +37,7 @@ func (s *Server) registerFleetRoutes(r *mux.Router) {
 func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
 	q := r.URL.Query()
-	dq := commands.DeviceQuery{Status: q.Get("status"), Backend: q.Get("backend"), After: q.Get("after")}
+	dq := fleet.DeviceQuery{Status: q.Get("status"), Backend: q.Get("backend"), After: q.Get("after")}
 	var err error
 	if dq.Limit, err = intParam(q.Get("limit"), "limit"); err != nil {
 		return err
@@ -49,7 +49,7 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) error {
 		}
 		dq.Leased = &b
 	}
-	page, err := s.app.Fleet.ListDevices.Handle(r.Context(), commands.ListDevices{Auth: a, DeviceQuery: dq})
+	page, err := s.app.Fleet.ListDevices.Handle(r.Context(), fleet.ListDevices{Auth: a, DeviceQuery: dq})
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getDevice(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
-	d, err := s.app.Fleet.GetDevice.Handle(r.Context(), commands.GetDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"]})
+	d, err := s.app.Fleet.GetDevice.Handle(r.Context(), fleet.GetDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"]})
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func (s *Server) renameDevice(w http.ResponseWriter, r *http.Request) error {
 	if body.Name == nil {
 		return domain.Errorf(domain.CodeInvalidArgument, "name is required")
 	}
-	d, err := s.app.Fleet.RenameDevice.Handle(r.Context(), commands.RenameDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"], Name: *body.Name})
+	d, err := s.app.Fleet.RenameDevice.Handle(r.Context(), fleet.RenameDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"], Name: *body.Name})
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func (s *Server) renameDevice(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getDriving(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
-	d, err := s.app.Fleet.GetDriving.Handle(r.Context(), commands.GetDriving{Auth: a, DeviceID: mux.Vars(r)["deviceId"]})
+	d, err := s.app.Fleet.GetDriving.Handle(r.Context(), fleet.GetDriving{Auth: a, DeviceID: mux.Vars(r)["deviceId"]})
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (s *Server) powerDevice(wake bool) kernel.HandlerFunc {
 		if _, err := kernel.DecodeOptionalJSON(r, &body); err != nil {
 			return err
 		}
-		d, err := s.app.Fleet.PowerDevice.Handle(r.Context(), commands.PowerDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"], Wake: wake,
+		d, err := s.app.Fleet.PowerDevice.Handle(r.Context(), fleet.PowerDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"], Wake: wake,
 			LeaseID: body.LeaseID})
 		if err != nil {
 			return err

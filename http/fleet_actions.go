@@ -6,7 +6,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/http/kernel"
 )
 
@@ -30,7 +30,7 @@ func (s *Server) performAction(w http.ResponseWriter, r *http.Request) error {
 	if err := kernel.DecodeJSON(r, &body); err != nil {
 		return err
 	}
-	out, err := s.app.Fleet.PerformAction.Handle(r.Context(), commands.PerformAction{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
+	out, err := s.app.Fleet.PerformAction.Handle(r.Context(), fleet.PerformAction{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
 		Action: body.Action, Arguments: body.Arguments, IdempotencyKey: body.IdempotencyKey, LeaseID: body.LeaseID,
 		ObservedFrame: body.ObservedFrame, AgentRunID: body.AgentRunID})
 	if err != nil {

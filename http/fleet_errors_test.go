@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
@@ -45,7 +45,7 @@ func TestFleetBackendErrorAnswers(t *testing.T) {
 		return failing{Backend: b, err: behaviour[d.ID], entered: entered, release: release}
 	}})
 	ctx := testutil.Context(t)
-	adb, err := env.Fleet.RegisterDevices().Handle(ctx, commands.RegisterDevices{OrgID: env.OrgID, Backend: domain.BackendRobot, Count: 1})
+	adb, err := env.Fleet.RegisterDevices().Handle(ctx, fleet.RegisterDevices{OrgID: env.OrgID, Backend: domain.BackendRobot, Count: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

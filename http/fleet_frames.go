@@ -10,7 +10,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/http/kernel"
 )
@@ -41,7 +41,7 @@ type elementJSON struct {
 	Mark int `json:"mark,omitempty"`
 }
 
-func newElements(obs commands.Observation) []elementJSON {
+func newElements(obs fleet.Observation) []elementJSON {
 	if obs.Elements == nil {
 		return nil
 	}
@@ -158,7 +158,7 @@ func (s *Server) getScreenshot(w http.ResponseWriter, r *http.Request) error {
 	if format == "json" {
 		encoding = image
 	}
-	obs, err := s.app.Fleet.ObserveDevice.Handle(r.Context(), commands.ObserveDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
+	obs, err := s.app.Fleet.ObserveDevice.Handle(r.Context(), fleet.ObserveDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
 		Image: true, MaxWidth: maxWidth, Format: encoding, Quality: quality, Elements: elements, Marks: marks,
 		LeaseID: r.URL.Query().Get("leaseId")})
 	if err != nil {
@@ -188,7 +188,7 @@ func (s *Server) getUISnapshot(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	obs, err := s.app.Fleet.ObserveDevice.Handle(r.Context(), commands.ObserveDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
+	obs, err := s.app.Fleet.ObserveDevice.Handle(r.Context(), fleet.ObserveDevice{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
 		Snapshot: elements == "", Elements: elements, LeaseID: q.Get("leaseId")})
 	if err != nil {
 		return err
@@ -204,8 +204,8 @@ func (s *Server) getFrame(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	fr, err := s.app.Fleet.GetFrame.Handle(r.Context(), commands.GetFrame{Auth: a, FrameID: mux.Vars(r)["frameId"],
-		FrameOptions: commands.FrameOptions{Image: format == "png", Snapshot: format == "json", MaxWidth: maxWidth}})
+	fr, err := s.app.Fleet.GetFrame.Handle(r.Context(), fleet.GetFrame{Auth: a, FrameID: mux.Vars(r)["frameId"],
+		FrameOptions: fleet.FrameOptions{Image: format == "png", Snapshot: format == "json", MaxWidth: maxWidth}})
 	if err != nil {
 		return err
 	}

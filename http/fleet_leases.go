@@ -5,7 +5,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/http/kernel"
 	"phonefleet/http/wire"
 )
@@ -16,7 +16,7 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) error {
 	if _, err := kernel.DecodeOptionalJSON(r, &body); err != nil {
 		return err
 	}
-	l, err := s.app.Fleet.AcquireLease.Handle(r.Context(), commands.AcquireLease{Auth: a, DeviceID: mux.Vars(r)["deviceId"], TTLSeconds: body.TTLSeconds,
+	l, err := s.app.Fleet.AcquireLease.Handle(r.Context(), fleet.AcquireLease{Auth: a, DeviceID: mux.Vars(r)["deviceId"], TTLSeconds: body.TTLSeconds,
 		ResetOnRelease: body.ResetOnRelease})
 	if err != nil {
 		return err
@@ -30,7 +30,7 @@ func (s *Server) renewLease(w http.ResponseWriter, r *http.Request) error {
 	if err := kernel.DecodeJSON(r, &body); err != nil {
 		return err
 	}
-	l, err := s.app.Fleet.RenewLease.Handle(r.Context(), commands.RenewLease{Auth: a, DeviceID: mux.Vars(r)["deviceId"], LeaseID: body.LeaseID,
+	l, err := s.app.Fleet.RenewLease.Handle(r.Context(), fleet.RenewLease{Auth: a, DeviceID: mux.Vars(r)["deviceId"], LeaseID: body.LeaseID,
 		TTLSeconds: body.TTLSeconds})
 	if err != nil {
 		return err
@@ -40,7 +40,7 @@ func (s *Server) renewLease(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) releaseLease(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
-	_, err := s.app.Fleet.ReleaseLease.Handle(r.Context(), commands.ReleaseLease{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
+	_, err := s.app.Fleet.ReleaseLease.Handle(r.Context(), fleet.ReleaseLease{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
 		LeaseID: r.URL.Query().Get("leaseId")})
 	if err != nil {
 		return err
@@ -56,7 +56,7 @@ func (s *Server) listLeases(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page, err := s.app.Fleet.ListLeases.Handle(r.Context(), commands.ListLeases{Auth: a, LeaseQuery: commands.LeaseQuery{DeviceID: q.Get("deviceId"), After: q.Get("after"), Limit: limit}})
+	page, err := s.app.Fleet.ListLeases.Handle(r.Context(), fleet.ListLeases{Auth: a, LeaseQuery: fleet.LeaseQuery{DeviceID: q.Get("deviceId"), After: q.Get("after"), Limit: limit}})
 	if err != nil {
 		return err
 	}

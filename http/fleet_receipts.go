@@ -5,7 +5,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/http/kernel"
 )
@@ -27,7 +27,7 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) error {
 		v := q.Get(name)
 		return &v
 	}
-	rq := commands.ReceiptQuery{DeviceID: q.Get("deviceId"), AgentRunID: opt("agentRunId"), Status: q.Get("status"),
+	rq := fleet.ReceiptQuery{DeviceID: q.Get("deviceId"), AgentRunID: opt("agentRunId"), Status: q.Get("status"),
 		ActorUserID: opt("actorUserId"), ActorAPIKeyID: opt("actorApiKeyId"), Before: q.Get("before"), BeforeKey: q.Get("beforeKey")}
 	if q.Has("limit") {
 		n, err := intParam(q.Get("limit"), "limit")
@@ -36,7 +36,7 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) error {
 		}
 		rq.Limit = &n
 	}
-	page, err := s.app.Fleet.ListReceipts.Handle(r.Context(), commands.ListReceipts{Auth: a, ReceiptQuery: rq})
+	page, err := s.app.Fleet.ListReceipts.Handle(r.Context(), fleet.ListReceipts{Auth: a, ReceiptQuery: rq})
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
-	rc, err := s.app.Fleet.GetReceipt.Handle(r.Context(), commands.GetReceipt{Auth: a, IdempotencyKey: mux.Vars(r)["idempotencyKey"]})
+	rc, err := s.app.Fleet.GetReceipt.Handle(r.Context(), fleet.GetReceipt{Auth: a, IdempotencyKey: mux.Vars(r)["idempotencyKey"]})
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func (s *Server) reviewReceipt(w http.ResponseWriter, r *http.Request) error {
 	if _, err := kernel.DecodeOptionalJSON(r, &body); err != nil {
 		return err
 	}
-	rc, err := s.app.Fleet.ReviewReceipt.Handle(r.Context(), commands.ReviewReceipt{Auth: a, IdempotencyKey: mux.Vars(r)["idempotencyKey"],
+	rc, err := s.app.Fleet.ReviewReceipt.Handle(r.Context(), fleet.ReviewReceipt{Auth: a, IdempotencyKey: mux.Vars(r)["idempotencyKey"],
 		Note: body.Note})
 	if err != nil {
 		return err

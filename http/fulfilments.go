@@ -6,7 +6,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/http/kernel"
 	"phonefleet/http/wire"
@@ -47,7 +47,7 @@ func (s *Server) listFulfilments(w http.ResponseWriter, r *http.Request) error {
 		}
 		query.Before = &c
 	}
-	page, err := s.app.Provisioning.ListFulfilments.Handle(r.Context(), commands.ListFulfilments{Auth: authOf(r), FulfilmentQuery: query})
+	page, err := s.app.Provisioning.ListFulfilments.Handle(r.Context(), provisioning.ListFulfilments{Auth: authOf(r), FulfilmentQuery: query})
 	if err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func (s *Server) listFulfilments(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getFulfilmentEstimates(w http.ResponseWriter, r *http.Request) error {
 	e, err := s.app.Provisioning.GetFulfilmentEstimates.Handle(r.Context(),
-		commands.GetFulfilmentEstimates{Auth: authOf(r), FulfilmentID: mux.Vars(r)["id"]})
+		provisioning.GetFulfilmentEstimates{Auth: authOf(r), FulfilmentID: mux.Vars(r)["id"]})
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func (s *Server) getFulfilmentEstimates(w http.ResponseWriter, r *http.Request) 
 
 func (s *Server) getFulfilmentRenewal(w http.ResponseWriter, r *http.Request) error {
 	rs, err := s.app.Provisioning.GetFulfilmentRenewal.Handle(r.Context(),
-		commands.GetFulfilmentRenewal{Auth: authOf(r), FulfilmentID: mux.Vars(r)["id"]})
+		provisioning.GetFulfilmentRenewal{Auth: authOf(r), FulfilmentID: mux.Vars(r)["id"]})
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (s *Server) getFulfilmentRenewal(w http.ResponseWriter, r *http.Request) er
 
 func (s *Server) cancelFulfilment(w http.ResponseWriter, r *http.Request) error {
 	v, err := s.app.Provisioning.CancelFulfilment.Handle(r.Context(),
-		commands.CancelFulfilment{Auth: authOf(r), FulfilmentID: mux.Vars(r)["id"]})
+		provisioning.CancelFulfilment{Auth: authOf(r), FulfilmentID: mux.Vars(r)["id"]})
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func (s *Server) cancelFulfilment(w http.ResponseWriter, r *http.Request) error 
 
 func (s *Server) returnFulfilment(w http.ResponseWriter, r *http.Request) error {
 	v, err := s.app.Provisioning.ReturnFulfilment.Handle(r.Context(),
-		commands.ReturnFulfilment{Auth: authOf(r), FulfilmentID: mux.Vars(r)["id"]})
+		provisioning.ReturnFulfilment{Auth: authOf(r), FulfilmentID: mux.Vars(r)["id"]})
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func (s *Server) returnFulfilment(w http.ResponseWriter, r *http.Request) error 
 
 func (s *Server) cancelFulfilmentRenewal(w http.ResponseWriter, r *http.Request) error {
 	rs, err := s.app.Provisioning.CancelFulfilmentRenewal.Handle(r.Context(),
-		commands.CancelFulfilmentRenewal{Auth: authOf(r), FulfilmentID: mux.Vars(r)["id"]})
+		provisioning.CancelFulfilmentRenewal{Auth: authOf(r), FulfilmentID: mux.Vars(r)["id"]})
 	if err != nil {
 		return err
 	}

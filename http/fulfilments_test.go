@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/fleet"
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
@@ -46,8 +48,8 @@ func newFulHTTPEnv(t *testing.T) *fulHTTPEnv {
 	_, store := testStore(t, 8)
 	runner := runProjections(t, store, append(projections.Fleet(), projections.Fulfilments{})...)
 	e := &fulHTTPEnv{t: t, store: store, now: time.Now().UTC().Truncate(time.Second)}
-	fleet := commands.NewFleet(commands.FleetConfig{Store: store, ReadModels: runner})
-	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: store, Devices: fleet, WebhookSecret: fulWebhookSecret,
+	fleet := fleet.New(fleet.Config{Store: store, ReadModels: runner})
+	p := provisioning.New(provisioning.Config{Store: store, Devices: fleet, WebhookSecret: fulWebhookSecret,
 		Now:        func() time.Time { return e.now },
 		ReadModels: testutil.ReadModels{RM: runner}})
 	app := commands.NewApplication(commands.Capabilities{Fleet: fleet, Provisioning: p})

@@ -6,7 +6,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/gateways"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/kernel"
@@ -52,7 +52,7 @@ func (s *Server) createGatewayEnrollmentCode(w http.ResponseWriter, r *http.Requ
 	if err := kernel.DecodeJSON(r, &req); err != nil {
 		return err
 	}
-	cmd := commands.CreateGatewayEnrollmentCode{Auth: authOf(r), Name: req.Name}
+	cmd := gateways.CreateGatewayEnrollmentCode{Auth: authOf(r), Name: req.Name}
 	if req.TTLSeconds != nil {
 		if *req.TTLSeconds <= 0 {
 			return domain.Errorf(domain.CodeInvalidArgument, "ttlSeconds must be between 60 and 86400").With("field", "ttlSeconds")
@@ -68,7 +68,7 @@ func (s *Server) createGatewayEnrollmentCode(w http.ResponseWriter, r *http.Requ
 }
 
 func (s *Server) listGateways(w http.ResponseWriter, r *http.Request) error {
-	vs, err := s.app.Gateways.ListGateways.Handle(r.Context(), commands.ListGateways{Auth: authOf(r)})
+	vs, err := s.app.Gateways.ListGateways.Handle(r.Context(), gateways.ListGateways{Auth: authOf(r)})
 	if err != nil {
 		return err
 	}
@@ -76,7 +76,7 @@ func (s *Server) listGateways(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) revokeGateway(w http.ResponseWriter, r *http.Request) error {
-	if _, err := s.app.Gateways.RevokeGateway.Handle(r.Context(), commands.RevokeGateway{Auth: authOf(r), GatewayID: mux.Vars(r)["gatewayId"]}); err != nil {
+	if _, err := s.app.Gateways.RevokeGateway.Handle(r.Context(), gateways.RevokeGateway{Auth: authOf(r), GatewayID: mux.Vars(r)["gatewayId"]}); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -97,7 +97,7 @@ func (s *Server) enrollGateway(w http.ResponseWriter, r *http.Request) error {
 	// No credential names an actor: the exchange is the enrollment
 	// capability's act (the events name the code and the gateway).
 	ctx := eventstore.WithActor(r.Context(), "system", "gateway-enrollment")
-	g, err := s.app.Gateways.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: req.Code, Name: req.Name, Version: req.Version})
+	g, err := s.app.Gateways.EnrollGateway.Handle(ctx, gateways.EnrollGateway{Code: req.Code, Name: req.Name, Version: req.Version})
 	if err != nil {
 		return err
 	}
@@ -125,7 +125,7 @@ func (s *Server) currentRelease(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rel, err := s.app.Gateways.CurrentRelease.Handle(r.Context(), commands.CurrentRelease{Credential: cred, Channel: r.URL.Query().Get("channel")})
+	rel, err := s.app.Gateways.CurrentRelease.Handle(r.Context(), gateways.CurrentRelease{Credential: cred, Channel: r.URL.Query().Get("channel")})
 	if err != nil {
 		return err
 	}

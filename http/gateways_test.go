@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"phonefleet/commands"
+	"phonefleet/commands/gateways"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
@@ -56,7 +57,7 @@ func newGWEnv(t *testing.T, manifest string) *gwEnv {
 		}
 	}
 	hasher, _ := identity.NewHasher(bytes.Repeat([]byte{5}, identity.PepperLen))
-	gw := commands.NewGateways(commands.GatewayConfig{Store: store, Hasher: hasher, Releases: rel,
+	gw := gateways.New(gateways.Config{Store: store, Hasher: hasher, Releases: rel,
 		ReadModels: testutil.ReadModels{RM: runner}})
 	app := commands.NewApplication(commands.Capabilities{Gateways: gw})
 	s, logs := newTestServer(t, Deps{Auth: gwPrincipals, App: &app})

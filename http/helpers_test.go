@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
@@ -117,7 +118,7 @@ func decodeErrorBody(t *testing.T, body []byte) map[string]any {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // appOf is the application object over a fleet alone.
-func appOf(f *commands.Fleet) *commands.Application {
+func appOf(f *fleet.Fleet) *commands.Application {
 	app := commands.NewApplication(commands.Capabilities{Fleet: f})
 	return &app
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/keys"
 	"phonefleet/domain"
 	"phonefleet/http/kernel"
 	"phonefleet/internal/identity"
@@ -134,7 +134,7 @@ func (s *Server) keyJSON(k projections.APIKeyRecord) apiKeyJSON {
 
 func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
-	rows, err := s.app.Keys.ListAPIKeys.Handle(r.Context(), commands.ListAPIKeys{Auth: a})
+	rows, err := s.app.Keys.ListAPIKeys.Handle(r.Context(), keys.ListAPIKeys{Auth: a})
 	if err != nil {
 		return err
 	}
@@ -174,12 +174,12 @@ func (s *Server) mintAPIKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	minted, err := s.app.Keys.MintAPIKey.Handle(r.Context(), commands.MintAPIKey{Auth: a,
+	minted, err := s.app.Keys.MintAPIKey.Handle(r.Context(), keys.MintAPIKey{Auth: a,
 		Name: body.Name, Scopes: body.Scopes, DeviceIDs: body.DeviceIDs, Lifetime: lifetime})
 	if err != nil {
 		return err
 	}
-	k, err := s.app.Keys.GetAPIKey.Handle(r.Context(), commands.GetAPIKey{Auth: a, KeyID: minted.KeyID})
+	k, err := s.app.Keys.GetAPIKey.Handle(r.Context(), keys.GetAPIKey{Auth: a, KeyID: minted.KeyID})
 	if err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func (s *Server) mintAPIKey(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getAPIKey(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
-	k, err := s.app.Keys.GetAPIKey.Handle(r.Context(), commands.GetAPIKey{Auth: a, KeyID: mux.Vars(r)["id"]})
+	k, err := s.app.Keys.GetAPIKey.Handle(r.Context(), keys.GetAPIKey{Auth: a, KeyID: mux.Vars(r)["id"]})
 	if err != nil {
 		return err
 	}
@@ -216,21 +216,21 @@ func (s *Server) updateAPIKey(w http.ResponseWriter, r *http.Request) error {
 	case narrow && body.ExpiresInDays != nil:
 		return domain.Errorf(domain.CodeInvalidArgument, "narrow (scopes, deviceIds) and renew (expiresInDays) in separate requests")
 	case narrow:
-		_, err = s.app.Keys.NarrowAPIKey.Handle(r.Context(), commands.NarrowAPIKey{Auth: a, KeyID: id,
+		_, err = s.app.Keys.NarrowAPIKey.Handle(r.Context(), keys.NarrowAPIKey{Auth: a, KeyID: id,
 			Scopes: body.Scopes, DeviceIDs: body.DeviceIDs})
 	case body.ExpiresInDays != nil:
 		lifetime, lerr := lifetimeOf(body.ExpiresInDays)
 		if lerr != nil {
 			return lerr
 		}
-		_, err = s.app.Keys.RenewAPIKey.Handle(r.Context(), commands.RenewAPIKey{Auth: a, KeyID: id, Lifetime: lifetime})
+		_, err = s.app.Keys.RenewAPIKey.Handle(r.Context(), keys.RenewAPIKey{Auth: a, KeyID: id, Lifetime: lifetime})
 	default:
 		return domain.Errorf(domain.CodeInvalidArgument, "send scopes and/or deviceIds to narrow the key, or expiresInDays to renew it")
 	}
 	if err != nil {
 		return err
 	}
-	k, err := s.app.Keys.GetAPIKey.Handle(r.Context(), commands.GetAPIKey{Auth: a, KeyID: id})
+	k, err := s.app.Keys.GetAPIKey.Handle(r.Context(), keys.GetAPIKey{Auth: a, KeyID: id})
 	if err != nil {
 		return err
 	}
@@ -240,11 +240,11 @@ func (s *Server) updateAPIKey(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) rotateAPIKey(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
 	id := mux.Vars(r)["id"]
-	rotated, err := s.app.Keys.RotateAPIKey.Handle(r.Context(), commands.RotateAPIKey{Auth: a, KeyID: id})
+	rotated, err := s.app.Keys.RotateAPIKey.Handle(r.Context(), keys.RotateAPIKey{Auth: a, KeyID: id})
 	if err != nil {
 		return err
 	}
-	k, err := s.app.Keys.GetAPIKey.Handle(r.Context(), commands.GetAPIKey{Auth: a, KeyID: id})
+	k, err := s.app.Keys.GetAPIKey.Handle(r.Context(), keys.GetAPIKey{Auth: a, KeyID: id})
 	if err != nil {
 		return err
 	}
@@ -253,7 +253,7 @@ func (s *Server) rotateAPIKey(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
-	_, err := s.app.Keys.RevokeAPIKey.Handle(r.Context(), commands.RevokeAPIKey{Auth: a, KeyID: mux.Vars(r)["id"]})
+	_, err := s.app.Keys.RevokeAPIKey.Handle(r.Context(), keys.RevokeAPIKey{Auth: a, KeyID: mux.Vars(r)["id"]})
 	if err != nil {
 		return err
 	}
@@ -262,7 +262,7 @@ func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getCurrentAPIKey(w http.ResponseWriter, r *http.Request) error {
-	k, err := s.app.Keys.GetAPIKey.Handle(r.Context(), commands.GetAPIKey{Auth: authOf(r), Current: true})
+	k, err := s.app.Keys.GetAPIKey.Handle(r.Context(), keys.GetAPIKey{Auth: authOf(r), Current: true})
 	if err != nil {
 		return err
 	}
@@ -272,9 +272,9 @@ func (s *Server) getCurrentAPIKey(w http.ResponseWriter, r *http.Request) error 
 func (s *Server) revokeCurrentAPIKey(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
 	if a.Kind != domain.PrincipalAPIKey {
-		return commands.NotAnAPIKey()
+		return keys.NotAnAPIKey()
 	}
-	if _, err := s.app.Keys.RevokeAPIKey.Handle(r.Context(), commands.RevokeAPIKey{Auth: a, KeyID: a.APIKeyID, Self: true}); err != nil {
+	if _, err := s.app.Keys.RevokeAPIKey.Handle(r.Context(), keys.RevokeAPIKey{Auth: a, KeyID: a.APIKeyID, Self: true}); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

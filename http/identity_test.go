@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
+	"phonefleet/commands/keys"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
@@ -99,8 +100,8 @@ func newIDEnv(t *testing.T, o idOptions) *idEnv {
 	reader := projections.APIKeyReader{DB: e.pool}
 	auth := &identity.Authenticator{Mode: e.mode, LocalOrgID: "org_local", DevToken: o.devToken,
 		Keys: &identity.KeyVerifier{Lookup: reader, Hasher: hasher, Now: e.clock.Now}}
-	app := commands.NewApplication(commands.Capabilities{APIKeys: &commands.APIKeys{
-		Deps:   commands.APIKeyDeps{Store: e.store, ReadModels: e.runner, Now: e.clock.Now},
+	app := commands.NewApplication(commands.Capabilities{APIKeys: &keys.Keys{
+		Deps:   keys.APIKeyDeps{Store: e.store, ReadModels: e.runner, Now: e.clock.Now},
 		Hasher: hasher, Grace: 24 * time.Hour, Reader: reader}})
 	e.deps = Deps{Mode: e.mode, Auth: auth, LocalOrgID: "org_local", App: &app, Identity: IdentityDeps{
 		PublicURL:   idPublicURL,

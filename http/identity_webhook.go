@@ -16,7 +16,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/webhooks"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/kernel"
@@ -110,7 +110,7 @@ func (s *Server) receiveIdentityWebhook(w http.ResponseWriter, r *http.Request) 
 	// The provider's message id is the cause of what this records.
 	ctx := eventstore.CausedBy(eventstore.WithActor(r.Context(), "system", "identity-webhook"), msgID)
 	n, err := s.app.Webhooks.DisableDepartedPersonWebhooks.Handle(ctx,
-		commands.DisableDepartedPersonWebhooks{OrgID: orgID, UserID: userID})
+		webhooks.DisableDepartedPersonWebhooks{OrgID: orgID, UserID: userID})
 	if err != nil {
 		// Anything but a refusal is transient here: not_settled tells the
 		// provider to deliver again, and switching off is idempotent.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/console"
 	"phonefleet/http/kernel"
 )
 
@@ -47,7 +47,7 @@ type projectionRebuildJSON struct {
 }
 
 func (s *Server) getProjectionStatus(w http.ResponseWriter, r *http.Request) error {
-	st, err := s.app.Console.GetProjectionStatus.Handle(r.Context(), commands.GetProjectionStatus{Auth: authOf(r)})
+	st, err := s.app.Console.GetProjectionStatus.Handle(r.Context(), console.GetProjectionStatus{Auth: authOf(r)})
 	if err != nil {
 		return err
 	}

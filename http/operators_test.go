@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"phonefleet/commands"
+	"phonefleet/commands/console"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
@@ -152,7 +153,7 @@ func newOpsEnv(t *testing.T) *opsEnv {
 		time.Sleep(20 * time.Millisecond)
 	}
 
-	app := commands.NewApplication(commands.Capabilities{Console: commands.NewConsole(commands.ConsoleConfig{Store: store, Projections: runner})})
+	app := commands.NewApplication(commands.Capabilities{Console: console.New(console.Config{Store: store, Projections: runner})})
 	s, _ := newTestServer(t, Deps{Auth: opsPrincipals, App: &app})
 	var head, first int64
 	if err := pool.QueryRow(ctx, `SELECT max(position), min(position) FROM events`).Scan(&head, &first); err != nil {

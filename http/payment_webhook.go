@@ -6,7 +6,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/kernel"
@@ -37,7 +37,7 @@ func (s *Server) receivePaymentWebhook(w http.ResponseWriter, r *http.Request) e
 	}
 	ctx := eventstore.WithActor(r.Context(), "system", "payment-webhook")
 	rc, err := s.app.Provisioning.ReceiveProviderEvent.Handle(ctx,
-		commands.ReceiveProviderEvent{Payload: body, Signature: r.Header.Get("Stripe-Signature")})
+		provisioning.ReceiveProviderEvent{Payload: body, Signature: r.Header.Get("Stripe-Signature")})
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/http/kernel"
 	"phonefleet/http/wire"
@@ -36,7 +36,7 @@ func (s *Server) takePoolDevice(w http.ResponseWriter, r *http.Request) error {
 	if _, err := kernel.DecodeOptionalJSON(r, &body); err != nil {
 		return err
 	}
-	t, err := s.app.Provisioning.TakePoolDevice.Handle(r.Context(), commands.TakePoolDevice{Auth: authOf(r), TTLSeconds: body.TTLSeconds})
+	t, err := s.app.Provisioning.TakePoolDevice.Handle(r.Context(), provisioning.TakePoolDevice{Auth: authOf(r), TTLSeconds: body.TTLSeconds})
 	if err != nil {
 		return err
 	}

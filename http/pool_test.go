@@ -10,6 +10,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"phonefleet/commands"
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
@@ -38,7 +39,7 @@ func newPoolHTTPEnv(t *testing.T, mode string, size, limit int) *poolHTTPEnv {
 	fl := fleettest.Start(t, fleettest.Options{Clock: clock})
 	catalog := domain.DefaultCatalog()
 	catalog.Pool = &domain.CatalogPool{Sku: domain.SkuEmulator, Size: size}
-	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: fl.Store, ReadModels: fl.Runner, Catalog: catalog, Devices: fl.Fleet,
+	p := provisioning.New(provisioning.Config{Store: fl.Store, ReadModels: fl.Runner, Catalog: catalog, Devices: fl.Fleet,
 		PaygDeviceLimit: limit, Now: clock.Now})
 	e := &poolHTTPEnv{t: t, fleet: fl, clock: clock, orgA: domain.NewID(domain.PrefixOrganisation), orgB: domain.NewID(domain.PrefixOrganisation)}
 	e.app = commands.NewApplication(commands.Capabilities{Fleet: fl.Fleet, Provisioning: p})
@@ -152,7 +153,7 @@ func TestPoolTakeRoute(t *testing.T) {
 	if status, _, body := e.do("member-a", "DELETE", "/v1/devices/"+id+"/lease?leaseId="+took["leaseId"].(string), ""); status != http.StatusNoContent {
 		t.Fatalf("release: got %d %v", status, body)
 	}
-	if n, err := e.app.Provisioning.ReturnPoolDevices.Handle(testutil.Context(t), commands.ReturnPoolDevices{}); err != nil || n != 1 {
+	if n, err := e.app.Provisioning.ReturnPoolDevices.Handle(testutil.Context(t), provisioning.ReturnPoolDevices{}); err != nil || n != 1 {
 		t.Fatalf("return pass: %d %v; want 1", n, err)
 	}
 	e.fleet.Settle(t)

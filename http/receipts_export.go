@@ -5,7 +5,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/http/kernel"
 )
 
@@ -20,7 +20,7 @@ func (s *Server) registerReceiptExportRoutes(r *mux.Router) {
 // failure after it ends the stream without the end line, which is how a
 // reader (and `phonefleet receipts verify --file`) knows it was cut short.
 func (s *Server) exportReceipts(w http.ResponseWriter, r *http.Request) error {
-	exp, err := s.app.Fleet.ExportReceipts.Handle(r.Context(), commands.ExportReceipts{Auth: authOf(r)})
+	exp, err := s.app.Fleet.ExportReceipts.Handle(r.Context(), fleet.ExportReceipts{Auth: authOf(r)})
 	if err != nil {
 		return err
 	}

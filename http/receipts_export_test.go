@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/fleettest"
@@ -152,7 +152,7 @@ func TestReceiptsExportRefusals(t *testing.T) {
 		{"no devices:read", noRead, domain.CodePermissionDenied},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := fs.s.app.Fleet.ExportReceipts.Handle(testutil.Context(t), commands.ExportReceipts{Auth: tc.auth})
+			_, err := fs.s.app.Fleet.ExportReceipts.Handle(testutil.Context(t), fleet.ExportReceipts{Auth: tc.auth})
 			var de *domain.Error
 			if !errors.As(err, &de) || de.Code != tc.code {
 				t.Errorf("got %v; want %s", err, tc.code)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/http/kernel"
 	"phonefleet/http/wire"
@@ -56,7 +56,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
 	if len(script) > 0 && script[0] != '{' {
 		return domain.Errorf(domain.CodeInvalidArgument, "field \"script\" must be an object (a script as GET /v1/runs/{runId}/script answers it)")
 	}
-	started, err := s.app.Runs.StartRun.Handle(r.Context(), commands.StartRun{Auth: authOf(r), DeviceID: body.DeviceID,
+	started, err := s.app.Runs.StartRun.Handle(r.Context(), runs.StartRun{Auth: authOf(r), DeviceID: body.DeviceID,
 		Goal: body.Goal, MaxSteps: body.MaxSteps, DeadlineSeconds: body.DeadlineSeconds, Executor: body.Executor,
 		SuccessCheck: body.SuccessCheck, Script: json.RawMessage(script)})
 	if err != nil {
@@ -79,7 +79,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	if rq.Limit, err = intParam(q.Get("limit"), "limit"); err != nil {
 		return err
 	}
-	page, err := s.app.Runs.ListRuns.Handle(r.Context(), commands.ListRuns{Auth: authOf(r), RunQuery: rq})
+	page, err := s.app.Runs.ListRuns.Handle(r.Context(), runs.ListRuns{Auth: authOf(r), RunQuery: rq})
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
-	v, err := s.app.Runs.GetRun.Handle(r.Context(), commands.GetRun{Auth: authOf(r), RunID: mux.Vars(r)["runId"]})
+	v, err := s.app.Runs.GetRun.Handle(r.Context(), runs.GetRun{Auth: authOf(r), RunID: mux.Vars(r)["runId"]})
 	if err != nil {
 		return err
 	}
@@ -96,9 +96,9 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 
 // runTransition serves pause, resume and cancel: no body is read (one
 // sent is ignored), and the answer is the run after the transition.
-func (s *Server) runTransition(do func(r *http.Request, ref commands.RunRef) (projections.RunView, error)) kernel.HandlerFunc {
+func (s *Server) runTransition(do func(r *http.Request, ref runs.RunRef) (projections.RunView, error)) kernel.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		v, err := do(r, commands.RunRef{Auth: authOf(r), RunID: mux.Vars(r)["runId"]})
+		v, err := do(r, runs.RunRef{Auth: authOf(r), RunID: mux.Vars(r)["runId"]})
 		if err != nil {
 			return err
 		}
@@ -106,16 +106,16 @@ func (s *Server) runTransition(do func(r *http.Request, ref commands.RunRef) (pr
 	}
 }
 
-func (s *Server) pauseRun(r *http.Request, ref commands.RunRef) (projections.RunView, error) {
-	return s.app.Runs.PauseRun.Handle(r.Context(), commands.PauseRun(ref))
+func (s *Server) pauseRun(r *http.Request, ref runs.RunRef) (projections.RunView, error) {
+	return s.app.Runs.PauseRun.Handle(r.Context(), runs.PauseRun(ref))
 }
 
-func (s *Server) resumeRun(r *http.Request, ref commands.RunRef) (projections.RunView, error) {
-	return s.app.Runs.ResumeRun.Handle(r.Context(), commands.ResumeRun(ref))
+func (s *Server) resumeRun(r *http.Request, ref runs.RunRef) (projections.RunView, error) {
+	return s.app.Runs.ResumeRun.Handle(r.Context(), runs.ResumeRun(ref))
 }
 
-func (s *Server) cancelRun(r *http.Request, ref commands.RunRef) (projections.RunView, error) {
-	return s.app.Runs.CancelRun.Handle(r.Context(), commands.CancelRun(ref))
+func (s *Server) cancelRun(r *http.Request, ref runs.RunRef) (projections.RunView, error) {
+	return s.app.Runs.CancelRun.Handle(r.Context(), runs.CancelRun(ref))
 }
 
 func (s *Server) listRunFrames(w http.ResponseWriter, r *http.Request) error {
@@ -128,7 +128,7 @@ func (s *Server) listRunFrames(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page, err := s.app.Runs.ListRunFrames.Handle(r.Context(), commands.ListRunFrames{Auth: authOf(r), RunID: mux.Vars(r)["runId"],
+	page, err := s.app.Runs.ListRunFrames.Handle(r.Context(), runs.ListRunFrames{Auth: authOf(r), RunID: mux.Vars(r)["runId"],
 		RunFrameQuery: projections.RunFrameQuery{After: after, Limit: limit}})
 	if err != nil {
 		return err
@@ -137,7 +137,7 @@ func (s *Server) listRunFrames(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getRunScript(w http.ResponseWriter, r *http.Request) error {
-	script, err := s.app.Runs.GetRunScript.Handle(r.Context(), commands.GetRunScript{Auth: authOf(r), RunID: mux.Vars(r)["runId"]})
+	script, err := s.app.Runs.GetRunScript.Handle(r.Context(), runs.GetRunScript{Auth: authOf(r), RunID: mux.Vars(r)["runId"]})
 	if err != nil {
 		return err
 	}

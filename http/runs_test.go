@@ -12,6 +12,7 @@ import (
 
 	"phonefleet/commands"
 	"phonefleet/commands/cqrs"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
 	"phonefleet/internal/fleettest"
@@ -90,34 +91,34 @@ func newRunEnv(t *testing.T) *runEnv {
 		}
 		return f.view, nil
 	}
-	app.Runs.StartRun = cqrs.Fake[commands.StartRun, commands.StartedRun](func(ctx context.Context, c commands.StartRun) (commands.StartedRun, error) {
+	app.Runs.StartRun = cqrs.Fake[runs.StartRun, runs.StartedRun](func(ctx context.Context, c runs.StartRun) (runs.StartedRun, error) {
 		f.got = c
 		if f.err != nil {
-			return commands.StartedRun{}, f.err
+			return runs.StartedRun{}, f.err
 		}
-		return commands.StartedRun{Run: f.view, VrxBaseURL: "http://phonefleet.test/vrx/vrx_secret"}, nil
+		return runs.StartedRun{Run: f.view, VrxBaseURL: "http://phonefleet.test/vrx/vrx_secret"}, nil
 	})
-	app.Runs.PauseRun = cqrs.Fake[commands.PauseRun, projections.RunView](func(ctx context.Context, c commands.PauseRun) (projections.RunView, error) {
+	app.Runs.PauseRun = cqrs.Fake[runs.PauseRun, projections.RunView](func(ctx context.Context, c runs.PauseRun) (projections.RunView, error) {
 		return view(ctx, c)
 	})
-	app.Runs.ResumeRun = cqrs.Fake[commands.ResumeRun, projections.RunView](func(ctx context.Context, c commands.ResumeRun) (projections.RunView, error) {
+	app.Runs.ResumeRun = cqrs.Fake[runs.ResumeRun, projections.RunView](func(ctx context.Context, c runs.ResumeRun) (projections.RunView, error) {
 		return view(ctx, c)
 	})
-	app.Runs.CancelRun = cqrs.Fake[commands.CancelRun, projections.RunView](func(ctx context.Context, c commands.CancelRun) (projections.RunView, error) {
+	app.Runs.CancelRun = cqrs.Fake[runs.CancelRun, projections.RunView](func(ctx context.Context, c runs.CancelRun) (projections.RunView, error) {
 		return view(ctx, c)
 	})
-	app.Runs.GetRun = cqrs.Fake[commands.GetRun, projections.RunView](func(ctx context.Context, c commands.GetRun) (projections.RunView, error) {
+	app.Runs.GetRun = cqrs.Fake[runs.GetRun, projections.RunView](func(ctx context.Context, c runs.GetRun) (projections.RunView, error) {
 		return view(ctx, c)
 	})
-	app.Runs.ListRuns = cqrs.Fake[commands.ListRuns, projections.RunPage](func(ctx context.Context, c commands.ListRuns) (projections.RunPage, error) {
+	app.Runs.ListRuns = cqrs.Fake[runs.ListRuns, projections.RunPage](func(ctx context.Context, c runs.ListRuns) (projections.RunPage, error) {
 		f.got = c
 		return f.page, f.err
 	})
-	app.Runs.ListRunFrames = cqrs.Fake[commands.ListRunFrames, projections.RunFramePage](func(ctx context.Context, c commands.ListRunFrames) (projections.RunFramePage, error) {
+	app.Runs.ListRunFrames = cqrs.Fake[runs.ListRunFrames, projections.RunFramePage](func(ctx context.Context, c runs.ListRunFrames) (projections.RunFramePage, error) {
 		f.got = c
 		return f.frames, f.err
 	})
-	app.Runs.GetRunScript = cqrs.Fake[commands.GetRunScript, domain.RunScript](func(ctx context.Context, c commands.GetRunScript) (domain.RunScript, error) {
+	app.Runs.GetRunScript = cqrs.Fake[runs.GetRunScript, domain.RunScript](func(ctx context.Context, c runs.GetRunScript) (domain.RunScript, error) {
 		f.got = c
 		return f.script, f.err
 	})
@@ -154,7 +155,7 @@ func TestStartRunTranslates(t *testing.T) {
 		if status != http.StatusCreated {
 			t.Fatalf("got %d %v; want 201", status, body)
 		}
-		got := e.fake.got.(commands.StartRun)
+		got := e.fake.got.(runs.StartRun)
 		if got.Auth.APIKeyID != "key_1" || got.DeviceID != runDevice || got.Goal != "open settings" || got.MaxSteps != 7 ||
 			got.DeadlineSeconds != 120 || got.Executor != "external" || got.ScheduleID != "" {
 			t.Errorf("got command %+v; want the body's fields and the caller's auth", got)
@@ -172,7 +173,7 @@ func TestStartRunTranslates(t *testing.T) {
 	})
 	t.Run("defaults stay the command's", func(t *testing.T) {
 		status, body := e.do("key", "POST", "/v1/runs", `{"goal":"g","script":null}`)
-		got := e.fake.got.(commands.StartRun)
+		got := e.fake.got.(runs.StartRun)
 		if status != http.StatusCreated || got.DeviceID != "" || got.MaxSteps != 0 || got.DeadlineSeconds != 0 || got.Executor != "" ||
 			got.SuccessCheck != nil || got.Script != nil {
 			t.Fatalf("got %d %v and command %+v; want 201 and every omitted field zero", status, body, got)
@@ -252,7 +253,7 @@ func TestRunShapes(t *testing.T) {
 		if s := body["starter"].(map[string]any); len(s) != 1 || s["userId"] != "u_ann" {
 			t.Errorf("got starter %v; want {userId: u_ann}", s)
 		}
-		if got := e.fake.got.(commands.GetRun); got.RunID != agentRunID {
+		if got := e.fake.got.(runs.GetRun); got.RunID != agentRunID {
 			t.Errorf("got RunID %q; want the agentRunId of the path, passed as is", got.RunID)
 		}
 	})
@@ -268,14 +269,14 @@ func TestRunTransitionsTranslate(t *testing.T) {
 			if status != http.StatusOK || body["state"] != e.fake.view.State {
 				t.Fatalf("got %d %v; want 200 and the run", status, body)
 			}
-			var ref commands.RunRef
+			var ref runs.RunRef
 			switch c := e.fake.got.(type) {
-			case commands.PauseRun:
-				ref = commands.RunRef(c)
-			case commands.ResumeRun:
-				ref = commands.RunRef(c)
-			case commands.CancelRun:
-				ref = commands.RunRef(c)
+			case runs.PauseRun:
+				ref = runs.RunRef(c)
+			case runs.ResumeRun:
+				ref = runs.RunRef(c)
+			case runs.CancelRun:
+				ref = runs.RunRef(c)
 			}
 			wantType := map[string]string{"pause": "commands.PauseRun", "resume": "commands.ResumeRun", "cancel": "commands.CancelRun"}[verb]
 			if fmt.Sprintf("%T", e.fake.got) != wantType || ref.RunID != runID || ref.Auth.APIKeyID != "key_1" {
@@ -347,7 +348,7 @@ func TestListRunsTranslates(t *testing.T) {
 		if status != http.StatusOK || body["nextBefore"] != runID || len(body["runs"].([]any)) != 1 {
 			t.Fatalf("got %d %v; want 200, one run and nextBefore", status, body)
 		}
-		got := e.fake.got.(commands.ListRuns)
+		got := e.fake.got.(runs.ListRuns)
 		want := projections.RunQuery{State: "paused", DeviceID: runDevice, StarterKeyID: "key_9", Before: "run_x", Limit: 5}
 		if got.RunQuery != want || got.Auth.APIKeyID != "key_1" {
 			t.Errorf("got %+v; want %+v", got.RunQuery, want)
@@ -355,7 +356,7 @@ func TestListRunsTranslates(t *testing.T) {
 	})
 	t.Run("a person's runs", func(t *testing.T) {
 		e.do("key", "GET", "/v1/runs?starterUserId=u_ann", "")
-		if got := e.fake.got.(commands.ListRuns); got.StarterUserID != "u_ann" || got.StarterKeyID != "" {
+		if got := e.fake.got.(runs.ListRuns); got.StarterUserID != "u_ann" || got.StarterKeyID != "" {
 			t.Errorf("got %+v; want starterUserId u_ann only", got.RunQuery)
 		}
 	})
@@ -400,7 +401,7 @@ func TestRunFramesAndScriptTranslate(t *testing.T) {
 			first["at"] != "2026-03-04T05:06:07.891234Z" {
 			t.Errorf("got %v; want three frames, the observation without an action", frames)
 		}
-		got := e.fake.got.(commands.ListRunFrames)
+		got := e.fake.got.(runs.ListRunFrames)
 		if got.RunID != agentRunID || got.After != 17 || got.Limit != 3 {
 			t.Errorf("got %+v; want run %s after 17 limit 3", got, agentRunID)
 		}
@@ -411,7 +412,7 @@ func TestRunFramesAndScriptTranslate(t *testing.T) {
 		if _, has := body["nextAfter"]; status != http.StatusOK || has || len(body["frames"].([]any)) != 0 {
 			t.Fatalf("got %d %v; want 200 {frames: []}", status, body)
 		}
-		if got := e.fake.got.(commands.ListRunFrames); got.After != 0 || got.Limit != 0 {
+		if got := e.fake.got.(runs.ListRunFrames); got.After != 0 || got.Limit != 0 {
 			t.Errorf("got %+v; want the first page at the default size", got.RunFrameQuery)
 		}
 	})
@@ -438,7 +439,7 @@ func TestRunFramesAndScriptTranslate(t *testing.T) {
 		raw, _ := json.Marshal(body)
 		e.do("key", "POST", "/v1/runs", `{"goal":"replay","script":`+string(raw)+`}`)
 		var replayed domain.RunScript
-		if err := json.Unmarshal(e.fake.got.(commands.StartRun).Script, &replayed); err != nil || len(replayed.Steps) != 2 ||
+		if err := json.Unmarshal(e.fake.got.(runs.StartRun).Script, &replayed); err != nil || len(replayed.Steps) != 2 ||
 			replayed.Steps[0].ExpectScreen != "abc" {
 			t.Errorf("got replayed script %+v (%v); want the exported one", replayed, err)
 		}
@@ -511,12 +512,12 @@ func TestRunRoutesWalkthrough(t *testing.T) {
 	}
 
 	// Act as the run: observe, then one action decided on that frame.
-	access := commands.RunAccess{Token: token}
-	obs, err := app.Runs.RunObserve.Handle(ctx, commands.RunObserve{Access: access, Image: "none"})
+	access := runs.RunAccess{Token: token}
+	obs, err := app.Runs.RunObserve.Handle(ctx, runs.RunObserve{Access: access, Image: "none"})
 	if err != nil {
 		t.Fatalf("observe as the run: %v", err)
 	}
-	if _, err := app.Runs.RunAct.Handle(ctx, commands.RunAct{Access: access, Action: "key",
+	if _, err := app.Runs.RunAct.Handle(ctx, runs.RunAct{Access: access, Action: "key",
 		Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "walk-1", ObservedFrame: obs.Frame.FrameID}); err != nil {
 		t.Fatalf("act as the run: %v", err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/schedules"
 	"phonefleet/domain"
 	"phonefleet/http/kernel"
 	"phonefleet/http/wire"
@@ -52,7 +52,7 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) error {
 	if req.DeviceID != nil {
 		set.DeviceID = *req.DeviceID
 	}
-	v, err := s.app.Schedules.CreateSchedule.Handle(r.Context(), commands.CreateSchedule{Auth: authOf(r), ScheduleSettings: set})
+	v, err := s.app.Schedules.CreateSchedule.Handle(r.Context(), schedules.CreateSchedule{Auth: authOf(r), ScheduleSettings: set})
 	if err != nil {
 		return err
 	}
@@ -91,7 +91,7 @@ func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page, err := s.app.Schedules.ListSchedules.Handle(r.Context(), commands.ListSchedules{Auth: authOf(r),
+	page, err := s.app.Schedules.ListSchedules.Handle(r.Context(), schedules.ListSchedules{Auth: authOf(r),
 		ScheduleQuery: projections.ScheduleQuery{After: r.URL.Query().Get("after"), Limit: limit}})
 	if err != nil {
 		return err
@@ -114,7 +114,7 @@ func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v, err := s.app.Schedules.GetSchedule.Handle(r.Context(), commands.GetSchedule{Auth: authOf(r), ScheduleID: id})
+	v, err := s.app.Schedules.GetSchedule.Handle(r.Context(), schedules.GetSchedule{Auth: authOf(r), ScheduleID: id})
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (s *Server) patchSchedule(w http.ResponseWriter, r *http.Request) error {
 	if err := kernel.DecodeJSON(r, &req); err != nil {
 		return err
 	}
-	cmd := commands.UpdateSchedule{Auth: authOf(r), ScheduleID: id, Name: req.Name, Cron: req.Cron, Timezone: req.Timezone,
+	cmd := schedules.UpdateSchedule{Auth: authOf(r), ScheduleID: id, Name: req.Name, Cron: req.Cron, Timezone: req.Timezone,
 		Enabled: req.Enabled, Goal: req.Goal, Executor: req.Executor, MaxSteps: req.MaxSteps, DeadlineSeconds: req.DeadlineSeconds}
 	if req.DeviceID != nil {
 		device := ""
@@ -181,7 +181,7 @@ func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.app.Schedules.DeleteSchedule.Handle(r.Context(), commands.DeleteSchedule{Auth: authOf(r), ScheduleID: id}); err != nil {
+	if _, err := s.app.Schedules.DeleteSchedule.Handle(r.Context(), schedules.DeleteSchedule{Auth: authOf(r), ScheduleID: id}); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -205,7 +205,7 @@ func (s *Server) listScheduleFirings(w http.ResponseWriter, r *http.Request) err
 		}
 		q.Before = t
 	}
-	page, err := s.app.Schedules.ListScheduleFirings.Handle(r.Context(), commands.ListScheduleFirings{Auth: authOf(r), ScheduleID: id, FiringQuery: q})
+	page, err := s.app.Schedules.ListScheduleFirings.Handle(r.Context(), schedules.ListScheduleFirings{Auth: authOf(r), ScheduleID: id, FiringQuery: q})
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/schedules"
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
 	"phonefleet/projections"
@@ -35,7 +36,7 @@ func newSchEnv(t *testing.T) *schEnv {
 	t.Helper()
 	_, store := testStore(t, 6)
 	runner := runProjections(t, store, append(projections.Fleet(), projections.Schedules{})...)
-	sc := commands.NewSchedules(commands.ScheduleConfig{Store: store, ReadModels: testutil.ReadModels{RM: runner}})
+	sc := schedules.New(schedules.Config{Store: store, ReadModels: testutil.ReadModels{RM: runner}})
 	app := commands.NewApplication(commands.Capabilities{Schedules: sc})
 	s, _ := newTestServer(t, Deps{Auth: schPrincipals, App: &app})
 	return &schEnv{t: t, s: s, v: apitest.FromHandler(t, s.Handler())}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/http/kernel"
 	"phonefleet/http/wire"
 )
@@ -29,7 +29,7 @@ const streamBoundary = "frame"
 // device can no longer be read) just ends the response.
 func (s *Server) streamScreen(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	cmd := commands.OpenStream{Auth: authOf(r), DeviceID: mux.Vars(r)["deviceId"]}
+	cmd := fleet.OpenStream{Auth: authOf(r), DeviceID: mux.Vars(r)["deviceId"]}
 	var err error
 	if cmd.FPS, err = intParam(q.Get("fps"), "fps"); err != nil {
 		return err
@@ -85,7 +85,7 @@ func (s *Server) joinLiveSession(w http.ResponseWriter, r *http.Request) error {
 	if _, err := kernel.DecodeOptionalJSON(r, &body); err != nil {
 		return err
 	}
-	j, err := s.app.Fleet.JoinLiveSession.Handle(r.Context(), commands.JoinLiveSession{Auth: authOf(r),
+	j, err := s.app.Fleet.JoinLiveSession.Handle(r.Context(), fleet.JoinLiveSession{Auth: authOf(r),
 		DeviceID: mux.Vars(r)["deviceId"], Role: body.Role, TTLSeconds: body.TTLSeconds})
 	if err != nil {
 		return err
@@ -98,7 +98,7 @@ func (s *Server) joinLiveSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getLiveSession(w http.ResponseWriter, r *http.Request) error {
-	v, err := s.app.Fleet.GetLiveSession.Handle(r.Context(), commands.GetLiveSession{Auth: authOf(r), DeviceID: mux.Vars(r)["deviceId"]})
+	v, err := s.app.Fleet.GetLiveSession.Handle(r.Context(), fleet.GetLiveSession{Auth: authOf(r), DeviceID: mux.Vars(r)["deviceId"]})
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func (s *Server) getLiveSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) endLiveSession(w http.ResponseWriter, r *http.Request) error {
-	if _, err := s.app.Fleet.EndLiveSession.Handle(r.Context(), commands.EndLiveSession{Auth: authOf(r), DeviceID: mux.Vars(r)["deviceId"]}); err != nil {
+	if _, err := s.app.Fleet.EndLiveSession.Handle(r.Context(), fleet.EndLiveSession{Auth: authOf(r), DeviceID: mux.Vars(r)["deviceId"]}); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -18,6 +18,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 
 	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
 	"phonefleet/internal/fleettest"
@@ -261,13 +262,13 @@ func TestLiveSessionRefusals(t *testing.T) {
 	}
 	ctx := testutil.Context(t)
 	app := e.principals["app"]
-	if _, err := e.app.Fleet.OpenStream.Handle(ctx, commands.OpenStream{Auth: app, DeviceID: dev}); domain.ErrorCode(err) != domain.CodePermissionDenied {
+	if _, err := e.app.Fleet.OpenStream.Handle(ctx, fleet.OpenStream{Auth: app, DeviceID: dev}); domain.ErrorCode(err) != domain.CodePermissionDenied {
 		t.Fatalf("OpenStream as an app: got %v; want permission_denied", err)
 	}
-	if _, err := e.app.Fleet.JoinLiveSession.Handle(ctx, commands.JoinLiveSession{Auth: app, DeviceID: dev}); domain.ErrorCode(err) != domain.CodePermissionDenied {
+	if _, err := e.app.Fleet.JoinLiveSession.Handle(ctx, fleet.JoinLiveSession{Auth: app, DeviceID: dev}); domain.ErrorCode(err) != domain.CodePermissionDenied {
 		t.Fatalf("JoinLiveSession as an app: got %v; want permission_denied", err)
 	}
-	if _, err := e.app.Fleet.GetLiveSession.Handle(ctx, commands.GetLiveSession{Auth: app, DeviceID: dev}); domain.ErrorCode(err) != domain.CodePermissionDenied {
+	if _, err := e.app.Fleet.GetLiveSession.Handle(ctx, fleet.GetLiveSession{Auth: app, DeviceID: dev}); domain.ErrorCode(err) != domain.CodePermissionDenied {
 		t.Fatalf("GetLiveSession as an app: got %v; want permission_denied", err)
 	}
 
@@ -416,8 +417,8 @@ func TestStreamFramesDecode(t *testing.T) {
 		if err != nil {
 			t.Fatalf("frame %d: %v", i, err)
 		}
-		if got := img.Bounds().Dx(); got != commands.DefaultStreamWidth {
-			t.Fatalf("frame %d: got width %d; want %d", i, got, commands.DefaultStreamWidth)
+		if got := img.Bounds().Dx(); got != fleet.DefaultStreamWidth {
+			t.Fatalf("frame %d: got width %d; want %d", i, got, fleet.DefaultStreamWidth)
 		}
 		distinct[sha256.Sum256(b)] = true
 	}

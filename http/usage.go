@@ -5,7 +5,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/provisioning"
 	"phonefleet/http/kernel"
 	"phonefleet/http/wire"
 )
@@ -21,7 +21,7 @@ func (s *Server) registerUsageRoutes(r *mux.Router) {
 // ?deviceId= (absent: every device the caller can see).
 func (s *Server) getUsage(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	rep, err := s.app.Provisioning.GetUsage.Handle(r.Context(), commands.GetUsage{Auth: authOf(r), Period: q.Get("period"),
+	rep, err := s.app.Provisioning.GetUsage.Handle(r.Context(), provisioning.GetUsage{Auth: authOf(r), Period: q.Get("period"),
 		DeviceID: q.Get("deviceId")})
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
@@ -46,7 +47,7 @@ func newUsageEnv(t *testing.T, now time.Time) *usageEnv {
 	t.Helper()
 	_, store := testStore(t, 4)
 	runner := runProjections(t, store, projections.Usage{})
-	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: store, Now: func() time.Time { return now },
+	p := provisioning.New(provisioning.Config{Store: store, Now: func() time.Time { return now },
 		ReadModels: testutil.ReadModels{RM: runner}})
 	app := commands.NewApplication(commands.Capabilities{Provisioning: p})
 	s, _ := newTestServer(t, Deps{Auth: usagePrincipals, App: &app})

@@ -5,7 +5,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/http/kernel"
 )
 
@@ -31,8 +31,8 @@ func (s *Server) waitFor(w http.ResponseWriter, r *http.Request) error {
 	if err := kernel.DecodeJSON(r, &body); err != nil {
 		return err
 	}
-	res, err := s.app.Fleet.WaitFor.Handle(r.Context(), commands.WaitFor{Auth: authOf(r), DeviceID: mux.Vars(r)["deviceId"],
-		WaitCondition: commands.WaitCondition{Until: body.Until, Text: body.Text, ResourceID: body.ResourceID,
+	res, err := s.app.Fleet.WaitFor.Handle(r.Context(), fleet.WaitFor{Auth: authOf(r), DeviceID: mux.Vars(r)["deviceId"],
+		WaitCondition: fleet.WaitCondition{Until: body.Until, Text: body.Text, ResourceID: body.ResourceID,
 			StableMs: body.StableMs, TimeoutMs: body.TimeoutMs}})
 	if err != nil {
 		return err

@@ -6,7 +6,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/webhooks"
 	"phonefleet/domain"
 	"phonefleet/http/kernel"
 	"phonefleet/http/wire"
@@ -36,12 +36,12 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request) error {
 	if err := kernel.DecodeJSON(r, &req); err != nil {
 		return err
 	}
-	created, err := s.app.Webhooks.CreateWebhook.Handle(r.Context(), commands.CreateWebhook{Auth: a,
+	created, err := s.app.Webhooks.CreateWebhook.Handle(r.Context(), webhooks.CreateWebhook{Auth: a,
 		URL: req.URL, Events: req.Events})
 	if err != nil {
 		return err
 	}
-	v, err := s.app.Webhooks.GetWebhook.Handle(r.Context(), commands.GetWebhook{Auth: a, WebhookID: created.WebhookID})
+	v, err := s.app.Webhooks.GetWebhook.Handle(r.Context(), webhooks.GetWebhook{Auth: a, WebhookID: created.WebhookID})
 	if err != nil {
 		return err
 	}
@@ -50,7 +50,7 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
-	views, err := s.app.Webhooks.ListWebhooks.Handle(r.Context(), commands.ListWebhooks{Auth: a})
+	views, err := s.app.Webhooks.ListWebhooks.Handle(r.Context(), webhooks.ListWebhooks{Auth: a})
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func (s *Server) getWebhook(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v, err := s.app.Webhooks.GetWebhook.Handle(r.Context(), commands.GetWebhook{Auth: authOf(r), WebhookID: id})
+	v, err := s.app.Webhooks.GetWebhook.Handle(r.Context(), webhooks.GetWebhook{Auth: authOf(r), WebhookID: id})
 	if err != nil {
 		return err
 	}
@@ -99,11 +99,11 @@ func (s *Server) patchWebhook(w http.ResponseWriter, r *http.Request) error {
 	if req.Enabled == nil {
 		return domain.Errorf(domain.CodeInvalidArgument, "field \"enabled\" is required (a boolean)")
 	}
-	if _, err := s.app.Webhooks.SetWebhookEnabled.Handle(r.Context(), commands.SetWebhookEnabled{Auth: a,
+	if _, err := s.app.Webhooks.SetWebhookEnabled.Handle(r.Context(), webhooks.SetWebhookEnabled{Auth: a,
 		WebhookID: id, Enabled: *req.Enabled}); err != nil {
 		return err
 	}
-	v, err := s.app.Webhooks.GetWebhook.Handle(r.Context(), commands.GetWebhook{Auth: a, WebhookID: id})
+	v, err := s.app.Webhooks.GetWebhook.Handle(r.Context(), webhooks.GetWebhook{Auth: a, WebhookID: id})
 	if err != nil {
 		return err
 	}
@@ -116,7 +116,7 @@ func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.app.Webhooks.DeleteWebhook.Handle(r.Context(), commands.DeleteWebhook{Auth: a, WebhookID: id}); err != nil {
+	if _, err := s.app.Webhooks.DeleteWebhook.Handle(r.Context(), webhooks.DeleteWebhook{Auth: a, WebhookID: id}); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -129,11 +129,11 @@ func (s *Server) rotateWebhook(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	secret, err := s.app.Webhooks.RotateWebhookSecret.Handle(r.Context(), commands.RotateWebhookSecret{Auth: a, WebhookID: id})
+	secret, err := s.app.Webhooks.RotateWebhookSecret.Handle(r.Context(), webhooks.RotateWebhookSecret{Auth: a, WebhookID: id})
 	if err != nil {
 		return err
 	}
-	v, err := s.app.Webhooks.GetWebhook.Handle(r.Context(), commands.GetWebhook{Auth: a, WebhookID: id})
+	v, err := s.app.Webhooks.GetWebhook.Handle(r.Context(), webhooks.GetWebhook{Auth: a, WebhookID: id})
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (s *Server) testWebhook(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	deliveryID, err := s.app.Webhooks.TestWebhook.Handle(r.Context(), commands.TestWebhook{Auth: a, WebhookID: id})
+	deliveryID, err := s.app.Webhooks.TestWebhook.Handle(r.Context(), webhooks.TestWebhook{Auth: a, WebhookID: id})
 	if err != nil {
 		return err
 	}
@@ -182,7 +182,7 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 		}
 		before = &c
 	}
-	page, err := s.app.Webhooks.ListDeliveries.Handle(r.Context(), commands.ListDeliveries{Auth: a, WebhookID: id, Limit: limit, Before: before})
+	page, err := s.app.Webhooks.ListDeliveries.Handle(r.Context(), webhooks.ListDeliveries{Auth: a, WebhookID: id, Limit: limit, Before: before})
 	if err != nil {
 		return err
 	}

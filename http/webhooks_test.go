@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
+	"phonefleet/commands/webhooks"
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
 	"phonefleet/projections"
@@ -48,7 +49,7 @@ type whEnv struct {
 	s    *Server
 	v    *apitest.Validator
 	pool *pgxpool.Pool
-	base commands.Webhooks
+	base webhooks.Webhooks
 }
 
 func newWHEnv(t *testing.T) *whEnv {
@@ -59,11 +60,11 @@ func newWHEnv(t *testing.T) *whEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := commands.Webhooks{Store: store, Box: box, ReadModels: testutil.ReadModels{RM: runner}}
+	base := webhooks.Webhooks{Store: store, Box: box, ReadModels: testutil.ReadModels{RM: runner}}
 	// The hosted policy: no private address at all.
 	resolver := whResolver{"hooks.example.com": "93.184.216.34", "intranet.example.com": "192.168.7.7"}
-	app := commands.NewApplication(commands.Capabilities{Webhooks: &commands.WebhookCapability{Webhooks: base,
-		Create: commands.CreateWebhookHandler{Resolver: resolver}, Queries: projections.WebhookQueries{DB: pool}}})
+	app := commands.NewApplication(commands.Capabilities{Webhooks: &webhooks.Capability{Webhooks: base,
+		Create: webhooks.CreateWebhookHandler{Resolver: resolver}, Queries: projections.WebhookQueries{DB: pool}}})
 	s, _ := newTestServer(t, Deps{Auth: whPrincipals, App: &app})
 	return &whEnv{t: t, s: s, v: apitest.FromHandler(t, s.Handler()), pool: pool, base: base}
 }
@@ -416,8 +417,8 @@ func TestWebhookTenancyAppsAndLimits(t *testing.T) {
 		}
 	})
 	t.Run("switched off because the person left: only that person switches it on", func(t *testing.T) {
-		n, err := commands.DisableDepartedPersonWebhooksHandler{Webhooks: e.base}.Handle(testutil.Context(t),
-			commands.DisableDepartedPersonWebhooks{OrgID: "org_a", UserID: "u_cat"})
+		n, err := webhooks.DisableDepartedPersonWebhooksHandler{Webhooks: e.base}.Handle(testutil.Context(t),
+			webhooks.DisableDepartedPersonWebhooks{OrgID: "org_a", UserID: "u_cat"})
 		if err != nil || n != 1 {
 			t.Fatalf("got %d, %v; want the app's one webhook switched off", n, err)
 		}

@@ -8,6 +8,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
 	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 )
 
@@ -75,12 +76,12 @@ func newIdempotencyKey() string { return domain.NewID("mcp") }
 // perform runs one action through the REST path's command handler. A
 // failure carries the key and device in its envelope, so the agent can
 // retry the very action (or, after action_outcome_unknown, choose a new key).
-func perform(ctx context.Context, app *commands.Application, a domain.Auth, typ domain.ActionType, args actionArgs) (commands.ActOutcome, error) {
+func perform(ctx context.Context, app *commands.Application, a domain.Auth, typ domain.ActionType, args actionArgs) (fleet.ActOutcome, error) {
 	raw, err := json.Marshal(args.arguments())
 	if err != nil {
-		return commands.ActOutcome{}, err
+		return fleet.ActOutcome{}, err
 	}
-	out, err := app.Fleet.PerformAction.Handle(ctx, commands.PerformAction{Auth: a, DeviceID: args.DeviceID, Action: string(typ),
+	out, err := app.Fleet.PerformAction.Handle(ctx, fleet.PerformAction{Auth: a, DeviceID: args.DeviceID, Action: string(typ),
 		Arguments: raw, IdempotencyKey: args.IdempotencyKey, LeaseID: args.LeaseID, ObservedFrame: args.ObservedFrame})
 	return out, annotate(err, "idempotencyKey", args.IdempotencyKey, "deviceId", args.DeviceID)
 }

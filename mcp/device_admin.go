@@ -6,6 +6,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
 	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/http/wire"
 )
@@ -31,7 +32,7 @@ func (s *Server) getDrivingTool() *tool {
 		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args deviceArgs) (*mcpgo.CallToolResult, error) {
-		d, err := app.Fleet.GetDriving.Handle(ctx, commands.GetDriving{Auth: a, DeviceID: args.DeviceID})
+		d, err := app.Fleet.GetDriving.Handle(ctx, fleet.GetDriving{Auth: a, DeviceID: args.DeviceID})
 		if err != nil {
 			return nil, deviceNotFound(err, args.DeviceID)
 		}
@@ -48,7 +49,7 @@ func (s *Server) stopDeviceTool() *tool {
 		hints{idempotent: true, destructive: true}, domain.ScopeDevicesAct)
 	t.deny = closedToApps(appDevicePage)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
-		d, err := app.Fleet.PowerDevice.Handle(ctx, commands.PowerDevice{Auth: a, DeviceID: args.DeviceID, Wake: false, LeaseID: args.LeaseID})
+		d, err := app.Fleet.PowerDevice.Handle(ctx, fleet.PowerDevice{Auth: a, DeviceID: args.DeviceID, Wake: false, LeaseID: args.LeaseID})
 		if err != nil {
 			return nil, deviceNotFound(err, args.DeviceID)
 		}
@@ -71,7 +72,7 @@ func (s *Server) renameDeviceTool() *tool {
 		hints{idempotent: true}, domain.ScopeDevicesRead)
 	t.deny = closedToApps(appDevicePage)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args renameArgs) (*mcpgo.CallToolResult, error) {
-		d, err := app.Fleet.RenameDevice.Handle(ctx, commands.RenameDevice{Auth: a, DeviceID: args.DeviceID, Name: args.Name})
+		d, err := app.Fleet.RenameDevice.Handle(ctx, fleet.RenameDevice{Auth: a, DeviceID: args.DeviceID, Name: args.Name})
 		if err != nil {
 			return nil, deviceNotFound(err, args.DeviceID)
 		}

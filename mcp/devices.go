@@ -8,6 +8,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
 	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/http/wire"
 )
@@ -68,7 +69,7 @@ func (s *Server) listDevicesTool() *tool {
 			prop{"limit", sLimit}),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args listDevicesArgs) (*mcpgo.CallToolResult, error) {
-		page, err := app.Fleet.ListDevices.Handle(ctx, commands.ListDevices{Auth: a, DeviceQuery: commands.DeviceQuery{
+		page, err := app.Fleet.ListDevices.Handle(ctx, fleet.ListDevices{Auth: a, DeviceQuery: fleet.DeviceQuery{
 			Status: args.Status, Backend: args.Backend, Leased: args.Leased, After: args.After, Limit: args.Limit}})
 		if err != nil {
 			return nil, err
@@ -88,7 +89,7 @@ func (s *Server) getDeviceTool() *tool {
 		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args deviceArgs) (*mcpgo.CallToolResult, error) {
-		d, err := app.Fleet.GetDevice.Handle(ctx, commands.GetDevice{Auth: a, DeviceID: args.DeviceID})
+		d, err := app.Fleet.GetDevice.Handle(ctx, fleet.GetDevice{Auth: a, DeviceID: args.DeviceID})
 		if err != nil {
 			return nil, deviceNotFound(err, args.DeviceID)
 		}
@@ -114,7 +115,7 @@ func (s *Server) acquireLeaseTool() *tool {
 			prop{"resetOnRelease", `{"type":"boolean","description":"Reset the phone to its baseline when the lease ends (released or expired); default false."}`}),
 		hints{}, domain.ScopeDevicesLease)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
-		l, err := app.Fleet.AcquireLease.Handle(ctx, commands.AcquireLease{Auth: a, DeviceID: args.DeviceID, TTLSeconds: args.TTLSeconds,
+		l, err := app.Fleet.AcquireLease.Handle(ctx, fleet.AcquireLease{Auth: a, DeviceID: args.DeviceID, TTLSeconds: args.TTLSeconds,
 			ResetOnRelease: args.ResetOnRelease})
 		if err != nil {
 			return nil, err
@@ -130,7 +131,7 @@ func (s *Server) renewLeaseTool() *tool {
 		object([]string{"deviceId", "leaseId"}, prop{"deviceId", sDeviceID}, prop{"leaseId", sLeaseID}, prop{"ttlSeconds", sTTL}),
 		hints{idempotent: true}, domain.ScopeDevicesLease)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
-		l, err := app.Fleet.RenewLease.Handle(ctx, commands.RenewLease{Auth: a, DeviceID: args.DeviceID, LeaseID: args.LeaseID, TTLSeconds: args.TTLSeconds})
+		l, err := app.Fleet.RenewLease.Handle(ctx, fleet.RenewLease{Auth: a, DeviceID: args.DeviceID, LeaseID: args.LeaseID, TTLSeconds: args.TTLSeconds})
 		if err != nil {
 			return nil, err
 		}
@@ -145,7 +146,7 @@ func (s *Server) releaseLeaseTool() *tool {
 		object([]string{"deviceId", "leaseId"}, prop{"deviceId", sDeviceID}, prop{"leaseId", sLeaseID}),
 		hints{}, domain.ScopeDevicesLease)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
-		if _, err := app.Fleet.ReleaseLease.Handle(ctx, commands.ReleaseLease{Auth: a, DeviceID: args.DeviceID, LeaseID: args.LeaseID}); err != nil {
+		if _, err := app.Fleet.ReleaseLease.Handle(ctx, fleet.ReleaseLease{Auth: a, DeviceID: args.DeviceID, LeaseID: args.LeaseID}); err != nil {
 			return nil, err
 		}
 		return jsonResult(map[string]any{"deviceId": args.DeviceID, "leaseId": args.LeaseID, "released": true})
@@ -167,7 +168,7 @@ func (s *Server) listLeasesTool() *tool {
 			prop{"limit", sLimit}),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args listLeasesArgs) (*mcpgo.CallToolResult, error) {
-		page, err := app.Fleet.ListLeases.Handle(ctx, commands.ListLeases{Auth: a, LeaseQuery: commands.LeaseQuery{DeviceID: args.DeviceID, After: args.After, Limit: args.Limit}})
+		page, err := app.Fleet.ListLeases.Handle(ctx, fleet.ListLeases{Auth: a, LeaseQuery: fleet.LeaseQuery{DeviceID: args.DeviceID, After: args.After, Limit: args.Limit}})
 		if err != nil {
 			return nil, err
 		}
@@ -187,7 +188,7 @@ func (s *Server) getReceiptTool() *tool {
 		object([]string{"idempotencyKey"}, prop{"idempotencyKey", `{"type":"string","minLength":1,"maxLength":255,"pattern":"^[ -~]+$","description":"The idempotencyKey the action was sent with."}`}),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args receiptArgs) (*mcpgo.CallToolResult, error) {
-		r, err := app.Fleet.GetReceipt.Handle(ctx, commands.GetReceipt{Auth: a, IdempotencyKey: args.IdempotencyKey})
+		r, err := app.Fleet.GetReceipt.Handle(ctx, fleet.GetReceipt{Auth: a, IdempotencyKey: args.IdempotencyKey})
 		if err != nil {
 			return nil, err
 		}
@@ -203,7 +204,7 @@ func (s *Server) wakeDeviceTool() *tool {
 		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}, prop{"leaseId", sLeaseID}),
 		hints{idempotent: true}, domain.ScopeDevicesAct)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
-		d, err := app.Fleet.PowerDevice.Handle(ctx, commands.PowerDevice{Auth: a, DeviceID: args.DeviceID, Wake: true, LeaseID: args.LeaseID})
+		d, err := app.Fleet.PowerDevice.Handle(ctx, fleet.PowerDevice{Auth: a, DeviceID: args.DeviceID, Wake: true, LeaseID: args.LeaseID})
 		if err != nil {
 			return nil, deviceNotFound(err, args.DeviceID)
 		}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"phonefleet/commands"
+	"phonefleet/commands/keys"
 	"phonefleet/domain"
 	"phonefleet/mcp"
 	"phonefleet/testutil"
@@ -523,7 +523,7 @@ func TestToolsAnswerAnotherOrganisationsIDsAsMissing(t *testing.T) {
 	svc := startService(t, 1)
 	all := []domain.Scope{domain.ScopeDevicesRead, domain.ScopeDevicesLease, domain.ScopeDevicesAct}
 	orgA := clients[0].connect(t, svc.url, svc.key(t, all...))
-	k, err := svc.mint.Handle(testutil.Context(t), commands.MintAPIKey{Auth: domain.LocalOperator(domain.NewID(domain.PrefixOrganisation)),
+	k, err := svc.mint.Handle(testutil.Context(t), keys.MintAPIKey{Auth: domain.LocalOperator(domain.NewID(domain.PrefixOrganisation)),
 		Name: "organisation B", Scopes: all})
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"phonefleet/commands"
+	"phonefleet/commands/keys"
+	"phonefleet/commands/webhooks"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	httpapi "phonefleet/http"
@@ -35,7 +37,7 @@ import (
 type service struct {
 	fleet *fleettest.Env
 	url   string // base URL of the running edge
-	mint  commands.MintAPIKeyHandler
+	mint  keys.MintAPIKeyHandler
 }
 
 // startService starts the edge on 127.0.0.1 with devices sim phones.
@@ -85,9 +87,9 @@ func startServiceWith(t testing.TB, opts fleettest.Options) *service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := commands.Webhooks{Store: store, Box: box, ReadModels: testutil.ReadModels{RM: runner}}
+	base := webhooks.Webhooks{Store: store, Box: box, ReadModels: testutil.ReadModels{RM: runner}}
 	app := commands.NewApplication(commands.Capabilities{Fleet: fe.Fleet, Runs: fe.Runs,
-		Webhooks: &commands.WebhookCapability{Webhooks: base, Queries: projections.WebhookQueries{DB: pool}}})
+		Webhooks: &webhooks.Capability{Webhooks: base, Queries: projections.WebhookQueries{DB: pool}}})
 	tools, err := mcp.New(mcp.Deps{App: &app, Mode: "local"})
 	if err != nil {
 		t.Fatal(err)
@@ -103,13 +105,13 @@ func startServiceWith(t testing.TB, opts fleettest.Options) *service {
 	t.Cleanup(func() { stop(); <-done; pool.Close() })
 	t.Cleanup(ts.Close)
 	return &service{fleet: fe, url: ts.URL,
-		mint: commands.MintAPIKeyHandler{APIKeyDeps: commands.APIKeyDeps{Store: store, ReadModels: runner}, Hasher: hasher}}
+		mint: keys.MintAPIKeyHandler{APIKeyDeps: keys.APIKeyDeps{Store: store, ReadModels: runner}, Hasher: hasher}}
 }
 
 // key mints an API key of the local organisation holding scopes.
 func (s *service) key(t testing.TB, scopes ...domain.Scope) string {
 	t.Helper()
-	k, err := s.mint.Handle(testutil.Context(t), commands.MintAPIKey{Auth: s.fleet.Auth, Name: "mcp test", Scopes: scopes})
+	k, err := s.mint.Handle(testutil.Context(t), keys.MintAPIKey{Auth: s.fleet.Auth, Name: "mcp test", Scopes: scopes})
 	if err != nil {
 		t.Fatal(err)
 	}

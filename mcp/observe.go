@@ -13,6 +13,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
 	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 )
 
@@ -351,7 +352,7 @@ func (s *Server) observeTool() *tool {
 		object([]string{"deviceId"}, props...),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args observeArgs) (*mcpgo.CallToolResult, error) {
-		cmd := commands.ObserveDevice{Auth: a, DeviceID: args.DeviceID, Image: args.image(), MaxWidth: args.MaxWidth,
+		cmd := fleet.ObserveDevice{Auth: a, DeviceID: args.DeviceID, Image: args.image(), MaxWidth: args.MaxWidth,
 			Format: args.Format, Quality: args.Quality, Snapshot: args.snapshot(), LeaseID: args.LeaseID}
 		if args.Marks {
 			if !args.image() {
@@ -395,7 +396,7 @@ func (s *Server) getFrameTool() *tool {
 		object([]string{"frameId"}, props...),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args frameArgs) (*mcpgo.CallToolResult, error) {
-		fr, err := app.Fleet.GetFrame.Handle(ctx, commands.GetFrame{Auth: a, FrameID: args.FrameID, FrameOptions: commands.FrameOptions{Image: args.image(), Snapshot: args.snapshot(), MaxWidth: args.MaxWidth}})
+		fr, err := app.Fleet.GetFrame.Handle(ctx, fleet.GetFrame{Auth: a, FrameID: args.FrameID, FrameOptions: fleet.FrameOptions{Image: args.image(), Snapshot: args.snapshot(), MaxWidth: args.MaxWidth}})
 		if err != nil {
 			return nil, err
 		}

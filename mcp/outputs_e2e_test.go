@@ -11,7 +11,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/internal/sim"
 	"phonefleet/mcp"
@@ -272,7 +272,7 @@ func TestWaitForSeesAnElementAppear(t *testing.T) {
 	typed := make(chan error, 1)
 	go func() {
 		time.Sleep(500 * time.Millisecond)
-		_, err := svc.fleet.Fleet.PerformAction().Handle(testutil.Context(t), commands.PerformAction{Auth: svc.fleet.Auth, DeviceID: dev,
+		_, err := svc.fleet.Fleet.PerformAction().Handle(testutil.Context(t), fleet.PerformAction{Auth: svc.fleet.Auth, DeviceID: dev,
 			Action: string(domain.ActionTypeText), Arguments: json.RawMessage(`{"text":"` + text + `"}`), IdempotencyKey: "typed-later",
 			LeaseID: lease.LeaseID})
 		typed <- err

@@ -7,6 +7,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
 	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 )
 
@@ -65,7 +66,7 @@ func (s *Server) receiptTools() []*tool {
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	list.deny = closedToApps("the console's receipts page (an app reads one receipt by its idempotency key: get_receipt)")
 	list.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args listReceiptsArgs) (*mcpgo.CallToolResult, error) {
-		page, err := app.Fleet.ListReceipts.Handle(ctx, commands.ListReceipts{Auth: a, ReceiptQuery: commands.ReceiptQuery{
+		page, err := app.Fleet.ListReceipts.Handle(ctx, fleet.ListReceipts{Auth: a, ReceiptQuery: fleet.ReceiptQuery{
 			DeviceID: args.DeviceID, AgentRunID: args.AgentRunID, Status: args.Status, ActorUserID: args.ActorUserID,
 			ActorAPIKeyID: args.ActorAPIKeyID, Limit: args.Limit, Before: args.Before, BeforeKey: args.BeforeKey}})
 		if err != nil {
@@ -90,7 +91,7 @@ func (s *Server) receiptTools() []*tool {
 		hints{}, domain.ScopeDevicesRead)
 	review.deny = sessionOnly("reviews of receipts")
 	review.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args reviewArgs) (*mcpgo.CallToolResult, error) {
-		r, err := app.Fleet.ReviewReceipt.Handle(ctx, commands.ReviewReceipt{Auth: a, IdempotencyKey: args.IdempotencyKey, Note: args.Note})
+		r, err := app.Fleet.ReviewReceipt.Handle(ctx, fleet.ReviewReceipt{Auth: a, IdempotencyKey: args.IdempotencyKey, Note: args.Note})
 		if err != nil {
 			return nil, err
 		}

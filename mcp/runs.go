@@ -9,6 +9,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
 	"phonefleet/commands"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/http/wire"
 	"phonefleet/projections"
@@ -77,7 +78,7 @@ func (s *Server) runTools() []*tool {
 			prop{"script", `{"type":"object","required":["steps"],"description":"A script to replay, as a run's exported script (version, goal, steps)."}`}),
 		hints{})
 	start.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args startRunArgs) (*mcpgo.CallToolResult, error) {
-		started, err := app.Runs.StartRun.Handle(ctx, commands.StartRun{Auth: a, DeviceID: args.DeviceID, Goal: args.Goal,
+		started, err := app.Runs.StartRun.Handle(ctx, runs.StartRun{Auth: a, DeviceID: args.DeviceID, Goal: args.Goal,
 			MaxSteps: args.MaxSteps, DeadlineSeconds: args.DeadlineSeconds, Executor: args.Executor, SuccessCheck: args.SuccessCheck,
 			Script: args.Script})
 		if err != nil {
@@ -105,7 +106,7 @@ func (s *Server) runTools() []*tool {
 		if args.State != "" && !slices.Contains(domain.RunStates, args.State) {
 			return nil, domain.Errorf(domain.CodeInvalidArgument, "state must be one of %v", domain.RunStates)
 		}
-		page, err := app.Runs.ListRuns.Handle(ctx, commands.ListRuns{Auth: a, RunQuery: projections.RunQuery{State: args.State,
+		page, err := app.Runs.ListRuns.Handle(ctx, runs.ListRuns{Auth: a, RunQuery: projections.RunQuery{State: args.State,
 			DeviceID: args.DeviceID, StarterUserID: args.StarterUserID, StarterKeyID: args.StarterAPIKeyID, Before: args.Before, Limit: args.Limit}})
 		if err != nil {
 			return nil, err
@@ -118,7 +119,7 @@ func (s *Server) runTools() []*tool {
 			"detail; a parked run (awaiting_user) says why in parkedReason and until when in parkDeadlineAt.",
 		object([]string{"runId"}, prop{"runId", sRunID}), hints{readOnly: true})
 	get.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args runArgs) (*mcpgo.CallToolResult, error) {
-		v, err := app.Runs.GetRun.Handle(ctx, commands.GetRun{Auth: a, RunID: args.RunID})
+		v, err := app.Runs.GetRun.Handle(ctx, runs.GetRun{Auth: a, RunID: args.RunID})
 		if err != nil {
 			return nil, err
 		}
@@ -130,7 +131,7 @@ func (s *Server) runTools() []*tool {
 			"an ended or parked run answers invalid_argument with its state.",
 		object([]string{"runId"}, prop{"runId", sRunID}), hints{idempotent: true})
 	pause.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args runArgs) (*mcpgo.CallToolResult, error) {
-		v, err := app.Runs.PauseRun.Handle(ctx, commands.PauseRun{Auth: a, RunID: args.RunID})
+		v, err := app.Runs.PauseRun.Handle(ctx, runs.PauseRun{Auth: a, RunID: args.RunID})
 		if err != nil {
 			return nil, err
 		}
@@ -142,7 +143,7 @@ func (s *Server) runTools() []*tool {
 			"Resuming a running run changes nothing; an ended run answers invalid_argument with its state.",
 		object([]string{"runId"}, prop{"runId", sRunID}), hints{idempotent: true})
 	resume.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args runArgs) (*mcpgo.CallToolResult, error) {
-		v, err := app.Runs.ResumeRun.Handle(ctx, commands.ResumeRun{Auth: a, RunID: args.RunID})
+		v, err := app.Runs.ResumeRun.Handle(ctx, runs.ResumeRun{Auth: a, RunID: args.RunID})
 		if err != nil {
 			return nil, err
 		}
@@ -154,7 +155,7 @@ func (s *Server) runTools() []*tool {
 			"you revoked (revoking does not stop runs). Cancelling an ended run changes nothing.",
 		object([]string{"runId"}, prop{"runId", sRunID}), hints{destructive: true, idempotent: true})
 	cancel.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args runArgs) (*mcpgo.CallToolResult, error) {
-		v, err := app.Runs.CancelRun.Handle(ctx, commands.CancelRun{Auth: a, RunID: args.RunID})
+		v, err := app.Runs.CancelRun.Handle(ctx, runs.CancelRun{Auth: a, RunID: args.RunID})
 		if err != nil {
 			return nil, err
 		}
@@ -173,7 +174,7 @@ func (s *Server) runTools() []*tool {
 		if !ok {
 			return nil, domain.Errorf(domain.CodeInvalidArgument, "after must be a value returned as nextAfter")
 		}
-		page, err := app.Runs.ListRunFrames.Handle(ctx, commands.ListRunFrames{Auth: a, RunID: args.RunID,
+		page, err := app.Runs.ListRunFrames.Handle(ctx, runs.ListRunFrames{Auth: a, RunID: args.RunID,
 			RunFrameQuery: projections.RunFrameQuery{After: after, Limit: args.Limit}})
 		if err != nil {
 			return nil, err

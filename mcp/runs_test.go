@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"phonefleet/commands"
+	"phonefleet/commands/keys"
 	"phonefleet/domain"
 	"phonefleet/testutil"
 )
@@ -181,7 +181,7 @@ func TestRunToolsAnswerAnotherOrganisationsRunAsMissing(t *testing.T) {
 	svc := startService(t, 1)
 	both := []domain.Scope{domain.ScopeRunsStart, domain.ScopeDevicesAct}
 	orgA := clients[0].connect(t, svc.url, svc.key(t, both...))
-	k, err := svc.mint.Handle(testutil.Context(t), commands.MintAPIKey{Auth: domain.LocalOperator(domain.NewID(domain.PrefixOrganisation)),
+	k, err := svc.mint.Handle(testutil.Context(t), keys.MintAPIKey{Auth: domain.LocalOperator(domain.NewID(domain.PrefixOrganisation)),
 		Name: "organisation B", Scopes: both})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
 	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 )
 
@@ -26,7 +27,7 @@ func (s *Server) waitForTool() *tool {
 		"Wait until an element appears on a device's screen (until=appears, the default), disappears (until=disappears), or until the "+
 			"screen stops changing for stableMs (until=stable) — instead of observing again and again after an action whose effect "+
 			"takes a moment. Name the element by text (its text or description contains it) and/or resourceId. The wait is bounded by "+
-			fmt.Sprintf("timeoutMs (default %d, at most %d); a timeout is an answer with met=false, not an error. ", commands.DefaultWaitTimeoutMs, commands.MaxWaitTimeoutMs)+
+			fmt.Sprintf("timeoutMs (default %d, at most %d); a timeout is an answer with met=false, not an error. ", fleet.DefaultWaitTimeoutMs, fleet.MaxWaitTimeoutMs)+
 			"Answers met, elapsedMs, the frameId of the last screen seen (pass it as observedFrame) and, when an element appeared, "+
 			"the element with its ref for tap_element. Observing needs no lease.",
 		object([]string{"deviceId"}, prop{"deviceId", sDeviceID},
@@ -34,12 +35,12 @@ func (s *Server) waitForTool() *tool {
 			prop{"text", `{"type":"string","minLength":1,"maxLength":200,"description":"An element whose text or description contains this (case-sensitive)."}`},
 			prop{"resourceId", `{"type":"string","minLength":1,"maxLength":200,"description":"An element with this resource id, whole or without its package (e.g. save)."}`},
 			prop{"stableMs", fmt.Sprintf(`{"type":"integer","minimum":%d,"maximum":%d,"description":"until=stable: how long the screen must stay unchanged (default %d)."}`,
-				commands.MinStableMs, commands.MaxStableMs, commands.DefaultStableMs)},
+				fleet.MinStableMs, fleet.MaxStableMs, fleet.DefaultStableMs)},
 			prop{"timeoutMs", fmt.Sprintf(`{"type":"integer","minimum":1,"maximum":%d,"description":"Give up after this long (default %d)."}`,
-				commands.MaxWaitTimeoutMs, commands.DefaultWaitTimeoutMs)}),
+				fleet.MaxWaitTimeoutMs, fleet.DefaultWaitTimeoutMs)}),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args waitArgs) (*mcpgo.CallToolResult, error) {
-		res, err := app.Fleet.WaitFor.Handle(ctx, commands.WaitFor{Auth: a, DeviceID: args.DeviceID, WaitCondition: commands.WaitCondition{
+		res, err := app.Fleet.WaitFor.Handle(ctx, fleet.WaitFor{Auth: a, DeviceID: args.DeviceID, WaitCondition: fleet.WaitCondition{
 			Until: args.Until, Text: args.Text, ResourceID: args.ResourceID, StableMs: args.StableMs, TimeoutMs: args.TimeoutMs}})
 		if err != nil {
 			return nil, err

@@ -8,6 +8,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
 	"phonefleet/commands"
+	"phonefleet/commands/webhooks"
 	"phonefleet/domain"
 	"phonefleet/http/wire"
 	"phonefleet/projections"
@@ -40,7 +41,7 @@ func (s *Server) webhookTools() []*tool {
 		"List the organisation's webhook subscriptions: url, events, enabled, secretHint (last four characters of the signing secret).",
 		object(nil), hints{readOnly: true})
 	list.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, _ webhookArgs) (*mcpgo.CallToolResult, error) {
-		views, err := app.Webhooks.ListWebhooks.Handle(ctx, commands.ListWebhooks{Auth: a})
+		views, err := app.Webhooks.ListWebhooks.Handle(ctx, webhooks.ListWebhooks{Auth: a})
 		if err != nil {
 			return nil, err
 		}
@@ -57,11 +58,11 @@ func (s *Server) webhookTools() []*tool {
 			prop{"events", `{"type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":` + string(events) + `}}`}),
 		hints{openWorld: true})
 	create.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args webhookArgs) (*mcpgo.CallToolResult, error) {
-		c, err := app.Webhooks.CreateWebhook.Handle(ctx, commands.CreateWebhook{Auth: a, URL: args.URL, Events: args.Events})
+		c, err := app.Webhooks.CreateWebhook.Handle(ctx, webhooks.CreateWebhook{Auth: a, URL: args.URL, Events: args.Events})
 		if err != nil {
 			return nil, err
 		}
-		v, err := app.Webhooks.GetWebhook.Handle(ctx, commands.GetWebhook{Auth: a, WebhookID: c.WebhookID})
+		v, err := app.Webhooks.GetWebhook.Handle(ctx, webhooks.GetWebhook{Auth: a, WebhookID: c.WebhookID})
 		if err != nil {
 			return nil, err
 		}
@@ -73,10 +74,10 @@ func (s *Server) webhookTools() []*tool {
 		object([]string{"webhookId", "enabled"}, prop{"webhookId", sWebhookID}, prop{"enabled", `{"type":"boolean"}`}),
 		hints{destructive: true, idempotent: true})
 	update.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args webhookArgs) (*mcpgo.CallToolResult, error) {
-		if _, err := app.Webhooks.SetWebhookEnabled.Handle(ctx, commands.SetWebhookEnabled{Auth: a, WebhookID: args.WebhookID, Enabled: *args.Enabled}); err != nil {
+		if _, err := app.Webhooks.SetWebhookEnabled.Handle(ctx, webhooks.SetWebhookEnabled{Auth: a, WebhookID: args.WebhookID, Enabled: *args.Enabled}); err != nil {
 			return nil, err
 		}
-		v, err := app.Webhooks.GetWebhook.Handle(ctx, commands.GetWebhook{Auth: a, WebhookID: args.WebhookID})
+		v, err := app.Webhooks.GetWebhook.Handle(ctx, webhooks.GetWebhook{Auth: a, WebhookID: args.WebhookID})
 		if err != nil {
 			return nil, err
 		}
@@ -87,11 +88,11 @@ func (s *Server) webhookTools() []*tool {
 		"Replace the signing secret; the new one is returned this once and the old one stops working immediately (no overlap).",
 		object([]string{"webhookId"}, prop{"webhookId", sWebhookID}), hints{destructive: true})
 	rotate.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args webhookArgs) (*mcpgo.CallToolResult, error) {
-		secret, err := app.Webhooks.RotateWebhookSecret.Handle(ctx, commands.RotateWebhookSecret{Auth: a, WebhookID: args.WebhookID})
+		secret, err := app.Webhooks.RotateWebhookSecret.Handle(ctx, webhooks.RotateWebhookSecret{Auth: a, WebhookID: args.WebhookID})
 		if err != nil {
 			return nil, err
 		}
-		v, err := app.Webhooks.GetWebhook.Handle(ctx, commands.GetWebhook{Auth: a, WebhookID: args.WebhookID})
+		v, err := app.Webhooks.GetWebhook.Handle(ctx, webhooks.GetWebhook{Auth: a, WebhookID: args.WebhookID})
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +104,7 @@ func (s *Server) webhookTools() []*tool {
 			"follow it with list_webhook_deliveries. A disabled webhook answers invalid_argument with state disabled.",
 		object([]string{"webhookId"}, prop{"webhookId", sWebhookID}), hints{openWorld: true})
 	test.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args webhookArgs) (*mcpgo.CallToolResult, error) {
-		id, err := app.Webhooks.TestWebhook.Handle(ctx, commands.TestWebhook{Auth: a, WebhookID: args.WebhookID})
+		id, err := app.Webhooks.TestWebhook.Handle(ctx, webhooks.TestWebhook{Auth: a, WebhookID: args.WebhookID})
 		if err != nil {
 			return nil, err
 		}
@@ -114,7 +115,7 @@ func (s *Server) webhookTools() []*tool {
 		"Remove the subscription and its delivery records.",
 		object([]string{"webhookId"}, prop{"webhookId", sWebhookID}), hints{destructive: true})
 	del.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args webhookArgs) (*mcpgo.CallToolResult, error) {
-		if _, err := app.Webhooks.DeleteWebhook.Handle(ctx, commands.DeleteWebhook{Auth: a, WebhookID: args.WebhookID}); err != nil {
+		if _, err := app.Webhooks.DeleteWebhook.Handle(ctx, webhooks.DeleteWebhook{Auth: a, WebhookID: args.WebhookID}); err != nil {
 			return nil, err
 		}
 		return jsonResult(map[string]any{"webhookId": args.WebhookID, "deleted": true})
@@ -140,7 +141,7 @@ func (s *Server) webhookTools() []*tool {
 			}
 			before = &c
 		}
-		page, err := app.Webhooks.ListDeliveries.Handle(ctx, commands.ListDeliveries{Auth: a, WebhookID: args.WebhookID, Limit: limit, Before: before})
+		page, err := app.Webhooks.ListDeliveries.Handle(ctx, webhooks.ListDeliveries{Auth: a, WebhookID: args.WebhookID, Limit: limit, Before: before})
 		if err != nil {
 			return nil, err
 		}

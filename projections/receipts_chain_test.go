@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/fleettest"
@@ -76,11 +76,11 @@ func TestReceiptChain(t *testing.T) {
 		{"c2", "open_app", `{"package":"com.example.counter"}`}, // not installed: failed
 		{"c3", "install_app", `{"package":"com.example.counter"}`},
 	} {
-		_, _ = env.Fleet.PerformAction().Handle(ctx, commands.PerformAction{Auth: env.Auth, DeviceID: dev, Action: a.action,
+		_, _ = env.Fleet.PerformAction().Handle(ctx, fleet.PerformAction{Auth: env.Auth, DeviceID: dev, Action: a.action,
 			Arguments: json.RawMessage(a.args), IdempotencyKey: a.key, LeaseID: lease})
 	}
 	appendAction(t, env, other, "theirs-2")
-	if _, err := env.Fleet.ReviewReceipt().Handle(ctx, commands.ReviewReceipt{Auth: env.Auth, IdempotencyKey: "c1", Note: "seen"}); err != nil {
+	if _, err := env.Fleet.ReviewReceipt().Handle(ctx, fleet.ReviewReceipt{Auth: env.Auth, IdempotencyKey: "c1", Note: "seen"}); err != nil {
 		t.Fatal(err)
 	}
 	env.Settle(t)
@@ -117,7 +117,7 @@ func TestReceiptChain(t *testing.T) {
 		t.Errorf("got events %v for keys %v; want %v for c1 c1 c2 c2 c3 c3 c1", events, keys, wantEvents)
 	}
 	// The last entry is the receipt as the receipts surface shows it now.
-	got, err := env.App.Fleet.GetReceipt.Handle(ctx, commands.GetReceipt{Auth: env.Auth, IdempotencyKey: "c1"})
+	got, err := env.App.Fleet.GetReceipt.Handle(ctx, fleet.GetReceipt{Auth: env.Auth, IdempotencyKey: "c1"})
 	if err != nil {
 		t.Fatal(err)
 	}

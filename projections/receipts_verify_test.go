@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/internal/fleettest"
 	"phonefleet/projections"
 	"phonefleet/testutil"
@@ -23,10 +23,10 @@ func TestVerifyReceipts(t *testing.T) {
 		{"v2", "open_app", `{"package":"com.example.counter"}`}, // not installed: failed
 		{"v3", "install_app", `{"package":"com.example.counter"}`},
 	} {
-		_, _ = env.Fleet.PerformAction().Handle(ctx, commands.PerformAction{Auth: env.Auth, DeviceID: dev, Action: a.action,
+		_, _ = env.Fleet.PerformAction().Handle(ctx, fleet.PerformAction{Auth: env.Auth, DeviceID: dev, Action: a.action,
 			Arguments: json.RawMessage(a.args), IdempotencyKey: a.key, LeaseID: lease})
 	}
-	if _, err := env.Fleet.ReviewReceipt().Handle(ctx, commands.ReviewReceipt{Auth: env.Auth, IdempotencyKey: "v1"}); err != nil {
+	if _, err := env.Fleet.ReviewReceipt().Handle(ctx, fleet.ReviewReceipt{Auth: env.Auth, IdempotencyKey: "v1"}); err != nil {
 		t.Fatal(err)
 	}
 	env.Settle(t)

@@ -9,8 +9,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"phonefleet/commands"
 	"phonefleet/commands/cqrs"
+	"phonefleet/commands/fleet"
+	"phonefleet/commands/provisioning"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/fleettest"
@@ -37,8 +39,8 @@ func usageRunner(t *testing.T, s *eventstore.Store) *projections.Runner {
 
 // usageQuery is the usage query over store, counting up to now and
 // waiting for the usage read model of r.
-func usageQuery(store *eventstore.Store, r *projections.Runner, now func() time.Time) commands.GetUsageHandler {
-	return commands.GetUsageHandler{Provisioning: commands.NewProvisioning(commands.ProvisioningConfig{Store: store, Now: now,
+func usageQuery(store *eventstore.Store, r *projections.Runner, now func() time.Time) provisioning.GetUsageHandler {
+	return provisioning.GetUsageHandler{Provisioning: provisioning.New(provisioning.Config{Store: store, Now: now,
 		ReadModels: testutil.ReadModels{RM: r}})}
 }
 
@@ -66,7 +68,7 @@ func usageRowsText(t *testing.T, pool *pgxpool.Pool) string {
 
 // reportText renders a report for comparison: period, as-of, devices and
 // totals.
-func reportText(r commands.UsageReport) string {
+func reportText(r provisioning.UsageReport) string {
 	return fmt.Sprintf("%s asOf=%s devices=%+v lease=%s run=%s", r.Period.Name(), r.AsOf.UTC().Format(time.RFC3339Nano), r.Devices, r.Lease, r.Run)
 }
 
@@ -104,7 +106,7 @@ func TestUsageFromRealCommands(t *testing.T) {
 	}
 	acquire := func(dev string, ttl int) string {
 		t.Helper()
-		l, err := env.Fleet.AcquireLease().Handle(ctx, commands.AcquireLease{Auth: op, DeviceID: dev, TTLSeconds: ttl})
+		l, err := env.Fleet.AcquireLease().Handle(ctx, fleet.AcquireLease{Auth: op, DeviceID: dev, TTLSeconds: ttl})
 		if err != nil {
 			t.Fatalf("acquire %s at %s: %v", dev, clock.Now(), err)
 		}
@@ -114,46 +116,46 @@ func TestUsageFromRealCommands(t *testing.T) {
 	// Phone A.
 	lease := acquire(devA, 3600)
 	set("2026-02-01 00:10")
-	if _, err := env.Fleet.RenewLease().Handle(ctx, commands.RenewLease{Auth: op, DeviceID: devA, LeaseID: lease, TTLSeconds: 3600}); err != nil {
+	if _, err := env.Fleet.RenewLease().Handle(ctx, fleet.RenewLease{Auth: op, DeviceID: devA, LeaseID: lease, TTLSeconds: 3600}); err != nil {
 		t.Fatal(err)
 	}
 	set("2026-02-01 00:40")
-	if err := cqrs.Err(env.Fleet.ReleaseLease().Handle(ctx, commands.ReleaseLease{Auth: op, DeviceID: devA, LeaseID: lease})); err != nil {
+	if err := cqrs.Err(env.Fleet.ReleaseLease().Handle(ctx, fleet.ReleaseLease{Auth: op, DeviceID: devA, LeaseID: lease})); err != nil {
 		t.Fatal(err)
 	}
 	set("2026-02-01 01:00")
 	acquire(devA, 600)
 
 	// Phone B: a run, cancelled after 20 minutes.
-	run, err := (commands.StartRunHandler{Runs: env.Runs}).Handle(ctx, commands.StartRun{Auth: op, DeviceID: devB, Goal: "open notes", Executor: domain.ExecutorExternal,
+	run, err := (runs.StartRunHandler{Runs: env.Runs}).Handle(ctx, runs.StartRun{Auth: op, DeviceID: devB, Goal: "open notes", Executor: domain.ExecutorExternal,
 		DeadlineSeconds: 3600})
 	if err != nil {
 		t.Fatal(err)
 	}
 	set("2026-02-01 01:20")
-	if _, err := (commands.CancelRunHandler{Runs: env.Runs}).Handle(ctx, commands.CancelRun{Auth: op, RunID: run.Run.RunID}); err != nil {
+	if _, err := (runs.CancelRunHandler{Runs: env.Runs}).Handle(ctx, runs.CancelRun{Auth: op, RunID: run.Run.RunID}); err != nil {
 		t.Fatal(err)
 	}
 
 	set("2026-02-01 01:30")
-	if ok, err := env.Fleet.ExpireLease().Handle(ctx, commands.ExpireLease{DeviceID: devA}); err != nil || !ok {
+	if ok, err := env.Fleet.ExpireLease().Handle(ctx, fleet.ExpireLease{DeviceID: devA}); err != nil || !ok {
 		t.Fatalf("expire phone A's lease: got %v, %v; want it recorded expired", ok, err)
 	}
-	run2, err := (commands.StartRunHandler{Runs: env.Runs}).Handle(ctx, commands.StartRun{Auth: op, DeviceID: devB, Goal: "open notes", Executor: domain.ExecutorExternal,
+	run2, err := (runs.StartRunHandler{Runs: env.Runs}).Handle(ctx, runs.StartRun{Auth: op, DeviceID: devB, Goal: "open notes", Executor: domain.ExecutorExternal,
 		DeadlineSeconds: 3600})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, tok, _ := strings.Cut(run2.VrxBaseURL, "/vrx/")
 	set("2026-02-01 01:40")
-	if _, err := (commands.RunNeedsUserHandler{Runs: env.Runs}).Handle(ctx, commands.RunNeedsUser{Access: commands.RunAccess{Token: tok}, Reason: "captcha", DeadlineSeconds: 1200}); err != nil {
+	if _, err := (runs.RunNeedsUserHandler{Runs: env.Runs}).Handle(ctx, runs.RunNeedsUser{Access: runs.RunAccess{Token: tok}, Reason: "captcha", DeadlineSeconds: 1200}); err != nil {
 		t.Fatal(err)
 	}
 	acquire(devA, 600)
 	set("2026-02-01 01:45")
 	acquire(devB, 600)
 	set("2026-02-01 01:50")
-	if _, err := (commands.ResumeRunHandler{Runs: env.Runs}).Handle(ctx, commands.ResumeRun{Auth: op, RunID: run2.Run.RunID}); err != nil {
+	if _, err := (runs.ResumeRunHandler{Runs: env.Runs}).Handle(ctx, runs.ResumeRun{Auth: op, RunID: run2.Run.RunID}); err != nil {
 		t.Fatal(err)
 	}
 	set("2026-02-01 02:00")
@@ -161,7 +163,7 @@ func TestUsageFromRealCommands(t *testing.T) {
 	set("2026-02-01 02:05")
 
 	q := usageQuery(env.Store, ur, clock.Now)
-	feb, err := q.Handle(ctx, commands.GetUsage{Auth: op})
+	feb, err := q.Handle(ctx, provisioning.GetUsage{Auth: op})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +185,7 @@ func TestUsageFromRealCommands(t *testing.T) {
 	if feb.Lease != 70*time.Minute || feb.Run != 45*time.Minute {
 		t.Errorf("got lease %s run %s; want 1h10m and 45m", feb.Lease, feb.Run)
 	}
-	jan, err := q.Handle(ctx, commands.GetUsage{Auth: op, Period: "2026-01-01"})
+	jan, err := q.Handle(ctx, provisioning.GetUsage{Auth: op, Period: "2026-01-01"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,40 +203,40 @@ func TestUsageFromRealCommands(t *testing.T) {
 
 	t.Run("access", func(t *testing.T) {
 		other := domain.LocalOperator("org_someone_else")
-		if r, err := q.Handle(ctx, commands.GetUsage{Auth: other}); err != nil || len(r.Devices) != 0 || r.Total() != 0 {
+		if r, err := q.Handle(ctx, provisioning.GetUsage{Auth: other}); err != nil || len(r.Devices) != 0 || r.Total() != 0 {
 			t.Errorf("another organisation: got %s, %v; want nothing", reportText(r), err)
 		}
-		foreign, errF := q.Handle(ctx, commands.GetUsage{Auth: other, DeviceID: devA})
-		missing, errM := q.Handle(ctx, commands.GetUsage{Auth: other, DeviceID: domain.NewID(domain.PrefixDevice)})
+		foreign, errF := q.Handle(ctx, provisioning.GetUsage{Auth: other, DeviceID: devA})
+		missing, errM := q.Handle(ctx, provisioning.GetUsage{Auth: other, DeviceID: domain.NewID(domain.PrefixDevice)})
 		if errF != nil || errM != nil || reportText(foreign) != reportText(missing) || len(foreign.Devices) != 0 {
 			t.Errorf("another organisation's phone: got %s (%v); a missing one: %s (%v); want one empty answer",
 				reportText(foreign), errF, reportText(missing), errM)
 		}
 		key := domain.Auth{OrgID: env.OrgID, Kind: domain.PrincipalAPIKey, APIKeyID: "key_1", Scopes: []domain.Scope{domain.ScopeDevicesRead},
 			Devices: []string{devA}}
-		r, err := q.Handle(ctx, commands.GetUsage{Auth: key})
+		r, err := q.Handle(ctx, provisioning.GetUsage{Auth: key})
 		if err != nil || len(r.Devices) != 1 || r.Devices[0] != want[devA] || r.Total() != want[devA].Total() {
 			t.Errorf("a key narrowed to phone A: got %s, %v; want phone A only", reportText(r), err)
 		}
-		if r, err := q.Handle(ctx, commands.GetUsage{Auth: key, DeviceID: devB}); err != nil || len(r.Devices) != 0 {
+		if r, err := q.Handle(ctx, provisioning.GetUsage{Auth: key, DeviceID: devB}); err != nil || len(r.Devices) != 0 {
 			t.Errorf("a key narrowed to phone A asking for phone B: got %s, %v; want nothing", reportText(r), err)
 		}
-		if r, err := q.Handle(ctx, commands.GetUsage{Auth: op, DeviceID: devB}); err != nil || len(r.Devices) != 1 || r.Devices[0] != want[devB] {
+		if r, err := q.Handle(ctx, provisioning.GetUsage{Auth: op, DeviceID: devB}); err != nil || len(r.Devices) != 1 || r.Devices[0] != want[devB] {
 			t.Errorf("phone B alone: got %s, %v; want phone B", reportText(r), err)
 		}
 		key.Scopes = []domain.Scope{domain.ScopeRunsStart}
-		if _, err := q.Handle(ctx, commands.GetUsage{Auth: key}); domain.ErrorCode(err) != domain.CodePermissionDenied {
+		if _, err := q.Handle(ctx, provisioning.GetUsage{Auth: key}); domain.ErrorCode(err) != domain.CodePermissionDenied {
 			t.Errorf("a key without devices:read: got %v; want permission_denied", err)
 		}
 		app := domain.Auth{OrgID: env.OrgID, Kind: domain.PrincipalApp, UserID: "u", ClientID: "c", Scopes: domain.AllScopes}
-		if _, err := q.Handle(ctx, commands.GetUsage{Auth: app}); domain.ErrorCode(err) != domain.CodePermissionDenied {
+		if _, err := q.Handle(ctx, provisioning.GetUsage{Auth: app}); domain.ErrorCode(err) != domain.CodePermissionDenied {
 			t.Errorf("an OAuth app: got %v; want permission_denied", err)
 		}
 		member := domain.Auth{OrgID: env.OrgID, Kind: domain.PrincipalConsole, UserID: "u_m", Role: domain.RoleMember}
-		if r, err := q.Handle(ctx, commands.GetUsage{Auth: member}); err != nil || reportText(r) != reportText(feb) {
+		if r, err := q.Handle(ctx, provisioning.GetUsage{Auth: member}); err != nil || reportText(r) != reportText(feb) {
 			t.Errorf("a member: got %s, %v; want the organisation's report", reportText(r), err)
 		}
-		if _, err := q.Handle(ctx, commands.GetUsage{Auth: op, Period: "2026-02-15"}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
+		if _, err := q.Handle(ctx, provisioning.GetUsage{Auth: op, Period: "2026-02-15"}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
 			t.Errorf("a period that is not a month's first day: got %v; want invalid_argument", err)
 		}
 	})
@@ -255,7 +257,7 @@ func TestUsageFromRealCommands(t *testing.T) {
 		if period == "2026-01-01" {
 			live = jan
 		}
-		rebuilt, err := q.Handle(ctx, commands.GetUsage{Auth: op, Period: period})
+		rebuilt, err := q.Handle(ctx, provisioning.GetUsage{Auth: op, Period: period})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -359,7 +361,7 @@ func TestUsageClosesEveryEnding(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("got intervals (run, end) %v; want %v", got, want)
 	}
-	rep, err := usageQuery(s, r, func() time.Time { return m(100) }).Handle(ctx, commands.GetUsage{Auth: domain.LocalOperator(org)})
+	rep, err := usageQuery(s, r, func() time.Time { return m(100) }).Handle(ctx, provisioning.GetUsage{Auth: domain.LocalOperator(org)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,8 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/http/kernel"
 	"phonefleet/projections"
@@ -71,7 +72,7 @@ func writeRun(w http.ResponseWriter, v projections.RunView) error {
 
 // GET /vrx/{runToken}/v1/run
 func (h *Handler) getRun(w http.ResponseWriter, r *http.Request) error {
-	v, err := h.app.Runs.RunInfo.Handle(r.Context(), commands.RunInfo{Access: access(r)})
+	v, err := h.app.Runs.RunInfo.Handle(r.Context(), runs.RunInfo{Access: access(r)})
 	if err != nil {
 		return err
 	}
@@ -166,7 +167,7 @@ func (h *Handler) observe(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	obs, err := h.app.Runs.RunObserve.Handle(r.Context(), commands.RunObserve{Access: access(r), Image: img,
+	obs, err := h.app.Runs.RunObserve.Handle(r.Context(), runs.RunObserve{Access: access(r), Image: img,
 		MaxWidth: maxWidth, Quality: quality, Elements: elements})
 	if err != nil {
 		return err
@@ -196,7 +197,7 @@ func (h *Handler) screenshot(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	obs, err := h.app.Runs.RunObserve.Handle(r.Context(), commands.RunObserve{Access: access(r), Image: format,
+	obs, err := h.app.Runs.RunObserve.Handle(r.Context(), runs.RunObserve{Access: access(r), Image: format,
 		MaxWidth: maxWidth, Quality: quality, Elements: "none"})
 	if err != nil {
 		return err
@@ -220,7 +221,7 @@ func (h *Handler) screenshot(w http.ResponseWriter, r *http.Request) error {
 // element tree and, when asked, its picture.
 type FrameAnswer struct {
 	OK bool `json:"ok"`
-	commands.Frame
+	fleet.Frame
 	Image *Picture `json:"image,omitempty"`
 }
 
@@ -234,8 +235,8 @@ func (h *Handler) getFrame(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	fr, err := h.app.Runs.RunGetFrame.Handle(r.Context(), commands.RunGetFrame{Access: access(r), FrameID: mux.Vars(r)["frameId"],
-		FrameOptions: commands.FrameOptions{Image: img != "none", Snapshot: true, MaxWidth: maxWidth}})
+	fr, err := h.app.Runs.RunGetFrame.Handle(r.Context(), runs.RunGetFrame{Access: access(r), FrameID: mux.Vars(r)["frameId"],
+		FrameOptions: fleet.FrameOptions{Image: img != "none", Snapshot: true, MaxWidth: maxWidth}})
 	if err != nil {
 		return err
 	}
@@ -303,7 +304,7 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request) error {
 	if err := kernel.DecodeJSON(r, &body); err != nil {
 		return err
 	}
-	out, err := h.app.Runs.RunAct.Handle(r.Context(), commands.RunAct{Access: access(r), Action: body.Action,
+	out, err := h.app.Runs.RunAct.Handle(r.Context(), runs.RunAct{Access: access(r), Action: body.Action,
 		Arguments: body.Arguments, IdempotencyKey: body.IdempotencyKey, ObservedFrame: body.ObservedFrame,
 		FencingToken: body.FencingToken, DeviceID: body.DeviceID})
 	if err != nil {
@@ -327,7 +328,7 @@ func (h *Handler) needsUser(w http.ResponseWriter, r *http.Request) error {
 	if err := kernel.DecodeJSON(r, &body); err != nil {
 		return err
 	}
-	v, err := h.app.Runs.RunNeedsUser.Handle(r.Context(), commands.RunNeedsUser{Access: access(r), Reason: body.Reason,
+	v, err := h.app.Runs.RunNeedsUser.Handle(r.Context(), runs.RunNeedsUser{Access: access(r), Reason: body.Reason,
 		DeadlineSeconds: body.DeadlineSeconds})
 	if err != nil {
 		return err
@@ -348,7 +349,7 @@ func (h *Handler) finish(w http.ResponseWriter, r *http.Request) error {
 	if err := kernel.DecodeJSON(r, &body); err != nil {
 		return err
 	}
-	v, err := h.app.Runs.RunFinish.Handle(r.Context(), commands.RunFinish{Access: access(r), State: body.State,
+	v, err := h.app.Runs.RunFinish.Handle(r.Context(), runs.RunFinish{Access: access(r), State: body.State,
 		Reason: body.Reason, Detail: body.Detail})
 	if err != nil {
 		return err

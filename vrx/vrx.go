@@ -25,6 +25,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"phonefleet/commands"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/kernel"
@@ -121,6 +122,6 @@ func asRun(next http.Handler) http.Handler {
 }
 
 // access is the run credential of a request: the token in its path.
-func access(r *http.Request) commands.RunAccess {
-	return commands.RunAccess{Token: mux.Vars(r)["runToken"]}
+func access(r *http.Request) runs.RunAccess {
+	return runs.RunAccess{Token: mux.Vars(r)["runToken"]}
 }

@@ -19,6 +19,8 @@ import (
 
 	"phonefleet/commands"
 	"phonefleet/commands/cqrs"
+	"phonefleet/commands/fleet"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	httpapi "phonefleet/http"
 	"phonefleet/http/apitest"
@@ -36,11 +38,11 @@ const goodToken = "vrx_0192a9b4c5d6e7f8a9b0c1d2e3f4a5b6_AAAAAAAAAAAAAAAAAAAAAAAA
 
 // standIn records what the surface asked of the application.
 type standIn struct {
-	observe []commands.RunObserve
-	act     []commands.RunAct
-	frame   []commands.RunGetFrame
-	parked  []commands.RunNeedsUser
-	finish  []commands.RunFinish
+	observe []runs.RunObserve
+	act     []runs.RunAct
+	frame   []runs.RunGetFrame
+	parked  []runs.RunNeedsUser
+	finish  []runs.RunFinish
 	// actErr, when set, is the answer of RunAct.
 	actErr error
 }
@@ -70,18 +72,18 @@ func (s *standIn) application(t *testing.T) *commands.Application {
 		Executor: domain.ExecutorExternal, State: domain.RunStateRunning, MaxSteps: 50, StepSeq: 2,
 		DeadlineAt: at.Add(time.Hour), CreatedAt: at, UpdatedAt: at}
 	app := &commands.Application{}
-	app.Runs.RunInfo = cqrs.Fake[commands.RunInfo, projections.RunView](func(_ context.Context, c commands.RunInfo) (projections.RunView, error) {
+	app.Runs.RunInfo = cqrs.Fake[runs.RunInfo, projections.RunView](func(_ context.Context, c runs.RunInfo) (projections.RunView, error) {
 		if c.Access.Token != goodToken {
 			return projections.RunView{}, domain.ErrRunNotFound("run_x")
 		}
 		return view, nil
 	})
-	app.Runs.RunObserve = cqrs.Fake[commands.RunObserve, commands.RunObservation](func(_ context.Context, c commands.RunObserve) (commands.RunObservation, error) {
+	app.Runs.RunObserve = cqrs.Fake[runs.RunObserve, runs.RunObservation](func(_ context.Context, c runs.RunObserve) (runs.RunObservation, error) {
 		if c.Access.Token != goodToken {
-			return commands.RunObservation{}, refused("observe")
+			return runs.RunObservation{}, refused("observe")
 		}
 		s.observe = append(s.observe, c)
-		obs := commands.RunObservation{Frame: domain.FrameRef{FrameID: "frm_1", ScreenHash: "h1", CapturedAt: at},
+		obs := runs.RunObservation{Frame: domain.FrameRef{FrameID: "frm_1", ScreenHash: "h1", CapturedAt: at},
 			DeviceID: "dev_1", Width: 1080, Height: 2400, ScreenOn: true, StepSeq: 2,
 			Elements: []domain.Element{{Ref: "e1", Class: "Button", Text: "OK", Bounds: [4]int{0, 0, 100, 50}, Clickable: true}}}
 		if c.Elements == "none" {
@@ -95,28 +97,28 @@ func (s *standIn) application(t *testing.T) *commands.Application {
 		}
 		return obs, nil
 	})
-	app.Runs.RunAct = cqrs.Fake[commands.RunAct, commands.ActOutcome](func(_ context.Context, c commands.RunAct) (commands.ActOutcome, error) {
+	app.Runs.RunAct = cqrs.Fake[runs.RunAct, fleet.ActOutcome](func(_ context.Context, c runs.RunAct) (fleet.ActOutcome, error) {
 		if c.Access.Token != goodToken {
-			return commands.ActOutcome{}, refused("act")
+			return fleet.ActOutcome{}, refused("act")
 		}
 		s.act = append(s.act, c)
 		if s.actErr != nil {
-			return commands.ActOutcome{}, s.actErr
+			return fleet.ActOutcome{}, s.actErr
 		}
-		return commands.ActOutcome{Replayed: c.IdempotencyKey == "again", Receipt: domain.Receipt{IdempotencyKey: c.IdempotencyKey,
+		return fleet.ActOutcome{Replayed: c.IdempotencyKey == "again", Receipt: domain.Receipt{IdempotencyKey: c.IdempotencyKey,
 			ActionID: "act_1", DeviceID: "dev_1", AgentRunID: "arun_1", State: "committed",
 			Actor: domain.ReceiptActor{APIKeyID: "key_1"}, Action: domain.ActionType(c.Action), Arguments: c.Arguments,
 			ObservedFrame: c.ObservedFrame, Timestamp: at}}, nil
 	})
-	app.Runs.RunGetFrame = cqrs.Fake[commands.RunGetFrame, commands.Frame](func(_ context.Context, c commands.RunGetFrame) (commands.Frame, error) {
+	app.Runs.RunGetFrame = cqrs.Fake[runs.RunGetFrame, fleet.Frame](func(_ context.Context, c runs.RunGetFrame) (fleet.Frame, error) {
 		if c.Access.Token != goodToken {
-			return commands.Frame{}, refused("frame")
+			return fleet.Frame{}, refused("frame")
 		}
 		s.frame = append(s.frame, c)
 		if c.FrameID != "frm_1" {
-			return commands.Frame{}, domain.Errorf(domain.CodeFrameNotFound, "no frame %s is readable", c.FrameID)
+			return fleet.Frame{}, domain.Errorf(domain.CodeFrameNotFound, "no frame %s is readable", c.FrameID)
 		}
-		fr := commands.Frame{FrameID: "frm_1", DeviceID: "dev_1", ScreenHash: "h1", Width: 1080, Height: 2400,
+		fr := fleet.Frame{FrameID: "frm_1", DeviceID: "dev_1", ScreenHash: "h1", Width: 1080, Height: 2400,
 			CapturedAt: at, ExpiresAt: at.Add(24 * time.Hour),
 			Snapshot: json.RawMessage(`{"ref":"r0","class":"FrameLayout","bounds":[0,0,1080,2400],"enabled":true}`)}
 		if c.Image {
@@ -124,7 +126,7 @@ func (s *standIn) application(t *testing.T) *commands.Application {
 		}
 		return fr, nil
 	})
-	app.Runs.RunNeedsUser = cqrs.Fake[commands.RunNeedsUser, projections.RunView](func(_ context.Context, c commands.RunNeedsUser) (projections.RunView, error) {
+	app.Runs.RunNeedsUser = cqrs.Fake[runs.RunNeedsUser, projections.RunView](func(_ context.Context, c runs.RunNeedsUser) (projections.RunView, error) {
 		if c.Access.Token != goodToken {
 			return projections.RunView{}, refused("park")
 		}
@@ -134,7 +136,7 @@ func (s *standIn) application(t *testing.T) *commands.Application {
 		v.State, v.ParkReason, v.ParkDeadlineAt = domain.RunStateAwaitingUser, c.Reason, &deadline
 		return v, nil
 	})
-	app.Runs.RunFinish = cqrs.Fake[commands.RunFinish, projections.RunView](func(_ context.Context, c commands.RunFinish) (projections.RunView, error) {
+	app.Runs.RunFinish = cqrs.Fake[runs.RunFinish, projections.RunView](func(_ context.Context, c runs.RunFinish) (projections.RunView, error) {
 		if c.Access.Token != goodToken {
 			return projections.RunView{}, refused("finish")
 		}
@@ -265,7 +267,7 @@ func TestSurfaceAnswersMatchTheContract(t *testing.T) {
 		a.ObservedFrame != "frm_1" || a.FencingToken != 7 || a.DeviceID != "dev_1" {
 		t.Errorf("got action %+v; want the body's fields", a)
 	}
-	if i := slices.IndexFunc(s.observe, func(o commands.RunObserve) bool { return o.Image == "jpeg" && o.Elements == "all" }); i < 0 ||
+	if i := slices.IndexFunc(s.observe, func(o runs.RunObserve) bool { return o.Image == "jpeg" && o.Elements == "all" }); i < 0 ||
 		s.observe[i].MaxWidth != 200 || s.observe[i].Quality != 50 {
 		t.Errorf("got observations %+v; want one with jpeg, maxWidth 200, quality 50, all elements", s.observe)
 	}
@@ -427,7 +429,7 @@ func TestOversizeBodiesAnswerAlike(t *testing.T) {
 // rendered by the surface's writer, not the control surface's.
 func TestPanicAnswersInTheSurfaceEnvelope(t *testing.T) {
 	app := (&standIn{}).application(t)
-	app.Runs.RunFinish = cqrs.Fake[commands.RunFinish, projections.RunView](func(context.Context, commands.RunFinish) (projections.RunView, error) {
+	app.Runs.RunFinish = cqrs.Fake[runs.RunFinish, projections.RunView](func(context.Context, runs.RunFinish) (projections.RunView, error) {
 		panic("boom")
 	})
 	h := server(t, app)

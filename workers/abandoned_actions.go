@@ -4,8 +4,8 @@ import (
 	"context"
 	"log/slog"
 
-	"phonefleet/commands"
 	"phonefleet/commands/cqrs"
+	"phonefleet/commands/fleet"
 )
 
 // AbandonedActions is the device runtime's host takeover pass
@@ -16,7 +16,7 @@ import (
 // "device-runtime".
 type AbandonedActions struct {
 	// Mark is the MarkAbandonedActions command.
-	Mark cqrs.Handler[commands.MarkAbandonedActions, int]
+	Mark cqrs.Handler[fleet.MarkAbandonedActions, int]
 	// Host is the host taken over (domain.HostSim, or a gateway's key).
 	Host   string
 	Logger *slog.Logger
@@ -25,7 +25,7 @@ type AbandonedActions struct {
 // RunOnce marks the abandoned actions. Its errors are the database's; the
 // actions it did not reach are marked at the next takeover.
 func (w AbandonedActions) RunOnce(ctx context.Context) error {
-	n, err := w.Mark.Handle(workerPass(ctx, "device-runtime"), commands.MarkAbandonedActions{Host: w.Host})
+	n, err := w.Mark.Handle(workerPass(ctx, "device-runtime"), fleet.MarkAbandonedActions{Host: w.Host})
 	if n > 0 {
 		logger := w.Logger
 		if logger == nil {

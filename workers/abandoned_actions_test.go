@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/internal/backends"
 	"phonefleet/internal/fleettest"
@@ -47,7 +47,7 @@ func TestDeviceHostChildProcess(t *testing.T) {
 	dev := os.Getenv("PF_FLEET_DEVICE")
 	lease := env.Lease(t, dev)
 	fmt.Println("LEASED", lease.LeaseID)
-	_, err := env.Fleet.PerformAction().Handle(testutil.Context(t), commands.PerformAction{Auth: env.Auth, DeviceID: dev,
+	_, err := env.Fleet.PerformAction().Handle(testutil.Context(t), fleet.PerformAction{Auth: env.Auth, DeviceID: dev,
 		Action: "tap", Arguments: json.RawMessage(`{"x":540,"y":1200}`), IdempotencyKey: "killed-tap", LeaseID: lease.LeaseID})
 	fmt.Println("UNEXPECTED RETURN", err)
 }
@@ -151,7 +151,7 @@ wait:
 		t.Errorf("after restart the idempotency row is %q; want unknown", state)
 	}
 	env2.Settle(t)
-	r, err := env2.App.Fleet.GetReceipt.Handle(testutil.Context(t), commands.GetReceipt{Auth: env2.Auth, IdempotencyKey: "killed-tap"})
+	r, err := env2.App.Fleet.GetReceipt.Handle(testutil.Context(t), fleet.GetReceipt{Auth: env2.Auth, IdempotencyKey: "killed-tap"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ wait:
 	if got := inputsOf(env2); got != before {
 		t.Errorf("after restart the phone counts %d inputs; want %d (nothing re-executed)", got, before)
 	}
-	_, err = env2.Fleet.PerformAction().Handle(testutil.Context(t), commands.PerformAction{Auth: env2.Auth, DeviceID: dev,
+	_, err = env2.Fleet.PerformAction().Handle(testutil.Context(t), fleet.PerformAction{Auth: env2.Auth, DeviceID: dev,
 		Action: "tap", Arguments: json.RawMessage(`{"x":540,"y":1200}`), IdempotencyKey: "killed-tap", LeaseID: leaseID})
 	if domain.ErrorCode(err) != domain.CodeActionOutcomeUnknown {
 		t.Errorf("retry with the key: got %v; want action_outcome_unknown", err)

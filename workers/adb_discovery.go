@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"phonefleet/commands"
 	"phonefleet/commands/cqrs"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/internal/adb"
 )
@@ -34,8 +34,8 @@ type ADBDiscovery struct {
 	Pool   *pgxpool.Pool
 	// Register registers one serial (commands.RegisterDevices with
 	// Serial, which registers each serial once).
-	Register cqrs.Handler[commands.RegisterDevices, []string]
-	Record   cqrs.Handler[commands.RecordDeviceConnection, bool]
+	Register cqrs.Handler[fleet.RegisterDevices, []string]
+	Record   cqrs.Handler[fleet.RecordDeviceConnection, bool]
 	// Changed, when set, is told of every device whose connection changed
 	// (the wiring drops the adapter's kept shell and cached capabilities).
 	Changed func(deviceID string, online bool)
@@ -137,7 +137,7 @@ func (w ADBDiscovery) Sync(ctx context.Context, list []adb.DeviceInfo, serverUp 
 		if !domain.ValidSerial(d.Serial) {
 			continue
 		}
-		_, err := w.Register.Handle(ctx, commands.RegisterDevices{OrgID: w.OrgID, Backend: domain.BackendADB, Count: 1,
+		_, err := w.Register.Handle(ctx, fleet.RegisterDevices{OrgID: w.OrgID, Backend: domain.BackendADB, Count: 1,
 			Serial: d.Serial, Model: strings.ReplaceAll(d.Model, "_", " ")})
 		if err != nil {
 			return err
@@ -174,7 +174,7 @@ func (w ADBDiscovery) Sync(ctx context.Context, list []adb.DeviceInfo, serverUp 
 			state = "adb server unreachable"
 		}
 		online := ok && info.Online()
-		changed, err := w.Record.Handle(ctx, commands.RecordDeviceConnection{DeviceID: d.id, Online: online, State: state})
+		changed, err := w.Record.Handle(ctx, fleet.RecordDeviceConnection{DeviceID: d.id, Online: online, State: state})
 		if err != nil {
 			return err
 		}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"phonefleet/commands"
 	"phonefleet/commands/cqrs"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/projections"
@@ -27,7 +27,7 @@ import (
 // answers offline and the row waits.
 type DeviceResets struct {
 	// Reset is the application's ResetDevice command.
-	Reset cqrs.Handler[commands.ResetDevice, bool]
+	Reset cqrs.Handler[fleet.ResetDevice, bool]
 	Pool  *pgxpool.Pool
 	// Interval between sweeps; zero means one second.
 	Interval time.Duration
@@ -46,7 +46,7 @@ func (w DeviceResets) RunOnce(ctx context.Context) (int, error) {
 	n := 0
 	var first error
 	for _, d := range due {
-		ok, err := w.Reset.Handle(eventstore.CausedBy(ctx, d.LeaseID), commands.ResetDevice{DeviceID: d.DeviceID})
+		ok, err := w.Reset.Handle(eventstore.CausedBy(ctx, d.LeaseID), fleet.ResetDevice{DeviceID: d.DeviceID})
 		if e := domain.AsError(err); e != nil && e.Code == domain.CodeDeviceUnavailable && e.Extra["reason"] == domain.ReasonOffline {
 			continue // another process hosts the device; it resets it
 		}

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/internal/fleettest"
 	"phonefleet/testutil"
@@ -24,7 +24,7 @@ func TestLeaseExpirySweep(t *testing.T) {
 		if i == 2 {
 			ttl = 600 // still in force after the sweep
 		}
-		if _, err := env.Fleet.AcquireLease().Handle(bg, commands.AcquireLease{Auth: env.Auth, DeviceID: dev, TTLSeconds: ttl}); err != nil {
+		if _, err := env.Fleet.AcquireLease().Handle(bg, fleet.AcquireLease{Auth: env.Auth, DeviceID: dev, TTLSeconds: ttl}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -52,14 +52,14 @@ func TestLeaseExpirySweep(t *testing.T) {
 		})
 	}
 	env.Settle(t)
-	page, err := env.App.Fleet.ListLeases.Handle(bg, commands.ListLeases{Auth: env.Auth, LeaseQuery: commands.LeaseQuery{}})
+	page, err := env.App.Fleet.ListLeases.Handle(bg, fleet.ListLeases{Auth: env.Auth, LeaseQuery: fleet.LeaseQuery{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(page.Leases) != 1 || page.Leases[0].DeviceID != env.DeviceIDs[2] {
 		t.Errorf("got leases %+v; want only the long one", page.Leases)
 	}
-	d, err := env.App.Fleet.GetDevice.Handle(bg, commands.GetDevice{Auth: env.Auth, DeviceID: env.DeviceIDs[0]})
+	d, err := env.App.Fleet.GetDevice.Handle(bg, fleet.GetDevice{Auth: env.Auth, DeviceID: env.DeviceIDs[0]})
 	if err != nil || d.Leased {
 		t.Errorf("got device %+v, %v; want it free", d, err)
 	}
@@ -71,12 +71,12 @@ func TestFrameRetention(t *testing.T) {
 	clock := fleettest.NewClock(time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC))
 	env := fleettest.Start(t, fleettest.Options{Devices: 1, Clock: clock, FrameRetention: time.Hour})
 	dev := env.DeviceIDs[0]
-	obs, err := env.Fleet.ObserveDevice().Handle(bg, commands.ObserveDevice{Auth: env.Auth, DeviceID: dev, Image: true})
+	obs, err := env.Fleet.ObserveDevice().Handle(bg, fleet.ObserveDevice{Auth: env.Auth, DeviceID: dev, Image: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := obs.Frame.FrameID
-	if _, err := env.App.Fleet.GetFrame.Handle(bg, commands.GetFrame{Auth: env.Auth, FrameID: id, FrameOptions: commands.FrameOptions{Image: true}}); err != nil {
+	if _, err := env.App.Fleet.GetFrame.Handle(bg, fleet.GetFrame{Auth: env.Auth, FrameID: id, FrameOptions: fleet.FrameOptions{Image: true}}); err != nil {
 		t.Fatalf("fresh frame: %v", err)
 	}
 	sweep := workers.FrameRetention{Pool: env.Pool, Now: clock.Now}
@@ -84,13 +84,13 @@ func TestFrameRetention(t *testing.T) {
 		t.Fatalf("sweep of fresh frames: got %d, %v; want 0", n, err)
 	}
 	clock.Advance(time.Hour)
-	if _, err := env.App.Fleet.GetFrame.Handle(bg, commands.GetFrame{Auth: env.Auth, FrameID: id, FrameOptions: commands.FrameOptions{}}); domain.ErrorCode(err) != domain.CodeFrameNotFound {
+	if _, err := env.App.Fleet.GetFrame.Handle(bg, fleet.GetFrame{Auth: env.Auth, FrameID: id, FrameOptions: fleet.FrameOptions{}}); domain.ErrorCode(err) != domain.CodeFrameNotFound {
 		t.Fatalf("expired frame before the sweep: got %v; want frame_not_found", err)
 	}
 	if n, err := sweep.RunOnce(bg); err != nil || n != 1 {
 		t.Fatalf("sweep: got %d, %v; want 1", n, err)
 	}
-	if _, err := env.App.Fleet.GetFrame.Handle(bg, commands.GetFrame{Auth: env.Auth, FrameID: id, FrameOptions: commands.FrameOptions{}}); domain.ErrorCode(err) != domain.CodeFrameNotFound {
+	if _, err := env.App.Fleet.GetFrame.Handle(bg, fleet.GetFrame{Auth: env.Auth, FrameID: id, FrameOptions: fleet.FrameOptions{}}); domain.ErrorCode(err) != domain.CodeFrameNotFound {
 		t.Fatalf("swept frame: got %v; want frame_not_found", err)
 	}
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"phonefleet/commands"
 	"phonefleet/commands/cqrs"
+	"phonefleet/commands/provisioning"
 	"phonefleet/eventstore"
 	"phonefleet/projections"
 )
@@ -27,7 +27,7 @@ import (
 // registered once per fulfilment.
 type FulfilmentSweeps struct {
 	// Sweep is the application's SweepFulfilment command.
-	Sweep cqrs.Handler[commands.SweepFulfilment, string]
+	Sweep cqrs.Handler[provisioning.SweepFulfilment, string]
 	Pool  *pgxpool.Pool
 	// Now is the clock choosing which ends are due; nil means time.Now.
 	// The command decides with the provisioning capability's clock.
@@ -65,11 +65,11 @@ func (w FulfilmentSweeps) RunOnce(ctx context.Context) (map[string]int, error) {
 	var first error
 	for _, f := range append(awaiting, ending...) {
 		did, err := w.Sweep.Handle(eventstore.CausedBy(ctx, f.FulfilmentID),
-			commands.SweepFulfilment{FulfilmentID: f.FulfilmentID, UndeliveredAfter: w.UndeliveredAfter})
+			provisioning.SweepFulfilment{FulfilmentID: f.FulfilmentID, UndeliveredAfter: w.UndeliveredAfter})
 		if err != nil && first == nil {
 			first = err
 		}
-		if did != commands.SweptNothing {
+		if did != provisioning.SweptNothing {
 			done[did]++
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/fleettest"
@@ -42,7 +43,7 @@ func TestFulfilmentSweeps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: env.Store, Catalog: catalog, Devices: env.Fleet, Now: clock.Now,
+	p := provisioning.New(provisioning.Config{Store: env.Store, Catalog: catalog, Devices: env.Fleet, Now: clock.Now,
 		ReadModels: testutil.ReadModels{RM: env.Runner, By: map[string]interface {
 			WaitFor(context.Context, string, eventstore.Appended) error
 		}{projections.FulfilmentsName: fr}}})
@@ -94,7 +95,7 @@ func TestFulfilmentSweeps(t *testing.T) {
 		return evs[len(evs)-1].Type
 	}
 
-	pass(map[string]int{commands.SweptProvisioned: 1})
+	pass(map[string]int{provisioning.SweptProvisioned: 1})
 	if got := last1("first"); got != "fulfilment.provisioned" {
 		t.Errorf("first in line: last event %s", got)
 	}
@@ -104,7 +105,7 @@ func TestFulfilmentSweeps(t *testing.T) {
 	pass(map[string]int{})
 
 	clock.Advance(24*time.Hour + time.Second)
-	pass(map[string]int{commands.SweptEnded: 1, commands.SweptEstimate: 1})
+	pass(map[string]int{provisioning.SweptEnded: 1, provisioning.SweptEstimate: 1})
 	if got := last1("day"); got != "fulfilment.cancelled" {
 		t.Errorf("day pass: last event %s", got)
 	}
@@ -113,7 +114,7 @@ func TestFulfilmentSweeps(t *testing.T) {
 	}
 
 	clock.Set(t0.Add(time.Second + domain.DefaultUndeliveredAfter))
-	pass(map[string]int{commands.SweptUndelivered: 1})
+	pass(map[string]int{provisioning.SweptUndelivered: 1})
 	if got := last1("second"); got != "fulfilment.cancelled" {
 		t.Errorf("undelivered: last event %s", got)
 	}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"phonefleet/commands"
 	"phonefleet/commands/cqrs"
+	"phonefleet/commands/fleet"
 	"phonefleet/eventstore"
 	"phonefleet/projections"
 )
@@ -19,7 +19,7 @@ import (
 // appends at the device stream's version, so a lease is expired once.
 type LeaseExpiry struct {
 	// Expire is the application's ExpireLease command.
-	Expire cqrs.Handler[commands.ExpireLease, bool]
+	Expire cqrs.Handler[fleet.ExpireLease, bool]
 	Pool   *pgxpool.Pool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -44,7 +44,7 @@ func (w LeaseExpiry) RunOnce(ctx context.Context) (int, error) {
 		}
 		expired := 0
 		for _, l := range due {
-			ok, err := w.Expire.Handle(eventstore.CausedBy(ctx, l.LeaseID), commands.ExpireLease{DeviceID: l.DeviceID})
+			ok, err := w.Expire.Handle(eventstore.CausedBy(ctx, l.LeaseID), fleet.ExpireLease{DeviceID: l.DeviceID})
 			if err != nil {
 				return n, err
 			}

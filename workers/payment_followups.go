@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"phonefleet/commands"
 	"phonefleet/commands/cqrs"
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/payments"
@@ -25,7 +25,7 @@ type PaymentFollowupsConfig struct {
 	Pool *pgxpool.Pool
 	// Record is the application's RecordPaymentFollowup: it records each
 	// attempt.
-	Record cqrs.Handler[commands.RecordPaymentFollowup, eventstore.Appended]
+	Record cqrs.Handler[provisioning.RecordPaymentFollowup, eventstore.Appended]
 	// Provider is the payment provider told.
 	Provider payments.Provider
 	// Now is the clock of due times and leases; nil means time.Now.
@@ -117,7 +117,7 @@ func (w *PaymentFollowups) Once(ctx context.Context) ([]FollowupAttempt, error) 
 // follow-up's stream records each attempt.
 type followupReaction struct {
 	cfg      PaymentFollowupsConfig
-	recorder cqrs.Handler[commands.RecordPaymentFollowup, eventstore.Appended]
+	recorder cqrs.Handler[provisioning.RecordPaymentFollowup, eventstore.Appended]
 }
 
 // ensureFollowupClaims gives due follow-ups without a claim row one, outside
@@ -211,7 +211,7 @@ func (r *followupReaction) Act(ctx context.Context, c Claimed[domain.PaymentFoll
 
 // Record implements Reaction.
 func (r *followupReaction) Record(ctx context.Context, _ Claimed[domain.PaymentFollowup], o followupOutcome) (eventstore.Appended, error) {
-	return r.recorder.Handle(ctx, commands.RecordPaymentFollowup{OrgID: o.orgID, Event: o.event})
+	return r.recorder.Handle(ctx, provisioning.RecordPaymentFollowup{OrgID: o.orgID, Event: o.event})
 }
 
 // Cleanup implements ClaimCleaner: it drops claims of follow-ups that are

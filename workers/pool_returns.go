@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"time"
 
-	"phonefleet/commands"
 	"phonefleet/commands/cqrs"
+	"phonefleet/commands/provisioning"
 )
 
 // PoolReturns gives units of the shared pay-as-you-go pool back: every
@@ -19,7 +19,7 @@ import (
 // stops half-way leaves nothing half done.
 type PoolReturns struct {
 	// Return is the application's ReturnPoolDevices command.
-	Return cqrs.Handler[commands.ReturnPoolDevices, int]
+	Return cqrs.Handler[provisioning.ReturnPoolDevices, int]
 	// Interval between passes; zero means one second, which bounds how
 	// long a unit whose lease ended stays out (the retryAfterMs a refused
 	// take names is at least that).
@@ -29,7 +29,7 @@ type PoolReturns struct {
 
 // RunOnce makes one pass and reports how many units it put back.
 func (w PoolReturns) RunOnce(ctx context.Context) (int, error) {
-	return w.Return.Handle(workerPass(ctx, "pool-returns"), commands.ReturnPoolDevices{})
+	return w.Return.Handle(workerPass(ctx, "pool-returns"), provisioning.ReturnPoolDevices{})
 }
 
 // Run makes a pass every Interval until ctx ends.

@@ -6,6 +6,8 @@ import (
 
 	"phonefleet/commands"
 	"phonefleet/commands/cqrs"
+	"phonefleet/commands/fleet"
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/fleettest"
@@ -22,7 +24,7 @@ func TestPoolReturnsWorker(t *testing.T) {
 	env := fleettest.Start(t, fleettest.Options{Clock: clock})
 	catalog := domain.DefaultCatalog()
 	catalog.Pool = &domain.CatalogPool{Sku: domain.SkuEmulator, Size: 3}
-	p := commands.NewProvisioning(commands.ProvisioningConfig{Store: env.Store, ReadModels: env.Runner, Catalog: catalog, Devices: env.Fleet,
+	p := provisioning.New(provisioning.Config{Store: env.Store, ReadModels: env.Runner, Catalog: catalog, Devices: env.Fleet,
 		PaygDeviceLimit: 3, Now: clock.Now})
 	app := commands.NewApplication(commands.Capabilities{Fleet: env.Fleet, Provisioning: p})
 
@@ -39,15 +41,15 @@ func TestPoolReturnsWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	auth := domain.Auth{OrgID: org, Kind: domain.PrincipalConsole, UserID: "u_pool", Role: domain.RoleMember, Scopes: domain.AllScopes}
-	take := func(ttl int) commands.TakenPoolDevice {
-		got, err := app.Provisioning.TakePoolDevice.Handle(bg, commands.TakePoolDevice{Auth: auth, TTLSeconds: ttl})
+	take := func(ttl int) provisioning.TakenPoolDevice {
+		got, err := app.Provisioning.TakePoolDevice.Handle(bg, provisioning.TakePoolDevice{Auth: auth, TTLSeconds: ttl})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return got
 	}
 	released, lapsed, kept := take(60), take(30), take(600)
-	if err := cqrs.Err(env.Fleet.ReleaseLease().Handle(bg, commands.ReleaseLease{Auth: auth, DeviceID: released.Device.DeviceID,
+	if err := cqrs.Err(env.Fleet.ReleaseLease().Handle(bg, fleet.ReleaseLease{Auth: auth, DeviceID: released.Device.DeviceID,
 		LeaseID: released.Lease.LeaseID})); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +78,7 @@ func TestPoolReturnsWorker(t *testing.T) {
 		t.Errorf("returns caused by %v; want the released and the lapsed devices", causes)
 	}
 	env.Settle(t)
-	page, err := env.App.Fleet.ListDevices.Handle(bg, commands.ListDevices{Auth: auth, DeviceQuery: commands.DeviceQuery{}})
+	page, err := env.App.Fleet.ListDevices.Handle(bg, fleet.ListDevices{Auth: auth, DeviceQuery: fleet.DeviceQuery{}})
 	if err != nil || len(page.Devices) != 1 || page.Devices[0].DeviceID != kept.Device.DeviceID {
 		t.Errorf("devices after the pass: %+v %v; want only the one still leased", page.Devices, err)
 	}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"phonefleet/commands"
 	"phonefleet/commands/cqrs"
+	"phonefleet/commands/runs"
 	"phonefleet/eventstore"
 	"phonefleet/projections"
 )
@@ -20,7 +20,7 @@ import (
 // on the run's stream, so a run is ended once.
 type RunDeadlines struct {
 	// End is the application's EndOverdueRun command.
-	End  cqrs.Handler[commands.EndOverdueRun, bool]
+	End  cqrs.Handler[runs.EndOverdueRun, bool]
 	Pool *pgxpool.Pool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -44,7 +44,7 @@ func (w RunDeadlines) RunOnce(ctx context.Context) (int, error) {
 		}
 		ended := 0
 		for _, r := range due {
-			ok, err := w.End.Handle(eventstore.CausedBy(ctx, r.RunID), commands.EndOverdueRun{RunID: r.RunID})
+			ok, err := w.End.Handle(eventstore.CausedBy(ctx, r.RunID), runs.EndOverdueRun{RunID: r.RunID})
 			if err != nil {
 				return n, err
 			}

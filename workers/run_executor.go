@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/internal/planner"
 	"phonefleet/projections"
@@ -204,7 +205,7 @@ func (e *RunExecutor) Poll(ctx context.Context) (int, error) {
 			continue
 		}
 		pctx := workerPass(ctx, "run-executor")
-		run, err := e.cfg.App.Runs.ClaimRun.Handle(pctx, commands.ClaimRun{RunID: q.RunID, Worker: e.cfg.Worker, TTL: e.cfg.ClaimTTL})
+		run, err := e.cfg.App.Runs.ClaimRun.Handle(pctx, runs.ClaimRun{RunID: q.RunID, Worker: e.cfg.Worker, TTL: e.cfg.ClaimTTL})
 		if err != nil {
 			// Another instance won it, or it moved on (paused, ended).
 			e.cfg.Logger.Debug("run not claimed", "run", q.RunID, "err", err)
@@ -303,7 +304,7 @@ func (e *RunExecutor) forget(runID string) {
 
 // drive takes the run's steps until it is let go.
 func (e *RunExecutor) drive(ctx context.Context, run domain.Run) {
-	acc := commands.RunAccess{RunID: run.RunID, Worker: e.cfg.Worker}
+	acc := runs.RunAccess{RunID: run.RunID, Worker: e.cfg.Worker}
 	log := e.cfg.Logger.With("run", run.RunID)
 	s, reason, err := e.session(workerPass(ctx, "run-executor"), run)
 	if err != nil {
@@ -328,13 +329,13 @@ func (e *RunExecutor) drive(ctx context.Context, run domain.Run) {
 			if e.lost(pctx, acc) {
 				return
 			}
-			if _, err := app.Runs.ClaimRun.Handle(pctx, commands.ClaimRun{RunID: run.RunID, Worker: e.cfg.Worker, TTL: e.cfg.ClaimTTL}); err != nil {
+			if _, err := app.Runs.ClaimRun.Handle(pctx, runs.ClaimRun{RunID: run.RunID, Worker: e.cfg.Worker, TTL: e.cfg.ClaimTTL}); err != nil {
 				log.Info("run executor lost its claim", "err", err)
 				return
 			}
 			renewAt = e.cfg.Now().Add(e.cfg.ClaimTTL / 2)
 		}
-		obs, err := app.Runs.RunObserve.Handle(pctx, commands.RunObserve{Access: acc, Image: "jpeg",
+		obs, err := app.Runs.RunObserve.Handle(pctx, runs.RunObserve{Access: acc, Image: "jpeg",
 			MaxWidth: planner.MaxImageWidth, Elements: "interactive"})
 		if err != nil {
 			if e.lost(pctx, acc) {
@@ -367,7 +368,7 @@ func (e *RunExecutor) drive(ctx context.Context, run domain.Run) {
 		switch d.Kind {
 		case planner.KindAct:
 			key := fmt.Sprintf("%s/step-%d/%d", run.RunID, obs.StepSeq+1, attempt)
-			out, err := app.Runs.RunAct.Handle(pctx, commands.RunAct{Access: acc, Action: d.Action,
+			out, err := app.Runs.RunAct.Handle(pctx, runs.RunAct{Access: acc, Action: d.Action,
 				Arguments: d.Arguments, IdempotencyKey: key, ObservedFrame: obs.Frame.FrameID})
 			if err == nil && out.Receipt.Error != nil {
 				err = &domain.Error{Code: out.Receipt.Error.Code, Message: out.Receipt.Error.Message}
@@ -401,7 +402,7 @@ func (e *RunExecutor) drive(ctx context.Context, run domain.Run) {
 			attempt, actRetries = 0, 0
 			s.record(step, e.cfg.History)
 		case planner.KindNeedsUser:
-			if _, err := app.Runs.RunNeedsUser.Handle(pctx, commands.RunNeedsUser{Access: acc, Reason: d.Reason}); err != nil {
+			if _, err := app.Runs.RunNeedsUser.Handle(pctx, runs.RunNeedsUser{Access: acc, Reason: d.Reason}); err != nil {
 				if e.lost(pctx, acc) {
 					return
 				}
@@ -424,8 +425,8 @@ func (e *RunExecutor) drive(ctx context.Context, run domain.Run) {
 // lost reports whether the executor must let the run go: its access is
 // refused (ended, past its deadline, claim lapsed or taken) or the run is
 // not running (paused, parked). A run seen ended is forgotten.
-func (e *RunExecutor) lost(ctx context.Context, acc commands.RunAccess) bool {
-	v, err := e.cfg.App.Runs.RunInfo.Handle(ctx, commands.RunInfo{Access: acc})
+func (e *RunExecutor) lost(ctx context.Context, acc runs.RunAccess) bool {
+	v, err := e.cfg.App.Runs.RunInfo.Handle(ctx, runs.RunInfo{Access: acc})
 	if err != nil {
 		// A paused or parked run refuses a worker's access as an ended
 		// one does; its session is kept for a resume (and pruned later).
@@ -438,9 +439,9 @@ func (e *RunExecutor) lost(ctx context.Context, acc commands.RunAccess) bool {
 }
 
 // finish ends the run as the executor decided and forgets it.
-func (e *RunExecutor) finish(ctx context.Context, acc commands.RunAccess, state, reason, detail string, log *slog.Logger) {
+func (e *RunExecutor) finish(ctx context.Context, acc runs.RunAccess, state, reason, detail string, log *slog.Logger) {
 	defer e.forget(acc.RunID)
-	if _, err := e.cfg.App.Runs.RunFinish.Handle(ctx, commands.RunFinish{Access: acc, State: state,
+	if _, err := e.cfg.App.Runs.RunFinish.Handle(ctx, runs.RunFinish{Access: acc, State: state,
 		Reason: clipRunes(reason, domain.MaxRunReasonRunes), Detail: clipRunes(detail, domain.MaxRunDetailRunes)}); err != nil {
 		log.Info("run executor could not finish the run", "state", state, "reason", reason, "err", err)
 	}
@@ -460,7 +461,7 @@ func clipRunes(s string, n int) string {
 }
 
 // plannerObservation is what the planner sees of a run observation.
-func plannerObservation(o commands.RunObservation) planner.Observation {
+func plannerObservation(o runs.RunObservation) planner.Observation {
 	return planner.Observation{FrameID: o.Frame.FrameID, ScreenHash: o.Frame.ScreenHash, Layout: o.Layout, Width: o.Width, Height: o.Height,
 		ScreenOn: o.ScreenOn, ContentType: o.ContentType, Image: o.Image, ImageWidth: o.ImageWidth,
 		ImageHeight: o.ImageHeight, Elements: o.Elements}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/internal/fleettest"
 	"phonefleet/internal/planner"
@@ -38,9 +39,9 @@ func (e *runEnv) executor(llm planner.Planner) *workers.RunExecutor {
 		Sleep: func(context.Context, time.Duration) {}, Logger: fleettest.Quiet})
 }
 
-func (e *runEnv) start(t *testing.T, dev string, mod func(*commands.StartRun)) string {
+func (e *runEnv) start(t *testing.T, dev string, mod func(*runs.StartRun)) string {
 	t.Helper()
-	cmd := commands.StartRun{Auth: e.Auth, DeviceID: dev, Executor: domain.ExecutorBuiltin}
+	cmd := runs.StartRun{Auth: e.Auth, DeviceID: dev, Executor: domain.ExecutorBuiltin}
 	mod(&cmd)
 	s, err := e.app.Runs.StartRun.Handle(testutil.Context(t), cmd)
 	if err != nil {
@@ -67,7 +68,7 @@ func (e *runEnv) drive(t *testing.T, x *workers.RunExecutor, want int) {
 
 func (e *runEnv) run(t *testing.T, id string) projections.RunView {
 	t.Helper()
-	v, err := e.app.Runs.GetRun.Handle(bg, commands.GetRun{Auth: e.Auth, RunID: id})
+	v, err := e.app.Runs.GetRun.Handle(bg, runs.GetRun{Auth: e.Auth, RunID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func scriptedLLM(t *testing.T, steps string) *hookPlanner {
 // run ends succeeded with its successCheck holding.
 func TestRunExecutorFollowsAGoalWrittenAsSteps(t *testing.T) {
 	e := startRunEnv(t, 1)
-	id := e.start(t, e.DeviceIDs[0], func(c *commands.StartRun) {
+	id := e.start(t, e.DeviceIDs[0], func(c *runs.StartRun) {
 		c.Goal = "open com.example.notes\nkey home\nopen com.android.settings\nfinish succeeded"
 		c.SuccessCheck = &domain.SuccessCheck{App: "com.android.settings"}
 	})
@@ -159,8 +160,8 @@ func TestRunExecutorPlannerChoice(t *testing.T) {
 	e := startRunEnv(t, 3)
 	script, _ := json.Marshal(domain.RunScript{Version: 1, Steps: []domain.ScriptStep{
 		{Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`)}, {Finish: "succeeded", Reason: "scripted"}}})
-	scripted := e.start(t, e.DeviceIDs[0], func(c *commands.StartRun) { c.Goal = "go home"; c.Script = script })
-	prose := e.start(t, e.DeviceIDs[1], func(c *commands.StartRun) { c.Goal = "Please turn on wifi" })
+	scripted := e.start(t, e.DeviceIDs[0], func(c *runs.StartRun) { c.Goal = "go home"; c.Script = script })
+	prose := e.start(t, e.DeviceIDs[1], func(c *runs.StartRun) { c.Goal = "Please turn on wifi" })
 	e.drive(t, e.executor(nil), 2)
 	if v := e.run(t, scripted); v.State != domain.RunStateSucceeded || deref(v.Reason) != "scripted" || v.StepSeq != 1 {
 		t.Errorf("got scripted run %s (%s) after %d steps; want succeeded (scripted) after 1", v.State, deref(v.Reason), v.StepSeq)
@@ -172,7 +173,7 @@ func TestRunExecutorPlannerChoice(t *testing.T) {
 	malformed := &fakeModel{decide: func(planner.Input) (planner.Decision, error) {
 		return planner.Decision{}, fmt.Errorf("%w: unknown tool %q", planner.ErrMalformed, "teleport")
 	}}
-	llm := e.start(t, e.DeviceIDs[2], func(c *commands.StartRun) { c.Goal = "Please turn on wifi" })
+	llm := e.start(t, e.DeviceIDs[2], func(c *runs.StartRun) { c.Goal = "Please turn on wifi" })
 	e.drive(t, e.executor(malformed), 1)
 	v := e.run(t, llm)
 	if v.State != domain.RunStateFailed || deref(v.Reason) != domain.RunReasonPlannerFailed || !strings.Contains(deref(v.Detail), "teleport") {
@@ -198,12 +199,12 @@ func TestRunExecutorPauseResume(t *testing.T) {
 	var id string
 	model.hook = func(n int, _ planner.Input) {
 		if n == 2 {
-			if _, err := e.app.Runs.PauseRun.Handle(testutil.Context(t), commands.PauseRun{Auth: e.Auth, RunID: id}); err != nil {
+			if _, err := e.app.Runs.PauseRun.Handle(testutil.Context(t), runs.PauseRun{Auth: e.Auth, RunID: id}); err != nil {
 				t.Error(err)
 			}
 		}
 	}
-	id = e.start(t, e.DeviceIDs[0], func(c *commands.StartRun) { c.Goal = "do the three steps" })
+	id = e.start(t, e.DeviceIDs[0], func(c *runs.StartRun) { c.Goal = "do the three steps" })
 	x := e.executor(model)
 	e.drive(t, x, 1)
 	if v := e.run(t, id); v.State != domain.RunStatePaused || v.StepSeq != 1 {
@@ -212,7 +213,7 @@ func TestRunExecutorPauseResume(t *testing.T) {
 	if n, _ := x.Poll(bg); n != 0 {
 		t.Fatalf("got a paused run claimed")
 	}
-	if _, err := e.app.Runs.ResumeRun.Handle(testutil.Context(t), commands.ResumeRun{Auth: e.Auth, RunID: id}); err != nil {
+	if _, err := e.app.Runs.ResumeRun.Handle(testutil.Context(t), runs.ResumeRun{Auth: e.Auth, RunID: id}); err != nil {
 		t.Fatal(err)
 	}
 	e.Settle(t)
@@ -243,15 +244,15 @@ func TestRunExecutorRetriesAndErrors(t *testing.T) {
 		if n == 1 {
 			// Someone changes the screen between the observation and the
 			// action (here: an action of the run itself).
-			acc := commands.RunAccess{RunID: id, Worker: x.Worker()}
-			if _, err := e.app.Runs.RunAct.Handle(testutil.Context(t), commands.RunAct{Access: acc, Action: "open_app",
+			acc := runs.RunAccess{RunID: id, Worker: x.Worker()}
+			if _, err := e.app.Runs.RunAct.Handle(testutil.Context(t), runs.RunAct{Access: acc, Action: "open_app",
 				Arguments: json.RawMessage(`{"package":"com.example.notes"}`), IdempotencyKey: "meddler"}); err != nil {
 				t.Error(err)
 			}
 		}
 		e.clock.Advance(20 * time.Second) // past half the claim's 30 s
 	}
-	id = e.start(t, e.DeviceIDs[0], func(c *commands.StartRun) { c.Goal = "go home" })
+	id = e.start(t, e.DeviceIDs[0], func(c *runs.StartRun) { c.Goal = "go home" })
 	x = e.executor(model)
 	e.drive(t, x, 1)
 	v := e.run(t, id)
@@ -287,7 +288,7 @@ func TestRunExecutorRetriesAndErrors(t *testing.T) {
 // TestRunDeadlinesSweep: the sweep ends a run past its deadline, once.
 func TestRunDeadlinesSweep(t *testing.T) {
 	e := startRunEnv(t, 1)
-	id := e.start(t, e.DeviceIDs[0], func(c *commands.StartRun) { c.Goal = "key home"; c.DeadlineSeconds = 60 })
+	id := e.start(t, e.DeviceIDs[0], func(c *runs.StartRun) { c.Goal = "key home"; c.DeadlineSeconds = 60 })
 	w := workers.RunDeadlines{End: e.app.Runs.EndOverdueRun, Pool: e.Pool, Now: e.clock.Now}
 	for _, tt := range []struct {
 		name    string

@@ -9,8 +9,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"phonefleet/commands"
 	"phonefleet/commands/cqrs"
+	"phonefleet/commands/runs"
+	"phonefleet/commands/schedules"
 	"phonefleet/domain"
 	"phonefleet/projections"
 )
@@ -38,10 +39,10 @@ import (
 type Schedules struct {
 	// Fire, Complete and Resolve are the application's schedule firing
 	// commands, StartRun its run start.
-	Fire     cqrs.Handler[commands.FireSchedule, commands.ScheduleFiring]
-	Complete cqrs.Handler[commands.CompleteScheduleFiring, bool]
-	Resolve  cqrs.Handler[commands.ResolveScheduleFiring, string]
-	StartRun cqrs.Handler[commands.StartRun, commands.StartedRun]
+	Fire     cqrs.Handler[schedules.FireSchedule, schedules.ScheduleFiring]
+	Complete cqrs.Handler[schedules.CompleteScheduleFiring, bool]
+	Resolve  cqrs.Handler[schedules.ResolveScheduleFiring, string]
+	StartRun cqrs.Handler[runs.StartRun, runs.StartedRun]
 	Pool     *pgxpool.Pool
 	// Now is the clock that decides what is due; nil means time.Now.
 	Now func() time.Time
@@ -101,7 +102,7 @@ func (w Schedules) RunOnce(ctx context.Context) ([]Fired, error) {
 	var out []Fired
 	for _, d := range due {
 		if d.Stale {
-			outcome, err := w.Resolve.Handle(ctx, commands.ResolveScheduleFiring{ScheduleID: d.ScheduleID, At: now, StaleAfter: w.StaleAfter})
+			outcome, err := w.Resolve.Handle(ctx, schedules.ResolveScheduleFiring{ScheduleID: d.ScheduleID, At: now, StaleAfter: w.StaleAfter})
 			if err != nil {
 				return out, err
 			}
@@ -110,7 +111,7 @@ func (w Schedules) RunOnce(ctx context.Context) ([]Fired, error) {
 			}
 			continue
 		}
-		f, err := w.Fire.Handle(ctx, commands.FireSchedule{ScheduleID: d.ScheduleID, At: now, Worker: w.ID})
+		f, err := w.Fire.Handle(ctx, schedules.FireSchedule{ScheduleID: d.ScheduleID, At: now, Worker: w.ID})
 		if err != nil {
 			return out, err
 		}
@@ -125,9 +126,9 @@ func (w Schedules) RunOnce(ctx context.Context) ([]Fired, error) {
 }
 
 // start starts the firing's run and records its outcome.
-func (w Schedules) start(ctx context.Context, f commands.ScheduleFiring) Fired {
+func (w Schedules) start(ctx context.Context, f schedules.ScheduleFiring) Fired {
 	res := Fired{ScheduleID: f.ScheduleID, FiringID: f.FiringID, ScheduledFor: f.ScheduledFor}
-	c := commands.CompleteScheduleFiring{ScheduleID: f.ScheduleID, FiringID: f.FiringID}
+	c := schedules.CompleteScheduleFiring{ScheduleID: f.ScheduleID, FiringID: f.FiringID}
 	started, err := w.StartRun.Handle(ctx, f.Run)
 	var de *domain.Error
 	switch {

@@ -10,6 +10,8 @@ import (
 
 	"phonefleet/commands"
 	"phonefleet/commands/cqrs"
+	"phonefleet/commands/runs"
+	"phonefleet/commands/schedules"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/projections"
@@ -28,9 +30,9 @@ type schedEnv struct {
 	auth   domain.Auth
 	starts atomic.Int64
 	mu     sync.Mutex
-	runs   []commands.StartRun
+	runs   []runs.StartRun
 	// answer is what the run start answers.
-	answer func(n int64) (commands.StartedRun, error)
+	answer func(n int64) (runs.StartedRun, error)
 }
 
 func newSchedEnv(t *testing.T) *schedEnv {
@@ -50,15 +52,15 @@ func newSchedEnv(t *testing.T) *schedEnv {
 	t.Cleanup(func() { cancel(); <-done })
 	e := &schedEnv{store: store, clock: newClock(), auth: domain.Auth{OrgID: domain.NewID(domain.PrefixOrganisation),
 		Kind: domain.PrincipalAPIKey, APIKeyID: "key_1", Scopes: []domain.Scope{domain.ScopeRunsStart, domain.ScopeDevicesAct}}}
-	sc := commands.NewSchedules(commands.ScheduleConfig{Store: store, Now: e.clock.Now, ReadModels: testutil.ReadModels{RM: runner}})
+	sc := schedules.New(schedules.Config{Store: store, Now: e.clock.Now, ReadModels: testutil.ReadModels{RM: runner}})
 	e.app = commands.NewApplication(commands.Capabilities{Schedules: sc})
-	e.answer = func(n int64) (commands.StartedRun, error) {
-		return commands.StartedRun{Run: projections.RunView{RunID: "run_" + string(rune('a'+n)), AgentRunID: "arun_" + string(rune('a'+n)), DeviceID: "dev_1"}}, nil
+	e.answer = func(n int64) (runs.StartedRun, error) {
+		return runs.StartedRun{Run: projections.RunView{RunID: "run_" + string(rune('a'+n)), AgentRunID: "arun_" + string(rune('a'+n)), DeviceID: "dev_1"}}, nil
 	}
 	return e
 }
 
-func (e *schedEnv) startRun(ctx context.Context, cmd commands.StartRun) (commands.StartedRun, error) {
+func (e *schedEnv) startRun(ctx context.Context, cmd runs.StartRun) (runs.StartedRun, error) {
 	n := e.starts.Add(1)
 	e.mu.Lock()
 	e.runs = append(e.runs, cmd)
@@ -69,13 +71,13 @@ func (e *schedEnv) startRun(ctx context.Context, cmd commands.StartRun) (command
 func (e *schedEnv) worker(id string) workers.Schedules {
 	c := e.app.Schedules
 	return workers.NewSchedules(workers.Schedules{Fire: c.FireSchedule, Complete: c.CompleteScheduleFiring, Resolve: c.ResolveScheduleFiring,
-		StartRun: cqrs.Fake[commands.StartRun, commands.StartedRun](e.startRun), Pool: e.store.Pool(), Now: e.clock.Now, ID: id, Logger: quiet})
+		StartRun: cqrs.Fake[runs.StartRun, runs.StartedRun](e.startRun), Pool: e.store.Pool(), Now: e.clock.Now, ID: id, Logger: quiet})
 }
 
 // create makes an hourly schedule and returns it.
 func (e *schedEnv) create(t *testing.T) projections.ScheduleView {
 	t.Helper()
-	v, err := e.app.Schedules.CreateSchedule.Handle(testutil.Context(t), commands.CreateSchedule{Auth: e.auth,
+	v, err := e.app.Schedules.CreateSchedule.Handle(testutil.Context(t), schedules.CreateSchedule{Auth: e.auth,
 		ScheduleSettings: domain.ScheduleSettings{Name: "hourly check", Cron: "0 * * * *", Enabled: true, Goal: "open settings", MaxSteps: 7}})
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +87,7 @@ func (e *schedEnv) create(t *testing.T) projections.ScheduleView {
 
 func (e *schedEnv) firings(t *testing.T, id string) []projections.FiringView {
 	t.Helper()
-	p, err := e.app.Schedules.ListScheduleFirings.Handle(testutil.Context(t), commands.ListScheduleFirings{Auth: e.auth, ScheduleID: id})
+	p, err := e.app.Schedules.ListScheduleFirings.Handle(testutil.Context(t), schedules.ListScheduleFirings{Auth: e.auth, ScheduleID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,8 +144,8 @@ func TestConcurrentWorkersFireOneOccurrenceOnce(t *testing.T) {
 // the schedule goes on to its next occurrence.
 func TestAFiringWithNoFreeDeviceIsRecorded(t *testing.T) {
 	e := newSchedEnv(t)
-	e.answer = func(int64) (commands.StartedRun, error) {
-		return commands.StartedRun{}, domain.Errorf(domain.CodeDeviceUnavailable, "every device is leased").
+	e.answer = func(int64) (runs.StartedRun, error) {
+		return runs.StartedRun{}, domain.Errorf(domain.CodeDeviceUnavailable, "every device is leased").
 			With("reason", domain.ReasonAlreadyLeased).WithRetryable(true)
 	}
 	s := e.create(t)
@@ -156,7 +158,7 @@ func TestAFiringWithNoFreeDeviceIsRecorded(t *testing.T) {
 	if len(fs) != 1 || fs[0].Outcome != domain.FiringNoDevice || fs[0].Reason != domain.ReasonAlreadyLeased || fs[0].AgentRunID != "" {
 		t.Errorf("got %+v; want the firing recorded no_device (already_leased)", fs)
 	}
-	v, err := e.app.Schedules.GetSchedule.Handle(testutil.Context(t), commands.GetSchedule{Auth: e.auth, ScheduleID: s.ScheduleID})
+	v, err := e.app.Schedules.GetSchedule.Handle(testutil.Context(t), schedules.GetSchedule{Auth: e.auth, ScheduleID: s.ScheduleID})
 	if err != nil || v.LastOutcome != domain.FiringNoDevice || !v.NextFireAt.Equal(s.NextFireAt.Add(time.Hour)) {
 		t.Errorf("got %+v %v; want last outcome no_device and the next hour due", v, err)
 	}
@@ -176,7 +178,7 @@ func TestAnInterruptedFiringIsSettledNeverRestarted(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newSchedEnv(t)
 			s := e.create(t)
-			e.answer = func(int64) (commands.StartedRun, error) { return commands.StartedRun{}, errors.New("connection reset") }
+			e.answer = func(int64) (runs.StartedRun, error) { return runs.StartedRun{}, errors.New("connection reset") }
 			e.clock.Set(*s.NextFireAt)
 			w := e.worker("w1")
 			w.StaleAfter = 2 * time.Hour
@@ -218,8 +220,8 @@ func TestAnInterruptedFiringIsSettledNeverRestarted(t *testing.T) {
 			}
 			// Settled, the schedule fires again, once, for its latest
 			// occurrence.
-			e.answer = func(int64) (commands.StartedRun, error) {
-				return commands.StartedRun{Run: projections.RunView{RunID: "run_y", AgentRunID: "arun_y"}}, nil
+			e.answer = func(int64) (runs.StartedRun, error) {
+				return runs.StartedRun{Run: projections.RunView{RunID: "run_y", AgentRunID: "arun_y"}}, nil
 			}
 			out, err = w.RunOnce(testutil.Context(t))
 			if err != nil || len(out) != 1 || out[0].Outcome != domain.FiringStarted || !out[0].ScheduledFor.Equal(s.NextFireAt.Add(2*time.Hour)) {

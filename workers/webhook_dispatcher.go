@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"phonefleet/commands"
 	"phonefleet/commands/cqrs"
+	"phonefleet/commands/webhooks"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/webhooksig"
@@ -26,7 +26,7 @@ type WebhookDispatcherConfig struct {
 	Pool *pgxpool.Pool
 	// Record is the application's RecordWebhookAttempt: it records each
 	// attempt.
-	Record cqrs.Handler[commands.RecordWebhookAttempt, commands.RecordedWebhookAttempt]
+	Record cqrs.Handler[webhooks.RecordWebhookAttempt, webhooks.RecordedWebhookAttempt]
 	// Box opens the sealed signing secrets.
 	Box *domain.SecretBox
 	// Client sends deliveries; nil means NewWebhookClient with the zero
@@ -64,7 +64,7 @@ type WebhookDispatcherConfig struct {
 type WebhookDispatcher struct {
 	cfg      WebhookDispatcherConfig
 	reaction *webhookReaction
-	reactor  *Reactor[webhookDelivery, commands.RecordWebhookAttempt]
+	reactor  *Reactor[webhookDelivery, webhooks.RecordWebhookAttempt]
 	// afterSend, when not nil, runs between sending and recording (a test seam).
 	afterSend func(deliveryID string)
 }
@@ -79,10 +79,10 @@ func NewWebhookDispatcher(cfg WebhookDispatcherConfig) *WebhookDispatcher {
 	}
 	d := &WebhookDispatcher{cfg: cfg}
 	d.reaction = &webhookReaction{d: d, recorder: cfg.Record}
-	rc := ReactorConfig[webhookDelivery, commands.RecordWebhookAttempt]{Name: "webhook-dispatcher", ID: cfg.ID, Now: cfg.Now,
+	rc := ReactorConfig[webhookDelivery, webhooks.RecordWebhookAttempt]{Name: "webhook-dispatcher", ID: cfg.ID, Now: cfg.Now,
 		Concurrency: cfg.Concurrency, Lease: cfg.Lease, Poll: cfg.Poll, Logger: cfg.Logger}
 	if cfg.OnAttempt != nil {
-		rc.OnAttempt = func(a Attempt[webhookDelivery, commands.RecordWebhookAttempt]) { cfg.OnAttempt(webhookAttempt(a)) }
+		rc.OnAttempt = func(a Attempt[webhookDelivery, webhooks.RecordWebhookAttempt]) { cfg.OnAttempt(webhookAttempt(a)) }
 	}
 	d.reactor = NewReactor(d.reaction, rc)
 	return d
@@ -100,7 +100,7 @@ type WebhookAttempt struct {
 	Err      error
 }
 
-func webhookAttempt(a Attempt[webhookDelivery, commands.RecordWebhookAttempt]) WebhookAttempt {
+func webhookAttempt(a Attempt[webhookDelivery, webhooks.RecordWebhookAttempt]) WebhookAttempt {
 	return WebhookAttempt{Event: a.Outcome.Event(), Appended: a.Appended, Err: a.Err}
 }
 
@@ -134,7 +134,7 @@ func (d *WebhookDispatcher) Cleanup(ctx context.Context) error {
 // webhook.delivery_attempted in the delivery's stream records each attempt.
 type webhookReaction struct {
 	d        *WebhookDispatcher
-	recorder cqrs.Handler[commands.RecordWebhookAttempt, commands.RecordedWebhookAttempt]
+	recorder cqrs.Handler[webhooks.RecordWebhookAttempt, webhooks.RecordedWebhookAttempt]
 	cursor   claimCursor
 }
 
@@ -236,19 +236,19 @@ func (w *webhookReaction) Claim(ctx context.Context, l Lease, n int) ([]Claimed[
 
 // Act implements Reaction: it sends the delivery signed now, and returns
 // the command recording what the receiver answered.
-func (w *webhookReaction) Act(ctx context.Context, c Claimed[webhookDelivery]) commands.RecordWebhookAttempt {
+func (w *webhookReaction) Act(ctx context.Context, c Claimed[webhookDelivery]) webhooks.RecordWebhookAttempt {
 	at := w.d.cfg.Now()
 	status, errCode := w.send(ctx, c, at)
 	if w.d.afterSend != nil {
 		w.d.afterSend(c.Key)
 	}
-	return commands.RecordWebhookAttempt{OrgID: c.Item.orgID, DeliveryID: c.Key, WebhookID: c.Item.webhookID,
+	return webhooks.RecordWebhookAttempt{OrgID: c.Item.orgID, DeliveryID: c.Key, WebhookID: c.Item.webhookID,
 		Attempt: c.Attempt, At: at, ResponseStatus: status, Error: errCode, DispatcherID: w.d.ID()}
 }
 
 // Record implements Reaction: the command appends the attempt at the
 // delivery stream's version attempt−1 and marks the claim recorded.
-func (w *webhookReaction) Record(ctx context.Context, _ Claimed[webhookDelivery], cmd commands.RecordWebhookAttempt) (eventstore.Appended, error) {
+func (w *webhookReaction) Record(ctx context.Context, _ Claimed[webhookDelivery], cmd webhooks.RecordWebhookAttempt) (eventstore.Appended, error) {
 	r, err := w.recorder.Handle(ctx, cmd)
 	return r.Appended, err
 }

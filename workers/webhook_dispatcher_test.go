@@ -13,8 +13,8 @@ import (
 
 	stripewebhook "github.com/stripe/stripe-go/v79/webhook"
 
-	"phonefleet/commands"
 	"phonefleet/commands/cqrs"
+	"phonefleet/commands/webhooks"
 	"phonefleet/domain"
 	"phonefleet/projections"
 	"phonefleet/testutil"
@@ -206,8 +206,8 @@ func TestAnswersWithoutSuccess(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resolver.set("example.com", "93.184.216.34")
-			created, err := commands.CreateWebhookHandler{Webhooks: e.base, Addresses: domain.AddressPolicy{AllowLoopback: true}, Resolver: resolver}.
-				Handle(testutil.Context(t), commands.CreateWebhook{Auth: e.auth, URL: tt.url, Events: []string{domain.WebhookRunEnded}})
+			created, err := webhooks.CreateWebhookHandler{Webhooks: e.base, Addresses: domain.AddressPolicy{AllowLoopback: true}, Resolver: resolver}.
+				Handle(testutil.Context(t), webhooks.CreateWebhook{Auth: e.auth, URL: tt.url, Events: []string{domain.WebhookRunEnded}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -255,8 +255,8 @@ func TestAnswersWithoutSuccess(t *testing.T) {
 		// example.com → 127.0.0.1 reaches the receiver (its certificate names
 		// example.com), so the refusals above came from the address check.
 		resolver.set("example.com", "127.0.0.1")
-		created, err := commands.CreateWebhookHandler{Webhooks: e.base, Addresses: domain.AddressPolicy{AllowLoopback: true}, Resolver: resolver}.
-			Handle(testutil.Context(t), commands.CreateWebhook{Auth: e.auth, URL: "https://example.com:" + rcv.port() + "/elsewhere", Events: []string{domain.WebhookRunEnded}})
+		created, err := webhooks.CreateWebhookHandler{Webhooks: e.base, Addresses: domain.AddressPolicy{AllowLoopback: true}, Resolver: resolver}.
+			Handle(testutil.Context(t), webhooks.CreateWebhook{Auth: e.auth, URL: "https://example.com:" + rcv.port() + "/elsewhere", Events: []string{domain.WebhookRunEnded}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -282,22 +282,22 @@ func TestDisablingAbandonsQueuedRetries(t *testing.T) {
 	if row := e.delivery(t, dlv); row.Status != domain.DeliveryPending || row.NextAttemptAt == nil {
 		t.Fatalf("got %s next %v; want pending with a retry queued", row.Status, row.NextAttemptAt)
 	}
-	enable := commands.SetWebhookEnabledHandler{Webhooks: e.base}
-	if err := cqrs.Err(enable.Handle(testutil.Context(t), commands.SetWebhookEnabled{Auth: e.auth, WebhookID: id, Enabled: false})); err != nil {
+	enable := webhooks.SetWebhookEnabledHandler{Webhooks: e.base}
+	if err := cqrs.Err(enable.Handle(testutil.Context(t), webhooks.SetWebhookEnabled{Auth: e.auth, WebhookID: id, Enabled: false})); err != nil {
 		t.Fatal(err)
 	}
 	row := e.delivery(t, dlv)
 	if row.Status != domain.DeliveryFailed || row.NextAttemptAt != nil || !row.Abandoned {
 		t.Fatalf("got %s next %v abandoned %v; want failed, no next attempt, abandoned", row.Status, row.NextAttemptAt, row.Abandoned)
 	}
-	if _, err := (commands.TestWebhookHandler{Webhooks: e.base}).Handle(testutil.Context(t), commands.TestWebhook{Auth: e.auth, WebhookID: id}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
+	if _, err := (webhooks.TestWebhookHandler{Webhooks: e.base}).Handle(testutil.Context(t), webhooks.TestWebhook{Auth: e.auth, WebhookID: id}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
 		t.Fatalf("got %v testing a switched-off webhook; want invalid_argument", err)
 	}
 	e.clock.Advance(time.Hour)
 	if got := e.dispatch(t, d); len(got) != 0 {
 		t.Fatalf("got %d attempts while switched off; want none", len(got))
 	}
-	if err := cqrs.Err(enable.Handle(testutil.Context(t), commands.SetWebhookEnabled{Auth: e.auth, WebhookID: id, Enabled: true})); err != nil {
+	if err := cqrs.Err(enable.Handle(testutil.Context(t), webhooks.SetWebhookEnabled{Auth: e.auth, WebhookID: id, Enabled: true})); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(time.Hour)
@@ -315,7 +315,7 @@ func TestRotationStopsTheOldSecretAtOnce(t *testing.T) {
 	e := newEnv(t)
 	rcv := newReceiver(t, nil)
 	id, old := e.subscribe(t, rcv.srv.URL)
-	secret, err := commands.RotateWebhookSecretHandler{Webhooks: e.base}.Handle(testutil.Context(t), commands.RotateWebhookSecret{Auth: e.auth, WebhookID: id})
+	secret, err := webhooks.RotateWebhookSecretHandler{Webhooks: e.base}.Handle(testutil.Context(t), webhooks.RotateWebhookSecret{Auth: e.auth, WebhookID: id})
 	if err != nil {
 		t.Fatal(err)
 	}

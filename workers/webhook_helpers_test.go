@@ -18,6 +18,7 @@ import (
 	stripewebhook "github.com/stripe/stripe-go/v79/webhook"
 
 	"phonefleet/commands"
+	"phonefleet/commands/webhooks"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/projections"
@@ -68,7 +69,7 @@ type env struct {
 	box    *domain.SecretBox
 	key    []byte
 	clock  *testutil.Clock
-	base   commands.Webhooks
+	base   webhooks.Webhooks
 	q      projections.WebhookQueries
 	auth   domain.Auth
 }
@@ -117,7 +118,7 @@ func newEnv(t *testing.T) *env {
 	e := &env{pool: pool, url: url, store: store, runner: runner, box: box, key: key, clock: c,
 		q:    projections.WebhookQueries{DB: pool},
 		auth: domain.LocalOperator(domain.NewID(domain.PrefixOrganisation))}
-	e.base = commands.Webhooks{Store: store, Box: box, Now: c.Now, ReadModels: testutil.ReadModels{RM: e.runner}}
+	e.base = webhooks.Webhooks{Store: store, Box: box, Now: c.Now, ReadModels: testutil.ReadModels{RM: e.runner}}
 	return e
 }
 
@@ -131,8 +132,8 @@ func (e *env) wait(ctx context.Context, a eventstore.Appended) error {
 // returns its id and secret.
 func (e *env) subscribe(t *testing.T, url string) (string, string) {
 	t.Helper()
-	created, err := commands.CreateWebhookHandler{Webhooks: e.base, Addresses: domain.AddressPolicy{AllowLoopback: true}}.
-		Handle(testutil.Context(t), commands.CreateWebhook{Auth: e.auth, URL: url, Events: []string{domain.WebhookRunEnded}})
+	created, err := webhooks.CreateWebhookHandler{Webhooks: e.base, Addresses: domain.AddressPolicy{AllowLoopback: true}}.
+		Handle(testutil.Context(t), webhooks.CreateWebhook{Auth: e.auth, URL: url, Events: []string{domain.WebhookRunEnded}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func (e *env) subscribe(t *testing.T, url string) (string, string) {
 // test queues a test delivery and returns its id.
 func (e *env) test(t *testing.T, webhookID string) string {
 	t.Helper()
-	id, err := commands.TestWebhookHandler{Webhooks: e.base}.Handle(testutil.Context(t), commands.TestWebhook{Auth: e.auth, WebhookID: webhookID})
+	id, err := webhooks.TestWebhookHandler{Webhooks: e.base}.Handle(testutil.Context(t), webhooks.TestWebhook{Auth: e.auth, WebhookID: webhookID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func (e *env) delivery(t *testing.T, id string) projections.DeliveryView {
 
 // app is the application object over e's webhook capability.
 func (e *env) app() commands.Application {
-	return commands.NewApplication(commands.Capabilities{Webhooks: &commands.WebhookCapability{Webhooks: e.base, Queries: e.q}})
+	return commands.NewApplication(commands.Capabilities{Webhooks: &webhooks.Capability{Webhooks: e.base, Queries: e.q}})
 }
 
 // dispatcher returns a dispatcher on e's clock that trusts rcv's

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/webhooks"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/testutil"
@@ -45,8 +46,8 @@ func TestWebhookDispatcherChildProcess(t *testing.T) {
 	roots.AppendCertsFromPEM(caPEM)
 	pool := smallPool(t, url, 2)
 	d := workers.NewWebhookDispatcher(workers.WebhookDispatcherConfig{
-		Pool: pool, Record: commands.NewApplication(commands.Capabilities{Webhooks: &commands.WebhookCapability{
-			Webhooks: commands.Webhooks{Store: eventstore.New(pool), Box: box}}}).Webhooks.RecordWebhookAttempt, Box: box, ID: "child",
+		Pool: pool, Record: commands.NewApplication(commands.Capabilities{Webhooks: &webhooks.Capability{
+			Webhooks: webhooks.Webhooks{Store: eventstore.New(pool), Box: box}}}).Webhooks.RecordWebhookAttempt, Box: box, ID: "child",
 		Client: workers.NewWebhookClient(workers.WebhookClientOptions{Addresses: domain.AddressPolicy{AllowLoopback: true}, RootCAs: roots}),
 	})
 	workers.SetAfterSend(d, func(id string) {

@@ -10,7 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/internal/app"
 	"phonefleet/internal/config"
@@ -66,7 +67,7 @@ func (b *bench) executor(ctx context.Context, d time.Duration) error {
 	auth := domain.LocalOperator(orgID)
 	var devices []string
 	for wait := time.Now().Add(30 * time.Second); len(devices) < executorDevices && time.Now().Before(wait); time.Sleep(50 * time.Millisecond) {
-		page, err := application.Fleet.ListDevices.Handle(ctx, commands.ListDevices{Auth: auth, DeviceQuery: commands.DeviceQuery{Limit: 200}})
+		page, err := application.Fleet.ListDevices.Handle(ctx, fleet.ListDevices{Auth: auth, DeviceQuery: fleet.DeviceQuery{Limit: 200}})
 		if err != nil {
 			return err
 		}
@@ -90,14 +91,14 @@ func (b *bench) executor(ctx context.Context, d time.Duration) error {
 	if err != nil {
 		return err
 	}
-	var runs []string
+	var started []string
 	for _, dev := range devices {
-		s, err := application.Runs.StartRun.Handle(ctx, commands.StartRun{Auth: auth, DeviceID: dev, Goal: "press the volume keys",
+		s, err := application.Runs.StartRun.Handle(ctx, runs.StartRun{Auth: auth, DeviceID: dev, Goal: "press the volume keys",
 			Script: script, MaxSteps: domain.MaxRunMaxSteps, Executor: domain.ExecutorBuiltin})
 		if err != nil {
 			return err
 		}
-		runs = append(runs, s.Run.RunID)
+		started = append(started, s.Run.RunID)
 	}
 	steps := func() (int64, error) {
 		var n int64
@@ -117,8 +118,8 @@ func (b *bench) executor(ctx context.Context, d time.Duration) error {
 	}
 	elapsed := time.Since(t0)
 	taken := s1 - s0
-	for _, id := range runs {
-		if _, err := application.Runs.CancelRun.Handle(ctx, commands.CancelRun{Auth: auth, RunID: id}); err != nil {
+	for _, id := range started {
+		if _, err := application.Runs.CancelRun.Handle(ctx, runs.CancelRun{Auth: auth, RunID: id}); err != nil {
 			return err
 		}
 	}
@@ -132,7 +133,7 @@ func (b *bench) executor(ctx context.Context, d time.Duration) error {
 	for i, dev := range devices {
 		var l projections.LeaseView
 		for wait := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			l, err = application.Fleet.AcquireLease.Handle(ctx, commands.AcquireLease{Auth: auth, DeviceID: dev, TTLSeconds: 3600})
+			l, err = application.Fleet.AcquireLease.Handle(ctx, fleet.AcquireLease{Auth: auth, DeviceID: dev, TTLSeconds: 3600})
 			if err == nil || time.Now().After(wait) {
 				break
 			}
@@ -148,14 +149,14 @@ func (b *bench) executor(ctx context.Context, d time.Duration) error {
 		go func() {
 			defer wg.Done()
 			for n := next.Add(1); n <= pairs; n = next.Add(1) {
-				obs, err := application.Fleet.ObserveDevice.Handle(ctx, commands.ObserveDevice{Auth: auth, DeviceID: dev,
+				obs, err := application.Fleet.ObserveDevice.Handle(ctx, fleet.ObserveDevice{Auth: auth, DeviceID: dev,
 					Image: true, MaxWidth: 768, Snapshot: true})
 				if err != nil {
 					errs.Add(1)
 					continue
 				}
 				args, _ := json.Marshal(map[string]string{"key": []string{"VOLUME_UP", "VOLUME_DOWN"}[n%2]})
-				if _, err := application.Fleet.PerformAction.Handle(ctx, commands.PerformAction{Auth: auth, DeviceID: dev,
+				if _, err := application.Fleet.PerformAction.Handle(ctx, fleet.PerformAction{Auth: auth, DeviceID: dev,
 					Action: "key", Arguments: args, IdempotencyKey: fmt.Sprintf("bench-exec-%d-%d", i, n), LeaseID: leases[i],
 					ObservedFrame: obs.Frame.FrameID}); err != nil {
 					errs.Add(1)

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
+	"phonefleet/commands/webhooks"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/projections"
@@ -98,10 +99,10 @@ func (b *bench) webhooks(ctx context.Context) error {
 		return err
 	}
 	auth := domain.LocalOperator(domain.NewID(domain.PrefixOrganisation))
-	app := commands.NewApplication(commands.Capabilities{Webhooks: &commands.WebhookCapability{
-		Webhooks: commands.Webhooks{Store: store, Box: box, ReadModels: runner},
-		Create:   commands.CreateWebhookHandler{Addresses: domain.AddressPolicy{AllowLoopback: true}}}})
-	created, err := app.Webhooks.CreateWebhook.Handle(ctx, commands.CreateWebhook{Auth: auth, URL: srv.URL + "/in", Events: []string{domain.WebhookRunEnded}})
+	app := commands.NewApplication(commands.Capabilities{Webhooks: &webhooks.Capability{
+		Webhooks: webhooks.Webhooks{Store: store, Box: box, ReadModels: runner},
+		Create:   webhooks.CreateWebhookHandler{Addresses: domain.AddressPolicy{AllowLoopback: true}}}})
+	created, err := app.Webhooks.CreateWebhook.Handle(ctx, webhooks.CreateWebhook{Auth: auth, URL: srv.URL + "/in", Events: []string{domain.WebhookRunEnded}})
 	if err != nil {
 		return err
 	}

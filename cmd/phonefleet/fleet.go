@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/internal/adb"
 	"phonefleet/internal/app"
@@ -63,7 +63,7 @@ func devicesCmd(ctx context.Context, args []string, out io.Writer) error {
 			model = adbModel(ctx, fs.Lookup("adb-addr").Value.String(), serial, out)
 		}
 		ids, err := op.App.Fleet.RegisterDevices.Handle(op.Context(ctx),
-			commands.RegisterDevices{OrgID: org, Backend: backend, Count: count, Model: model, Serial: serial})
+			fleet.RegisterDevices{OrgID: org, Backend: backend, Count: count, Model: model, Serial: serial})
 		if err != nil {
 			return err
 		}

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"phonefleet/commands"
+	"phonefleet/commands/provisioning"
 	"phonefleet/internal/app"
 )
 
@@ -75,7 +75,7 @@ func fulfilmentsRefund(ctx context.Context, args []string, out io.Writer) error 
 		}
 		// The fulfilment's device is retired in the same unit. No read
 		// model is waited for: the service may not be running.
-		f, err := op.App.Provisioning.RefundFulfilment.Handle(op.Context(ctx), commands.RefundFulfilment{FulfilmentID: fs.Arg(0)})
+		f, err := op.App.Provisioning.RefundFulfilment.Handle(op.Context(ctx), provisioning.RefundFulfilment{FulfilmentID: fs.Arg(0)})
 		if err != nil {
 			return err
 		}

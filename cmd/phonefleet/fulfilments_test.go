@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/testutil"
@@ -29,8 +29,8 @@ func TestFulfilmentsRefund(t *testing.T) {
 	defer pool.Close()
 	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
 	org, ful := domain.NewID(domain.PrefixOrganisation), domain.NewID(domain.PrefixFulfilment)
-	devices, err := commands.NewFleet(commands.FleetConfig{Store: store}).RegisterDevices().Handle(ctx,
-		commands.RegisterDevices{OrgID: org, Backend: domain.BackendSim, Count: 1, SeedMarker: domain.FulfilmentDeviceStream(ful)})
+	devices, err := fleet.New(fleet.Config{Store: store}).RegisterDevices().Handle(ctx,
+		fleet.RegisterDevices{OrgID: org, Backend: domain.BackendSim, Count: 1, SeedMarker: domain.FulfilmentDeviceStream(ful)})
 	if err != nil || len(devices) != 1 {
 		t.Fatalf("register: %v, %v", devices, err)
 	}

@@ -10,8 +10,8 @@ import (
 	"log/slog"
 	"time"
 
-	"phonefleet/commands"
 	"phonefleet/commands/cqrs"
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/internal/app"
 	"phonefleet/projections"
@@ -63,7 +63,7 @@ func reconcileCmd(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("reconcile: the fulfilments read model did not catch up: %w", err)
 		}
-		rep, err := op.App.Provisioning.Reconcile.Handle(ctx, commands.Reconcile{})
+		rep, err := op.App.Provisioning.Reconcile.Handle(ctx, provisioning.Reconcile{})
 		if err != nil {
 			return err
 		}
@@ -109,7 +109,7 @@ func (e reconcileFailed) Unwrap() error { return e.err }
 // ExitCode implements the exit status of the command (see exitCode).
 func (reconcileFailed) ExitCode() int { return 2 }
 
-func writeReconcileText(out io.Writer, rep commands.ReconcileReport) error {
+func writeReconcileText(out io.Writer, rep provisioning.ReconcileReport) error {
 	for _, d := range rep.Differences {
 		if _, err := fmt.Fprintln(out, "DIFFERENCE", d); err != nil {
 			return err
@@ -154,7 +154,7 @@ type reconcileJSONDifference struct {
 	Detail        string   `json:"detail"`
 }
 
-func writeReconcileJSON(out io.Writer, rep commands.ReconcileReport) error {
+func writeReconcileJSON(out io.Writer, rep provisioning.ReconcileReport) error {
 	doc := reconcileJSON{Clean: rep.Clean(), ProviderReadAt: domain.FormatWebhookTime(rep.ProviderReadAt),
 		Checked: reconcileJSONChecked{Accounts: rep.Accounts, Orders: rep.Orders, Fulfilments: rep.Fulfilments,
 			Subscriptions: rep.Subscriptions, Payments: rep.Payments, Refunds: rep.Refunds,

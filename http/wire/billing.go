@@ -1,7 +1,7 @@
 package wire
 
 import (
-	"phonefleet/commands"
+	"phonefleet/commands/provisioning"
 )
 
 // The shapes of billing (/v1/billing). Times are written by
@@ -39,11 +39,11 @@ type BillingPortalSession struct {
 }
 
 // NewUpcomingInvoice returns inv as the API shows it.
-func NewUpcomingInvoice(inv commands.UpcomingInvoice) UpcomingInvoice {
+func NewUpcomingInvoice(inv provisioning.UpcomingInvoice) UpcomingInvoice {
 	return UpcomingInvoice{AmountDue: inv.AmountDue, Total: inv.Total, Currency: inv.Currency,
 		NextInvoiceAt: optionalTime(inv.NextInvoiceAt), PeriodStart: optionalTime(inv.PeriodStart),
 		PeriodEnd: optionalTime(inv.PeriodEnd),
-		Lines: each(inv.Lines, func(l commands.UpcomingInvoiceLine) UpcomingInvoiceLine {
+		Lines: each(inv.Lines, func(l provisioning.UpcomingInvoiceLine) UpcomingInvoiceLine {
 			var order *string
 			if l.OrderID != "" {
 				order = &l.OrderID

@@ -3,7 +3,7 @@ package wire
 import (
 	"slices"
 
-	"phonefleet/commands"
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 )
 
@@ -24,7 +24,7 @@ type CheckoutSession struct {
 }
 
 // NewCheckoutSession returns a as the API shows it.
-func NewCheckoutSession(a commands.CheckoutAnswer) CheckoutSession {
+func NewCheckoutSession(a provisioning.CheckoutAnswer) CheckoutSession {
 	return CheckoutSession{CheckoutURL: a.CheckoutURL, OrderID: a.OrderID, Quantity: a.Quantity,
 		FulfilmentIDs: slices.Clone(a.FulfilmentIDs), ExpiresAt: domain.FormatWebhookTime(a.ExpiresAt)}
 }
@@ -83,8 +83,8 @@ type PriceRegion struct {
 }
 
 // NewPriceList returns l as the API shows it.
-func NewPriceList(l commands.PriceList) PriceList {
-	out := PriceList{Currency: l.Currency, Skus: each(l.Rows, func(r commands.PriceListRow) PriceRow {
+func NewPriceList(l provisioning.PriceList) PriceList {
+	out := PriceList{Currency: l.Currency, Skus: each(l.Rows, func(r provisioning.PriceListRow) PriceRow {
 		return PriceRow{Sku: r.Sku, Billing: r.Billing, Name: r.Name, Currency: l.Currency, UnitAmount: r.Amount,
 			QuoteID: r.QuoteID, MaxQuantity: r.MaxQuantity, Backorderable: r.Backorderable, ShipsNow: r.ShipsNow,
 			ModelRequired: r.NeedsModel, Models: each(r.Models, newPriceModel)}
@@ -95,10 +95,10 @@ func NewPriceList(l commands.PriceList) PriceList {
 	return out
 }
 
-func newPriceModel(m commands.PriceListModel) PriceModel {
+func newPriceModel(m provisioning.PriceListModel) PriceModel {
 	out := PriceModel{ID: m.ID, Name: m.Name, Listed: m.Listed, UnitAmount: m.Amount, QuoteID: m.QuoteID,
 		MaxQuantity: m.MaxQuantity, Backorderable: m.Backorderable, ShipsNow: m.ShipsNow,
-		Regions: each(m.Regions, func(g commands.PriceListRegion) PriceRegion {
+		Regions: each(m.Regions, func(g provisioning.PriceListRegion) PriceRegion {
 			return PriceRegion{Code: g.Code, ShipsNow: g.ShipsNow, Backorderable: g.Backorderable}
 		})}
 	if m.DefaultRegion != "" {
@@ -133,7 +133,7 @@ type AdmissionFulfilments struct {
 }
 
 // NewAdmission returns a as the API shows it.
-func NewAdmission(a commands.Admission) Admission {
+func NewAdmission(a provisioning.Admission) Admission {
 	out := Admission{Provisioned: a.Provisioned, PaygAccess: a.PaygAccess, CheckoutAvailable: a.CheckoutAvailable,
 		Fulfilments: AdmissionFulfilments{Provisioned: a.Fulfilments.Provisioned,
 			AwaitingProvisioning: a.Fulfilments.AwaitingProvisioning, Cancelled: a.Fulfilments.Cancelled}}

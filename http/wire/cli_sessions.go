@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/console"
 	"phonefleet/domain"
 )
 
@@ -29,7 +29,7 @@ type StartedCLISession struct {
 
 // NewStartedCLISession returns s as the start route answers it, with the
 // console's approval page under base ({base_url}).
-func NewStartedCLISession(s commands.StartedCLISession, base string) StartedCLISession {
+func NewStartedCLISession(s console.StartedCLISession, base string) StartedCLISession {
 	v := s.Session
 	return StartedCLISession{SessionID: v.SessionID, UserCode: v.UserCode, VerificationURL: CLIVerificationURL(base, v.UserCode),
 		PollToken: s.PollToken, Scopes: scopesOrEmpty(v.Scopes), ExpiresAt: domain.FormatWebhookTime(v.ExpiresAt),
@@ -56,7 +56,7 @@ type CLISessionPoll struct {
 }
 
 // NewCLISessionPoll returns p as the poll route answers it.
-func NewCLISessionPoll(p commands.CLISessionPoll) CLISessionPoll {
+func NewCLISessionPoll(p console.CLISessionPoll) CLISessionPoll {
 	return CLISessionPoll{SessionID: p.SessionID, State: p.State, ExpiresAt: domain.FormatWebhookTime(p.ExpiresAt),
 		Interval: int(domain.CLIPollInterval / time.Second), KeyID: p.KeyID, Scopes: p.Scopes, SealedToken: p.Sealed}
 }
@@ -85,7 +85,7 @@ type CLISession struct {
 }
 
 // NewCLISession returns v as the console's routes answer it.
-func NewCLISession(v commands.CLISessionView) CLISession {
+func NewCLISession(v console.CLISessionView) CLISession {
 	out := CLISession{SessionID: v.SessionID, UserCode: v.UserCode, State: v.State, ClientName: v.ClientName, Host: v.Host,
 		KeyName: v.KeyName, Scopes: scopesOrEmpty(v.Scopes), GrantableScopes: scopesOrEmpty(v.Grantable),
 		GrantedScopes: scopesOrEmpty(v.Granted), KeyID: scheduleOptional(v.KeyID), CreatedAt: domain.FormatWebhookTime(v.StartedAt),

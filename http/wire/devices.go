@@ -3,7 +3,7 @@ package wire
 import (
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/projections"
 )
@@ -53,7 +53,7 @@ type DevicePage struct {
 }
 
 // NewDevicePage returns p as the API lists it (devices never null).
-func NewDevicePage(p commands.DevicePage) DevicePage {
+func NewDevicePage(p fleet.DevicePage) DevicePage {
 	return DevicePage{Devices: each(p.Devices, NewDevice), NextAfter: p.NextAfter}
 }
 
@@ -68,7 +68,7 @@ type Driving struct {
 }
 
 // NewDriving returns d as the API shows it.
-func NewDriving(d commands.Driving) Driving {
+func NewDriving(d fleet.Driving) Driving {
 	return Driving{DeviceID: d.DeviceID, Driving: d.Driving, Lease: newDeviceLease(d.Lease), LiveSession: newLiveSessionPtr(d.LiveSession)}
 }
 
@@ -97,6 +97,6 @@ type LeasePage struct {
 }
 
 // NewLeasePage returns p as the API lists it (leases never null).
-func NewLeasePage(p commands.LeasePage) LeasePage {
+func NewLeasePage(p fleet.LeasePage) LeasePage {
 	return LeasePage{Leases: each(p.Leases, NewLease), NextAfter: p.NextAfter}
 }

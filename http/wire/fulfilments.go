@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/projections"
 )
@@ -116,7 +116,7 @@ type FulfilmentEstimateHistory struct {
 }
 
 // NewFulfilmentEstimateHistory returns e as the API shows it.
-func NewFulfilmentEstimateHistory(e commands.FulfilmentEstimates) FulfilmentEstimateHistory {
+func NewFulfilmentEstimateHistory(e provisioning.FulfilmentEstimates) FulfilmentEstimateHistory {
 	return FulfilmentEstimateHistory{FulfilmentID: e.Fulfilment.FulfilmentID, State: e.Fulfilment.State,
 		EstimatedBy: optionalTime(e.Fulfilment.EstimatedBy),
 		Estimates: each(e.Estimates, func(v projections.EstimateView) FulfilmentEstimate {
@@ -141,7 +141,7 @@ type FulfilmentRenewal struct {
 }
 
 // NewFulfilmentRenewal returns r as the API shows it.
-func NewFulfilmentRenewal(r commands.FulfilmentRenewal) FulfilmentRenewal {
+func NewFulfilmentRenewal(r provisioning.FulfilmentRenewal) FulfilmentRenewal {
 	return FulfilmentRenewal{FulfilmentID: r.Fulfilment.FulfilmentID, State: r.Fulfilment.State, Billing: r.Fulfilment.Billing,
 		Renews: r.Renews, RenewalCancelled: r.Fulfilment.RenewalCancelled,
 		NextRenewalAt: optionalZeroTime(r.NextRenewalAt), EndsAt: optionalZeroTime(r.EndsAt)}
@@ -166,6 +166,6 @@ type ProviderEventReceived struct {
 }
 
 // NewProviderEventReceived returns r as the webhook answers it.
-func NewProviderEventReceived(r commands.ProviderEventReceipt) ProviderEventReceived {
+func NewProviderEventReceived(r provisioning.ProviderEventReceipt) ProviderEventReceived {
 	return ProviderEventReceived{Received: true, EventID: r.EventID, Type: r.Type, Outcome: r.Outcome}
 }

@@ -1,7 +1,7 @@
 package wire
 
 import (
-	"phonefleet/commands"
+	"phonefleet/commands/gateways"
 	"phonefleet/domain"
 	"phonefleet/internal/releases"
 	"phonefleet/projections"
@@ -18,7 +18,7 @@ type GatewayEnrollmentCode struct {
 }
 
 // NewGatewayEnrollmentCode shapes a created code.
-func NewGatewayEnrollmentCode(c commands.CreatedGatewayEnrollmentCode) GatewayEnrollmentCode {
+func NewGatewayEnrollmentCode(c gateways.CreatedGatewayEnrollmentCode) GatewayEnrollmentCode {
 	return GatewayEnrollmentCode{CodeID: c.CodeID, Code: c.Code, ExpiresAt: domain.FormatWebhookTime(c.ExpiresAt)}
 }
 
@@ -68,7 +68,7 @@ type EnrolledGateway struct {
 }
 
 // NewEnrolledGateway shapes a new gateway.
-func NewEnrolledGateway(g commands.EnrolledGateway) EnrolledGateway {
+func NewEnrolledGateway(g gateways.EnrolledGateway) EnrolledGateway {
 	return EnrolledGateway{GatewayID: g.GatewayID, OrgID: g.OrgID, Name: g.Name, Credential: g.Credential}
 }
 

@@ -3,7 +3,7 @@ package wire
 import (
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 )
 
@@ -37,7 +37,7 @@ type LiveParticipant struct {
 }
 
 // NewLiveSession returns v as the API shows it.
-func NewLiveSession(v commands.LiveSessionView) LiveSession {
+func NewLiveSession(v fleet.LiveSessionView) LiveSession {
 	out := LiveSession{SessionID: v.SessionID, DeviceID: v.DeviceID, StartedAt: v.StartedAt, StartedBy: v.StartedBy.ForReceipt(),
 		Participants: make([]LiveParticipant, 0, len(v.Participants)), StreamURL: "/v1/devices/" + v.DeviceID + "/stream"}
 	if v.Driver != nil {
@@ -53,7 +53,7 @@ func NewLiveSession(v commands.LiveSessionView) LiveSession {
 	return out
 }
 
-func newLiveSessionPtr(v *commands.LiveSessionView) *LiveSession {
+func newLiveSessionPtr(v *fleet.LiveSessionView) *LiveSession {
 	if v == nil {
 		return nil
 	}

@@ -1,6 +1,8 @@
 package wire
 
-import "phonefleet/commands"
+import (
+	"phonefleet/commands/provisioning"
+)
 
 // PoolDevice is a unit of the shared pay-as-you-go pool handed to the
 // caller (POST /v1/devices/take): the caller's lease on it, in the shape
@@ -12,6 +14,6 @@ type PoolDevice struct {
 }
 
 // NewPoolDevice returns t as the API shows it.
-func NewPoolDevice(t commands.TakenPoolDevice) PoolDevice {
+func NewPoolDevice(t provisioning.TakenPoolDevice) PoolDevice {
 	return PoolDevice{Lease: NewLease(t.Lease), Device: NewDevice(t.Device)}
 }

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/projections"
 )
@@ -76,7 +76,7 @@ type StartedRun struct {
 }
 
 // NewStartedRun returns s as its starter sees it.
-func NewStartedRun(s commands.StartedRun) StartedRun {
+func NewStartedRun(s runs.StartedRun) StartedRun {
 	return StartedRun{Run: NewRun(s.Run), VrxBaseURL: s.VrxBaseURL}
 }
 

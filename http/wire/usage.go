@@ -3,7 +3,7 @@ package wire
 import (
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 )
 
@@ -36,7 +36,7 @@ type UsageDevice struct {
 }
 
 // NewUsage returns r as the API shows it.
-func NewUsage(r commands.UsageReport) Usage {
+func NewUsage(r provisioning.UsageReport) Usage {
 	return Usage{Period: r.Period.Name(), PeriodStart: domain.FormatWebhookTime(r.Period.Start),
 		PeriodEnd: domain.FormatWebhookTime(r.Period.End), AsOf: domain.FormatWebhookTime(r.AsOf),
 		TotalSeconds: seconds(r.Total()), LeaseSeconds: seconds(r.Lease), RunSeconds: seconds(r.Run),

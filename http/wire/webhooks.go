@@ -6,7 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"phonefleet/commands"
+	"phonefleet/commands/webhooks"
 	"phonefleet/domain"
 	"phonefleet/projections"
 )
@@ -131,7 +131,7 @@ type DeliveryPage struct {
 }
 
 // NewDeliveryPage returns p as the API shows it (deliveries never null).
-func NewDeliveryPage(p commands.DeliveryPage) DeliveryPage {
+func NewDeliveryPage(p webhooks.DeliveryPage) DeliveryPage {
 	page := DeliveryPage{Deliveries: each(p.Deliveries, NewDelivery)}
 	if p.Next != nil {
 		page.NextBefore = FormatDeliveryCursor(*p.Next)

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
+	"phonefleet/commands/webhooks"
 	"phonefleet/domain"
 	"phonefleet/projections"
 )
@@ -30,22 +31,22 @@ func TestShapes(t *testing.T) {
 		},
 		{
 			name: "device page with a leased device",
-			v: NewDevicePage(commands.DevicePage{NextAfter: "dev_2", Devices: []projections.DeviceView{{DeviceID: "dev_2", Name: "Q", Backend: "adb",
+			v: NewDevicePage(fleet.DevicePage{NextAfter: "dev_2", Devices: []projections.DeviceView{{DeviceID: "dev_2", Name: "Q", Backend: "adb",
 				Model: "Pixel", Width: 10, Height: 20, Status: "asleep", Leased: true, Lease: lease, RegisteredAt: at, UpdatedAt: at}}}),
 			want: `{"devices":[{"deviceId":"dev_2","name":"Q","backend":"adb","model":"Pixel","width":10,"height":20,"status":"asleep","leased":true,` +
 				`"lease":{"holder":{"userId":"usr_1"},"acquiredAt":"2026-03-04T05:06:07.891234Z","expiresAt":"2026-03-04T05:07:07.891234Z"},` +
 				`"registeredAt":"2026-03-04T05:06:07.891234Z","updatedAt":"2026-03-04T05:06:07.891234Z"}],"nextAfter":"dev_2"}`,
 		},
-		{name: "empty device page", v: NewDevicePage(commands.DevicePage{}), want: `{"devices":[]}`},
+		{name: "empty device page", v: NewDevicePage(fleet.DevicePage{}), want: `{"devices":[]}`},
 		{
 			name: "driving",
-			v:    NewDriving(commands.Driving{DeviceID: "dev_2", Driving: true, Lease: lease}),
+			v:    NewDriving(fleet.Driving{DeviceID: "dev_2", Driving: true, Lease: lease}),
 			want: `{"deviceId":"dev_2","driving":true,"lease":{"holder":{"userId":"usr_1"},"acquiredAt":"2026-03-04T05:06:07.891234Z","expiresAt":"2026-03-04T05:07:07.891234Z"}}`,
 		},
-		{name: "nobody driving", v: NewDriving(commands.Driving{DeviceID: "dev_2"}), want: `{"deviceId":"dev_2","driving":false}`},
+		{name: "nobody driving", v: NewDriving(fleet.Driving{DeviceID: "dev_2"}), want: `{"deviceId":"dev_2","driving":false}`},
 		{
 			name: "lease page",
-			v: NewLeasePage(commands.LeasePage{Leases: []projections.LeaseView{{LeaseID: "lse_1", DeviceID: "dev_1",
+			v: NewLeasePage(fleet.LeasePage{Leases: []projections.LeaseView{{LeaseID: "lse_1", DeviceID: "dev_1",
 				Holder: domain.Actor{Kind: "api_key", ID: "key_1"}.ForReceipt(), FencingToken: 7, AcquiredAt: at, ExpiresAt: at}}}),
 			want: `{"leases":[{"leaseId":"lse_1","deviceId":"dev_1","holder":{"apiKeyId":"key_1"},"fencingToken":7,` +
 				`"acquiredAt":"2026-03-04T05:06:07.891234Z","expiresAt":"2026-03-04T05:06:07.891234Z"}]}`,
@@ -68,14 +69,14 @@ func TestShapes(t *testing.T) {
 		{name: "test delivery", v: NewTestDelivery("dlv_1"), want: `{"deliveryId":"dlv_1","status":"pending"}`},
 		{
 			name: "delivery page",
-			v: NewDeliveryPage(commands.DeliveryPage{Next: &projections.DeliveryCursor{CreatedAt: at, DeliveryID: "dlv_0"},
+			v: NewDeliveryPage(webhooks.DeliveryPage{Next: &projections.DeliveryCursor{CreatedAt: at, DeliveryID: "dlv_0"},
 				Deliveries: []projections.DeliveryView{{ID: "dlv_2", WebhookID: "whk_1", Event: "run.ended", Status: "failed", Attempts: 3,
 					ResponseStatus: &status, Error: &failure, Payload: []byte(`{"a":1}`), CreatedAt: at, LastAttemptAt: &rotated, NextAttemptAt: &rotated}}}),
 			want: `{"deliveries":[{"deliveryId":"dlv_2","webhookId":"whk_1","event":"run.ended","status":"failed","attempts":3,"responseStatus":500,` +
 				`"error":"boom","payloadPreview":"{\"a\":1}","createdAt":"2026-03-04T05:06:07.891234Z","lastAttemptAt":"2026-03-04T06:06:07.891234Z",` +
 				`"nextAttemptAt":"2026-03-04T06:06:07.891234Z"}],"nextBefore":"1772600767891234_dlv_0"}`,
 		},
-		{name: "last delivery page", v: NewDeliveryPage(commands.DeliveryPage{}), want: `{"deliveries":[]}`},
+		{name: "last delivery page", v: NewDeliveryPage(webhooks.DeliveryPage{}), want: `{"deliveries":[]}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

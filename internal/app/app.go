@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
+	"phonefleet/commands/organisations"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	httpapi "phonefleet/http"
@@ -146,7 +147,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 		err = a.runner.Ensure(ctx)
 	}
 	if err == nil && cfg.Mode == "local" {
-		a.orgID, err = commands.EnsureLocalOrganisationHandler{Store: a.store}.Handle(ctx, commands.EnsureLocalOrganisation{})
+		a.orgID, err = organisations.EnsureLocalOrganisationHandler{Store: a.store}.Handle(ctx, organisations.EnsureLocalOrganisation{})
 	}
 	a.deps = httpapi.Deps{Logger: logger, Mode: cfg.Mode, Health: health{a}, LocalOrgID: a.orgID}
 	for _, wire := range []func(context.Context) error{a.wireIdentity, a.wireFleet, a.startADBSims, a.wireWebhooks, a.wireRuns, a.wireSchedules, a.wireProvisioning, a.wireConsole, a.wireGateways, a.wireApplication, a.wireMCP, a.wireVRX, a.wireCluster} {

@@ -3,7 +3,7 @@ package app
 import (
 	"context"
 
-	"phonefleet/commands"
+	"phonefleet/commands/console"
 	"phonefleet/projections"
 )
 
@@ -23,6 +23,6 @@ func consoleProjections() []projections.Projection {
 // answer covers every instance and a rebuild run by `phonefleet
 // projections rebuild`).
 func (a *App) wireConsole(context.Context) error {
-	a.capabilities.Console = commands.NewConsole(commands.ConsoleConfig{Store: a.store, Projections: a.runner, ReadModels: a.runner})
+	a.capabilities.Console = console.New(console.Config{Store: a.store, Projections: a.runner, ReadModels: a.runner})
 	return nil
 }

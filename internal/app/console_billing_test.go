@@ -24,7 +24,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
-	"phonefleet/commands"
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/internal/identity/identitytest"
 	"phonefleet/internal/payments"
@@ -376,7 +376,7 @@ func TestConsoleBillingHostedPurchase(t *testing.T) {
 	}
 	ctx := testutil.Context(t)
 	admin := domain.Auth{OrgID: "org_a", Kind: domain.PrincipalConsole, UserID: "user_a", Role: domain.RoleAdmin, Instance: idp.Issuer}
-	listed, err := a.Application().Provisioning.ListFulfilments.Handle(ctx, commands.ListFulfilments{Auth: admin})
+	listed, err := a.Application().Provisioning.ListFulfilments.Handle(ctx, provisioning.ListFulfilments{Auth: admin})
 	if err != nil || len(listed.Fulfilments) != 1 || listed.Fulfilments[0].DeviceID != device || listed.Fulfilments[0].State != "provisioned" {
 		t.Fatalf("the API lists %+v (%v); want the one phone provisioned on %s as the page shows", listed.Fulfilments, err, device)
 	}
@@ -400,7 +400,7 @@ func TestConsoleBillingHostedPurchase(t *testing.T) {
 	); err != nil {
 		fail("cancel", err)
 	}
-	listed, err = a.Application().Provisioning.ListFulfilments.Handle(ctx, commands.ListFulfilments{Auth: admin})
+	listed, err = a.Application().Provisioning.ListFulfilments.Handle(ctx, provisioning.ListFulfilments{Auth: admin})
 	if err != nil || len(listed.Fulfilments) != 1 || listed.Fulfilments[0].State != "cancelled" ||
 		listed.Fulfilments[0].CancelledReason != domain.EndCustomerCancel {
 		t.Errorf("after Cancel the API lists %+v (%v); want the phone cancelled by the customer", listed.Fulfilments, err)

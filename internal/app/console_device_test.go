@@ -20,7 +20,7 @@ import (
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
 	"phonefleet/testutil"
@@ -534,7 +534,7 @@ func TestConsoleDevicePage(t *testing.T) {
 
 	// ---- Tenancy: another organisation's phone answers as a missing one.
 	ids, err := a.Application().Fleet.RegisterDevices.Handle(testutil.Context(t),
-		commands.RegisterDevices{OrgID: "org_elsewhere", Backend: "sim", Count: 1})
+		fleet.RegisterDevices{OrgID: "org_elsewhere", Backend: "sim", Count: 1})
 	if err != nil || len(ids) != 1 {
 		t.Fatalf("register another organisation's phone: %v %v", err, ids)
 	}

@@ -10,7 +10,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/testutil"
 )
@@ -175,11 +176,11 @@ func TestConsoleRuns(t *testing.T) {
 	// Another organisation's run answers as one that never existed.
 	ctx := testutil.Context(t)
 	other := "org_console_other"
-	ids, err := a.Application().Fleet.RegisterDevices.Handle(ctx, commands.RegisterDevices{OrgID: other, Backend: "sim", Count: 1})
+	ids, err := a.Application().Fleet.RegisterDevices.Handle(ctx, fleet.RegisterDevices{OrgID: other, Backend: "sim", Count: 1})
 	if err != nil || len(ids) != 1 {
 		t.Fatalf("register a phone of another organisation: %v %v", err, ids)
 	}
-	theirs, err := a.Application().Runs.StartRun.Handle(ctx, commands.StartRun{Auth: domain.LocalOperator(other), DeviceID: ids[0],
+	theirs, err := a.Application().Runs.StartRun.Handle(ctx, runs.StartRun{Auth: domain.LocalOperator(other), DeviceID: ids[0],
 		Goal: "theirs", Executor: domain.ExecutorExternal})
 	if err != nil {
 		t.Fatalf("start another organisation's run: %v", err)

@@ -19,7 +19,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/internal/identity/identitytest"
 	"phonefleet/testutil"
@@ -126,11 +126,11 @@ func TestConsoleHostedSignIn(t *testing.T) {
 	idp.SignInAs("user_a", "org_a", domain.RoleAdmin)
 
 	ctx := testutil.Context(t)
-	orgA, err := a.app.Fleet.RegisterDevices.Handle(ctx, commands.RegisterDevices{OrgID: "org_a", Backend: "sim", Count: 2, NamePrefix: "alpha"})
+	orgA, err := a.app.Fleet.RegisterDevices.Handle(ctx, fleet.RegisterDevices{OrgID: "org_a", Backend: "sim", Count: 2, NamePrefix: "alpha"})
 	if err != nil || len(orgA) != 2 {
 		t.Fatalf("register organisation A's phones: %v (%v)", err, orgA)
 	}
-	orgB, err := a.app.Fleet.RegisterDevices.Handle(ctx, commands.RegisterDevices{OrgID: "org_b", Backend: "sim", Count: 1, NamePrefix: "bravo"})
+	orgB, err := a.app.Fleet.RegisterDevices.Handle(ctx, fleet.RegisterDevices{OrgID: "org_b", Backend: "sim", Count: 1, NamePrefix: "bravo"})
 	if err != nil || len(orgB) != 1 {
 		t.Fatalf("register organisation B's phone: %v (%v)", err, orgB)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/testutil"
 )
 
@@ -34,7 +34,7 @@ func init() {
 
 func fleetFixture(c *tenancyClient) map[string]string {
 	ids, err := c.app.app.Fleet.RegisterDevices.Handle(testutil.Context(c.t),
-		commands.RegisterDevices{OrgID: c.org, Backend: "sim", Count: 1})
+		fleet.RegisterDevices{OrgID: c.org, Backend: "sim", Count: 1})
 	if err != nil || len(ids) != 1 {
 		c.t.Fatalf("register a sim phone for organisation A: %v (%v)", err, ids)
 	}

@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/provisioning"
+	"phonefleet/commands/webhooks"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/payments"
@@ -70,14 +71,14 @@ func paidSessionEvent(t *testing.T, org, order string) payments.Event {
 }
 
 // signed renders ev as Stripe sends it and signs it with secret now.
-func signed(t *testing.T, ev payments.Event, secret string) commands.ReceiveProviderEvent {
+func signed(t *testing.T, ev payments.Event, secret string) provisioning.ReceiveProviderEvent {
 	t.Helper()
 	b, err := json.Marshal(map[string]any{"id": ev.ID, "object": "event", "type": ev.Type, "created": ev.Created.Unix(),
 		"livemode": false, "api_version": "2024-06-20", "data": map[string]any{"object": json.RawMessage(ev.Object)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return commands.ReceiveProviderEvent{Payload: b, Signature: payments.SignWebhookForTest(b, secret, time.Now())}
+	return provisioning.ReceiveProviderEvent{Payload: b, Signature: payments.SignWebhookForTest(b, secret, time.Now())}
 }
 
 // TestFulfilmentChangedReachesAnHTTPSReceiver: fulfilment.changed reaches
@@ -105,7 +106,7 @@ func TestFulfilmentChangedReachesAnHTTPSReceiver(t *testing.T) {
 	app := a.Application()
 	org := a.orgID
 	auth := domain.LocalOperator(org)
-	hook, err := app.Webhooks.CreateWebhook.Handle(ctx, commands.CreateWebhook{Auth: auth, URL: rcv.URL + "/in",
+	hook, err := app.Webhooks.CreateWebhook.Handle(ctx, webhooks.CreateWebhook{Auth: auth, URL: rcv.URL + "/in",
 		Events: []string{domain.WebhookFulfilmentChanged}})
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +116,7 @@ func TestFulfilmentChangedReachesAnHTTPSReceiver(t *testing.T) {
 		t.Helper()
 		order, ful := openTestOrder(t, a, org, choice)
 		r, err := app.Provisioning.ReceiveProviderEvent.Handle(ctx, signed(t, paidSessionEvent(t, org, order), e2eStripeSecret))
-		if err != nil || r.Outcome != commands.ProviderEventApplied {
+		if err != nil || r.Outcome != provisioning.ProviderEventApplied {
 			t.Fatalf("payment of %s: %+v, %v", order, r, err)
 		}
 		lastOrder = order
@@ -123,7 +124,7 @@ func TestFulfilmentChangedReachesAnHTTPSReceiver(t *testing.T) {
 	}
 	state := func(id string) (string, string) {
 		t.Helper()
-		page, err := app.Provisioning.ListFulfilments.Handle(ctx, commands.ListFulfilments{Auth: auth})
+		page, err := app.Provisioning.ListFulfilments.Handle(ctx, provisioning.ListFulfilments{Auth: auth})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +155,7 @@ func TestFulfilmentChangedReachesAnHTTPSReceiver(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = append(want, change{second, "cancelled", ""})
-	if _, err := app.Provisioning.ReturnFulfilment.Handle(ctx, commands.ReturnFulfilment{Auth: auth, FulfilmentID: first}); err != nil {
+	if _, err := app.Provisioning.ReturnFulfilment.Handle(ctx, provisioning.ReturnFulfilment{Auth: auth, FulfilmentID: first}); err != nil {
 		t.Fatal(err)
 	}
 	want = append(want, change{first, "cancelled", ""})
@@ -163,7 +164,7 @@ func TestFulfilmentChangedReachesAnHTTPSReceiver(t *testing.T) {
 	refunded := pay(domain.PurchaseChoice{Sku: domain.SkuEmulator, Billing: domain.BillingDay})
 	_, device = state(refunded)
 	want = append(want, change{refunded, "provisioned", device})
-	if _, err := app.Provisioning.RefundFulfilment.Handle(ctx, commands.RefundFulfilment{FulfilmentID: refunded}); err != nil {
+	if _, err := app.Provisioning.RefundFulfilment.Handle(ctx, provisioning.RefundFulfilment{FulfilmentID: refunded}); err != nil {
 		t.Fatal(err)
 	}
 	// Silent: a cloud phone cancelled before delivery.
@@ -173,7 +174,7 @@ func TestFulfilmentChangedReachesAnHTTPSReceiver(t *testing.T) {
 	want = append(want, change{dayPass, "provisioned", device})
 	undelivered := pay(cloud)
 	want = append(want, change{undelivered, "awaiting_provisioning", ""})
-	if v, err := app.Provisioning.CancelFulfilment.Handle(ctx, commands.CancelFulfilment{Auth: auth, FulfilmentID: undelivered}); err != nil ||
+	if v, err := app.Provisioning.CancelFulfilment.Handle(ctx, provisioning.CancelFulfilment{Auth: auth, FulfilmentID: undelivered}); err != nil ||
 		v.CancelledReason != domain.EndCloudUndelivered {
 		t.Fatalf("cancel before delivery: %+v, %v", v, err)
 	}
@@ -188,11 +189,11 @@ func TestFulfilmentChangedReachesAnHTTPSReceiver(t *testing.T) {
 		t.Fatal(err)
 	}
 	later := time.Now().Add(8 * 24 * time.Hour)
-	ahead := commands.NewProvisioning(commands.ProvisioningConfig{Store: a.store, Catalog: catalog, Devices: a.capabilities.Fleet,
+	ahead := provisioning.New(provisioning.Config{Store: a.store, Catalog: catalog, Devices: a.capabilities.Fleet,
 		Now:        func() time.Time { return later },
 		ReadModels: a.runner})
-	for id, expect := range map[string]string{dayPass: commands.SweptEnded, stuck: commands.SweptUndelivered} {
-		if did, err := (commands.SweepFulfilmentHandler{Provisioning: ahead}).Handle(ctx, commands.SweepFulfilment{FulfilmentID: id}); err != nil || did != expect {
+	for id, expect := range map[string]string{dayPass: provisioning.SweptEnded, stuck: provisioning.SweptUndelivered} {
+		if did, err := (provisioning.SweepFulfilmentHandler{Provisioning: ahead}).Handle(ctx, provisioning.SweepFulfilment{FulfilmentID: id}); err != nil || did != expect {
 			t.Fatalf("sweep %s a week later: %q, %v; want %q", id, did, err, expect)
 		}
 	}
@@ -204,7 +205,7 @@ func TestFulfilmentChangedReachesAnHTTPSReceiver(t *testing.T) {
 
 	for id, reason := range map[string]string{refunded: domain.EndOwnerRefund, undelivered: domain.EndCloudUndelivered,
 		dayPass: domain.EndDayPassExpired, stuck: domain.EndUndelivered} {
-		page, err := app.Provisioning.ListFulfilments.Handle(ctx, commands.ListFulfilments{Auth: auth})
+		page, err := app.Provisioning.ListFulfilments.Handle(ctx, provisioning.ListFulfilments{Auth: auth})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +218,7 @@ func TestFulfilmentChangedReachesAnHTTPSReceiver(t *testing.T) {
 	// Every recorded delivery, once the sentinel's is.
 	var recorded []change
 	waitUntil(t, 30*time.Second, "the sentinel's delivery", func() (bool, error) {
-		page, err := app.Webhooks.ListDeliveries.Handle(ctx, commands.ListDeliveries{Auth: auth, WebhookID: hook.WebhookID, Limit: 100})
+		page, err := app.Webhooks.ListDeliveries.Handle(ctx, webhooks.ListDeliveries{Auth: auth, WebhookID: hook.WebhookID, Limit: 100})
 		if err != nil {
 			return false, err
 		}

@@ -1,7 +1,7 @@
 package app
 
 import (
-	"phonefleet/commands"
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/testutil"
 )
@@ -16,7 +16,7 @@ func init() {
 	fulfilment := func(c *tenancyClient) (map[string]string, map[string]string) {
 		order, ful := openTestOrder(c.t, c.app, c.org, domain.PurchaseChoice{Sku: domain.SkuEmulator, Billing: domain.BillingSubscription})
 		r, err := c.app.capabilities.Provisioning.ApplyProviderEvent(testutil.Context(c.t), paidSessionEvent(c.t, c.org, order))
-		if err != nil || r.Outcome != commands.ProviderEventApplied {
+		if err != nil || r.Outcome != provisioning.ProviderEventApplied {
 			c.t.Fatalf("pay organisation A's order: %+v, %v", r, err)
 		}
 		return map[string]string{"id": ful}, nil

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"phonefleet/commands"
+	"phonefleet/commands/gateways"
 	"phonefleet/internal/identity"
 	"phonefleet/internal/releases"
 	"phonefleet/projections"
@@ -35,7 +35,7 @@ func (a *App) wireGateways(context.Context) error {
 			return err
 		}
 	}
-	a.capabilities.Gateways = commands.NewGateways(commands.GatewayConfig{Store: a.store, Hasher: hasher, Releases: manifest,
+	a.capabilities.Gateways = gateways.New(gateways.Config{Store: a.store, Hasher: hasher, Releases: manifest,
 		Logger: a.logger.With("component", "gateways"), ReadModels: a.runner})
 	return nil
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/keys"
 	httpapi "phonefleet/http"
 	"phonefleet/internal/identity"
 	"phonefleet/projections"
@@ -68,7 +68,7 @@ func (a *App) wireIdentity(ctx context.Context) error {
 	}
 	a.deps.Auth = auth
 
-	a.capabilities.APIKeys = &commands.APIKeys{Deps: commands.APIKeyDeps{Store: a.store, ReadModels: a.runner},
+	a.capabilities.APIKeys = &keys.Keys{Deps: keys.APIKeyDeps{Store: a.store, ReadModels: a.runner},
 		Hasher: hasher, Grace: a.cfg.KeyRotationGrace, Reader: reader}
 	a.deps.Console = httpapi.ConsoleDeps{Issuer: a.cfg.OAuthIssuer, ClientID: a.cfg.ConsoleClientID}
 	a.deps.Identity = httpapi.IdentityDeps{PublicURL: a.cfg.PublicURL, CORSOrigins: a.cfg.Origins(),

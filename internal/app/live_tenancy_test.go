@@ -1,7 +1,7 @@
 package app
 
 import (
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/testutil"
 )
 
@@ -16,7 +16,7 @@ func init() {
 		return func(c *tenancyClient) (map[string]string, map[string]string) {
 			if forClient != c {
 				ids, err := c.app.app.Fleet.RegisterDevices.Handle(testutil.Context(c.t),
-					commands.RegisterDevices{OrgID: c.org, Backend: "sim", Count: 1})
+					fleet.RegisterDevices{OrgID: c.org, Backend: "sim", Count: 1})
 				if err != nil || len(ids) != 1 {
 					c.t.Fatalf("register a sim phone for organisation A: %v (%v)", err, ids)
 				}

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 
 	"phonefleet/commands"
+	"phonefleet/commands/fleet"
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/config"
@@ -47,14 +49,14 @@ func OpenOperator(ctx context.Context, cfg config.Config, logger *slog.Logger) (
 	// its provisioning refunds and reconciles, waiting for no read model
 	// (the service may not be running: a command that reads one brings it
 	// up to date itself).
-	fleet := commands.NewFleet(commands.FleetConfig{Store: store})
+	fleet := fleet.New(fleet.Config{Store: store})
 	var provider payments.Provider
 	if cfg.StripeSecretKey != "" {
 		provider = payments.New(payments.Config{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase})
 	}
 	return &Operator{Store: store, Runner: runner, db: db, App: commands.NewApplication(commands.Capabilities{
 		Fleet:        fleet,
-		Provisioning: commands.NewProvisioning(commands.ProvisioningConfig{Store: store, Devices: fleet, Payments: provider}),
+		Provisioning: provisioning.New(provisioning.Config{Store: store, Devices: fleet, Payments: provider}),
 		Logger:       logger.With("component", "application"),
 	})}, nil
 }

@@ -8,7 +8,8 @@ import (
 	"log/slog"
 	"testing"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
+	"phonefleet/commands/keys"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/config"
@@ -33,7 +34,7 @@ func TestOperatorRegistersDevicesAsTheOperator(t *testing.T) {
 	}
 	defer op.Close(ctx)
 
-	add := commands.RegisterDevices{OrgID: "org_operator", Backend: domain.BackendSim, Count: 2}
+	add := fleet.RegisterDevices{OrgID: "org_operator", Backend: domain.BackendSim, Count: 2}
 	if _, err := op.App.Fleet.RegisterDevices.Handle(context.Background(), add); !errors.Is(err, eventstore.ErrNoMetadata) {
 		t.Fatalf("register without the operator's context: got %v; want ErrNoMetadata", err)
 	}
@@ -59,7 +60,7 @@ func TestOperatorRegistersDevicesAsTheOperator(t *testing.T) {
 	}
 
 	var de *domain.Error
-	if _, err := op.App.Keys.MintAPIKey.Handle(op.Context(ctx), commands.MintAPIKey{}); !errors.As(err, &de) || de.Code != domain.CodeServiceUnavailable {
+	if _, err := op.App.Keys.MintAPIKey.Handle(op.Context(ctx), keys.MintAPIKey{}); !errors.As(err, &de) || de.Code != domain.CodeServiceUnavailable {
 		t.Fatalf("a capability the operator does not wire: got %v; want service_unavailable", err)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"phonefleet/commands"
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/internal/identity"
 	"phonefleet/internal/payments"
@@ -43,7 +43,7 @@ func (a *App) wireProvisioning(ctx context.Context) error {
 	if a.cfg.OAuthIssuer != "" {
 		served = []string{strings.TrimRight(a.cfg.OAuthIssuer, "/")}
 	}
-	a.capabilities.Provisioning = commands.NewProvisioning(commands.ProvisioningConfig{
+	a.capabilities.Provisioning = provisioning.New(provisioning.Config{
 		Store:                 a.store,
 		Catalog:               catalog,
 		Payments:              provider,

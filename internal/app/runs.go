@@ -4,7 +4,7 @@ import (
 	"context"
 	"strings"
 
-	"phonefleet/commands"
+	"phonefleet/commands/runs"
 	"phonefleet/projections"
 )
 
@@ -16,7 +16,7 @@ func runProjections() []projections.Projection {
 // wireRuns builds the run capability over the fleet and its workers (the
 // built-in executor, the deadline sweep).
 func (a *App) wireRuns(ctx context.Context) error {
-	a.capabilities.Runs = commands.NewRuns(commands.RunsConfig{Store: a.store, ReadModels: a.runner, Devices: a.capabilities.Fleet, BaseURL: a.baseURL})
+	a.capabilities.Runs = runs.New(runs.Config{Store: a.store, ReadModels: a.runner, Devices: a.capabilities.Fleet, BaseURL: a.baseURL})
 	a.workers = append(a.workers, a.runWorkers()...)
 	return nil
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/runs"
+	"phonefleet/commands/webhooks"
 	"phonefleet/domain"
 	"phonefleet/projections"
 	"phonefleet/testutil"
@@ -38,15 +40,15 @@ func localEnv(t *testing.T, dbURL string, devices int) map[string]string {
 		"SERVICE_DATA_DIR": filepath.Join(t.TempDir(), "data"), "SERVICE_SIM_DEVICES": fmt.Sprint(devices)}
 }
 
-func (h *runHarness) start(t *testing.T, goal string, mod func(*commands.StartRun)) projections.RunView {
+func (h *runHarness) start(t *testing.T, goal string, mod func(*runs.StartRun)) projections.RunView {
 	t.Helper()
-	cmd := commands.StartRun{Auth: h.auth, Goal: goal, Executor: domain.ExecutorBuiltin}
+	cmd := runs.StartRun{Auth: h.auth, Goal: goal, Executor: domain.ExecutorBuiltin}
 	if mod != nil {
 		mod(&cmd)
 	}
 	// The sim phones registered at start-up reach the read model the
 	// start chooses a free device from a moment later.
-	var s commands.StartedRun
+	var s runs.StartedRun
 	waitUntil(t, 30*time.Second, "a free device", func() (bool, error) {
 		var err error
 		s, err = h.app.Runs.StartRun.Handle(h.ctx, cmd)
@@ -60,7 +62,7 @@ func (h *runHarness) start(t *testing.T, goal string, mod func(*commands.StartRu
 
 func (h *runHarness) get(t *testing.T, id string) projections.RunView {
 	t.Helper()
-	v, err := h.app.Runs.GetRun.Handle(h.ctx, commands.GetRun{Auth: h.auth, RunID: id})
+	v, err := h.app.Runs.GetRun.Handle(h.ctx, runs.GetRun{Auth: h.auth, RunID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,13 +132,13 @@ func TestBuiltinScriptedRunReachesItsGoal(t *testing.T) {
 	env := localEnv(t, testutil.DatabaseURL(t), 1)
 	env["SERVICE_WEBHOOK_CA_FILE"] = rcv.CAFile
 	h := startRunHarness(t, env)
-	hook, err := h.app.Webhooks.CreateWebhook.Handle(h.ctx, commands.CreateWebhook{Auth: h.auth, URL: rcv.URL + "/in",
+	hook, err := h.app.Webhooks.CreateWebhook.Handle(h.ctx, webhooks.CreateWebhook{Auth: h.auth, URL: rcv.URL + "/in",
 		Events: []string{domain.WebhookRunEnded}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	goal := "open com.example.notes\nkey home\nopen com.android.settings\nfinish succeeded settings_open"
-	run := h.start(t, goal, func(c *commands.StartRun) { c.SuccessCheck = &domain.SuccessCheck{App: "com.android.settings"} })
+	run := h.start(t, goal, func(c *runs.StartRun) { c.SuccessCheck = &domain.SuccessCheck{App: "com.android.settings"} })
 	v := h.waitEnded(t, run.RunID)
 	if v.State != domain.RunStateSucceeded || v.StepSeq != 3 || str0(v.Reason) != "settings_open" {
 		t.Fatalf("got run %s (%s: %s) after %d steps; want succeeded (settings_open) after 3", v.State, str0(v.Reason), str0(v.Detail), v.StepSeq)
@@ -192,11 +194,11 @@ func TestBuiltinRunPauseResume(t *testing.T) {
 		}
 		return v.StepSeq >= 2, nil
 	})
-	paused, err := h.app.Runs.PauseRun.Handle(h.ctx, commands.PauseRun{Auth: h.auth, RunID: run.RunID})
+	paused, err := h.app.Runs.PauseRun.Handle(h.ctx, runs.PauseRun{Auth: h.auth, RunID: run.RunID})
 	if err != nil || paused.State != domain.RunStatePaused {
 		t.Fatalf("got pause %+v, %v; want paused", paused, err)
 	}
-	if _, err := h.app.Runs.ResumeRun.Handle(h.ctx, commands.ResumeRun{Auth: h.auth, RunID: run.RunID}); err != nil {
+	if _, err := h.app.Runs.ResumeRun.Handle(h.ctx, runs.ResumeRun{Auth: h.auth, RunID: run.RunID}); err != nil {
 		t.Fatal(err)
 	}
 	v := h.waitEnded(t, run.RunID)

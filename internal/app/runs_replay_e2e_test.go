@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/testutil"
 )
@@ -20,7 +21,7 @@ func TestAReplayedScriptReproducesARunOnAnotherPhone(t *testing.T) {
 	h := startRunHarness(t, localEnv(t, testutil.DatabaseURL(t), 3))
 	var devs []string
 	waitUntil(t, 30*time.Second, "three sim phones", func() (bool, error) {
-		page, err := h.app.Fleet.ListDevices.Handle(h.ctx, commands.ListDevices{Auth: h.auth})
+		page, err := h.app.Fleet.ListDevices.Handle(h.ctx, fleet.ListDevices{Auth: h.auth})
 		devs = devs[:0]
 		for _, d := range page.Devices {
 			devs = append(devs, d.DeviceID)
@@ -29,7 +30,7 @@ func TestAReplayedScriptReproducesARunOnAnotherPhone(t *testing.T) {
 	})
 	screen := func(dev string) string {
 		t.Helper()
-		o, err := h.app.Fleet.ObserveDevice.Handle(h.ctx, commands.ObserveDevice{Auth: h.auth, DeviceID: dev, Snapshot: true})
+		o, err := h.app.Fleet.ObserveDevice.Handle(h.ctx, fleet.ObserveDevice{Auth: h.auth, DeviceID: dev, Snapshot: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,30 +42,30 @@ func TestAReplayedScriptReproducesARunOnAnotherPhone(t *testing.T) {
 	}
 
 	// The original: an external worker opens Notes and goes home.
-	orig, err := h.app.Runs.StartRun.Handle(h.ctx, commands.StartRun{Auth: h.auth, DeviceID: devs[0], Goal: "open notes, then home",
+	orig, err := h.app.Runs.StartRun.Handle(h.ctx, runs.StartRun{Auth: h.auth, DeviceID: devs[0], Goal: "open notes, then home",
 		Executor: domain.ExecutorExternal})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, tok, _ := strings.Cut(orig.VrxBaseURL, "/vrx/")
-	acc := commands.RunAccess{Token: tok}
+	acc := runs.RunAccess{Token: tok}
 	for i, step := range []struct{ action, args string }{{"open_app", `{"package":"com.example.notes"}`}, {"key", `{"key":"HOME"}`}} {
-		obs, err := h.app.Runs.RunObserve.Handle(h.ctx, commands.RunObserve{Access: acc, Image: "none"})
+		obs, err := h.app.Runs.RunObserve.Handle(h.ctx, runs.RunObserve{Access: acc, Image: "none"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.app.Runs.RunAct.Handle(h.ctx, commands.RunAct{Access: acc, Action: step.action, Arguments: json.RawMessage(step.args),
+		if _, err := h.app.Runs.RunAct.Handle(h.ctx, runs.RunAct{Access: acc, Action: step.action, Arguments: json.RawMessage(step.args),
 			IdempotencyKey: "orig-" + string(rune('a'+i)), ObservedFrame: obs.Frame.FrameID}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := h.app.Runs.RunFinish.Handle(h.ctx, commands.RunFinish{Access: acc, State: domain.RunStateSucceeded}); err != nil {
+	if _, err := h.app.Runs.RunFinish.Handle(h.ctx, runs.RunFinish{Access: acc, State: domain.RunStateSucceeded}); err != nil {
 		t.Fatal(err)
 	}
 	var script domain.RunScript
 	waitUntil(t, 30*time.Second, "the exported script", func() (bool, error) {
 		var err error
-		script, err = h.app.Runs.GetRunScript.Handle(h.ctx, commands.GetRunScript{Auth: h.auth, RunID: orig.Run.AgentRunID})
+		script, err = h.app.Runs.GetRunScript.Handle(h.ctx, runs.GetRunScript{Auth: h.auth, RunID: orig.Run.AgentRunID})
 		return len(script.Steps) == 3, err
 	})
 	raw, err := json.Marshal(script)
@@ -73,7 +74,7 @@ func TestAReplayedScriptReproducesARunOnAnotherPhone(t *testing.T) {
 	}
 
 	// Replayed on a fresh phone: the same steps, the same screen.
-	replay := h.start(t, "replay", func(c *commands.StartRun) { c.DeviceID, c.Script = devs[1], raw })
+	replay := h.start(t, "replay", func(c *runs.StartRun) { c.DeviceID, c.Script = devs[1], raw })
 	if v := h.waitEnded(t, replay.RunID); v.State != domain.RunStateSucceeded || v.StepSeq != 2 {
 		t.Fatalf("replay on a fresh phone: %+v (%s)", v, str0(v.Detail))
 	}
@@ -82,19 +83,19 @@ func TestAReplayedScriptReproducesARunOnAnotherPhone(t *testing.T) {
 	}
 
 	// A phone showing something else: the first step's screen differs.
-	lease, err := h.app.Fleet.AcquireLease.Handle(h.ctx, commands.AcquireLease{Auth: h.auth, DeviceID: devs[2]})
+	lease, err := h.app.Fleet.AcquireLease.Handle(h.ctx, fleet.AcquireLease{Auth: h.auth, DeviceID: devs[2]})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.app.Fleet.PerformAction.Handle(h.ctx, commands.PerformAction{Auth: h.auth, DeviceID: devs[2], LeaseID: lease.LeaseID,
+	if _, err := h.app.Fleet.PerformAction.Handle(h.ctx, fleet.PerformAction{Auth: h.auth, DeviceID: devs[2], LeaseID: lease.LeaseID,
 		Action: "open_app", Arguments: json.RawMessage(`{"package":"com.android.settings"}`), IdempotencyKey: "elsewhere"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.app.Fleet.ReleaseLease.Handle(h.ctx, commands.ReleaseLease{Auth: h.auth, DeviceID: devs[2], LeaseID: lease.LeaseID}); err != nil {
+	if _, err := h.app.Fleet.ReleaseLease.Handle(h.ctx, fleet.ReleaseLease{Auth: h.auth, DeviceID: devs[2], LeaseID: lease.LeaseID}); err != nil {
 		t.Fatal(err)
 	}
 	before := screen(devs[2])
-	changed := h.start(t, "replay on a changed screen", func(c *commands.StartRun) { c.DeviceID, c.Script = devs[2], raw })
+	changed := h.start(t, "replay on a changed screen", func(c *runs.StartRun) { c.DeviceID, c.Script = devs[2], raw })
 	v := h.waitEnded(t, changed.RunID)
 	if v.State != domain.RunStateFailed || str0(v.Reason) != domain.RunReasonStaleFrame || v.StepSeq != 0 {
 		t.Fatalf("replay on a changed screen: %+v (%s)", v, str0(v.Detail))

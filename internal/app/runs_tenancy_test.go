@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"testing"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/internal/identity/identitytest"
 	"phonefleet/testutil"
@@ -37,7 +37,7 @@ func init() {
 // own and returns its runId and agentRunId.
 func runFixture(c *tenancyClient) map[string]string {
 	ids, err := c.app.app.Fleet.RegisterDevices.Handle(testutil.Context(c.t),
-		commands.RegisterDevices{OrgID: c.org, Backend: "sim", Count: 1})
+		fleet.RegisterDevices{OrgID: c.org, Backend: "sim", Count: 1})
 	if err != nil || len(ids) != 1 {
 		c.t.Fatalf("register a sim phone for organisation A's run: %v (%v)", err, ids)
 	}

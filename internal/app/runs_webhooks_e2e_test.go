@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/runs"
+	"phonefleet/commands/webhooks"
 	"phonefleet/domain"
 	"phonefleet/testutil"
 	"phonefleet/webhooksig"
@@ -29,28 +30,28 @@ func TestRunEventsReachAnHTTPSReceiver(t *testing.T) {
 	ctx := testutil.Context(t)
 	app := a.Application()
 	auth := domain.LocalOperator(a.orgID)
-	hook, err := app.Webhooks.CreateWebhook.Handle(ctx, commands.CreateWebhook{Auth: auth, URL: rcv.URL + "/in",
+	hook, err := app.Webhooks.CreateWebhook.Handle(ctx, webhooks.CreateWebhook{Auth: auth, URL: rcv.URL + "/in",
 		Events: []string{domain.WebhookRunEnded, domain.WebhookRunNeedsUserControl}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The sim phone registered at start-up reaches the read model a start
 	// chooses a free device from a moment later.
-	var started commands.StartedRun
+	var started runs.StartedRun
 	waitUntil(t, 30*time.Second, "a free device", func() (bool, error) {
 		var err error
-		started, err = app.Runs.StartRun.Handle(ctx, commands.StartRun{Auth: auth, Goal: "sign in", Executor: domain.ExecutorExternal})
+		started, err = app.Runs.StartRun.Handle(ctx, runs.StartRun{Auth: auth, Goal: "sign in", Executor: domain.ExecutorExternal})
 		if e := domain.AsError(err); err != nil && e.Code == domain.CodeDeviceUnavailable && e.Retryable != nil && *e.Retryable {
 			return false, nil
 		}
 		return err == nil, err
 	})
 	_, tok, _ := strings.Cut(started.VrxBaseURL, "/vrx/")
-	parked, err := app.Runs.RunNeedsUser.Handle(ctx, commands.RunNeedsUser{Access: commands.RunAccess{Token: tok}, Reason: "captcha"})
+	parked, err := app.Runs.RunNeedsUser.Handle(ctx, runs.RunNeedsUser{Access: runs.RunAccess{Token: tok}, Reason: "captcha"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := app.Runs.CancelRun.Handle(ctx, commands.CancelRun{Auth: auth, RunID: started.Run.RunID}); err != nil {
+	if _, err := app.Runs.CancelRun.Handle(ctx, runs.CancelRun{Auth: auth, RunID: started.Run.RunID}); err != nil {
 		t.Fatal(err)
 	}
 

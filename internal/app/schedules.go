@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/schedules"
 	"phonefleet/projections"
 	"phonefleet/workers"
 )
@@ -16,7 +16,7 @@ func scheduleProjections() []projections.Projection {
 
 // wireSchedules builds the schedule capability and its firing worker.
 func (a *App) wireSchedules(ctx context.Context) error {
-	a.capabilities.Schedules = commands.NewSchedules(commands.ScheduleConfig{Store: a.store, ReadModels: a.runner})
+	a.capabilities.Schedules = schedules.New(schedules.Config{Store: a.store, ReadModels: a.runner})
 	a.workers = append(a.workers, func(ctx context.Context) {
 		// The application object is built after every capability; the
 		// worker sends its commands through it once the service runs.

@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
+	"phonefleet/commands/keys"
+	"phonefleet/commands/runs"
+	"phonefleet/commands/schedules"
 	"phonefleet/domain"
 	"phonefleet/testutil"
 	"phonefleet/webhooksig"
@@ -60,7 +63,7 @@ func TestAScheduleFiresARunAndSendsScheduleTriggered(t *testing.T) {
 
 	var deviceID string
 	for wait := time.Now().Add(20 * time.Second); deviceID == ""; time.Sleep(20 * time.Millisecond) {
-		page, err := app.Fleet.ListDevices.Handle(ctx, commands.ListDevices{Auth: auth})
+		page, err := app.Fleet.ListDevices.Handle(ctx, fleet.ListDevices{Auth: auth})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,11 +90,11 @@ func TestAScheduleFiresARunAndSendsScheduleTriggered(t *testing.T) {
 	}
 
 	// A person holds the phone: the schedule on it finds no free device.
-	lease, err := app.Fleet.AcquireLease.Handle(ctx, commands.AcquireLease{Auth: auth, DeviceID: deviceID, TTLSeconds: 600})
+	lease, err := app.Fleet.AcquireLease.Handle(ctx, fleet.AcquireLease{Auth: auth, DeviceID: deviceID, TTLSeconds: 600})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := app.Schedules.UpdateSchedule.Handle(ctx, commands.UpdateSchedule{Auth: auth, ScheduleID: anyDevice["scheduleId"].(string),
+	if _, err := app.Schedules.UpdateSchedule.Handle(ctx, schedules.UpdateSchedule{Auth: auth, ScheduleID: anyDevice["scheduleId"].(string),
 		Enabled: new(bool)}); err != nil {
 		t.Fatal(err)
 	}
@@ -103,10 +106,10 @@ func TestAScheduleFiresARunAndSendsScheduleTriggered(t *testing.T) {
 	if len(firings) != 1 || firings[0].(map[string]any)["outcome"] != "no_device" || firings[0].(map[string]any)["reason"] != domain.ReasonAlreadyLeased {
 		t.Fatalf("got firings %v; want one no_device firing (already_leased)", firings)
 	}
-	if _, err := app.Fleet.ReleaseLease.Handle(ctx, commands.ReleaseLease{Auth: auth, DeviceID: deviceID, LeaseID: lease.LeaseID}); err != nil {
+	if _, err := app.Fleet.ReleaseLease.Handle(ctx, fleet.ReleaseLease{Auth: auth, DeviceID: deviceID, LeaseID: lease.LeaseID}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := app.Schedules.DeleteSchedule.Handle(ctx, commands.DeleteSchedule{Auth: auth, ScheduleID: onPhone["scheduleId"].(string)}); err != nil {
+	if _, err := app.Schedules.DeleteSchedule.Handle(ctx, schedules.DeleteSchedule{Auth: auth, ScheduleID: onPhone["scheduleId"].(string)}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -138,7 +141,7 @@ func TestAScheduleFiresARunAndSendsScheduleTriggered(t *testing.T) {
 	if len(fired) != 1 || fired[0].Outcome != domain.FiringStarted {
 		t.Fatalf("got %+v; want one firing that started a run", fired)
 	}
-	run, err := app.Runs.GetRun.Handle(ctx, commands.GetRun{Auth: auth, RunID: fired[0].AgentRunID})
+	run, err := app.Runs.GetRun.Handle(ctx, runs.GetRun{Auth: auth, RunID: fired[0].AgentRunID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,17 +204,17 @@ func TestARevokedKeysScheduleStartsNothing(t *testing.T) {
 	app := a.Application()
 	op := domain.LocalOperator(a.orgID)
 	scopes := []domain.Scope{domain.ScopeRunsStart, domain.ScopeDevicesAct, domain.ScopeDevicesRead}
-	key, err := app.Keys.MintAPIKey.Handle(ctx, commands.MintAPIKey{Auth: op, Name: "scheduler", Scopes: scopes})
+	key, err := app.Keys.MintAPIKey.Handle(ctx, keys.MintAPIKey{Auth: op, Name: "scheduler", Scopes: scopes})
 	if err != nil {
 		t.Fatal(err)
 	}
 	keyAuth := domain.Auth{OrgID: a.orgID, Kind: domain.PrincipalAPIKey, APIKeyID: key.KeyID, Role: domain.RoleAdmin, Scopes: scopes}
-	s, err := app.Schedules.CreateSchedule.Handle(ctx, commands.CreateSchedule{Auth: keyAuth, ScheduleSettings: domain.ScheduleSettings{
+	s, err := app.Schedules.CreateSchedule.Handle(ctx, schedules.CreateSchedule{Auth: keyAuth, ScheduleSettings: domain.ScheduleSettings{
 		Name: "nightly", Cron: "0 3 29 2 *", Enabled: true, Goal: "open settings"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := app.Keys.RevokeAPIKey.Handle(ctx, commands.RevokeAPIKey{Auth: op, KeyID: key.KeyID}); err != nil {
+	if _, err := app.Keys.RevokeAPIKey.Handle(ctx, keys.RevokeAPIKey{Auth: op, KeyID: key.KeyID}); err != nil {
 		t.Fatal(err)
 	}
 	clock := testutil.NewClock(s.NextFireAt.Add(time.Second))
@@ -222,7 +225,7 @@ func TestARevokedKeysScheduleStartsNothing(t *testing.T) {
 	if len(out) != 1 || out[0].Outcome != domain.FiringFailed || out[0].AgentRunID != "" {
 		t.Fatalf("got %+v; want the firing recorded failed, starting no run", out)
 	}
-	page, err := app.Runs.ListRuns.Handle(ctx, commands.ListRuns{Auth: op})
+	page, err := app.Runs.ListRuns.Handle(ctx, runs.ListRuns{Auth: op})
 	if err != nil {
 		t.Fatal(err)
 	}

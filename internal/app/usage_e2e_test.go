@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
 	"phonefleet/internal/identity/identitytest"
@@ -35,7 +35,7 @@ func TestUsageThroughTheService(t *testing.T) {
 	call := checkedCaller(t, v, base)
 	register := func(org string, n int) []string {
 		t.Helper()
-		ids, err := a.app.Fleet.RegisterDevices.Handle(ctx, commands.RegisterDevices{OrgID: org, Backend: domain.BackendSim, Count: n})
+		ids, err := a.app.Fleet.RegisterDevices.Handle(ctx, fleet.RegisterDevices{OrgID: org, Backend: domain.BackendSim, Count: n})
 		if err != nil || len(ids) != n {
 			t.Fatalf("register %d sim phones for %s: %v (%v)", n, org, err, ids)
 		}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
 	"phonefleet/testutil"
@@ -187,9 +187,9 @@ func TestExternalWorkerDrivesARunThroughVrx(t *testing.T) {
 	if keyAuth.APIKeyID != minted.Key.ID {
 		t.Fatalf("got key auth %+v; want key %s", keyAuth, minted.Key.ID)
 	}
-	start := func(auth domain.Auth, device, goal string) commands.StartedRun {
+	start := func(auth domain.Auth, device, goal string) runs.StartedRun {
 		t.Helper()
-		started, err := a.app.Runs.StartRun.Handle(ctx, commands.StartRun{Auth: auth, DeviceID: device, Goal: goal,
+		started, err := a.app.Runs.StartRun.Handle(ctx, runs.StartRun{Auth: auth, DeviceID: device, Goal: goal,
 			Executor: domain.ExecutorExternal})
 		if err != nil {
 			t.Fatalf("start a run on %s: %v", device, err)
@@ -289,7 +289,7 @@ func TestExternalWorkerDrivesARunThroughVrx(t *testing.T) {
 		if run.Run.State != domain.RunStateSucceeded || run.Run.Reason == nil || *run.Run.Reason != "done" || run.Run.StepSeq != 2 {
 			t.Fatalf("got finished run %+v; want succeeded after 2 steps with reason done", run.Run)
 		}
-		view, err := a.app.Runs.GetRun.Handle(ctx, commands.GetRun{Auth: operator, RunID: started.Run.RunID})
+		view, err := a.app.Runs.GetRun.Handle(ctx, runs.GetRun{Auth: operator, RunID: started.Run.RunID})
 		if err != nil || view.State != domain.RunStateSucceeded {
 			t.Fatalf("GetRun: got %+v, %v; want succeeded", view, err)
 		}
@@ -307,7 +307,7 @@ func TestExternalWorkerDrivesARunThroughVrx(t *testing.T) {
 		vb := started.VrxBaseURL
 		var obs vrxObservation
 		c.json("GET", vb+"/v1/observe", "", 200, &obs)
-		if _, err := a.app.Runs.CancelRun.Handle(ctx, commands.CancelRun{Auth: operator, RunID: started.Run.RunID}); err != nil {
+		if _, err := a.app.Runs.CancelRun.Handle(ctx, runs.CancelRun{Auth: operator, RunID: started.Run.RunID}); err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range []struct{ method, path, body string }{
@@ -318,7 +318,7 @@ func TestExternalWorkerDrivesARunThroughVrx(t *testing.T) {
 			resp, b := c.do(r.method, vb+r.path, r.body, nil, true)
 			refused(t, resp, b)
 		}
-		view, err := a.app.Runs.GetRun.Handle(ctx, commands.GetRun{Auth: operator, RunID: started.Run.RunID})
+		view, err := a.app.Runs.GetRun.Handle(ctx, runs.GetRun{Auth: operator, RunID: started.Run.RunID})
 		if err != nil || view.State != domain.RunStateCancelled {
 			t.Fatalf("GetRun: got %+v, %v; want cancelled", view, err)
 		}
@@ -347,7 +347,7 @@ func TestExternalWorkerDrivesARunThroughVrx(t *testing.T) {
 		}
 		// A person may take the device meanwhile.
 		c.json("POST", base+"/v1/devices/"+dev(2)+"/lease", `{"ttlSeconds":60}`, 201, nil)
-		if _, err := a.app.Runs.CancelRun.Handle(ctx, commands.CancelRun{Auth: operator, RunID: started.Run.RunID}); err != nil {
+		if _, err := a.app.Runs.CancelRun.Handle(ctx, runs.CancelRun{Auth: operator, RunID: started.Run.RunID}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -389,7 +389,7 @@ func TestExternalWorkerDrivesARunThroughVrx(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("a good token beside an Authorization header: got %d %s; want 200", resp.StatusCode, b)
 		}
-		if _, err := a.app.Runs.CancelRun.Handle(ctx, commands.CancelRun{Auth: operator, RunID: started.Run.RunID}); err != nil {
+		if _, err := a.app.Runs.CancelRun.Handle(ctx, runs.CancelRun{Auth: operator, RunID: started.Run.RunID}); err != nil {
 			t.Fatal(err)
 		}
 	})

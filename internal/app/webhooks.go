@@ -10,7 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"phonefleet/commands"
+	"phonefleet/commands/webhooks"
 	"phonefleet/domain"
 	"phonefleet/internal/config"
 	"phonefleet/projections"
@@ -38,9 +38,9 @@ func (a *App) wireWebhooks(ctx context.Context) error {
 		return err
 	}
 	policy := webhookAddressPolicy(a.cfg)
-	base := commands.Webhooks{Store: a.store, Box: box, ReadModels: a.runner}
-	a.capabilities.Webhooks = &commands.WebhookCapability{Webhooks: base,
-		Create: commands.CreateWebhookHandler{Addresses: policy}, Queries: projections.WebhookQueries{DB: a.db.Pool}}
+	base := webhooks.Webhooks{Store: a.store, Box: box, ReadModels: a.runner}
+	a.capabilities.Webhooks = &webhooks.Capability{Webhooks: base,
+		Create: webhooks.CreateWebhookHandler{Addresses: policy}, Queries: projections.WebhookQueries{DB: a.db.Pool}}
 	a.workers = append(a.workers, func(ctx context.Context) {
 		workers.NewWebhookDispatcher(workers.WebhookDispatcherConfig{
 			Pool:   a.db.Pool,

@@ -23,7 +23,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 )
 
 // Config configures a Node.
@@ -269,13 +269,13 @@ func (n *Node) serve(m *nats.Msg) {
 // and no (readable) answer came back: it may have run.
 func (n *Node) Forward(ctx context.Context, host, op string, body []byte) ([]byte, error) {
 	if !validTokens(host) {
-		return nil, fmt.Errorf("%w: host %q cannot be named on the message bus", commands.ErrNotDelivered, host)
+		return nil, fmt.Errorf("%w: host %q cannot be named on the message bus", fleet.ErrNotDelivered, host)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %w", commands.ErrNotDelivered, err)
+		return nil, fmt.Errorf("%w: %w", fleet.ErrNotDelivered, err)
 	}
 	if !n.nc.IsConnected() {
-		return nil, fmt.Errorf("%w: not connected to the message bus", commands.ErrNotDelivered)
+		return nil, fmt.Errorf("%w: not connected to the message bus", fleet.ErrNotDelivered)
 	}
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -287,25 +287,25 @@ func (n *Node) Forward(ctx context.Context, host, op string, body []byte) ([]byt
 	inbox := n.nc.NewInbox()
 	sub, err := n.nc.SubscribeSync(inbox)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", commands.ErrNotDelivered, err)
+		return nil, fmt.Errorf("%w: %w", fleet.ErrNotDelivered, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	maxPayload := n.nc.MaxPayload()
 	if err := sub.SetPendingLimits(maxParts+1, int(maxParts+1)*int(maxPayload)); err != nil {
-		return nil, fmt.Errorf("%w: %w", commands.ErrNotDelivered, err)
+		return nil, fmt.Errorf("%w: %w", fleet.ErrNotDelivered, err)
 	}
 	if err := n.nc.PublishMsg(request(n.cfg.Secret, subject(n.cfg.ClusterID, host), inbox, op, deadline, body)); err != nil {
 		if errors.Is(err, nats.ErrMaxPayload) {
 			return nil, fmt.Errorf("%w: the %s call (%d bytes) is larger than the message bus takes (%d bytes)",
-				commands.ErrNotDelivered, op, len(body), maxPayload)
+				fleet.ErrNotDelivered, op, len(body), maxPayload)
 		}
-		return nil, fmt.Errorf("%w: %w", commands.ErrNotDelivered, err)
+		return nil, fmt.Errorf("%w: %w", fleet.ErrNotDelivered, err)
 	}
 	var asm assembler
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
 		if errors.Is(err, nats.ErrNoResponders) {
-			return nil, fmt.Errorf("%w: no instance serves host %s", commands.ErrNotDelivered, host)
+			return nil, fmt.Errorf("%w: no instance serves host %s", fleet.ErrNotDelivered, host)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("no answer from the instance holding host %s: %w", host, err)

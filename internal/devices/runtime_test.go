@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/internal/fleettest"
 	"phonefleet/testutil"
@@ -44,7 +44,7 @@ func TestStoppingFailsWaitingActions(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = env.Fleet.PerformAction().Handle(bg, commands.PerformAction{Auth: env.Auth, DeviceID: dev, Action: "key",
+			_, errs[i] = env.Fleet.PerformAction().Handle(bg, fleet.PerformAction{Auth: env.Auth, DeviceID: dev, Action: "key",
 				Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: fmt.Sprintf("stop-%d", i), LeaseID: lease})
 		}()
 		if i == 0 {
@@ -81,7 +81,7 @@ func TestStoppingFailsWaitingActions(t *testing.T) {
 	}
 	env.Settle(t)
 	for i := 1; i < len(errs); i++ {
-		r, err := env.App.Fleet.GetReceipt.Handle(bg, commands.GetReceipt{Auth: env.Auth, IdempotencyKey: fmt.Sprintf("stop-%d", i)})
+		r, err := env.App.Fleet.GetReceipt.Handle(bg, fleet.GetReceipt{Auth: env.Auth, IdempotencyKey: fmt.Sprintf("stop-%d", i)})
 		if err != nil || r.State != domain.ReceiptFailed || r.OutcomeUnknown {
 			t.Errorf("receipt stop-%d: got %+v, %v; want failed, outcome known", i, r, err)
 		}

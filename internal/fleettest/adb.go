@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/internal/adbsim"
 	"phonefleet/internal/sim"
@@ -49,7 +49,7 @@ func ADBDaemon(t testing.TB, serial string) *adbsim.Daemon {
 // for the read models, and returns its id; DeviceIDs gets it too.
 func (e *Env) RegisterADB(t testing.TB, serial string) string {
 	t.Helper()
-	ids, err := e.Fleet.RegisterDevices().Handle(testutil.Context(t), commands.RegisterDevices{OrgID: e.OrgID,
+	ids, err := e.Fleet.RegisterDevices().Handle(testutil.Context(t), fleet.RegisterDevices{OrgID: e.OrgID,
 		Backend: domain.BackendADB, Serial: serial, Count: 1})
 	if err != nil {
 		t.Fatalf("register adb device %s: %v", serial, err)

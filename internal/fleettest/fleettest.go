@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
+	"phonefleet/commands/fleet"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/backends"
@@ -74,9 +76,9 @@ type Env struct {
 	Sim      *backends.SimHost
 	// ADB drives the adb devices through Options.ADBAddr.
 	ADB   *backends.ADBHost
-	Fleet *commands.Fleet
+	Fleet *fleet.Fleet
 	// Runs is the run capability over Fleet (vrxBaseUrl on http://vrx.test).
-	Runs *commands.Runs
+	Runs *runs.Runs
 	// App is the application object over Fleet and Runs, as every
 	// consumer receives it.
 	App       commands.Application
@@ -138,12 +140,12 @@ func Start(t testing.TB, opts Options) *Env {
 		t.Fatal(err)
 	}
 	e.Fleet, e.Runtime, e.Sim, e.ADB, e.Registry = fl.Commands, fl.Runtime, fl.Sim, fl.ADB, fl.Registry
-	e.Runs = commands.NewRuns(commands.RunsConfig{Store: e.Store, ReadModels: e.Runner, Devices: e.Fleet, Now: e.Now,
+	e.Runs = runs.New(runs.Config{Store: e.Store, ReadModels: e.Runner, Devices: e.Fleet, Now: e.Now,
 		BaseURL: func() string { return "http://vrx.test" }})
 	e.App = commands.NewApplication(commands.Capabilities{Fleet: e.Fleet, Runs: e.Runs, Logger: Quiet})
 	e.Auth = domain.LocalOperator(e.OrgID)
 	if opts.Devices > 0 {
-		ids, err := e.Fleet.RegisterDevices().Handle(ctx, commands.RegisterDevices{OrgID: e.OrgID, Backend: domain.BackendSim,
+		ids, err := e.Fleet.RegisterDevices().Handle(ctx, fleet.RegisterDevices{OrgID: e.OrgID, Backend: domain.BackendSim,
 			Count: opts.Devices, NamePrefix: "sim", SeedMarker: "test-fleet-" + e.OrgID})
 		if err != nil {
 			t.Fatal(err)
@@ -231,7 +233,7 @@ func (e *Env) Unfinished(t testing.TB, deviceID string) int {
 // Lease acquires a lease on device for the operator.
 func (e *Env) Lease(t testing.TB, deviceID string) projections.LeaseView {
 	t.Helper()
-	l, err := e.Fleet.AcquireLease().Handle(testutil.Context(t), commands.AcquireLease{Auth: e.Auth, DeviceID: deviceID})
+	l, err := e.Fleet.AcquireLease().Handle(testutil.Context(t), fleet.AcquireLease{Auth: e.Auth, DeviceID: deviceID})
 	if err != nil {
 		t.Fatalf("acquire lease on %s: %v", deviceID, err)
 	}

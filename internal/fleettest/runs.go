@@ -4,28 +4,28 @@ import (
 	"strings"
 	"testing"
 
-	"phonefleet/commands"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/testutil"
 )
 
 // RunToken returns the run token inside a started run's vrxBaseUrl, as
 // the run's worker would take it.
-func RunToken(t testing.TB, s commands.StartedRun) commands.RunAccess {
+func RunToken(t testing.TB, s runs.StartedRun) runs.RunAccess {
 	t.Helper()
 	_, tok, ok := strings.Cut(s.VrxBaseURL, "/vrx/")
 	if !ok {
 		t.Fatalf("vrxBaseUrl %q holds no token", s.VrxBaseURL)
 	}
-	return commands.RunAccess{Token: tok}
+	return runs.RunAccess{Token: tok}
 }
 
 // StartExternalRun starts a run of the external executor on device dev
 // as the organisation's operator (goal "open notes"); mod, when not nil,
 // changes the request first.
-func StartExternalRun(t testing.TB, env *Env, dev string, mod func(*commands.StartRun)) commands.StartedRun {
+func StartExternalRun(t testing.TB, env *Env, dev string, mod func(*runs.StartRun)) runs.StartedRun {
 	t.Helper()
-	cmd := commands.StartRun{Auth: env.Auth, DeviceID: dev, Goal: "open notes", Executor: domain.ExecutorExternal}
+	cmd := runs.StartRun{Auth: env.Auth, DeviceID: dev, Goal: "open notes", Executor: domain.ExecutorExternal}
 	if mod != nil {
 		mod(&cmd)
 	}

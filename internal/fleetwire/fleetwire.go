@@ -14,8 +14,8 @@ import (
 	"log/slog"
 	"time"
 
-	"phonefleet/commands"
 	"phonefleet/commands/cqrs"
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/adb"
@@ -66,7 +66,7 @@ type Gateways interface {
 
 // Fleet is the assembled fleet.
 type Fleet struct {
-	Commands *commands.Fleet
+	Commands *fleet.Fleet
 	// Runtime runs device work; run its Run until shutdown.
 	Runtime  *devices.Runtime
 	Sim      *backends.SimHost
@@ -94,7 +94,7 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	}
 	fl.Runtime = devices.New(devices.Config{Backends: fl.Registry, Host: fl.Sim, Gateways: cfg.Gateways, OnHost: takeover,
 		QueueLimit: cfg.QueueLimit, FrameRetention: cfg.FrameRetention, Logger: cfg.Logger})
-	fl.Commands = commands.NewFleet(commands.FleetConfig{Store: cfg.Store, ReadModels: cfg.Runner, Runtime: fl.Runtime,
+	fl.Commands = fleet.New(fleet.Config{Store: cfg.Store, ReadModels: cfg.Runner, Runtime: fl.Runtime,
 		Now: cfg.Now, WaitForReceipts: cfg.WaitForReceipts, HostState: backends.HostState(cfg.Store.Pool())})
 	if err := fl.Runtime.Prepare(ctx); err != nil {
 		fl.Runtime.Stop() // gives the host claim back

@@ -9,7 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"phonefleet/commands"
+	"phonefleet/commands/fleet"
+	"phonefleet/commands/gateways"
 	"phonefleet/domain"
 	httpapi "phonefleet/http"
 	"phonefleet/internal/fleettest"
@@ -58,7 +59,7 @@ func TestAdbThroughHub(t *testing.T) {
 	edge := httptest.NewServer(httpapi.New(httpapi.Deps{Logger: quiet, App: &e.app, GatewayTunnel: in.hub.ServeTunnel}).Handler())
 	t.Cleanup(edge.Close)
 	ctx := testutil.Context(t)
-	code, err := e.app.Gateways.CreateGatewayEnrollmentCode.Handle(ctx, commands.CreateGatewayEnrollmentCode{Auth: e.admin, Name: "lab"})
+	code, err := e.app.Gateways.CreateGatewayEnrollmentCode.Handle(ctx, gateways.CreateGatewayEnrollmentCode{Auth: e.admin, Name: "lab"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestAdbThroughHub(t *testing.T) {
 	// The phone is registered as the gateway's adb device, online.
 	var dev string
 	eventually(t, "the gateway's adb phone is registered online", func() bool {
-		page, err := in.app.Fleet.ListDevices.Handle(ctx, commands.ListDevices{Auth: e.operator, DeviceQuery: commands.DeviceQuery{Backend: domain.BackendADB}})
+		page, err := in.app.Fleet.ListDevices.Handle(ctx, fleet.ListDevices{Auth: e.operator, DeviceQuery: fleet.DeviceQuery{Backend: domain.BackendADB}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +82,7 @@ func TestAdbThroughHub(t *testing.T) {
 		return false
 	})
 	model := phone.Model()
-	view, err := in.app.Fleet.GetDevice.Handle(ctx, commands.GetDevice{Auth: e.operator, DeviceID: dev})
+	view, err := in.app.Fleet.GetDevice.Handle(ctx, fleet.GetDevice{Auth: e.operator, DeviceID: dev})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestAdbThroughHub(t *testing.T) {
 		t.Fatalf("registration %+v; want serial %s, key %s, of the gateway the agent enrolled", registered, serial, key)
 	}
 
-	observe := func(cmd commands.ObserveDevice) commands.Observation {
+	observe := func(cmd fleet.ObserveDevice) fleet.Observation {
 		t.Helper()
 		cmd.Auth, cmd.DeviceID = e.operator, dev
 		obs, err := in.app.Fleet.ObserveDevice.Handle(ctx, cmd)
@@ -106,7 +107,7 @@ func TestAdbThroughHub(t *testing.T) {
 	}
 	snapshot := func() (string, domain.UIElement) {
 		t.Helper()
-		obs := observe(commands.ObserveDevice{Snapshot: true})
+		obs := observe(fleet.ObserveDevice{Snapshot: true})
 		var root domain.UIElement
 		if err := json.Unmarshal(obs.Snapshot, &root); err != nil {
 			t.Fatalf("snapshot %q: %v", obs.Snapshot, err)
@@ -116,7 +117,7 @@ func TestAdbThroughHub(t *testing.T) {
 	leaseID := e.lease(t, in, dev)
 	act := func(idempotencyKey, action, args, frame string) domain.Receipt {
 		t.Helper()
-		out, err := in.app.Fleet.PerformAction.Handle(ctx, commands.PerformAction{Auth: e.operator, DeviceID: dev, LeaseID: leaseID,
+		out, err := in.app.Fleet.PerformAction.Handle(ctx, fleet.PerformAction{Auth: e.operator, DeviceID: dev, LeaseID: leaseID,
 			Action: action, Arguments: json.RawMessage(args), IdempotencyKey: idempotencyKey, ObservedFrame: frame})
 		if err != nil {
 			t.Fatalf("%s %s: %v", action, args, err)
@@ -140,7 +141,7 @@ func TestAdbThroughHub(t *testing.T) {
 	if got := phone.Foreground(); got != "com.android.settings" {
 		t.Fatalf("after the tap the phone shows %s; want com.android.settings", got)
 	}
-	after, err := in.app.Fleet.GetFrame.Handle(ctx, commands.GetFrame{Auth: e.operator, FrameID: rc.Frames.After, FrameOptions: commands.FrameOptions{Image: true}})
+	after, err := in.app.Fleet.GetFrame.Handle(ctx, fleet.GetFrame{Auth: e.operator, FrameID: rc.Frames.After, FrameOptions: fleet.FrameOptions{Image: true}})
 	if err != nil {
 		t.Fatalf("the after frame: %v", err)
 	}
@@ -164,7 +165,7 @@ func TestAdbThroughHub(t *testing.T) {
 	}
 
 	// A screenshot is the phone's own PNG; a snapshot has its elements.
-	shot := observe(commands.ObserveDevice{Image: true})
+	shot := observe(fleet.ObserveDevice{Image: true})
 	own, err := phone.Screenshot()
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +179,7 @@ func TestAdbThroughHub(t *testing.T) {
 	}
 
 	// Set-of-marks pictures are refused, as on a local adb phone.
-	_, err = in.app.Fleet.ObserveDevice.Handle(ctx, commands.ObserveDevice{Auth: e.operator, DeviceID: dev, Image: true, Marks: true})
+	_, err = in.app.Fleet.ObserveDevice.Handle(ctx, fleet.ObserveDevice{Auth: e.operator, DeviceID: dev, Image: true, Marks: true})
 	if domain.ErrorCode(err) != domain.CodeCapabilityUnsupported {
 		t.Fatalf("a set-of-marks picture: %v; want capability_unsupported", err)
 	}
@@ -193,13 +194,13 @@ func TestAdbThroughHub(t *testing.T) {
 	if !in.hub.Holds(domain.GatewayHostKey(registered.GatewayID)) {
 		t.Fatal("the gateway's tunnel ended with the phone; want the phone alone gone from its list")
 	}
-	_, err = in.app.Fleet.ObserveDevice.Handle(ctx, commands.ObserveDevice{Auth: e.operator, DeviceID: dev, Snapshot: true})
+	_, err = in.app.Fleet.ObserveDevice.Handle(ctx, fleet.ObserveDevice{Auth: e.operator, DeviceID: dev, Snapshot: true})
 	if domain.ErrorCode(err) != domain.CodeDeviceUnavailable {
 		t.Fatalf("observing the unplugged phone: %v; want device_unavailable", err)
 	}
 	testutil.ConnectADB(t, server, serial)
 	eventually(t, "the phone plugged back comes online", func() bool { return e.status(t, dev) == domain.DeviceOnline })
-	if page, err := in.app.Fleet.ListDevices.Handle(ctx, commands.ListDevices{Auth: e.operator, DeviceQuery: commands.DeviceQuery{Backend: domain.BackendADB}}); err != nil ||
+	if page, err := in.app.Fleet.ListDevices.Handle(ctx, fleet.ListDevices{Auth: e.operator, DeviceQuery: fleet.DeviceQuery{Backend: domain.BackendADB}}); err != nil ||
 		len(page.Devices) != 1 || page.Devices[0].DeviceID != dev {
 		t.Fatalf("adb devices after the phone came back: %+v (%v); want %s alone", page.Devices, err, dev)
 	}

@@ -23,6 +23,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"phonefleet/commands"
+	"phonefleet/commands/fleet"
+	"phonefleet/commands/gateways"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/backends"
@@ -182,7 +184,7 @@ func (h *Hub) ServeTunnel(w http.ResponseWriter, r *http.Request) error {
 	if app == nil {
 		return domain.Errorf(domain.CodeServiceUnavailable, "this instance is starting; connect again").WithRetryable(true)
 	}
-	p, err := app.Gateways.AuthenticateGateway.Handle(r.Context(), commands.AuthenticateGateway{Credential: cred})
+	p, err := app.Gateways.AuthenticateGateway.Handle(r.Context(), gateways.AuthenticateGateway{Credential: cred})
 	if err != nil {
 		return err
 	}
@@ -331,12 +333,12 @@ func (h *Hub) admit(ctx context.Context, c *tunnelConn, hello tunnel.Hello) (tun
 			return release(err)
 		}
 	}
-	reported := make([]commands.GatewayDevice, 0, len(hello.Devices))
+	reported := make([]fleet.GatewayDevice, 0, len(hello.Devices))
 	for _, d := range hello.Devices {
-		reported = append(reported, commands.GatewayDevice{Key: d.Key, Backend: d.Backend, Model: d.Model, Serial: d.Serial,
+		reported = append(reported, fleet.GatewayDevice{Key: d.Key, Backend: d.Backend, Model: d.Model, Serial: d.Serial,
 			Width: d.Width, Height: d.Height})
 	}
-	ids, err := app.Fleet.RegisterGatewayDevices.Handle(ctx, commands.RegisterGatewayDevices{GatewayID: gw, GatewayName: c.name, OrgID: c.orgID, Devices: reported})
+	ids, err := app.Fleet.RegisterGatewayDevices.Handle(ctx, fleet.RegisterGatewayDevices{GatewayID: gw, GatewayName: c.name, OrgID: c.orgID, Devices: reported})
 	if err != nil {
 		return release(err)
 	}
@@ -358,7 +360,7 @@ func (h *Hub) admit(ctx context.Context, c *tunnelConn, hello tunnel.Hello) (tun
 	if c.instance, err = h.holder(ctx, gw); err != nil {
 		return release(err)
 	}
-	if _, err := app.Gateways.RecordGatewayConnection.Handle(ctx, commands.RecordGatewayConnection{GatewayID: gw, Connected: true,
+	if _, err := app.Gateways.RecordGatewayConnection.Handle(ctx, gateways.RecordGatewayConnection{GatewayID: gw, Connected: true,
 		Instance: c.instance, Version: hello.Version, Channel: hello.Channel, Devices: len(served)}); err != nil {
 		return release(err)
 	}
@@ -416,7 +418,7 @@ func (h *Hub) recordConnections(ctx context.Context, app *commands.Application, 
 	served := map[string]tunnel.DeviceInfo{}
 	for key, id := range ids {
 		info, online := reported[key]
-		_, err := app.Fleet.RecordDeviceConnection.Handle(ctx, commands.RecordDeviceConnection{DeviceID: id, Online: online, State: state})
+		_, err := app.Fleet.RecordDeviceConnection.Handle(ctx, fleet.RecordDeviceConnection{DeviceID: id, Online: online, State: state})
 		if domain.ErrorCode(err) == domain.CodeDeviceUnavailable {
 			continue // retired: it is not served
 		}
@@ -467,14 +469,14 @@ func (h *Hub) update(ctx context.Context, c *tunnelConn, list []tunnel.DeviceInf
 	if !current {
 		return nil // dropped meanwhile
 	}
-	reported := make([]commands.GatewayDevice, 0, len(list))
+	reported := make([]fleet.GatewayDevice, 0, len(list))
 	devices := map[string]tunnel.DeviceInfo{}
 	for _, d := range list {
-		reported = append(reported, commands.GatewayDevice{Key: d.Key, Backend: d.Backend, Model: d.Model, Serial: d.Serial,
+		reported = append(reported, fleet.GatewayDevice{Key: d.Key, Backend: d.Backend, Model: d.Model, Serial: d.Serial,
 			Width: d.Width, Height: d.Height})
 		devices[d.Key] = d
 	}
-	ids, err := app.Fleet.RegisterGatewayDevices.Handle(ctx, commands.RegisterGatewayDevices{GatewayID: c.gatewayID, GatewayName: c.name, OrgID: c.orgID, Devices: reported})
+	ids, err := app.Fleet.RegisterGatewayDevices.Handle(ctx, fleet.RegisterGatewayDevices{GatewayID: c.gatewayID, GatewayName: c.name, OrgID: c.orgID, Devices: reported})
 	if err != nil {
 		return err
 	}
@@ -587,7 +589,7 @@ func (h *Hub) drop(ctx context.Context, c *tunnelConn, reason string) {
 			// The orphaned-gateway sweep records them once the claim is free.
 			h.log.Warn("recording a gateway's devices offline failed", "gatewayId", c.gatewayID, "err", err)
 		}
-		if _, err := app.Gateways.RecordGatewayConnection.Handle(ctx, commands.RecordGatewayConnection{GatewayID: c.gatewayID,
+		if _, err := app.Gateways.RecordGatewayConnection.Handle(ctx, gateways.RecordGatewayConnection{GatewayID: c.gatewayID,
 			Instance: c.instance, Reason: reason}); err != nil {
 			// The sweep, or the gateway's next connection, records the end.
 			h.log.Warn("recording a gateway's disconnection failed", "gatewayId", c.gatewayID, "err", err)
@@ -727,7 +729,7 @@ func (h *Hub) sweep(ctx context.Context, app *commands.Application, gw string) (
 	}
 	// Holding the claim, this process knows no tunnel of the gateway is
 	// served anywhere: whichever the stream shows open has ended.
-	if _, err := app.Gateways.RecordGatewayConnection.Handle(ctx, commands.RecordGatewayConnection{GatewayID: gw,
+	if _, err := app.Gateways.RecordGatewayConnection.Handle(ctx, gateways.RecordGatewayConnection{GatewayID: gw,
 		Reason: domain.GatewayReasonInstanceLost}); err != nil {
 		return false, err
 	}

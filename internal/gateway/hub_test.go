@@ -20,6 +20,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands"
+	"phonefleet/commands/fleet"
+	"phonefleet/commands/gateways"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/kernel"
@@ -43,7 +45,7 @@ type hubEnv struct {
 	runner *projections.Runner
 	app    commands.Application
 	// gateways is the gateway capability every instance serves.
-	gateways *commands.GatewayCapability
+	gateways *gateways.Gateways
 	admin    domain.Auth
 	// operator is the organisation's operator (every scope).
 	operator   domain.Auth
@@ -82,7 +84,7 @@ func newHubEnv(t *testing.T) *hubEnv {
 		t.Fatal(err)
 	}
 	e := &hubEnv{pool: pool, store: store, runner: runner,
-		gateways: commands.NewGateways(commands.GatewayConfig{Store: store, Hasher: hasher})}
+		gateways: gateways.New(gateways.Config{Store: store, Hasher: hasher})}
 	e.app = commands.NewApplication(commands.Capabilities{Logger: quiet, Gateways: e.gateways})
 	orgID := domain.NewID(domain.PrefixOrganisation)
 	e.admin = domain.Auth{OrgID: orgID, Kind: domain.PrincipalConsole, UserID: "u_admin", Role: domain.RoleAdmin, Scopes: domain.AllScopes}
@@ -95,11 +97,11 @@ func newHubEnv(t *testing.T) *hubEnv {
 func (e *hubEnv) enroll(t *testing.T) (string, string) {
 	t.Helper()
 	ctx := testutil.Context(t)
-	code, err := e.app.Gateways.CreateGatewayEnrollmentCode.Handle(ctx, commands.CreateGatewayEnrollmentCode{Auth: e.admin, Name: "rack"})
+	code, err := e.app.Gateways.CreateGatewayEnrollmentCode.Handle(ctx, gateways.CreateGatewayEnrollmentCode{Auth: e.admin, Name: "rack"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := e.app.Gateways.EnrollGateway.Handle(ctx, commands.EnrollGateway{Code: code.Code})
+	g, err := e.app.Gateways.EnrollGateway.Handle(ctx, gateways.EnrollGateway{Code: code.Code})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +297,7 @@ func (e *hubEnv) status(t *testing.T, deviceID string) string {
 
 func (e *hubEnv) lease(t *testing.T, in *instance, deviceID string) string {
 	t.Helper()
-	l, err := in.fleet.Commands.AcquireLease().Handle(testutil.Context(t), commands.AcquireLease{Auth: e.operator, DeviceID: deviceID, TTLSeconds: 600})
+	l, err := in.fleet.Commands.AcquireLease().Handle(testutil.Context(t), fleet.AcquireLease{Auth: e.operator, DeviceID: deviceID, TTLSeconds: 600})
 	if err != nil {
 		t.Fatalf("leasing %s: %v", deviceID, err)
 	}
@@ -413,7 +415,7 @@ func TestHubServesAGatewaysDevices(t *testing.T) {
 
 	dev := ids["sim-1"]
 	leaseID := e.lease(t, a, dev)
-	out, err := a.fleet.Commands.PerformAction().Handle(ctx, commands.PerformAction{Auth: e.operator, DeviceID: dev, LeaseID: leaseID,
+	out, err := a.fleet.Commands.PerformAction().Handle(ctx, fleet.PerformAction{Auth: e.operator, DeviceID: dev, LeaseID: leaseID,
 		Action: "open_app", Arguments: json.RawMessage(`{"package":"` + sim.PkgNotes + `"}`), IdempotencyKey: "open-notes"})
 	if err != nil {
 		t.Fatalf("acting on the gateway's device: %v", err)
@@ -431,7 +433,7 @@ func TestHubServesAGatewaysDevices(t *testing.T) {
 		t.Fatalf("idempotency row: %s on %s; want committed on %s", state, host, key)
 	}
 
-	obs, err := a.fleet.Commands.ObserveDevice().Handle(ctx, commands.ObserveDevice{Auth: e.operator, DeviceID: dev, Image: true, Marks: true})
+	obs, err := a.fleet.Commands.ObserveDevice().Handle(ctx, fleet.ObserveDevice{Auth: e.operator, DeviceID: dev, Image: true, Marks: true})
 	if err != nil {
 		t.Fatalf("observing with marks: %v", err)
 	}
@@ -448,7 +450,7 @@ func TestHubServesAGatewaysDevices(t *testing.T) {
 		_, held, err := backends.HostState(e.pool)(ctx, key)
 		return err == nil && !held && !a.hub.Holds(key)
 	})
-	_, err = a.fleet.Commands.PerformAction().Handle(ctx, commands.PerformAction{Auth: e.operator, DeviceID: dev, LeaseID: leaseID,
+	_, err = a.fleet.Commands.PerformAction().Handle(ctx, fleet.PerformAction{Auth: e.operator, DeviceID: dev, LeaseID: leaseID,
 		Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "home-offline"})
 	if domain.ErrorCode(err) != domain.CodeDeviceUnavailable {
 		t.Fatalf("acting while the gateway is away: %v; want device_unavailable", err)
@@ -466,7 +468,7 @@ func TestHubServesAGatewaysDevices(t *testing.T) {
 	if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE event_type = 'device.registered' AND org_id = $1`, e.admin.OrgID).Scan(&n); err != nil || n != 2 {
 		t.Fatalf("device.registered events: %d (%v); want 2", n, err)
 	}
-	if _, err := a.fleet.Commands.PerformAction().Handle(ctx, commands.PerformAction{Auth: e.operator, DeviceID: dev, LeaseID: leaseID,
+	if _, err := a.fleet.Commands.PerformAction().Handle(ctx, fleet.PerformAction{Auth: e.operator, DeviceID: dev, LeaseID: leaseID,
 		Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "home-again"}); err != nil {
 		t.Fatalf("acting after the gateway came back: %v", err)
 	}
@@ -596,12 +598,12 @@ func TestHubGatewayGoneMidAction(t *testing.T) {
 	leaseID := e.lease(t, a, dev)
 
 	type result struct {
-		out commands.ActOutcome
+		out fleet.ActOutcome
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		out, err := a.fleet.Commands.PerformAction().Handle(testutil.Context(t), commands.PerformAction{Auth: e.operator, DeviceID: dev,
+		out, err := a.fleet.Commands.PerformAction().Handle(testutil.Context(t), fleet.PerformAction{Auth: e.operator, DeviceID: dev,
 			LeaseID: leaseID, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "mid-act"})
 		done <- result{out, err}
 	}()
@@ -686,7 +688,7 @@ func TestHubSweepsAnOrphanedGateway(t *testing.T) {
 	dev := ids["sim-1"]
 	leaseID := e.lease(t, dying, dev)
 	go func() {
-		_, _ = dying.fleet.Commands.PerformAction().Handle(testutil.Context(t), commands.PerformAction{Auth: e.operator, DeviceID: dev,
+		_, _ = dying.fleet.Commands.PerformAction().Handle(testutil.Context(t), fleet.PerformAction{Auth: e.operator, DeviceID: dev,
 			LeaseID: leaseID, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "orphaned"})
 	}()
 	select {
@@ -788,7 +790,7 @@ func TestHubClosesARevokedGatewaysTunnel(t *testing.T) {
 	a := e.instance(t, instanceOptions{})
 	g := newFakeGateway(t, "sim-1")
 	peer, ids := g.mustConnect(t, a.url, e.credential)
-	if _, err := e.app.Gateways.RevokeGateway.Handle(testutil.Context(t), commands.RevokeGateway{Auth: e.admin, GatewayID: e.gatewayID}); err != nil {
+	if _, err := e.app.Gateways.RevokeGateway.Handle(testutil.Context(t), gateways.RevokeGateway{Auth: e.admin, GatewayID: e.gatewayID}); err != nil {
 		t.Fatal(err)
 	}
 	select {

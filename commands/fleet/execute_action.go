@@ -1,0 +1,297 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+	"phonefleet/internal/devices"
+)
+
+// recordTimeout bounds recording an outcome once the device has acted; the
+// recording is not abandoned when the device runtime is asked to stop.
+const recordTimeout = 15 * time.Second
+
+// jobResult is what a job queued on a device came to.
+type jobResult struct {
+	// receipt is the action's receipt (action jobs).
+	receipt domain.Receipt
+	// appended is what the job recorded last, for read-your-writes waits.
+	appended eventstore.Appended
+	err      error
+}
+
+// submit fills a reserved place with a job: run when its turn comes, or
+// abandon instead when the runtime stops first. Whichever ran answers on
+// the returned channel, which has room for the one result, so the device
+// never waits for a caller that gave up.
+func submit(slot *devices.Slot, run, abandon func(ctx context.Context) jobResult) <-chan jobResult {
+	done := make(chan jobResult, 1)
+	slot.Submit(func(ctx context.Context) { done <- run(ctx) }, func(ctx context.Context) { done <- abandon(ctx) })
+	return done
+}
+
+// await waits for a queued job's result, or until the caller gives up
+// (its context's error): the job goes on regardless.
+func await(ctx context.Context, done <-chan jobResult) (jobResult, error) {
+	select {
+	case res := <-done:
+		return res, nil
+	case <-ctx.Done():
+		return jobResult{}, ctx.Err()
+	}
+}
+
+// Why a recorded action never ran.
+const (
+	whyStopped  = "the service stopped before this action ran; nothing was done"
+	whyDatabase = "the database failed while this action was being accepted; nothing was done"
+)
+
+// neverRan is the failure of device work that never started:
+// device_unavailable (offline), since nothing was done — not an unknown
+// outcome.
+func neverRan(deviceID, why string) *domain.Error {
+	return domain.Errorf(domain.CodeDeviceUnavailable, "%s", why).With("reason", domain.ReasonOffline).With("deviceId", deviceID)
+}
+
+// actionJob is a recorded action waiting for its turn on its device.
+// Device I/O happens in run, outside any database transaction; the
+// outcome is then recorded in one transaction.
+type actionJob struct {
+	f     *Fleet
+	orgID string
+	// host is the host the action is accepted under (domain.HostKey):
+	// its idempotency row names it, so a takeover settles its own host's
+	// actions only.
+	host   string
+	req    domain.ActionRequested
+	action domain.Action
+	// observedHash is the screen hash of the action's observedFrame, if any.
+	observedHash string
+	// meta is the metadata of the request that queued the action: the
+	// events recording its outcome carry it.
+	meta eventstore.Metadata
+}
+
+// run carries out the action: it checks that the lease it was accepted
+// under is still in force (fencing) and that the screen still matches
+// observedFrame, takes the before frame, acts, takes the after frame and
+// records committed, failed or outcome unknown.
+func (j *actionJob) run(ctx context.Context) jobResult {
+	f, req := j.f, j.req
+	started := f.now()
+	o := j.outcome(ctx, started)
+
+	d, _, err := f.devices.Load(ctx, req.DeviceID)
+	if err != nil {
+		return o.fail(domain.Errorf(domain.CodeInternal, "internal error").Wrap(err), nil)
+	}
+	if l := d.ActiveLease(started); l == nil || l.FencingToken != req.FencingToken {
+		return o.fail(domain.Errorf(domain.CodeLeaseMismatch, "the lease this action was accepted under ended before it ran; nothing was done").
+			With("deviceId", d.ID).With("reason", "lease_ended"), nil)
+	}
+	backend, err := f.runtime.Resolve(ctx, &d)
+	if err != nil {
+		return o.fail(err, nil)
+	}
+	o.backend, o.d = backend, &d
+	obs, err := backend.Observe(ctx, domain.ObserveOptions{Replay: true})
+	if err != nil {
+		return o.fail(err, nil)
+	}
+	before := f.frameFor(&d, obs, started)
+	o.before = &before
+	if j.observedHash != "" && obs.ScreenHash != j.observedHash {
+		return o.fail(domain.Errorf(domain.CodeStaleFrame, "the screen changed since observedFrame %s; observe again and decide anew", req.ObservedFrame).
+			With("deviceId", d.ID).With("frameId", before.ID), nil)
+	}
+
+	actCtx, cancel := context.WithTimeout(ctx, f.cfg.ActTimeout)
+	res, err := backend.Act(actCtx, j.action)
+	cancel()
+	if err != nil {
+		if domain.ErrorCode(err) == domain.CodeActionOutcomeUnknown || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return o.unknown("the device gave no outcome")
+		}
+		return o.fail(err, nil)
+	}
+	after := before
+	if res.ScreenHash != before.ScreenHash || res.ScreenHash == "" {
+		afterObs, err := backend.Observe(ctx, domain.ObserveOptions{Replay: true})
+		if err == nil {
+			after = f.frameFor(&d, afterObs, f.now())
+		}
+	}
+	return o.commit(res, &after)
+}
+
+// abandon records that the action never started, for the reason why: it
+// fails with device_unavailable (offline), not retryable since this
+// action is over.
+func (j *actionJob) abandon(ctx context.Context, why string) jobResult {
+	o := j.outcome(ctx, j.f.now())
+	return o.fail(neverRan(j.req.DeviceID, why).WithRetryable(false), nil)
+}
+
+// outcome starts recording how the action ended, from its request.
+func (j *actionJob) outcome(ctx context.Context, started time.Time) *outcome {
+	rec := &domain.ActionRecord{}
+	rec.Apply(j.orgID, j.req, 1)
+	return &outcome{f: j.f, ctx: ctx, j: j, rec: rec, started: started}
+}
+
+// outcome records how one action ended.
+type outcome struct {
+	f       *Fleet
+	ctx     context.Context
+	j       *actionJob
+	rec     *domain.ActionRecord
+	started time.Time
+	d       *domain.Device
+	backend domain.Backend
+	before  *frameRow
+}
+
+func (o *outcome) fail(err error, after *frameRow) jobResult {
+	e := domain.AsError(err)
+	reason, _ := e.Extra["reason"].(string)
+	ev := domain.ActionFailed{ActionID: o.rec.Requested.ActionID, DeviceID: o.j.req.DeviceID, Code: e.Code, Message: e.Message,
+		Reason: reason, StartedAt: o.started, FinishedAt: o.f.now()}
+	if e.Code == domain.CodeInternal {
+		ev.Message = "internal error"
+	}
+	if o.before != nil {
+		ev.FrameBefore = o.before.ref()
+	}
+	if after != nil {
+		ev.FrameAfter = after.ref()
+	}
+	return o.record("failed", ev, false, o.before, after)
+}
+
+func (o *outcome) unknown(reason string) jobResult {
+	ev := domain.ActionOutcomeUnknown{ActionID: o.rec.Requested.ActionID, DeviceID: o.j.req.DeviceID, Reason: reason, At: o.f.now()}
+	return o.record("unknown", ev, true, o.before, nil)
+}
+
+func (o *outcome) commit(res domain.ActionResult, after *frameRow) jobResult {
+	ev := domain.ActionCommitted{ActionID: o.rec.Requested.ActionID, DeviceID: o.j.req.DeviceID, Result: res,
+		StartedAt: o.started, FinishedAt: o.f.now()}
+	if o.before != nil {
+		ev.FrameBefore = o.before.ref()
+	}
+	if after != nil {
+		ev.FrameAfter = after.ref()
+	}
+	return o.record("committed", ev, true, o.before, after)
+}
+
+// record appends the outcome event, as the action aggregate decides it,
+// and, in the same unit, stores the new frames, saves the device's state
+// and closes the idempotency row.
+//
+// Once the device has acted the outcome is known, and only writing it can
+// fail: a write that fails for any reason but a decided conflict is tried
+// again, with backoff, until the database takes it. Meanwhile the device's
+// queue waits (its next action must see this one recorded), and a client
+// repeating the key hears that the action is still in progress. Only when
+// the runtime is stopping does recording give up, after recordTimeout;
+// the next start then marks the action outcome unknown, since no process
+// knows it any more.
+func (o *outcome) record(state string, ev domain.Event, saveState bool, frames ...*frameRow) jobResult {
+	f := o.f
+	var rows []frameRow
+	for _, r := range frames {
+		if r != nil && !r.stored && (len(rows) == 0 || rows[0].ID != r.ID) {
+			rows = append(rows, *r)
+		}
+	}
+	var devState []byte
+	if sb, ok := o.backend.(domain.StatefulBackend); ok && saveState {
+		s, err := sb.SaveState()
+		if err != nil {
+			return jobResult{err: err}
+		}
+		devState = s
+	}
+	req := o.rec.Requested
+	finished := f.now()
+	decide := func(r *domain.ActionRecord, u *eventstore.Unit) ([]domain.Event, error) {
+		if r.Finished() {
+			return nil, nil // recorded already (a write that failed after its commit)
+		}
+		var evs []domain.Event
+		var err error
+		switch e := ev.(type) {
+		case domain.ActionCommitted:
+			evs, err = r.Commit(e)
+		case domain.ActionFailed:
+			evs, err = r.Fail(e)
+		case domain.ActionOutcomeUnknown:
+			evs, err = r.MarkOutcomeUnknown(e.Reason, e.At)
+		default:
+			err = fmt.Errorf("commands: %s is no action outcome", ev.EventName())
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, row := range rows {
+			queueFrame(u, row)
+		}
+		if devState != nil {
+			queueDeviceState(u, o.d, devState, finished)
+		}
+		closeIdempotency(u, o.j.orgID, req.IdempotencyKey, state, finished)
+		return evs, nil
+	}
+	ctx := eventstore.WithMetadata(context.WithoutCancel(o.ctx), o.j.meta)
+	var rec domain.ActionRecord
+	var c eventstore.Committed
+	var err error
+	var stopping time.Time
+	for pause := 10 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		actx, cancel := context.WithTimeout(ctx, recordTimeout)
+		rec, c, err = f.actions.UpdateFrom(actx, req.ActionID, *o.rec, o.rec.Version, decide)
+		cancel()
+		if err == nil || !eventstore.Transient(err) {
+			break
+		}
+		if o.ctx.Err() != nil {
+			if stopping.IsZero() {
+				stopping = time.Now()
+			} else if time.Since(stopping) > recordTimeout {
+				break
+			}
+		}
+		time.Sleep(pause)
+	}
+	if err != nil {
+		return jobResult{err: err}
+	}
+	if len(c.Appends) > 0 {
+		for _, row := range rows {
+			f.runtime.RememberFrames(row.Frame)
+		}
+	}
+	*o.rec = rec
+	return jobResult{receipt: rec.Receipt(), appended: c.Last(), err: rec.OutcomeError()}
+}
+
+// queueDeviceState adds saving the device's state to the unit u, so that
+// the device comes back as it was recorded after a restart.
+func queueDeviceState(u *eventstore.Unit, d *domain.Device, state []byte, at time.Time) {
+	u.Exec(`INSERT INTO device_states (device_id, org_id, backend, model, state, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (device_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at`,
+		d.ID, d.OrgID, d.Backend, d.Model, state, at)
+}
+
+// closeIdempotency adds recording the action's final state (committed,
+// failed or unknown) in its idempotency row to the unit u.
+func closeIdempotency(u *eventstore.Unit, orgID, key, state string, at time.Time) {
+	u.Exec(`UPDATE action_idempotency SET state = $3, finished_at = $4 WHERE org_id = $1 AND idempotency_key = $2`,
+		orgID, key, state, at)
+}

@@ -1,0 +1,216 @@
+package fleet
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"phonefleet/commands/cqrs"
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+	"phonefleet/internal/devices"
+	"phonefleet/projections"
+)
+
+// DeviceRuntime is the device runtime as the fleet's commands use it
+// (internal/devices.Runtime implements it): where each device is hosted,
+// its backend adapter, its queue, and the caches of recently stored
+// frames. Commands run their device work as closures submitted to a
+// device's queue and record the outcome themselves; the runtime never
+// calls back into them.
+type DeviceRuntime interface {
+	// Reserve claims a place at the end of the device's queue; jobs run
+	// one at a time in the order their places were reserved. Nothing has
+	// been recorded yet when it refuses. Errors: device_busy (retryable,
+	// with retryAfterMs) when the queue is full; device_unavailable with
+	// reason offline (retryable) when the runtime is stopping.
+	Reserve(deviceID string) (*devices.Slot, error)
+	// Resolve returns the adapter of a device. Errors:
+	// backend_resolution_failed, backend_not_implemented,
+	// device_unavailable with reason offline (another process hosts it),
+	// internal_error.
+	Resolve(ctx context.Context, d *domain.Device) (domain.Backend, error)
+	// Locate names the host a device is driven under (domain.HostKey) and
+	// whether this process holds it now. It never fails.
+	Locate(d *domain.Device) (host string, local bool)
+	// Renderer returns the frame renderer of a backend kind, if it has
+	// one. It never fails.
+	Renderer(kind string) (domain.FrameRenderer, bool)
+	// FrameFor names the frame showing obs: the device's last stored frame
+	// when it shows the same screen (stored is true), else a new one to
+	// store. It never fails.
+	FrameFor(d *domain.Device, obs domain.Observation, at time.Time) (frame devices.Frame, stored bool)
+	// RememberFrames records frames whose rows have committed. It never
+	// fails.
+	RememberFrames(frames ...devices.Frame)
+	// RecentFrame returns a frame this process stored recently; ok is
+	// false for any other (then the frames table answers). It never fails.
+	RecentFrame(frameID string) (frame devices.Frame, ok bool)
+}
+
+// Config is what the fleet's commands need.
+type Config struct {
+	Store *eventstore.Store
+	// ReadModels gives read-your-writes on the fleet's read models; nil
+	// waits for none (an operator command registering devices).
+	ReadModels cqrs.ReadModels
+	// Runtime runs device work. Only a fleet that registers devices and
+	// nothing else (the operator command) may go without one.
+	Runtime DeviceRuntime
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// ActTimeout bounds one call to a backend's Act; past it the outcome is
+	// unknown. Zero means DefaultActTimeout.
+	ActTimeout time.Duration
+	// HostState, when set, lets a caller that forwarded an action to the
+	// instance driving its device notice that instance going away, and
+	// settle the action without waiting out the call's deadline.
+	HostState HostState
+	// WaitForReceipts makes an action answer only once the receipts read
+	// model shows its outcome, so a following receipt read agrees with it.
+	WaitForReceipts bool
+}
+
+// DefaultActTimeout is Config.ActTimeout's default.
+const DefaultActTimeout = 30 * time.Second
+
+// Fleet is the device fleet's one entry point for every surface: the REST
+// routes, and the MCP tools (list and read devices, lease, observe, act,
+// frames, receipts). Each method takes the caller's authorization context,
+// enforces its scopes and device subset, and runs one command handler or
+// one read. It holds only what those share; device work goes through the
+// runtime.
+type Fleet struct {
+	cfg        Config
+	store      *eventstore.Store
+	pool       *pgxpool.Pool
+	readModels cqrs.ReadModels
+	runtime    DeviceRuntime
+	// forwarder carries device calls to the instance driving the device;
+	// nil when there is none (SetForwarder).
+	forwarder atomic.Pointer[Forwarder]
+
+	devices *eventstore.Repository[domain.Device, domain.Event]
+	actions *eventstore.Repository[domain.ActionRecord, domain.Event]
+}
+
+// New returns the fleet over cfg.
+func New(cfg Config) *Fleet {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ActTimeout <= 0 {
+		cfg.ActTimeout = DefaultActTimeout
+	}
+	f := &Fleet{cfg: cfg, store: cfg.Store, pool: cfg.Store.Pool(), readModels: cfg.ReadModels, runtime: cfg.Runtime}
+	f.devices = eventstore.NewRepository(cfg.Store, deviceAggregate)
+	f.actions = eventstore.NewRepository(cfg.Store, actionAggregate)
+	return f
+}
+
+// now is the clock at the event store's precision (microseconds, UTC), so
+// that times recorded in events equal the read models' copies.
+func (f *Fleet) now() time.Time { return f.cfg.Now().UTC().Truncate(time.Microsecond) }
+
+// waitFor gives read-your-writes on the named read models.
+func (f *Fleet) waitFor(ctx context.Context, a eventstore.Appended, names ...string) error {
+	return cqrs.Await(ctx, f.readModels, a, names...)
+}
+
+// visibleDevice loads a device the caller may use: in its organisation and
+// in its device subset. Anything else is domain.ErrDeviceNotFound.
+func (f *Fleet) visibleDevice(ctx context.Context, auth domain.Auth, deviceID string) (domain.Device, error) {
+	d, _, err := f.loadVisible(ctx, auth, deviceID)
+	return d, err
+}
+
+// loadVisible is visibleDevice with the stream version it was loaded at.
+func (f *Fleet) loadVisible(ctx context.Context, auth domain.Auth, deviceID string) (domain.Device, int64, error) {
+	if !domain.HasPrefix(deviceID, domain.PrefixDevice) || !auth.CanSeeDevice(deviceID) {
+		return domain.Device{}, 0, domain.ErrDeviceNotFound(deviceID)
+	}
+	d, version, err := f.devices.Load(ctx, deviceID)
+	if err != nil {
+		return d, 0, err
+	}
+	if !d.Registered() || d.OrgID != auth.OrgID {
+		return domain.Device{}, 0, domain.ErrDeviceNotFound(deviceID)
+	}
+	return d, version, nil
+}
+
+// Handlers are the fleet's entry points of the application object.
+type Handlers struct {
+	AcquireLease    cqrs.Handler[AcquireLease, projections.LeaseView]
+	RenewLease      cqrs.Handler[RenewLease, projections.LeaseView]
+	ReleaseLease    cqrs.Handler[ReleaseLease, cqrs.Done]
+	ExpireLease     cqrs.Handler[ExpireLease, bool]
+	ResetDevice     cqrs.Handler[ResetDevice, bool]
+	PerformAction   cqrs.Handler[PerformAction, ActOutcome]
+	ObserveDevice   cqrs.Handler[ObserveDevice, Observation]
+	WaitFor         cqrs.Handler[WaitFor, WaitResult]
+	PowerDevice     cqrs.Handler[PowerDevice, projections.DeviceView]
+	RenameDevice    cqrs.Handler[RenameDevice, projections.DeviceView]
+	ReviewReceipt   cqrs.Handler[ReviewReceipt, domain.Receipt]
+	RegisterDevices cqrs.Handler[RegisterDevices, []string]
+	// RecordDeviceConnection is sent by device discovery.
+	RecordDeviceConnection cqrs.Handler[RecordDeviceConnection, bool]
+	// RegisterGatewayDevices is sent by the gateway hub for the devices a
+	// gateway reports.
+	RegisterGatewayDevices cqrs.Handler[RegisterGatewayDevices, map[string]string]
+	// MarkAbandonedActions is sent by the process that takes a host over.
+	MarkAbandonedActions cqrs.Handler[MarkAbandonedActions, int]
+	// Live sessions: join (or open) in a role, end.
+	JoinLiveSession cqrs.Handler[JoinLiveSession, JoinedLiveSession]
+	EndLiveSession  cqrs.Handler[EndLiveSession, cqrs.Done]
+
+	ListDevices  cqrs.Handler[ListDevices, DevicePage]
+	GetDevice    cqrs.Handler[GetDevice, projections.DeviceView]
+	GetDriving   cqrs.Handler[GetDriving, Driving]
+	ListLeases   cqrs.Handler[ListLeases, LeasePage]
+	GetFrame     cqrs.Handler[GetFrame, Frame]
+	ListReceipts cqrs.Handler[ListReceipts, ReceiptPage]
+	GetReceipt   cqrs.Handler[GetReceipt, domain.Receipt]
+	// ExportReceipts answers the receipt chain (GET /v1/receipts/export).
+	ExportReceipts cqrs.Handler[ExportReceipts, ReceiptExport]
+	// Live screens and sessions.
+	OpenStream     cqrs.Handler[OpenStream, *ScreenStream]
+	GetLiveSession cqrs.Handler[GetLiveSession, LiveSessionView]
+}
+
+// Handlers returns the fleet's entry points, each behind d. Live screens
+// share one feed per device among their watchers, so call it once.
+func (f *Fleet) Handlers(d cqrs.Decorator) Handlers {
+	live, streams := NewLiveSessions(f), NewStreams(f)
+	return Handlers{
+		AcquireLease:           cqrs.Serve(d, f.AcquireLease()),
+		RenewLease:             cqrs.Serve(d, f.RenewLease()),
+		ReleaseLease:           cqrs.Serve(d, f.ReleaseLease()),
+		ExpireLease:            cqrs.Serve(d, f.ExpireLease()),
+		ResetDevice:            cqrs.Serve(d, f.ResetDevice()),
+		PerformAction:          cqrs.Serve(d, f.PerformAction()),
+		ObserveDevice:          cqrs.Serve(d, f.ObserveDevice()),
+		WaitFor:                cqrs.Serve(d, f.WaitFor()),
+		PowerDevice:            cqrs.Serve(d, f.PowerDevice()),
+		RenameDevice:           cqrs.Serve(d, f.RenameDevice()),
+		ReviewReceipt:          cqrs.Serve(d, f.ReviewReceipt()),
+		RegisterDevices:        cqrs.Serve(d, f.RegisterDevices()),
+		RecordDeviceConnection: cqrs.Serve(d, f.RecordDeviceConnection()),
+		RegisterGatewayDevices: cqrs.Serve(d, f.RegisterGatewayDevices()),
+		MarkAbandonedActions:   cqrs.Serve(d, f.MarkAbandonedActions()),
+		JoinLiveSession:        cqrs.Serve(d, live.JoinLiveSession()),
+		EndLiveSession:         cqrs.Serve(d, live.EndLiveSession()),
+		ListDevices:            cqrs.Serve(d, ListDevicesHandler{f}),
+		GetDevice:              cqrs.Serve(d, GetDeviceHandler{f}),
+		GetDriving:             cqrs.Serve(d, GetDrivingHandler{live}),
+		ListLeases:             cqrs.Serve(d, ListLeasesHandler{f}),
+		GetFrame:               cqrs.Serve(d, GetFrameHandler{f}),
+		ListReceipts:           cqrs.Serve(d, ListReceiptsHandler{f}),
+		GetReceipt:             cqrs.Serve(d, GetReceiptHandler{f}),
+		ExportReceipts:         cqrs.Serve(d, ExportReceiptsHandler{f}),
+		OpenStream:             cqrs.Serve(d, streams.OpenStream()),
+		GetLiveSession:         cqrs.Serve(d, live.GetLiveSession()),
+	}
+}

@@ -1,0 +1,169 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+	"phonefleet/projections"
+)
+
+// HostState reports who holds a host now: the epoch of its last take and
+// whether any process holds its claim (internal/backends.HostState).
+type HostState func(ctx context.Context, host string) (epoch int64, held bool, err error)
+
+// How a caller watches the host of an action it forwarded: it looks every
+// hostWatchEvery; once the claim is free or was taken anew, it waits
+// hostLostGrace more for an answer on its way, then settles the action
+// itself.
+const (
+	hostWatchEvery = time.Second
+	hostLostGrace  = 2 * time.Second
+	settleTimeout  = 15 * time.Second
+)
+
+// errHostLost ends a forwarded action's wait: the process it was sent to
+// no longer holds the device's host.
+var errHostLost = errors.New("the instance driving the device went away")
+
+// forward sends the action to the instance holding the device's host. An
+// answer is the answer. When none comes — the holder died or stalled —
+// the action is settled from what was recorded (forwardUnanswered).
+func (h PerformActionHandler) forward(ctx context.Context, cmd PerformAction, host, fp string) (ActOutcome, error) {
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if h.f.cfg.HostState != nil {
+		go h.f.watchHost(fctx, cancel, host)
+	}
+	out, err := forwardCall[PerformAction, ActOutcome](fctx, h.f, host, OpPerformAction, cmd)
+	var u errUnanswered
+	if !errors.As(err, &u) {
+		return out, err
+	}
+	if ctx.Err() != nil {
+		return ActOutcome{}, ctx.Err() // the caller gave up; a retry with the key answers the outcome
+	}
+	return h.forwardUnanswered(context.WithoutCancel(ctx), cmd, fp)
+}
+
+// watchHost cancels ctx with errHostLost once the host's claim is free or
+// taken anew since the call left (after a grace for an answer already on
+// its way).
+func (f *Fleet) watchHost(ctx context.Context, cancel context.CancelCauseFunc, host string) {
+	// The claim as the call leaves (read beside it, not before it: the
+	// call waits for no query). A takeover while it waits moves the epoch
+	// on from here; one in the moment this read takes is not seen, and
+	// the call then ends at its deadline and is settled the same way.
+	first, held, err := f.cfg.HostState(ctx, host)
+	if err != nil || !held {
+		return
+	}
+	t := time.NewTicker(hostWatchEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		epoch, held, err := f.cfg.HostState(ctx, host)
+		if err != nil {
+			continue // the database decides nothing now; the call's own deadline still holds
+		}
+		if held && epoch == first {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(hostLostGrace):
+			cancel(errHostLost)
+		}
+		return
+	}
+}
+
+// forwardUnanswered settles an action sent to the holder of its device
+// that never answered. What the holder recorded decides: an outcome is
+// answered as recorded; a request with no outcome is
+// action_outcome_unknown (the holder's successor, or the orphaned-host
+// sweep, marks its receipt so); and when nothing was recorded the caller
+// records the action itself as failed, device_disconnected, so that a
+// holder merely slow to take it finds the key used and never acts.
+func (h PerformActionHandler) forwardUnanswered(ctx context.Context, cmd PerformAction, fp string) (ActOutcome, error) {
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	var state string
+	err := h.f.pool.QueryRow(ctx, `SELECT state FROM action_idempotency WHERE org_id = $1 AND idempotency_key = $2`,
+		cmd.Auth.OrgID, cmd.IdempotencyKey).Scan(&state)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return h.tombstone(ctx, cmd, fp)
+	case err != nil:
+		return ActOutcome{}, err
+	case state == "requested":
+		return ActOutcome{}, outcomeUnknown(cmd)
+	}
+	out, _, err := h.replay(ctx, cmd.Auth, cmd.IdempotencyKey, fp)
+	return out, err
+}
+
+func outcomeUnknown(cmd PerformAction) *domain.Error {
+	return domain.Errorf(domain.CodeActionOutcomeUnknown, "the instance driving the device went away during this action; its outcome is unknown: observe the device again and use a new idempotencyKey").
+		WithRetryable(false).With("idempotencyKey", cmd.IdempotencyKey).With("deviceId", cmd.DeviceID)
+}
+
+// tombstone records a forwarded action that no holder recorded as failed
+// (device_disconnected): requested and failed, and its key closed. If the
+// holder recorded it first after all, its record answers.
+func (h PerformActionHandler) tombstone(ctx context.Context, cmd PerformAction, fp string) (ActOutcome, error) {
+	f := h.f
+	action, err := domain.ParseAction(cmd.Action, cmd.Arguments)
+	if err != nil {
+		return ActOutcome{}, err
+	}
+	now := f.now()
+	req := domain.ActionRequested{ActionID: domain.NewID(domain.PrefixAction), DeviceID: cmd.DeviceID,
+		IdempotencyKey: cmd.IdempotencyKey, Action: action.Type, Arguments: action.ArgumentsJSON(), Actor: domain.ActorOf(cmd.Auth),
+		AgentRunID: cmd.AgentRunID, RunID: cmd.Auth.RunID, LeaseID: cmd.LeaseID, ObservedFrame: cmd.ObservedFrame, RequestedAt: now}
+	d := domain.Device{ID: cmd.DeviceID}
+	host := d.HostKey()
+	if dev, _, err := f.devices.Load(ctx, cmd.DeviceID); err == nil {
+		host = dev.HostKey()
+	}
+	requestedID, inserted, err := h.record(ctx, cmd.Auth.OrgID, req, fp, cmd.DeviceID, -1, host, nil)
+	if err != nil {
+		return ActOutcome{}, err
+	}
+	if !inserted {
+		out, _, err := h.replay(ctx, cmd.Auth, cmd.IdempotencyKey, fp)
+		var de *domain.Error
+		if errors.As(err, &de) && de.Code == domain.CodeIdempotencyConflict && de.Retryable != nil && *de.Retryable {
+			return ActOutcome{}, outcomeUnknown(cmd)
+		}
+		return out, err
+	}
+	meta, err := eventstore.MetadataFrom(ctx)
+	if err != nil {
+		return ActOutcome{}, err
+	}
+	meta.CausationID = requestedID
+	job := &actionJob{f: f, orgID: cmd.Auth.OrgID, host: host, req: req, action: action, meta: meta}
+	res := job.outcome(ctx, now).fail(domain.Errorf(domain.CodeDeviceDisconnected,
+		"the instance driving the device went away before taking this action; nothing was done").
+		With("deviceId", cmd.DeviceID).WithRetryable(true), nil)
+	if res.err != nil && domain.ErrorCode(res.err) != domain.CodeDeviceDisconnected {
+		return ActOutcome{}, res.err // recording failed
+	}
+	if f.cfg.WaitForReceipts && res.appended.LastPosition > 0 {
+		if err := f.waitFor(ctx, res.appended, projections.ReceiptsName); err != nil {
+			return ActOutcome{}, err
+		}
+	}
+	return ActOutcome{}, domain.Errorf(domain.CodeDeviceDisconnected,
+		"the instance driving the device went away before taking this action; nothing was done").
+		With("deviceId", cmd.DeviceID).With("idempotencyKey", cmd.IdempotencyKey).WithRetryable(true)
+}

@@ -1,0 +1,304 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+	"phonefleet/internal/devices"
+	"phonefleet/projections"
+)
+
+// PerformAction asks for one action on a leased device (POST
+// /v1/devices/{deviceId}/actions).
+type PerformAction struct {
+	Auth     domain.Auth
+	DeviceID string
+	// Action is the action type (tap, swipe, …) and Arguments its object.
+	Action    string
+	Arguments json.RawMessage
+	// IdempotencyKey names this action for the organisation: a retry with
+	// the same key never acts twice.
+	IdempotencyKey string
+	LeaseID        string
+	// ObservedFrame, when set, is the frame the caller decided on; if the
+	// screen has changed since, the action is refused (stale_frame) before
+	// anything physical happens.
+	ObservedFrame string
+	// AgentRunID attributes the action to a run.
+	AgentRunID string
+	// Also, when set, appends events that commit with the action's
+	// request or not at all (a run's step). A stream that moved on from
+	// the version it expects fails the request with eventstore.ErrConflict
+	// before anything physical happens. It is data, not a function, since
+	// the request may be recorded by the instance driving the device.
+	Also *StreamAppend
+}
+
+// StreamAppend is events to append to a stream expected at a version.
+type StreamAppend struct {
+	StreamID string
+	Expected int64
+	Events   []eventstore.NewEvent
+}
+
+// ActOutcome is an action's answer: its receipt, and whether it is the
+// recorded outcome of an earlier request with the same key.
+type ActOutcome struct {
+	Receipt  domain.Receipt
+	Replayed bool
+}
+
+// PerformActionHandler handles PerformAction.
+type PerformActionHandler struct{ f *Fleet }
+
+// PerformAction returns the handler of PerformAction.
+func (f *Fleet) PerformAction() PerformActionHandler { return PerformActionHandler{f} }
+
+// Handle records the action as requested — the receipt exists, pending —
+// in one transaction with its idempotency row, then hands it to the
+// device's queue and waits for the outcome. It needs devices:act.
+//
+// A key already used answers without acting: the recorded outcome when
+// that action finished (its receipt, or its failure), idempotency_conflict
+// (retryable) while it is in flight, idempotency_conflict (not retryable)
+// when the key was used for a different action. Refusals before anything
+// is recorded: invalid_argument, device_unavailable (not_found, offline),
+// backend_resolution_failed, backend_not_implemented,
+// capability_unsupported, lease_required, lease_mismatch, frame_not_found,
+// stale_frame, device_busy. Outcomes: the committed receipt, or the failure
+// (stale_frame, lease_mismatch, invalid_argument, device_unavailable,
+// device_disconnected, backend_command_failed), or action_outcome_unknown.
+func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (ActOutcome, error) {
+	f := h.f
+	auth := cmd.Auth
+	if err := auth.Require(domain.ScopeDevicesAct); err != nil {
+		return ActOutcome{}, err
+	}
+	if err := domain.CheckIdempotencyKey(cmd.IdempotencyKey); err != nil {
+		return ActOutcome{}, err
+	}
+	action, err := domain.ParseAction(cmd.Action, cmd.Arguments)
+	if err != nil {
+		return ActOutcome{}, err
+	}
+	fp := action.Fingerprint(cmd.DeviceID)
+	// refuse answers a refusal, unless the key was used before: then the
+	// key's first use decides the answer.
+	refuse := func(err error) (ActOutcome, error) {
+		out, found, rerr := h.replay(ctx, auth, cmd.IdempotencyKey, fp)
+		if found || rerr != nil {
+			return out, rerr
+		}
+		return ActOutcome{}, err
+	}
+	// The request is decided on the device's state as this process last
+	// saw it, and recorded only if the device's stream has not moved on
+	// since (Unit.Expect), so an action reads nothing before it is
+	// recorded. A refusal, or a stream that moved on, is decided again on
+	// the state loaded afresh.
+	d, version, cached := f.devices.Cached(cmd.DeviceID)
+	for {
+		if !cached {
+			var err error
+			if d, version, err = f.loadVisible(ctx, auth, cmd.DeviceID); err != nil {
+				return refuse(err)
+			}
+		}
+		if host, remote, err := f.remote(ctx, &d); err != nil {
+			return ActOutcome{}, err
+		} else if remote {
+			return h.forward(ctx, cmd, host, fp)
+		}
+		job, slot, err := h.accept(ctx, cmd, auth, action, d)
+		if err != nil {
+			if cached {
+				cached = false
+				continue
+			}
+			return refuse(err)
+		}
+		requestedID, inserted, err := h.record(ctx, auth.OrgID, job.req, fp, d.ID, version, job.host, cmd.Also)
+		if errors.Is(err, eventstore.ErrConflict) && cached {
+			slot.Cancel() // the device moved on: decide again
+			cached = false
+			continue
+		}
+		if eventstore.Transient(err) {
+			// The write may have committed before the connection failed.
+			// The device's queue settles it once the database answers, so
+			// that a request recorded here is never left pending: it never
+			// ran.
+			settle := func(ctx context.Context) jobResult { return job.abandon(ctx, whyDatabase) }
+			submit(slot, settle, settle)
+			return ActOutcome{}, err
+		}
+		if err != nil || !inserted {
+			slot.Cancel()
+			if err != nil {
+				return ActOutcome{}, err
+			}
+			// A concurrent request with the same key recorded first.
+			out, _, err := h.replay(ctx, auth, cmd.IdempotencyKey, fp)
+			return out, err
+		}
+		return h.hand(ctx, job, slot, requestedID)
+	}
+}
+
+// accept checks the action against the device's state d — its tenancy,
+// backend, capabilities, lease and observedFrame — and reserves its place
+// in the device's queue. Its refusals are those of Handle before anything
+// is recorded.
+func (h PerformActionHandler) accept(ctx context.Context, cmd PerformAction, auth domain.Auth, action domain.Action, d domain.Device) (*actionJob, *devices.Slot, error) {
+	f := h.f
+	if !d.Registered() || d.OrgID != auth.OrgID || !auth.CanSeeDevice(d.ID) {
+		return nil, nil, domain.ErrDeviceNotFound(cmd.DeviceID)
+	}
+	backend, err := f.runtime.Resolve(ctx, &d)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := backend.Capabilities().Check(action); err != nil {
+		return nil, nil, err
+	}
+	now := f.now()
+	actor := domain.ActorOf(auth)
+	lease, err := d.CheckLease(now, domain.HolderOf(auth), cmd.LeaseID)
+	if err != nil {
+		return nil, nil, err
+	}
+	var observedHash string
+	if cmd.ObservedFrame != "" {
+		if !domain.HasPrefix(cmd.ObservedFrame, domain.PrefixFrame) {
+			return nil, nil, frameNotFound(cmd.ObservedFrame)
+		}
+		m, ok, err := f.lookupFrame(ctx, auth.OrgID, cmd.ObservedFrame, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok || !auth.CanSeeDevice(m.DeviceID) {
+			return nil, nil, frameNotFound(cmd.ObservedFrame)
+		}
+		if m.DeviceID != d.ID {
+			return nil, nil, domain.Errorf(domain.CodeStaleFrame, "observedFrame %s shows another device", cmd.ObservedFrame).With("reason", "other_device").
+				With("deviceId", d.ID)
+		}
+		observedHash = m.ScreenHash
+	}
+	meta, err := eventstore.MetadataFrom(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	slot, err := f.runtime.Reserve(d.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	req := domain.ActionRequested{ActionID: domain.NewID(domain.PrefixAction), DeviceID: d.ID,
+		IdempotencyKey: cmd.IdempotencyKey, Action: action.Type, Arguments: action.ArgumentsJSON(), Actor: actor,
+		AgentRunID: cmd.AgentRunID, RunID: auth.RunID, LeaseID: lease.ID, FencingToken: lease.FencingToken,
+		ObservedFrame: cmd.ObservedFrame, RequestedAt: now}
+	host, _ := f.runtime.Locate(&d)
+	return &actionJob{f: f, orgID: auth.OrgID, host: host, req: req, action: action, observedHash: observedHash, meta: meta}, slot, nil
+}
+
+// hand gives the recorded action to its device's queue and waits for its
+// outcome.
+func (h PerformActionHandler) hand(ctx context.Context, job *actionJob, slot *devices.Slot, requestedID string) (ActOutcome, error) {
+	f := h.f
+	// The outcome's events are caused by the request's event.
+	job.meta.CausationID = requestedID
+	done := submit(slot, job.run, func(ctx context.Context) jobResult { return job.abandon(ctx, whyStopped) })
+	res, err := await(ctx, done)
+	if err != nil {
+		return ActOutcome{}, err // the action goes on; a retry with the key answers its outcome
+	}
+	if f.cfg.WaitForReceipts && res.appended.LastPosition > 0 {
+		if err := f.waitFor(ctx, res.appended, projections.ReceiptsName); err != nil {
+			return ActOutcome{}, err
+		}
+	}
+	if res.err != nil {
+		return ActOutcome{}, res.err
+	}
+	return ActOutcome{Receipt: res.receipt}, nil
+}
+
+// record inserts the idempotency row and appends action.requested as one
+// unit (which concurrent requests share: group commit); inserted is false
+// when the key was taken (by a concurrent duplicate, decided by the
+// primary key). It returns the id of the action.requested event.
+// The unit also expects the device's stream at deviceVersion, the state
+// the request was decided on (ErrConflict when it moved on), unless
+// deviceVersion is negative; host is the host it is accepted under.
+func (h PerformActionHandler) record(ctx context.Context, orgID string, req domain.ActionRequested, fp, deviceID string, deviceVersion int64, host string, also *StreamAppend) (string, bool, error) {
+	news, err := eventstore.Encode(domain.Events, orgID, domain.Event(req))
+	if err != nil {
+		return "", false, err
+	}
+	news[0].ID = uuid.Must(uuid.NewV7())
+	u := (&eventstore.Unit{}).
+		Exec(`INSERT INTO action_idempotency (org_id, idempotency_key, action_id, device_id, fingerprint, state, requested_at, host)
+			VALUES ($1, $2, $3, $4, $5, 'requested', $6, $7)`,
+			orgID, req.IdempotencyKey, req.ActionID, req.DeviceID, fp, req.RequestedAt, host).
+		Append(domain.ActionStream(req.ActionID), eventstore.NoStream, news...)
+	if deviceVersion >= 0 {
+		u.Expect(h.f.devices.Stream(deviceID), deviceVersion)
+	}
+	if also != nil {
+		u.Append(also.StreamID, also.Expected, also.Events...)
+	}
+	_, err = h.f.store.Commit(ctx, u)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "action_idempotency_pkey" {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return news[0].ID.String(), true, nil
+}
+
+// replay answers a request whose key was used before; found is false when
+// it was not.
+func (h PerformActionHandler) replay(ctx context.Context, auth domain.Auth, key, fp string) (ActOutcome, bool, error) {
+	var actionID, deviceID, fingerprint, state string
+	err := h.f.pool.QueryRow(ctx, `SELECT action_id, device_id, fingerprint, state FROM action_idempotency
+		WHERE org_id = $1 AND idempotency_key = $2`, auth.OrgID, key).Scan(&actionID, &deviceID, &fingerprint, &state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ActOutcome{}, false, nil
+	}
+	if err != nil {
+		return ActOutcome{}, true, err
+	}
+	if fingerprint != fp || !auth.CanSeeDevice(deviceID) {
+		return ActOutcome{}, true, domain.Errorf(domain.CodeIdempotencyConflict,
+			"idempotencyKey %q was already used for a different action; use a new key", key).
+			WithRetryable(false).With("idempotencyKey", key)
+	}
+	if state == "requested" {
+		return ActOutcome{}, true, domain.Errorf(domain.CodeIdempotencyConflict,
+			"the action with idempotencyKey %q is still in progress; repeat shortly for its outcome", key).
+			WithRetryable(true).With("idempotencyKey", key).With("deviceId", deviceID)
+	}
+	rec, err := h.f.loadAction(ctx, actionID)
+	if err != nil {
+		return ActOutcome{}, true, err
+	}
+	if err := rec.OutcomeError(); err != nil {
+		return ActOutcome{}, true, err
+	}
+	return ActOutcome{Receipt: rec.Receipt(), Replayed: true}, true, nil
+}
+
+// loadAction folds an action's stream.
+func (f *Fleet) loadAction(ctx context.Context, actionID string) (*domain.ActionRecord, error) {
+	rec, _, err := f.actions.Load(ctx, actionID)
+	return &rec, err
+}

@@ -1,0 +1,478 @@
+package provisioning
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"phonefleet/commands/fleet"
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+	"phonefleet/internal/payments"
+	"phonefleet/projections"
+)
+
+// The payment provider's webhook (POST /webhooks/stripe): each event the
+// provider reports is verified, read, and applied to the organisation's
+// account, its orders and their fulfilments exactly once.
+
+// ReceiveProviderEvent is one delivery of the provider's webhook: the raw
+// body and its Stripe-Signature header.
+type ReceiveProviderEvent struct {
+	Payload   []byte
+	Signature string
+}
+
+// Outcomes of a provider event.
+const (
+	// ProviderEventApplied: its effects were recorded.
+	ProviderEventApplied = "applied"
+	// ProviderEventDuplicate: it was applied before; nothing changed.
+	ProviderEventDuplicate = "duplicate"
+	// ProviderEventIgnored: it is of a type (or about an object) this
+	// service does not act on; it is marked applied all the same.
+	ProviderEventIgnored = "ignored"
+)
+
+// ProviderEventReceipt is what a provider event came to.
+type ProviderEventReceipt struct {
+	EventID string
+	Type    string
+	// Outcome is ProviderEventApplied, ProviderEventDuplicate or
+	// ProviderEventIgnored.
+	Outcome string
+	// OrderID is the order the event is about, when it names one of ours.
+	OrderID string
+}
+
+// ReceiveProviderEventHandler handles ReceiveProviderEvent.
+type ReceiveProviderEventHandler struct{ *Provisioning }
+
+// Handle verifies a delivery with the webhook secret and
+// applies its event (ApplyProviderEvent). Errors: invalid_signature (the
+// signature, or its timestamp, does not verify), invalid_event (a
+// correctly signed body that is not an event, or whose object is not what
+// its type says), not_settled (the event cannot apply yet; the provider
+// delivers it again), service_unavailable (no webhook secret configured).
+func (p ReceiveProviderEventHandler) Handle(ctx context.Context, cmd ReceiveProviderEvent) (ProviderEventReceipt, error) {
+	if p.cfg.WebhookSecret == "" {
+		return ProviderEventReceipt{}, domain.Errorf(domain.CodeServiceUnavailable,
+			"this deployment receives no payment provider events (no webhook secret is configured)")
+	}
+	ev, err := payments.VerifyWebhook(cmd.Payload, cmd.Signature, p.cfg.WebhookSecret, p.cfg.Now())
+	switch {
+	case errors.Is(err, payments.ErrInvalidSignature):
+		return ProviderEventReceipt{}, domain.Errorf(domain.CodeInvalidSignature,
+			"the Stripe-Signature header does not verify (wrong secret, altered body or a timestamp out of tolerance)").
+			WithRetryable(false).Wrap(err)
+	case errors.Is(err, payments.ErrInvalidEvent):
+		return ProviderEventReceipt{}, errInvalidEvent(err)
+	case err != nil:
+		return ProviderEventReceipt{}, err
+	}
+	return p.ApplyProviderEvent(ctx, ev)
+}
+
+func errInvalidEvent(cause error) error {
+	return domain.Errorf(domain.CodeInvalidEvent, "the event is signed but cannot be read").WithRetryable(false).Wrap(cause)
+}
+
+// What a provider event does to an order.
+const (
+	settleNothing = ""
+	settlePaid    = "paid"
+	settlePending = "pending"
+	settleExpired = "expired"
+	settleEnd     = "end"
+)
+
+// settlement is a provider event read: the order it is about and what it
+// does to it.
+type settlement struct {
+	orgID, orderID string
+	do             string
+	// paid is the order.paid of settlePaid; reason the end of settleEnd.
+	paid   domain.OrderPaid
+	reason string
+}
+
+// ApplyProviderEvent applies a verified provider event once: the marker
+// payment.provider_event_applied is appended to the event's own stream at
+// NoStream in the same unit as its effects, so a redelivery (or a
+// concurrent delivery) changes nothing. Types acted on:
+//   - checkout.session.completed: paid (or no payment required, a
+//     pay-as-you-go card saved) → order.paid and the order's fulfilments;
+//     unpaid → order.payment_pending;
+//   - checkout.session.async_payment_succeeded → order.paid and
+//     fulfilments; checkout.session.async_payment_failed and
+//     checkout.session.expired → checkout.expired;
+//   - customer.subscription.deleted → order.ended subscription_ended and
+//     every live fulfilment of the order cancelled (notified);
+//   - charge.refunded (fully refunded) → order.ended refunded;
+//     charge.dispute.created → order.ended disputed; each cancelling the
+//     order's live fulfilments (notified).
+//
+// Every other type, and an object that names no order of this service, is
+// marked applied and ignored. An event that cannot apply yet answers
+// not_settled (retryable): an order the account does not hold yet, a
+// checkout still being opened, or an order ending before its payment was
+// recorded.
+func (p *Provisioning) ApplyProviderEvent(ctx context.Context, ev payments.Event) (ProviderEventReceipt, error) {
+	ctx = eventstore.CausedBy(ctx, ev.ID)
+	r := ProviderEventReceipt{EventID: ev.ID, Type: ev.Type}
+	marker := domain.ProviderEventStream(ev.ID)
+	done, err := p.streamExists(ctx, marker)
+	if err != nil || done {
+		r.Outcome = ProviderEventDuplicate
+		return r, err
+	}
+	s, err := p.settlementOf(ctx, ev)
+	if err != nil {
+		return r, err
+	}
+	r.OrderID = s.orderID
+	now := p.now()
+	s.paid.PaidAt = now
+	// A payment's phones get their devices before the payment is recorded
+	// (registration is exactly once per fulfilment), and only once the
+	// event is known to apply.
+	var devices map[string]string
+	if s.do == settlePaid {
+		acc, _, err := p.accounts.Load(ctx, s.orgID)
+		if err != nil {
+			return r, err
+		}
+		evs, err := acc.SettlePaid(s.paid)
+		if err != nil {
+			return r, err
+		}
+		if o, ok := acc.Order(s.orderID); ok && len(evs) > 0 {
+			if devices, err = p.allocate(ctx, o); err != nil {
+				return r, err
+			}
+		}
+	}
+	for attempt := 1; ; attempt++ {
+		u, err := p.settleUnit(ctx, ev, s, devices, now)
+		if err != nil {
+			return r, err
+		}
+		c, err := p.store.Commit(ctx, u)
+		var conflict *eventstore.ConflictError
+		if errors.As(err, &conflict) {
+			if conflict.StreamID == marker {
+				r.Outcome = ProviderEventDuplicate
+				return r, nil
+			}
+			if attempt < settleAttempts {
+				continue
+			}
+		}
+		if err != nil {
+			return r, err
+		}
+		r.Outcome = ProviderEventApplied
+		if s.do == settleNothing {
+			r.Outcome = ProviderEventIgnored
+			return r, nil
+		}
+		// A read afterwards shows the fulfilments, and the devices that
+		// joined or left with them.
+		for _, name := range []string{projections.FulfilmentsName, projections.DevicesName} {
+			if err := p.wait(ctx, name, c); err != nil {
+				return r, err
+			}
+		}
+		return r, nil
+	}
+}
+
+// settleAttempts bounds the decisions of one provider event that lose a
+// race with another writer of the same account or fulfilment.
+const settleAttempts = 20
+
+// streamExists reports whether a marker stream has its event.
+func (p *Provisioning) streamExists(ctx context.Context, stream string) (bool, error) {
+	evs, err := p.store.Load(ctx, stream, 1)
+	return len(evs) > 0, err
+}
+
+// ourOrder reads the organisation and order a provider object's metadata
+// names (the checkout writes them on the session, the subscription and
+// the payment intent).
+func ourOrder(meta map[string]string) (orgID, orderID string) {
+	return meta[payments.MetaOrgID], meta[payments.MetaOrderID]
+}
+
+// settlementOf reads what a provider event does. A decodable event about
+// something that is not one of this service's orders settles nothing.
+func (p *Provisioning) settlementOf(ctx context.Context, ev payments.Event) (settlement, error) {
+	var s settlement
+	switch ev.Type {
+	case payments.EventCheckoutCompleted, payments.EventCheckoutAsyncPaymentSucceeded,
+		payments.EventCheckoutAsyncPaymentFailed, payments.EventCheckoutExpired:
+		cs, err := ev.CheckoutSession()
+		if err != nil {
+			return s, errInvalidEvent(err)
+		}
+		s.orgID, s.orderID = ourOrder(cs.Metadata)
+		if s.orderID == "" {
+			s.orderID = cs.ClientReferenceID
+		}
+		switch {
+		case ev.Type == payments.EventCheckoutAsyncPaymentFailed || ev.Type == payments.EventCheckoutExpired:
+			s.do = settleExpired
+		case ev.Type == payments.EventCheckoutAsyncPaymentSucceeded:
+			s.do = settlePaid
+		case cs.PaymentStatus == "paid" || cs.PaymentStatus == "no_payment_required":
+			s.do = settlePaid
+		case cs.PaymentStatus == "unpaid":
+			s.do = settlePending
+		}
+		s.paid = domain.OrderPaid{OrderID: s.orderID, ProviderEventID: ev.ID, CustomerID: cs.CustomerID,
+			SubscriptionID: cs.SubscriptionID, PaymentIntentID: cs.PaymentIntentID}
+	case payments.EventSubscriptionDeleted:
+		sub, err := ev.Subscription()
+		if err != nil {
+			return s, errInvalidEvent(err)
+		}
+		s.orgID, s.orderID = ourOrder(sub.Metadata)
+		s.do, s.reason = settleEnd, domain.EndSubscriptionEnded
+	case payments.EventChargeRefunded:
+		ch, err := ev.Charge()
+		if err != nil {
+			return s, errInvalidEvent(err)
+		}
+		if !ch.Refunded {
+			// A partial refund leaves the order standing; the owner refunds
+			// single phones with `phonefleet fulfilments refund`.
+			return s, nil
+		}
+		s.orgID, s.orderID = ourOrder(ch.Metadata)
+		if s.orderID == "" {
+			if s.orgID, s.orderID, _, err = projections.OrderOfPayment(ctx, p.pool, ch.PaymentIntentID); err != nil {
+				return s, err
+			}
+		}
+		s.do, s.reason = settleEnd, domain.EndRefunded
+	case payments.EventDisputeCreated:
+		d, err := ev.Dispute()
+		if err != nil {
+			return s, errInvalidEvent(err)
+		}
+		s.orgID, s.orderID = ourOrder(d.Metadata)
+		if s.orderID == "" {
+			if s.orgID, s.orderID, _, err = projections.OrderOfPayment(ctx, p.pool, d.PaymentIntentID); err != nil {
+				return s, err
+			}
+		}
+		s.do, s.reason = settleEnd, domain.EndDisputed
+	}
+	if s.orgID == "" || s.orderID == "" {
+		return settlement{}, nil
+	}
+	return s, nil
+}
+
+// settleUnit builds the unit of one provider event: its marker, and the
+// account's and fulfilments' events it calls for, each at the version it
+// was decided on.
+func (p *Provisioning) settleUnit(ctx context.Context, ev payments.Event, s settlement, devices map[string]string,
+	now time.Time) (*eventstore.Unit, error) {
+	u := &eventstore.Unit{}
+	mark, err := eventstore.Encode(domain.Events, s.orgID, domain.Event(domain.ProviderEventApplied{
+		ProviderEventID: ev.ID, Type: ev.Type, OrgID: s.orgID, At: now}))
+	if err != nil {
+		return nil, err
+	}
+	u.Append(domain.ProviderEventStream(ev.ID), eventstore.NoStream, mark...)
+	if s.do == settleNothing {
+		return u, nil
+	}
+	acc, version, err := p.accounts.Load(ctx, s.orgID)
+	if err != nil {
+		return nil, err
+	}
+	var evs []domain.Event
+	switch s.do {
+	case settlePaid:
+		evs, err = acc.SettlePaid(s.paid)
+	case settlePending:
+		evs, err = acc.SettlePending(s.orderID, ev.ID, now)
+	case settleExpired:
+		evs, err = acc.SettleExpired(s.orderID, now)
+	case settleEnd:
+		evs, err = acc.EndOrder(s.orderID, s.reason, ev.ID, now)
+	}
+	if err != nil || len(evs) == 0 {
+		return u, err
+	}
+	news, err := eventstore.Encode(domain.Events, s.orgID, evs...)
+	if err != nil {
+		return nil, err
+	}
+	u.Append(domain.AccountStream(s.orgID), version, news...)
+	o, _ := acc.Order(s.orderID)
+	switch s.do {
+	case settlePaid:
+		return u, p.createFulfilments(ctx, u, o, s.paid, devices, now)
+	case settleEnd:
+		return u, p.endFulfilments(ctx, u, o, s.reason, ev.ID, now)
+	}
+	return u, nil
+}
+
+// createFulfilments adds a paid order's fulfilments to u: one per id the
+// checkout committed to, each provisioned with its device when one was
+// allocated, else awaiting provisioning promised within PromiseWithin. A
+// pay-as-you-go order has none (it grants pool access).
+func (p *Provisioning) createFulfilments(ctx context.Context, u *eventstore.Unit, o *domain.Order, paid domain.OrderPaid,
+	devices map[string]string, now time.Time) error {
+	if o.Choice.Billing == domain.BillingPayg {
+		return nil
+	}
+	choice := o.Choice
+	choice.Quantity = 1 // each fulfilment is one phone
+	for _, id := range o.FulfilmentIDs {
+		f, version, err := p.fulfilments.Load(ctx, id)
+		if err != nil {
+			return err
+		}
+		evs, err := f.Create(domain.FulfilmentCreated{FulfilmentID: id, OrgID: o.OrgID, OrderID: o.OrderID, Choice: choice,
+			Currency: o.Currency, UnitAmount: o.UnitAmount, SubscriptionID: paid.SubscriptionID,
+			PaymentIntentID: paid.PaymentIntentID, At: now}, devices[id], now.Add(p.cfg.PromiseWithin))
+		if err != nil {
+			return err
+		}
+		if err := p.appendFulfilment(u, o.OrgID, id, version, evs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// endFulfilments adds the end of every live fulfilment of an order the
+// provider ended to u, each retiring its device in the same unit.
+func (p *Provisioning) endFulfilments(ctx context.Context, u *eventstore.Unit, o *domain.Order, reason, providerEventID string,
+	now time.Time) error {
+	for _, id := range o.FulfilmentIDs {
+		f, version, err := p.fulfilments.Load(ctx, id)
+		if err != nil {
+			return err
+		}
+		evs, err := f.End(reason, nil, providerEventID, now)
+		if err != nil || len(evs) == 0 {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err := p.retire(ctx, u, f.OrgID, f.DeviceID, reason, now); err != nil {
+			return err
+		}
+		if err := p.appendFulfilment(u, f.OrgID, id, version, evs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appendFulfilment adds a fulfilment's events to u at version.
+func (p *Provisioning) appendFulfilment(u *eventstore.Unit, orgID, id string, version int64, evs []domain.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	news, err := eventstore.Encode(domain.Events, orgID, evs...)
+	if err != nil {
+		return err
+	}
+	u.Append(domain.FulfilmentStream(id), version, news...)
+	return nil
+}
+
+// retire adds the retirement of a cancelled fulfilment's device to u.
+func (p *Provisioning) retire(ctx context.Context, u *eventstore.Unit, orgID, deviceID, reason string, now time.Time) error {
+	if p.cfg.Devices == nil || deviceID == "" {
+		return nil
+	}
+	return p.cfg.Devices.DecideInto(ctx, u, deviceID, func(d *domain.Device) ([]domain.Event, error) {
+		if d.OrgID != orgID {
+			return nil, nil
+		}
+		return d.Retire(reason, now), nil
+	})
+}
+
+// allocate gives the phones of a paid order that can ship now their
+// devices: a phone whose device was registered by an earlier attempt
+// keeps it; otherwise a unit of its slot is free when the slot's capacity
+// exceeds its live fulfilments (those awaiting count: they are ahead in
+// the queue). It returns the device of each phone that has one.
+func (p *Provisioning) allocate(ctx context.Context, o *domain.Order) (map[string]string, error) {
+	out := map[string]string{}
+	if p.cfg.Devices == nil || o.Choice.Billing == domain.BillingPayg || len(o.FulfilmentIDs) == 0 {
+		return out, nil
+	}
+	inUse, err := projections.UnitsInUse(ctx, p.pool)
+	if err != nil {
+		return nil, err
+	}
+	c := o.Choice
+	capacity, _, listed := p.cfg.Catalog.Capacity(c.Sku, c.Model, c.Region)
+	for _, id := range o.FulfilmentIDs {
+		device, ok, err := p.markedDevice(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			if !listed || capacity-inUse[c.Slot()] <= 0 {
+				continue
+			}
+			if device, err = p.registerDevice(ctx, o.OrgID, id, c); err != nil {
+				return nil, err
+			}
+		}
+		inUse[c.Slot()]++
+		out[id] = device
+	}
+	return out, nil
+}
+
+// markedDevice returns the device registered for a fulfilment, if any.
+func (p *Provisioning) markedDevice(ctx context.Context, fulfilmentID string) (string, bool, error) {
+	evs, err := p.store.Load(ctx, domain.FulfilmentDeviceStream(fulfilmentID), 1)
+	if err != nil || len(evs) == 0 {
+		return "", false, err
+	}
+	ev, err := domain.Events.Decode(evs[0].Type, evs[0].SchemaVersion, evs[0].Data)
+	if err != nil {
+		return "", false, err
+	}
+	seeded, ok := ev.(domain.FleetSeeded)
+	if !ok || len(seeded.DeviceIDs) != 1 {
+		return "", false, fmt.Errorf("%s holds %s, not one device", domain.FulfilmentDeviceStream(fulfilmentID), evs[0].Type)
+	}
+	return seeded.DeviceIDs[0], true, nil
+}
+
+// registerDevice registers a fulfilment's sim unit for the organisation
+// through the fleet, exactly once: the registration claims the marker
+// stream FulfilmentDeviceStream in its own unit, and a second attempt (or
+// a concurrent one) reads the device the first registered.
+func (p *Provisioning) registerDevice(ctx context.Context, orgID, fulfilmentID string, c domain.PurchaseChoice) (string, error) {
+	prefix := c.Sku
+	if c.Model != "" {
+		prefix += "-" + c.Model
+	}
+	_, err := p.cfg.Devices.Register(ctx, fleet.RegisterDevices{OrgID: orgID, Backend: domain.BackendSim, Count: 1,
+		NamePrefix: prefix, SeedMarker: domain.FulfilmentDeviceStream(fulfilmentID)})
+	if err != nil {
+		return "", err
+	}
+	device, ok, err := p.markedDevice(ctx, fulfilmentID)
+	if err == nil && !ok {
+		err = fmt.Errorf("fulfilment %s: registered a device but its marker is missing", fulfilmentID)
+	}
+	return device, err
+}

@@ -1,0 +1,249 @@
+package provisioning
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"phonefleet/commands/cqrs"
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+	"phonefleet/projections"
+)
+
+// The shared pay-as-you-go pool (spec 1 capability 1, 4.5 POST
+// /v1/devices/take; domain/pool.go): taking a unit, and giving back the
+// units whose lease has ended.
+
+// TakePoolDevice takes a pay-as-you-go device out of the shared pool for
+// the caller's organisation (POST /v1/devices/take).
+type TakePoolDevice struct {
+	Auth domain.Auth
+	// TTLSeconds is the time-to-live of the lease handed over; 0 means the
+	// default (as POST /v1/devices/{deviceId}/lease).
+	TTLSeconds int
+}
+
+// TakenPoolDevice is a unit of the pool handed to the caller: the device,
+// now the organisation's, and the caller's lease on it.
+type TakenPoolDevice struct {
+	Device projections.DeviceView
+	Lease  projections.LeaseView
+}
+
+// ReturnPoolDevices gives back to the pool every lent unit that is due
+// (domain.PoolReturnDue): no lease is in force on its device any more, or
+// its organisation lost pay-as-you-go access. The pool-returns worker sends
+// it on every pass; it answers how many units it put back.
+type ReturnPoolDevices struct{}
+
+// ReasonPoolReturned is the reason recorded when a pool device is retired
+// from the organisation because its unit went back to the pool.
+const ReasonPoolReturned = "pool_returned"
+
+// poolAggregate folds the shared pool's stream. It is loaded by every take
+// and every return pass and only grows, so its state is cached and caught
+// up on each load.
+var poolAggregate = eventstore.Aggregate[domain.Pool, domain.Event]{
+	Stream: domain.PoolStream,
+	Codec:  domain.Events,
+	New:    func(string) domain.Pool { return domain.NewPool() },
+	Apply:  func(p *domain.Pool, e domain.Event, at eventstore.Recorded) { p.Apply(e, at.Version) },
+	OrgID:  func(p *domain.Pool) string { return p.OrgID },
+	Clone:  domain.Pool.Clone,
+}
+
+// poolPart is the pool's part of provisioning: the capability and the
+// repository of the pool stream, made once per application object.
+type poolPart struct {
+	p     *Provisioning
+	loans *eventstore.Repository[domain.Pool, domain.Event]
+}
+
+func newPoolPart(p *Provisioning) *poolPart {
+	return &poolPart{p: p, loans: eventstore.NewRepository(p.store, poolAggregate)}
+}
+
+// TakePoolDeviceHandler handles TakePoolDevice.
+type TakePoolDeviceHandler struct{ *poolPart }
+
+// Handle lends a unit of the pool to the caller's organisation: in one
+// append, pool.device_taken on the pool stream, and a new sim device
+// registered for the organisation with the caller's lease on it (its
+// saved state beside them), so a unit is never out without a device, nor
+// a pool device without the lease whose end returns it.
+//
+// It needs devices:lease and a person: a signed-in session or an OAuth app
+// acting for one. An API key is refused with permission_denied, since
+// pay-as-you-go is never available to a key (spec 4.1 rule 5; taking a
+// unit starts metered charges). Then, in order: service_unavailable when
+// the deployment has no pool; invalid_argument (ttlSeconds); forbidden
+// without pay-as-you-go access; fleet_at_capacity at the organisation's
+// limit and device_unavailable (reason pool_exhausted) with every unit
+// out, both retryable with retryAfterMs. The answer is read from the
+// device and lease read models, which it waits for.
+func (pp TakePoolDeviceHandler) Handle(ctx context.Context, cmd TakePoolDevice) (TakenPoolDevice, error) {
+	p, auth := pp.p, cmd.Auth
+	if err := auth.Require(domain.ScopeDevicesLease); err != nil {
+		return TakenPoolDevice{}, err
+	}
+	if auth.Kind == domain.PrincipalAPIKey {
+		return TakenPoolDevice{}, domain.Errorf(domain.CodePermissionDenied,
+			"pay-as-you-go is not available to an API key; take a pool device signed in, or through an OAuth app")
+	}
+	pool := p.cfg.Catalog.Pool
+	if pool == nil || pool.Size <= 0 || p.cfg.Devices == nil {
+		return TakenPoolDevice{}, domain.Errorf(domain.CodeServiceUnavailable, "this deployment has no pay-as-you-go pool")
+	}
+	ttl, err := domain.CheckLeaseTTL(cmd.TTLSeconds)
+	if err != nil {
+		return TakenPoolDevice{}, err
+	}
+	account, _, err := p.accounts.Load(ctx, auth.OrgID)
+	if err != nil {
+		return TakenPoolDevice{}, err
+	}
+	if !account.PaygActive() {
+		return TakenPoolDevice{}, domain.Errorf(domain.CodeForbidden,
+			"the organisation has no pay-as-you-go access; start it with a pay-as-you-go checkout (POST /v1/checkout-sessions, billing payg)")
+	}
+	skuName := pool.Sku
+	if s, ok := p.cfg.Catalog.Sku(pool.Sku); ok {
+		skuName = s.Name
+	}
+	now := p.now()
+	holder := domain.HolderOf(auth)
+	deviceID, leaseID := domain.NewID(domain.PrefixDevice), domain.NewID(domain.PrefixLease)
+	var lease domain.Lease
+	_, c, err := pp.loans.UpdateWith(ctx, domain.PoolStreamID, func(s *domain.Pool, u *eventstore.Unit) ([]domain.Event, error) {
+		evs, err := s.Take(domain.PoolTake{OrgID: auth.OrgID, By: domain.ActorOf(auth), Sku: pool.Sku, Size: pool.Size,
+			Limit: p.cfg.PaygDeviceLimit, DeviceID: deviceID, LeaseID: leaseID, Now: now,
+			LeaseEnds: func(id string) (time.Time, error) { return pp.leaseEnds(ctx, id, now) }})
+		if err != nil {
+			return nil, err
+		}
+		l, err := pp.lend(u, auth.OrgID, deviceID, domain.PoolDeviceName(skuName), leaseID, holder, ttl, now)
+		if err != nil {
+			return nil, err
+		}
+		lease = l
+		return evs, nil
+	})
+	if err != nil {
+		return TakenPoolDevice{}, err
+	}
+	if err := cqrs.Await(ctx, p.cfg.ReadModels, c.Last(), projections.DevicesName, projections.LeasesName); err != nil {
+		return TakenPoolDevice{}, err
+	}
+	view, err := projections.GetDevice(ctx, p.pool, auth.OrgID, deviceID, p.now())
+	if err != nil {
+		return TakenPoolDevice{}, err
+	}
+	return TakenPoolDevice{Device: view, Lease: projections.LeaseViewOf(&lease)}, nil
+}
+
+// lend adds to u the registration of a new sim device for orgID and the
+// lease for holder on it (one append on the device's new stream), and its
+// starting state, and returns the lease. Each take lends a fresh phone:
+// nothing one organisation did on a unit reaches the next.
+func (pp *poolPart) lend(u *eventstore.Unit, orgID, deviceID, name, leaseID string, holder domain.Actor, ttl time.Duration,
+	now time.Time) (domain.Lease, error) {
+	reg := domain.DeviceRegistered{DeviceID: deviceID, OrgID: orgID, Name: name, Backend: domain.BackendSim, RegisteredAt: now}
+	d, err := pp.p.cfg.Devices.RegisterInto(u, reg, func(d *domain.Device) ([]domain.Event, error) {
+		return d.AcquireLease(now, holder, leaseID, ttl)
+	})
+	if err != nil {
+		return domain.Lease{}, err
+	}
+	return *d.Lease, nil
+}
+
+// leaseEnds returns when the lease in force on a lent device ends, or the
+// zero time when none is.
+func (pp *poolPart) leaseEnds(ctx context.Context, deviceID string, now time.Time) (time.Time, error) {
+	d, _, err := pp.p.cfg.Devices.State(ctx, deviceID)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if l := d.ActiveLease(now); l != nil {
+		return l.ExpiresAt, nil
+	}
+	return time.Time{}, nil
+}
+
+// ReturnPoolDevicesHandler handles ReturnPoolDevices.
+type ReturnPoolDevicesHandler struct{ *poolPart }
+
+// Handle puts back every lent unit that is due. Each unit goes back in
+// one append: device.retired on its device (after the end of any lease on
+// it, at the version the decision saw), and pool.device_returned on the
+// pool stream. So a unit is never back in the pool while its device is
+// still the organisation's, nor the device gone with the unit still out,
+// whatever stops the pass; and of passes running at once (several
+// instances), one records each return and the others find it done. A lease
+// acquired on the device between the decision and the append makes the
+// append conflict; the unit is then decided again, and stays out.
+func (pp ReturnPoolDevicesHandler) Handle(ctx context.Context, _ ReturnPoolDevices) (int, error) {
+	p := pp.p
+	if p.cfg.Devices == nil {
+		return 0, nil
+	}
+	s, _, err := pp.loans.Load(ctx, domain.PoolStreamID)
+	if err != nil {
+		return 0, err
+	}
+	access := map[string]bool{}
+	returned := 0
+	var errs []error
+	for _, loan := range s.Loans() {
+		active, known := access[loan.OrgID]
+		if !known {
+			account, _, err := p.accounts.Load(ctx, loan.OrgID)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			active = account.PaygActive()
+			access[loan.OrgID] = active
+		}
+		ok, err := pp.giveBack(eventstore.CausedBy(ctx, loan.DeviceID), loan.DeviceID, active)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if ok {
+			returned++
+		}
+	}
+	return returned, errors.Join(errs...)
+}
+
+// giveBack puts the unit lent as deviceID back if it is still out and its
+// return is due (paygActive: its organisation's access); it reports
+// whether this call recorded the return.
+func (pp *poolPart) giveBack(ctx context.Context, deviceID string, paygActive bool) (bool, error) {
+	_, c, err := pp.loans.UpdateWith(ctx, domain.PoolStreamID, func(s *domain.Pool, u *eventstore.Unit) ([]domain.Event, error) {
+		loan, out := s.Out[deviceID]
+		if !out {
+			return nil, nil
+		}
+		now := pp.p.now()
+		var reason string
+		var due bool
+		err := pp.p.cfg.Devices.DecideInto(ctx, u, deviceID, func(d *domain.Device) ([]domain.Event, error) {
+			reason, due = domain.PoolReturnDue(d.ActiveLease(now) != nil, paygActive)
+			if !due || d.OrgID != loan.OrgID {
+				return nil, nil
+			}
+			return d.Retire(ReasonPoolReturned, now), nil
+		})
+		if err != nil || !due {
+			return nil, err
+		}
+		return s.Return(deviceID, reason, now), nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return len(c.Appends) > 0, nil
+}

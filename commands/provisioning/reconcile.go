@@ -1,0 +1,499 @@
+package provisioning
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"phonefleet/commands/cqrs"
+	"phonefleet/domain"
+	"phonefleet/internal/payments"
+	"phonefleet/projections"
+)
+
+// Reconciliation for finance (`phonefleet fulfilments reconcile`): the
+// payment provider's records (subscriptions, payment intents, refunds) are
+// compared with the organisations' billing accounts (their orders, from
+// the event store) and the fulfilments read model, and every difference is
+// listed. A provider record is mapped to an order through the metadata the
+// checkout writes (org_id, order_id) or through the subscription or payment
+// intent id the order recorded when it was paid; a record with neither
+// whose customer is one an account recorded is the organisation's but no
+// order's (a renewal's or a metered invoice's payment); any other record is
+// not this deployment's and is only counted.
+//
+// The provider is read first, then our records: a payment reaches the
+// provider before its webhook reaches us, so reading ours last leaves the
+// webhook the most time to have been applied. Whatever changes while
+// reconciliation runs may still show as a difference that a second run no
+// longer finds.
+
+// Kinds of difference.
+const (
+	// ReconcileSubscriptionMissing: a paid subscription order whose
+	// subscription the provider does not list.
+	ReconcileSubscriptionMissing = "subscription_missing"
+	// ReconcileSubscriptionEnded: a live fulfilment whose subscription
+	// the provider has ended (canceled, incomplete_expired).
+	ReconcileSubscriptionEnded = "subscription_ended"
+	// ReconcileSubscriptionNotCurrent: a live fulfilment whose
+	// subscription is not being paid (incomplete, unpaid, paused).
+	ReconcileSubscriptionNotCurrent = "subscription_not_current"
+	// ReconcileSubscriptionUnfulfilled: a subscription the provider will
+	// renew (active, trialing, past_due; renewal not cancelled) whose
+	// order has no live fulfilment: the customer is charged for nothing.
+	ReconcileSubscriptionUnfulfilled = "subscription_unfulfilled"
+	// ReconcileSubscriptionUnmatched: a renewing subscription of one of
+	// our organisations that no order records.
+	ReconcileSubscriptionUnmatched = "subscription_unmatched"
+	// ReconcilePaymentMissing: a paid day order whose payment the
+	// provider does not list.
+	ReconcilePaymentMissing = "payment_missing"
+	// ReconcilePaymentNotSucceeded: a paid order whose payment has not
+	// succeeded at the provider.
+	ReconcilePaymentNotSucceeded = "payment_not_succeeded"
+	// ReconcilePaymentUnmatched: a succeeded payment naming one of our
+	// organisations or orders that no order records (no such order, or a
+	// second payment for one).
+	ReconcilePaymentUnmatched = "payment_unmatched"
+	// ReconcilePaidNotRecorded: an order the provider has paid (a
+	// succeeded payment, a renewing subscription) that our records do
+	// not show paid: its webhook was never applied.
+	ReconcilePaidNotRecorded = "paid_not_recorded"
+	// ReconcileAmountMismatch: a payment whose amount or currency is not
+	// the order's price times its quantity.
+	ReconcileAmountMismatch = "amount_mismatch"
+	// ReconcileRefundedButLive: the provider refunded more of an order's
+	// payment than its cancelled phones account for, and phones of it are
+	// still live.
+	ReconcileRefundedButLive = "refunded_but_live"
+	// ReconcileRefundMissing: phones cancelled as refunded (by the
+	// provider or by the owner) whose refund the provider does not show.
+	ReconcileRefundMissing = "refund_missing"
+	// ReconcileFulfilmentWithoutOrder: a fulfilment of the read model
+	// whose order no billing account holds.
+	ReconcileFulfilmentWithoutOrder = "fulfilment_without_order"
+	// ReconcileFulfilmentsMissing: a paid prepaid order whose fulfilments
+	// are not all in the read model.
+	ReconcileFulfilmentsMissing = "fulfilments_missing"
+	// ReconcileLiveAfterOrderEnded: a live fulfilment of an order that
+	// has ended.
+	ReconcileLiveAfterOrderEnded = "fulfilment_live_order_ended"
+	// ReconcileFulfilmentPriceMismatch: a fulfilment whose price or
+	// currency is not its order's.
+	ReconcileFulfilmentPriceMismatch = "fulfilment_price_mismatch"
+)
+
+// ReconcileDifference is one difference between the provider's records and
+// ours.
+type ReconcileDifference struct {
+	Kind    string
+	OrgID   string
+	OrderID string
+	// FulfilmentIDs are the fulfilments concerned, if any.
+	FulfilmentIDs []string
+	// ProviderIDs are the provider records concerned (sub_…, pi_…, re_…).
+	ProviderIDs []string
+	// Detail says what differs, for people.
+	Detail string
+}
+
+// String is the difference on one line.
+func (d ReconcileDifference) String() string {
+	var b strings.Builder
+	b.WriteString(d.Kind)
+	for _, kv := range [][2]string{{"org", d.OrgID}, {"order", d.OrderID},
+		{"fulfilments", strings.Join(d.FulfilmentIDs, ",")}, {"provider", strings.Join(d.ProviderIDs, ",")}} {
+		if kv[1] != "" {
+			b.WriteString(" " + kv[0] + "=" + kv[1])
+		}
+	}
+	b.WriteString(": " + d.Detail)
+	return b.String()
+}
+
+// ReconcileReport is what reconciliation compared and every difference it
+// found.
+type ReconcileReport struct {
+	// Accounts, Orders and Fulfilments are our records compared.
+	Accounts, Orders, Fulfilments int
+	// Subscriptions, Payments and Refunds are the provider's records read.
+	Subscriptions, Payments, Refunds int
+	// InvoicePayments are payments of our customers that name no order
+	// (a subscription renewal, a metered invoice): attributed to the
+	// organisation, their amounts not compared.
+	InvoicePayments int
+	// NotOurs are provider records that name none of our organisations
+	// and no customer of ours: not compared.
+	NotOurs int
+	// Differences, by organisation, order and kind.
+	Differences []ReconcileDifference
+	// ProviderReadAt is when the provider's lists were read.
+	ProviderReadAt time.Time
+}
+
+// Clean reports whether nothing differs.
+func (r ReconcileReport) Clean() bool { return len(r.Differences) == 0 }
+
+// reconcileWaitLimit bounds how long reconciliation waits for the
+// fulfilments read model to catch up with the event store.
+const reconcileWaitLimit = time.Minute
+
+// Reconcile asks for the comparison of the payment provider's records with
+// the organisations' orders and fulfilments (phonefleet fulfilments
+// reconcile).
+type Reconcile struct{}
+
+// ReconcileHandler handles Reconcile.
+type ReconcileHandler struct{ *Provisioning }
+
+// Handle compares the payment provider's records with the billing
+// accounts and the fulfilments read model (after letting it catch up with
+// every event committed so far) and lists every difference. It is the
+// operator's (no caller is authorised here: the CLI runs it). Errors: no
+// payment provider configured, the provider did not answer or refused, the
+// database failed; a report with differences is not an error.
+func (p ReconcileHandler) Handle(ctx context.Context, _ Reconcile) (ReconcileReport, error) {
+	if p.cfg.Payments == nil {
+		return ReconcileReport{}, errors.New("reconcile: no payment provider is configured (SERVICE_STRIPE_SECRET_KEY)")
+	}
+	var in reconcileInput
+	var err error
+	in.readAt = p.now()
+	if in.subs, err = p.cfg.Payments.ListSubscriptions(ctx); err != nil {
+		return ReconcileReport{}, fmt.Errorf("reconcile: %w", err)
+	}
+	if in.pays, err = p.cfg.Payments.ListPayments(ctx); err != nil {
+		return ReconcileReport{}, fmt.Errorf("reconcile: %w", err)
+	}
+	if in.refunds, err = p.cfg.Payments.ListRefunds(ctx); err != nil {
+		return ReconcileReport{}, fmt.Errorf("reconcile: %w", err)
+	}
+	if err := p.reconcileCatchUp(ctx); err != nil {
+		return ReconcileReport{}, fmt.Errorf("reconcile: the fulfilments read model did not catch up: %w", err)
+	}
+	if in.fulfilments, err = projections.AllFulfilments(ctx, p.pool); err != nil {
+		return ReconcileReport{}, fmt.Errorf("reconcile: read fulfilments: %w", err)
+	}
+	orgs, err := p.accountOrgs(ctx)
+	if err != nil {
+		return ReconcileReport{}, fmt.Errorf("reconcile: list billing accounts: %w", err)
+	}
+	for _, org := range orgs {
+		acc, _, err := p.accounts.Load(ctx, org)
+		if err != nil {
+			return ReconcileReport{}, fmt.Errorf("reconcile: load the billing account of %s: %w", org, err)
+		}
+		in.accounts = append(in.accounts, acc)
+	}
+	return reconcile(in), nil
+}
+
+// reconcileCatchUp waits until the fulfilments read model has applied
+// every event committed so far.
+func (p *Provisioning) reconcileCatchUp(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, reconcileWaitLimit)
+	defer cancel()
+	return cqrs.AwaitAll(ctx, p.store, p.cfg.ReadModels, projections.FulfilmentsName)
+}
+
+// accountOrgs lists the organisations that have a billing account stream.
+func (p *Provisioning) accountOrgs(ctx context.Context) ([]string, error) {
+	prefix := domain.AccountStream("")
+	like := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(prefix) + "%"
+	rows, err := p.pool.Query(ctx, `SELECT stream_id FROM events WHERE stream_id LIKE $1 AND stream_version = 1
+		ORDER BY stream_id`, like)
+	if err != nil {
+		return nil, err
+	}
+	streams, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	orgs := make([]string, 0, len(streams))
+	for _, s := range streams {
+		orgs = append(orgs, strings.TrimPrefix(s, prefix))
+	}
+	return orgs, nil
+}
+
+// reconcileInput is everything compared: the provider's records and ours.
+type reconcileInput struct {
+	subs        []payments.Subscription
+	pays        []payments.Payment
+	refunds     []payments.Refund
+	accounts    []domain.Account
+	fulfilments []projections.FulfilmentView
+	readAt      time.Time
+}
+
+// reconcileOrder is one order with what belongs to it.
+type reconcileOrder struct {
+	org         string
+	order       domain.Order
+	fulfilments []projections.FulfilmentView
+	sub         *payments.Subscription
+	pay         *payments.Payment
+	// refunded is what the provider refunded (or is refunding) of pay;
+	// refundIDs name those refunds.
+	refunded  int64
+	refundIDs []string
+}
+
+// Subscription and payment intent statuses, as the provider names them.
+var (
+	subscriptionRenewing = []string{"active", "trialing", "past_due"}
+	subscriptionEnded    = []string{"canceled", "incomplete_expired"}
+	refundCounted        = []string{"succeeded", "pending"}
+)
+
+const paymentSucceeded = "succeeded"
+
+// reconcile compares in and returns the report. It reads nothing.
+func reconcile(in reconcileInput) ReconcileReport {
+	rep := ReconcileReport{Accounts: len(in.accounts), Fulfilments: len(in.fulfilments),
+		Subscriptions: len(in.subs), Payments: len(in.pays), Refunds: len(in.refunds), ProviderReadAt: in.readAt}
+	diff := func(d ReconcileDifference) { rep.Differences = append(rep.Differences, d) }
+
+	// Our orders, and the customers our accounts recorded.
+	orders := map[string]*reconcileOrder{}
+	var ordered []*reconcileOrder
+	customers := map[string]string{}
+	knownOrg := map[string]bool{}
+	for _, acc := range in.accounts {
+		knownOrg[acc.OrgID] = true
+		if acc.CustomerID != "" {
+			customers[acc.CustomerID] = acc.OrgID
+		}
+		for _, o := range acc.Orders {
+			ro := &reconcileOrder{org: acc.OrgID, order: o}
+			orders[o.OrderID] = ro
+			ordered = append(ordered, ro)
+		}
+	}
+	rep.Orders = len(ordered)
+	for _, f := range in.fulfilments {
+		if ro, ok := orders[f.OrderID]; ok && ro.org == f.OrgID {
+			ro.fulfilments = append(ro.fulfilments, f)
+			continue
+		}
+		diff(ReconcileDifference{Kind: ReconcileFulfilmentWithoutOrder, OrgID: f.OrgID, OrderID: f.OrderID,
+			FulfilmentIDs: []string{f.FulfilmentID},
+			Detail:        fmt.Sprintf("the fulfilment (%s) names order %s, which no billing account of the organisation holds", f.State, f.OrderID)})
+	}
+	// ours names the organisation a provider record belongs to: that of
+	// the order its metadata names, else the organisation its metadata
+	// names, else its customer's; "" when it is not ours. An organisation
+	// with no billing account here is not ours (another deployment sharing
+	// the provider account).
+	ours := func(meta map[string]string, customer string) string {
+		if ro, ok := orders[meta[payments.MetaOrderID]]; ok {
+			return ro.org
+		}
+		if org := meta[payments.MetaOrgID]; knownOrg[org] {
+			return org
+		}
+		return customers[customer]
+	}
+
+	// Subscriptions: the one an order recorded when it was paid, else (an
+	// order not paid yet) the one naming it in its metadata.
+	bySubID := map[string]*reconcileOrder{}
+	for _, ro := range ordered {
+		if ro.order.SubscriptionID != "" {
+			bySubID[ro.order.SubscriptionID] = ro
+		}
+	}
+	for i := range in.subs {
+		s := &in.subs[i]
+		if ro, ok := bySubID[s.ID]; ok {
+			ro.sub = s
+			continue
+		}
+		if ro, ok := orders[s.Metadata[payments.MetaOrderID]]; ok && ro.order.SubscriptionID == "" && ro.sub == nil {
+			ro.sub = s
+			continue
+		}
+		org := ours(s.Metadata, s.CustomerID)
+		if org == "" {
+			rep.NotOurs++
+			continue
+		}
+		if slices.Contains(subscriptionRenewing, s.Status) && !s.CancelAtPeriodEnd {
+			diff(ReconcileDifference{Kind: ReconcileSubscriptionUnmatched, OrgID: org, OrderID: s.Metadata[payments.MetaOrderID],
+				ProviderIDs: []string{s.ID},
+				Detail:      fmt.Sprintf("the provider will renew this subscription (%s) but no order of the organisation records it", s.Status)})
+		}
+	}
+
+	// Payments, in the same way.
+	byPayID := map[string]*reconcileOrder{}
+	for _, ro := range ordered {
+		if ro.order.PaymentIntentID != "" {
+			byPayID[ro.order.PaymentIntentID] = ro
+		}
+	}
+	payOrder := map[string]*reconcileOrder{}
+	for i := range in.pays {
+		pm := &in.pays[i]
+		if ro, ok := byPayID[pm.ID]; ok {
+			ro.pay, payOrder[pm.ID] = pm, ro
+			continue
+		}
+		if ro, ok := orders[pm.Metadata[payments.MetaOrderID]]; ok && ro.order.PaymentIntentID == "" && ro.pay == nil {
+			ro.pay, payOrder[pm.ID] = pm, ro
+			continue
+		}
+		org := ours(pm.Metadata, pm.CustomerID)
+		switch {
+		case org == "":
+			rep.NotOurs++
+		case pm.Metadata[payments.MetaOrderID] == "" && pm.Metadata[payments.MetaOrgID] == "":
+			rep.InvoicePayments++
+		case pm.Status == paymentSucceeded:
+			detail := "a succeeded payment names an order the organisation does not have"
+			if ro, ok := orders[pm.Metadata[payments.MetaOrderID]]; ok {
+				first := ro.order.PaymentIntentID
+				if first == "" && ro.pay != nil {
+					first = ro.pay.ID
+				}
+				detail = "a second succeeded payment for an order already paid by " + first
+			}
+			diff(ReconcileDifference{Kind: ReconcilePaymentUnmatched, OrgID: org, OrderID: pm.Metadata[payments.MetaOrderID],
+				ProviderIDs: []string{pm.ID}, Detail: fmt.Sprintf("%s (%d %s)", detail, pm.AmountReceived, pm.Currency)})
+		}
+	}
+	for _, r := range in.refunds {
+		ro, ok := payOrder[r.PaymentID]
+		if !ok {
+			ro, ok = orders[r.Metadata[payments.MetaOrderID]]
+		}
+		if !ok {
+			continue // a refund of a payment that is no order's: counted only
+		}
+		if slices.Contains(refundCounted, r.Status) {
+			ro.refunded += r.Amount
+			ro.refundIDs = append(ro.refundIDs, r.ID)
+		}
+	}
+
+	for _, ro := range ordered {
+		for _, d := range reconcileOrderDifferences(ro) {
+			diff(d)
+		}
+	}
+	slices.SortStableFunc(rep.Differences, func(a, b ReconcileDifference) int {
+		return cmp.Or(cmp.Compare(a.OrgID, b.OrgID), cmp.Compare(a.OrderID, b.OrderID), cmp.Compare(a.Kind, b.Kind))
+	})
+	return rep
+}
+
+// reconcileOrderDifferences compares one order with its fulfilments and
+// the provider's records of it.
+func reconcileOrderDifferences(ro *reconcileOrder) []ReconcileDifference {
+	o := ro.order
+	var out []ReconcileDifference
+	add := func(kind string, fulfilments, provider []string, format string, args ...any) {
+		out = append(out, ReconcileDifference{Kind: kind, OrgID: ro.org, OrderID: o.OrderID,
+			FulfilmentIDs: slices.Sorted(slices.Values(fulfilments)), ProviderIDs: provider, Detail: fmt.Sprintf(format, args...)})
+	}
+	var live, refundCancelled []string
+	for _, f := range ro.fulfilments {
+		if f.Live() {
+			live = append(live, f.FulfilmentID)
+		}
+		if f.State == domain.FulfilmentCancelledState && (f.CancelledReason == domain.EndRefunded || f.CancelledReason == domain.EndOwnerRefund) {
+			refundCancelled = append(refundCancelled, f.FulfilmentID)
+		}
+		if f.UnitAmount != o.UnitAmount || !strings.EqualFold(f.Currency, o.Currency) {
+			add(ReconcileFulfilmentPriceMismatch, []string{f.FulfilmentID}, nil,
+				"the fulfilment's price is %d %s, its order's %d %s", f.UnitAmount, f.Currency, o.UnitAmount, o.Currency)
+		}
+	}
+	quantity := max(o.Choice.Quantity, 1)
+	paid := o.State == domain.OrderPaidState
+	settled := paid || o.State == domain.OrderEndedState
+
+	if paid && domain.Prepaid(o.Choice.Billing) {
+		want := o.FulfilmentIDs
+		var missing []string
+		for _, id := range want {
+			if !slices.ContainsFunc(ro.fulfilments, func(f projections.FulfilmentView) bool { return f.FulfilmentID == id }) {
+				missing = append(missing, id)
+			}
+		}
+		if len(want) == 0 && len(ro.fulfilments) < quantity {
+			add(ReconcileFulfilmentsMissing, nil, nil, "the paid order is for %d phones; the read model holds %d fulfilments of it",
+				quantity, len(ro.fulfilments))
+		} else if len(missing) > 0 {
+			add(ReconcileFulfilmentsMissing, missing, nil, "the paid order's fulfilments are not in the read model")
+		}
+	}
+	if o.State == domain.OrderEndedState && len(live) > 0 {
+		add(ReconcileLiveAfterOrderEnded, live, nil, "the order ended (%s) but these phones are live", o.EndedReason)
+	}
+
+	switch o.Choice.Billing {
+	case domain.BillingSubscription:
+		s := ro.sub
+		switch {
+		case s == nil && paid:
+			if o.SubscriptionID != "" {
+				add(ReconcileSubscriptionMissing, live, []string{o.SubscriptionID}, "the provider does not list the subscription the order was paid with")
+			} else {
+				add(ReconcileSubscriptionMissing, live, nil, "the order was paid with no subscription recorded, and no subscription at the provider names it")
+			}
+		case s == nil:
+		case settled && len(live) > 0 && (slices.Contains(subscriptionEnded, s.Status) || !s.EndedAt.IsZero()):
+			add(ReconcileSubscriptionEnded, live, []string{s.ID}, "the provider ended the subscription (%s) but these phones are live", s.Status)
+		case settled && len(live) > 0 && !slices.Contains(subscriptionRenewing, s.Status):
+			add(ReconcileSubscriptionNotCurrent, live, []string{s.ID}, "the subscription is %s at the provider but these phones are live", s.Status)
+		case settled && len(live) == 0 && slices.Contains(subscriptionRenewing, s.Status) && !s.CancelAtPeriodEnd:
+			add(ReconcileSubscriptionUnfulfilled, nil, []string{s.ID},
+				"the provider will renew the subscription (%s) but the order (%s) has no live phone", s.Status, o.State)
+		case !settled && slices.Contains(subscriptionRenewing, s.Status):
+			add(ReconcilePaidNotRecorded, nil, []string{s.ID}, "the provider has a %s subscription for the order, which is %s here", s.Status, o.State)
+		}
+	case domain.BillingDay:
+		pm := ro.pay
+		switch {
+		case pm == nil && paid:
+			add(ReconcilePaymentMissing, live, nil, "the provider lists no payment for the paid order")
+		case pm == nil:
+		case paid && pm.Status != paymentSucceeded:
+			add(ReconcilePaymentNotSucceeded, live, []string{pm.ID}, "the order is paid here but its payment is %s at the provider", pm.Status)
+		case !settled && pm.Status == paymentSucceeded:
+			add(ReconcilePaidNotRecorded, nil, []string{pm.ID}, "the provider took the payment for the order, which is %s here", o.State)
+		}
+	}
+
+	pm := ro.pay
+	if pm == nil || o.Choice.Billing == domain.BillingPayg {
+		return out
+	}
+	if pm.Status == paymentSucceeded {
+		want := o.UnitAmount * int64(quantity)
+		if pm.AmountReceived != want || !strings.EqualFold(pm.Currency, o.Currency) {
+			add(ReconcileAmountMismatch, nil, []string{pm.ID}, "the provider took %d %s; the order is %d × %d %s = %d %s",
+				pm.AmountReceived, pm.Currency, quantity, o.UnitAmount, o.Currency, want, o.Currency)
+		}
+	}
+	cancelledPhones := int64(quantity - len(live))
+	if len(live) > 0 && ro.refunded > cancelledPhones*o.UnitAmount {
+		add(ReconcileRefundedButLive, live, append([]string{pm.ID}, ro.refundIDs...),
+			"the provider refunded %d %s of the payment, more than the %d %s its %d cancelled phone(s) account for, while these phones are live",
+			ro.refunded, o.Currency, cancelledPhones*o.UnitAmount, o.Currency, cancelledPhones)
+	}
+	if wantRefund := int64(len(refundCancelled)) * o.UnitAmount; len(refundCancelled) > 0 && ro.refunded < wantRefund {
+		add(ReconcileRefundMissing, refundCancelled, append([]string{pm.ID}, ro.refundIDs...),
+			"these phones were cancelled as refunded (%d %s) but the provider refunded %d %s of the payment",
+			wantRefund, o.Currency, ro.refunded, o.Currency)
+	}
+	return out
+}
