@@ -151,8 +151,10 @@ func serve(ctx context.Context, args []string) error {
 }
 
 // withOperator runs an operator command against the configured database
-// (or the embedded one, started for the command if the service is not
-// running), as internal/app wires it.
+// (or the embedded one: the service's when it runs, else started for the
+// command), as internal/app wires it. The operator is closed on every way
+// out of fn (errors, a cancelled context, a panic), which stops an
+// embedded cluster only when no other process uses it.
 func withOperator(ctx context.Context, name string, args []string, extra func(*flag.FlagSet),
 	fn func(context.Context, *flag.FlagSet, *app.Operator, *slog.Logger) error) error {
 	cfg, fs, err := loadConfig(name, args, extra)
@@ -236,9 +238,10 @@ func eventsTail(ctx context.Context, store *eventstore.Store, opts eventstore.Ta
 		if meta.ActorID != "" {
 			actor += ":" + meta.ActorID
 		}
-		fmt.Fprintf(out, "%d\t%s\t%s\t%s@%d\t%s/v%d\t%s\t%s\n", e.Position, e.OccurredAt.UTC().Format("2006-01-02T15:04:05.000000Z"),
+		// A failed write (the reader went away) ends the tail.
+		_, err := fmt.Fprintf(out, "%d\t%s\t%s\t%s@%d\t%s/v%d\t%s\t%s\n", e.Position, e.OccurredAt.UTC().Format("2006-01-02T15:04:05.000000Z"),
 			e.OrgID, e.StreamID, e.StreamVersion, e.Type, e.SchemaVersion, actor, e.Data)
-		return nil
+		return err
 	})
 	if held, ok := errors.AsType[*eventstore.HeldBackError](err); ok {
 		return fmt.Errorf("events tail: the feed is held back by a transaction open for over a minute (older than transaction %d); events after it are not printed", held.Mark)

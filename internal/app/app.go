@@ -41,15 +41,24 @@ func Projections() []projections.Projection {
 		identityProjections(), fleetProjections(), webhookProjections(), runProjections(), scheduleProjections(), provisioningProjections(), consoleProjections(), gatewayProjections(), gatewayHubProjections())
 }
 
-// DB is an open database: the pool, and the embedded cluster behind it if
-// the service started one.
+// DB is an open database: the pool, and the embedded cluster behind it
+// when no DATABASE_URL is set.
 type DB struct {
 	Pool    *pgxpool.Pool
 	cluster *pgembed.Cluster
 }
 
-// OpenDB connects to cfg.DatabaseURL, or starts the embedded cluster under
-// cfg.DataDir when it is empty, and applies migrations.
+// clusterWatchInterval is how often a service on the embedded cluster
+// checks that its server still runs (DB.Watch).
+const clusterWatchInterval = time.Second
+
+// OpenDB connects to cfg.DatabaseURL, or, when it is empty, starts the
+// embedded cluster under cfg.DataDir (or uses the one running there), and
+// applies migrations. On the embedded cluster every connection of the
+// pool, and every connection made from a copy of its configuration (the
+// device host's lock connection), dials the server where it listens now,
+// so the pool follows the server when it is started again on another port.
+// Close releases it all.
 func OpenDB(ctx context.Context, cfg config.Config, logger *slog.Logger) (*DB, error) {
 	db := &DB{}
 	url := cfg.DatabaseURL
@@ -66,6 +75,9 @@ func OpenDB(ctx context.Context, cfg config.Config, logger *slog.Logger) (*DB, e
 		return nil, fmt.Errorf("invalid DATABASE_URL: %w", err)
 	}
 	pcfg.MaxConns = max(pcfg.MaxConns, 32)
+	if db.cluster != nil {
+		pcfg.ConnConfig.DialFunc = db.cluster.Dial
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		db.Close(ctx)
@@ -89,15 +101,29 @@ func OpenDB(ctx context.Context, cfg config.Config, logger *slog.Logger) (*DB, e
 	return db, nil
 }
 
-// Close closes the pool and stops the embedded cluster, if any.
+// Close closes the pool and ends this process's use of the embedded
+// cluster, if any: its server is stopped only when no other process uses
+// it and a phonefleet process started it (the last user out stops it), so
+// an operator command never stops the server of a running service.
 func (db *DB) Close(ctx context.Context) {
 	if db.Pool != nil {
 		db.Pool.Close()
 	}
 	if db.cluster != nil {
-		if err := db.cluster.Stop(ctx); err != nil {
-			slog.Default().Warn("stopping embedded database", "err", err)
+		if err := db.cluster.Close(ctx); err != nil {
+			slog.Default().Warn("closing the embedded database", "err", err)
 		}
+	}
+}
+
+// Watch keeps the embedded cluster's server running until ctx ends: when
+// it stops underneath the process (stopped by hand, by an older CLI, or
+// killed), it is started again, on the same port when that is free, and
+// the pool follows it (see OpenDB). With DATABASE_URL it returns at once:
+// the pool reconnects by itself when that server comes back.
+func (db *DB) Watch(ctx context.Context) {
+	if db.cluster != nil {
+		db.cluster.Watch(ctx, clusterWatchInterval)
 	}
 }
 
@@ -189,7 +215,9 @@ func (a *App) Addr() string { return a.ln.Addr().String() }
 func (a *App) Store() *eventstore.Store { return a.store }
 
 // Run serves until ctx ends, then shuts down gracefully: in-flight requests
-// finish, projection subscribers stop, the embedded database stops.
+// finish, projection subscribers stop, and the embedded database is given
+// up (stopped unless another process still uses it). While it serves, it
+// keeps the embedded database's server running (DB.Watch).
 func (a *App) Run(ctx context.Context) error {
 	defer a.db.Close(context.WithoutCancel(ctx))
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
@@ -198,7 +226,8 @@ func (a *App) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); w(bg) }()
 	}
-	wg.Add(2)
+	wg.Add(3)
+	go func() { defer wg.Done(); a.db.Watch(bg) }()
 	go func() { defer wg.Done(); a.store.Relay(bg, a.logger) }()
 	go func() {
 		defer wg.Done()

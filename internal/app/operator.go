@@ -32,9 +32,10 @@ type Operator struct {
 	db  *DB
 }
 
-// OpenOperator opens the database of cfg (starting the embedded cluster
-// when no DATABASE_URL is set) and wires the operator's view of the
-// program over it. Close releases everything.
+// OpenOperator opens the database of cfg (the embedded cluster when no
+// DATABASE_URL is set: the service's, when it runs, else started for the
+// command) and wires the operator's view of the program over it. Close
+// releases everything; call it on every way out of the command.
 func OpenOperator(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Operator, error) {
 	db, err := OpenDB(ctx, cfg, logger)
 	if err != nil {
@@ -69,8 +70,10 @@ func (o *Operator) Context(ctx context.Context) context.Context {
 		RequestID: domain.NewID(domain.PrefixRequest)})
 }
 
-// Close closes the database (and stops the embedded cluster if it was
-// started for the command).
+// Close closes the database and ends the command's use of the embedded
+// cluster, if any: a cluster the service (or another command) still uses
+// keeps running; one that only this command used, and that a phonefleet
+// process started, is stopped (see DB.Close).
 func (o *Operator) Close(ctx context.Context) { o.db.Close(ctx) }
 
 // storeAndRunner builds the event store over db (upcasting every read

@@ -9,7 +9,9 @@
 //	dir/data/phonefleet.conf  settings owned by phonefleet, rewritten at every start
 //	dir/password        the superuser password (mode 0600)
 //	dir/postgres.log    the server log (moved to postgres.log.1 at start once it passes 16 MiB)
-//	dir/start.lock      serialises Start between processes
+//	dir/start.lock      serialises Start, Close and restarts between processes
+//	dir/users.lock      held shared by every process that uses the cluster (see Lifetime)
+//	dir/started-by-phonefleet  the server (postmaster pid and start time) a phonefleet process started
 //
 // Network: the server listens on 127.0.0.1 only, on a free TCP port chosen
 // at each start (Restart keeps it), and on no Unix socket. TCP was chosen
@@ -33,9 +35,31 @@
 // and Start logs where it is. The caller's directories keep their modes.
 //
 // Lifetime: pg_ctl starts the server in a session of its own, so the server
-// outlives the process that started it unless Stop is called. A later Start
-// on the same dir finds the running server and reuses it; a server that died
-// (even by SIGKILL) is recovered by the next Start.
+// outlives the process that started it unless someone stops it. A later
+// Start on the same dir finds the running server and reuses it; a server
+// that died (even by SIGKILL) is recovered by the next Start.
+//
+// Who stops it: the last phonefleet process out, and only a server a
+// phonefleet process started. From Start to Close a process is a user of
+// the cluster: it holds a shared flock on dir/users.lock, which the kernel
+// also drops when the process dies, however it dies. When Start has to
+// start the server, it records that server (its postmaster's pid and start
+// time) in dir/started-by-phonefleet. Close gives the use up under
+// start.lock and stops the server only when no other process holds
+// users.lock (an exclusive flock on it succeeds) and the server running is
+// the one recorded: a server someone started by hand (pg_ctl) is never
+// stopped, nor one another process still uses. Start takes its shared lock
+// under start.lock too, so a new user never races a closing one: it
+// attaches either before the closer looks (and the server stays) or after
+// the server stopped (and starts it again). A process killed by SIGKILL
+// cannot close; its lock goes with it, and the next process that uses the
+// cluster stops the server when it closes. Stop stops the server whoever
+// uses it (throwaway clusters, tests).
+//
+// A long-lived user (the service) keeps the server running with Watch,
+// which starts it again when it stops underneath the process, on its last
+// port when that is free and on a new one otherwise; connections made
+// through Dial reach the server wherever it listens now.
 package pgembed
 
 import (
@@ -56,6 +80,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -75,6 +100,13 @@ const (
 	startAttempts = 5
 	// maxLogSize is the size beyond which postgres.log is rotated at start.
 	maxLogSize = 16 << 20
+	// startLockFile serialises Start, Close and restarts between processes.
+	startLockFile = "start.lock"
+	// usersFile is held with a shared flock by every process using the
+	// cluster.
+	usersFile = "users.lock"
+	// startedByFile records the server a phonefleet process started.
+	startedByFile = "started-by-phonefleet"
 )
 
 // serverSettings are written to data/phonefleet.conf at every start. The
@@ -167,19 +199,28 @@ func versionLess(a, b string) bool {
 	return a < b
 }
 
-// Cluster is a running embedded PostgreSQL server. Its methods are safe for
-// concurrent use.
+// Cluster is a running embedded PostgreSQL server as one process uses it.
+// Its methods are safe for concurrent use.
 type Cluster struct {
 	dir      string
 	dataDir  string
 	binDir   string
-	port     int
 	password string
 	runAs    *osUser
 	logger   *slog.Logger
+	// port is where the server listens now: set at start, and followed when
+	// the server is started again elsewhere (Watch, EnsureRunning, Dial).
+	port atomic.Int64
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// users is this Cluster's shared flock on users.lock; nil once Close or
+	// Stop gave the use up.
+	users *os.File
+	// stopped is set by Stop and cleared by Restart.
 	stopped bool
+	// closed is set by Close: the process no longer uses the cluster, and
+	// nothing starts it again through this value.
+	closed bool
 }
 
 // Dir returns the directory the cluster lives in: the one given to Start,
@@ -194,6 +235,10 @@ func (c *Cluster) Dir() string { return c.dir }
 // dir, also across processes. It waits until the server accepts connections
 // (about 30 s at most), creates the database "phonefleet" if missing, and
 // returns. A nil logger discards the progress messages.
+//
+// The process is a user of the cluster until Close (see the package
+// documentation): call Close when done, so that the last user stops a
+// server phonefleet started. Start failing gives the use up as Close does.
 func Start(ctx context.Context, dir string, logger *slog.Logger) (*Cluster, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -232,7 +277,7 @@ func Start(ctx context.Context, dir string, logger *slog.Logger) (*Cluster, erro
 			return nil, fmt.Errorf("embedded PostgreSQL: give %s to user %s: %w", dir, runAs.name, err)
 		}
 	}
-	unlock, err := lockFile(ctx, filepath.Join(dir, "start.lock"))
+	unlock, err := lockFile(ctx, filepath.Join(dir, startLockFile))
 	if err != nil {
 		return nil, fmt.Errorf("embedded PostgreSQL: lock %s: %w", dir, err)
 	}
@@ -245,25 +290,54 @@ func Start(ctx context.Context, dir string, logger *slog.Logger) (*Cluster, erro
 		runAs:   runAs,
 		logger:  logger,
 	}
-	if err := c.initialise(ctx); err != nil {
-		return nil, err
+	if c.users, err = lockShared(ctx, filepath.Join(dir, usersFile)); err != nil {
+		return nil, fmt.Errorf("embedded PostgreSQL: lock %s: %w", filepath.Join(dir, usersFile), err)
 	}
-	if err := c.writeFile(filepath.Join(c.dataDir, "phonefleet.conf"), []byte(serverSettings)); err != nil {
-		return nil, err
-	}
-	if pid, port, ok := c.running(); ok {
-		c.port = port
-		logger.Info("embedded PostgreSQL already running; reusing it", "dir", dir, "pid", pid, "port", port)
-	} else if err := c.start(ctx, 0); err != nil {
-		return nil, err
-	}
-	if err := c.waitReady(ctx); err != nil {
-		return nil, err
-	}
-	if err := c.ensureDatabase(ctx); err != nil {
+	if err := c.attach(ctx); err != nil {
+		// This process may have started the server: give the use up as
+		// Close does (start.lock is held already), so a failed Start
+		// leaves no server of its own behind.
+		cctx, cancel := closeContext(ctx)
+		if rerr := c.releaseLocked(cctx); rerr != nil {
+			logger.Warn("embedded PostgreSQL: giving the cluster up after a failed start", "dir", dir, "err", rerr)
+		}
+		cancel()
+		c.closed = true
 		return nil, err
 	}
 	return c, nil
+}
+
+// attach brings the cluster up for Start, under start.lock: initdb on first
+// use, the settings file, the server (reused, or started and recorded), the
+// wait for connections and the database.
+func (c *Cluster) attach(ctx context.Context) error {
+	if err := c.initialise(ctx); err != nil {
+		return err
+	}
+	if err := c.writeFile(filepath.Join(c.dataDir, "phonefleet.conf"), []byte(serverSettings)); err != nil {
+		return err
+	}
+	if pm, ok := c.running(); ok {
+		c.port.Store(int64(pm.port))
+		c.logger.Info("embedded PostgreSQL already running; reusing it", "dir", c.dir, "pid", pm.pid, "port", pm.port)
+	} else if err := c.start(ctx, 0); err != nil {
+		return err
+	}
+	if err := c.waitReady(ctx); err != nil {
+		return err
+	}
+	return c.ensureDatabase(ctx)
+}
+
+// closeContext returns a context for giving the cluster up at the end of a
+// program: ctx itself while it is live, otherwise (a signal cancelled it)
+// one that still allows a minute.
+func closeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Err() == nil {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 }
 
 // initialise runs initdb when dir holds no cluster yet, and loads the
@@ -327,35 +401,66 @@ func (c *Cluster) initialise(ctx context.Context) error {
 	return nil
 }
 
+// postmaster is a server as data/postmaster.pid describes it.
+type postmaster struct {
+	pid  int
+	port int
+	// startedAt is the server's start time as postmaster.pid writes it (Unix
+	// seconds): with pid, it tells one server from a later one.
+	startedAt string
+}
+
+// identity names the server in the started-by-phonefleet file.
+func (pm postmaster) identity() string { return strconv.Itoa(pm.pid) + " " + pm.startedAt + "\n" }
+
 // running reports whether the postmaster named in data/postmaster.pid is
-// alive, and on which port it listens. A postmaster.pid whose process is
-// gone is left for PostgreSQL to clean up (it also guards against orphaned
-// backends of a killed postmaster); one whose PID now belongs to some other
-// process is removed.
-func (c *Cluster) running() (pid, port int, ok bool) {
+// alive, and which it is. A postmaster.pid whose process is gone is left
+// for PostgreSQL to clean up (it also guards against orphaned backends of
+// a killed postmaster); one whose PID now belongs to some other process is
+// removed.
+func (c *Cluster) running() (postmaster, bool) {
 	pidFile := filepath.Join(c.dataDir, "postmaster.pid")
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
-		return 0, 0, false
+		return postmaster{}, false
 	}
 	lines := strings.Split(string(b), "\n")
 	if len(lines) < 4 {
-		return 0, 0, false
+		return postmaster{}, false
 	}
 	pid, err1 := strconv.Atoi(strings.TrimSpace(lines[0]))
 	port, err2 := strconv.Atoi(strings.TrimSpace(lines[3]))
 	if err1 != nil || err2 != nil || pid <= 0 {
-		return 0, 0, false
+		return postmaster{}, false
 	}
 	if !processAlive(pid) {
-		return 0, 0, false
+		return postmaster{}, false
 	}
 	if ours, known := isPostmasterOf(pid, c.dataDir); known && !ours {
 		c.logger.Warn("removing stale postmaster.pid: its process id now belongs to another program", "pid", pid, "file", pidFile)
 		_ = os.Remove(pidFile)
-		return 0, 0, false
+		return postmaster{}, false
 	}
-	return pid, port, true
+	return postmaster{pid: pid, port: port, startedAt: strings.TrimSpace(lines[2])}, true
+}
+
+// record notes in started-by-phonefleet that this process started the
+// server now running; startedByPhonefleet later tells it from any other.
+func (c *Cluster) record() {
+	pm, ok := c.running()
+	if !ok {
+		return
+	}
+	if err := c.writeFile(filepath.Join(c.dir, startedByFile), []byte(pm.identity())); err != nil {
+		c.logger.Warn("embedded PostgreSQL: cannot record that phonefleet started the server; the last user will leave it running", "err", err)
+	}
+}
+
+// startedByPhonefleet reports whether pm is the server a phonefleet process
+// started, as started-by-phonefleet records it.
+func (c *Cluster) startedByPhonefleet(pm postmaster) bool {
+	b, err := os.ReadFile(filepath.Join(c.dir, startedByFile))
+	return err == nil && string(b) == pm.identity()
 }
 
 // start runs pg_ctl start on fixedPort, or on a fresh free port at each
@@ -376,7 +481,10 @@ func (c *Cluster) start(ctx context.Context, fixedPort int) error {
 				return fmt.Errorf("embedded PostgreSQL: choose a port: %w", err)
 			}
 		}
-		out, err := c.command(ctx, "pg_ctl", "start",
+		// pg_ctl start is not cut short by ctx (a signal to the program):
+		// killed half-way, it could leave a server running that nobody
+		// recorded. --timeout bounds it.
+		out, err := c.command(context.WithoutCancel(ctx), "pg_ctl", "start",
 			"--pgdata="+c.dataDir,
 			"--log="+logFile,
 			"--wait",
@@ -385,7 +493,8 @@ func (c *Cluster) start(ctx context.Context, fixedPort int) error {
 			"-o", "-p "+strconv.Itoa(port),
 		).CombinedOutput()
 		if err == nil {
-			c.port = port
+			c.port.Store(int64(port))
+			c.record()
 			c.logger.Info(fmt.Sprintf("started embedded PostgreSQL at %s on port %d", c.dir, port), "dir", c.dir, "port", port, "log", logFile)
 			return nil
 		}
@@ -414,7 +523,7 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("embedded PostgreSQL at %s does not accept connections on port %d: %w (see %s)",
-				c.dir, c.port, err, filepath.Join(c.dir, "postgres.log"))
+				c.dir, c.Port(), err, filepath.Join(c.dir, "postgres.log"))
 		}
 		select {
 		case <-ctx.Done():
@@ -457,38 +566,145 @@ func (c *Cluster) connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 }
 
 // DSN returns the postgres:// URL of the database "phonefleet", with the
-// superuser's password.
+// superuser's password, on the port the server listens on now. A client
+// that keeps its configuration across restarts should dial through Dial.
 func (c *Cluster) DSN() string { return c.url(databaseName) }
 
 // AdminDSN returns the postgres:// URL of the same server's maintenance
 // database "postgres", with the superuser's password.
 func (c *Cluster) AdminDSN() string { return c.url("postgres") }
 
+// Port returns the TCP port the server listens on, as last seen.
+func (c *Cluster) Port() int { return int(c.port.Load()) }
+
+// Addr returns the server's address, 127.0.0.1:Port.
+func (c *Cluster) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(c.Port())) }
+
 func (c *Cluster) url(db string) string {
 	u := url.URL{
 		Scheme:   "postgres",
 		User:     url.UserPassword(superuser, c.password),
-		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)),
+		Host:     c.Addr(),
 		Path:     "/" + db,
 		RawQuery: "sslmode=disable",
 	}
 	return u.String()
 }
 
+// Dial connects to the server wherever it listens now, whatever address it
+// is given: set it as pgconn.Config.DialFunc, so that a pool made from DSN
+// (and every connection made from a copy of its configuration) follows the
+// server when it is started again on another port. It reads the port from
+// the server's postmaster.pid at each dial, and refuses at once while no
+// server runs, so a connection never lands on whatever took the old port
+// meanwhile.
+func (c *Cluster) Dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	pm, ok := c.running()
+	if !ok {
+		return nil, fmt.Errorf("embedded PostgreSQL at %s is not running", c.dir)
+	}
+	c.follow(pm)
+	d := net.Dialer{KeepAlive: 5 * time.Minute}
+	return d.DialContext(ctx, "tcp", c.Addr())
+}
+
+// follow adopts the port of pm, a server another process (or this one)
+// started since the port was last seen.
+func (c *Cluster) follow(pm postmaster) {
+	if old := c.port.Swap(int64(pm.port)); old != int64(pm.port) {
+		c.logger.Info(fmt.Sprintf("embedded PostgreSQL at %s now listens on port %d", c.dir, pm.port),
+			"dir", c.dir, "pid", pm.pid, "port", pm.port, "was", old)
+	}
+}
+
+// Close ends this process's use of the cluster and stops the server when
+// this was its last user and a phonefleet process started it (see the
+// package documentation); otherwise the server is left running for the
+// others, or for whoever started it. It is safe to call more than once.
+// ctx bounds the wait; a ctx that is already done (as at the end of a
+// signal-cancelled program) still closes, waiting up to a minute.
+func (c *Cluster) Close(ctx context.Context) error {
+	if c == nil {
+		return nil
+	}
+	ctx, cancel := closeContext(ctx)
+	defer cancel()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.users == nil {
+		return nil
+	}
+	unlock, err := lockFile(ctx, filepath.Join(c.dir, startLockFile))
+	if err != nil {
+		c.dropUse()
+		return fmt.Errorf("embedded PostgreSQL: lock %s: %w (the server is left running)", c.dir, err)
+	}
+	defer unlock()
+	return c.releaseLocked(ctx)
+}
+
+// releaseLocked gives this process's use up, under start.lock, and stops
+// the server when nobody else uses it and phonefleet started it.
+func (c *Cluster) releaseLocked(ctx context.Context) error {
+	f := c.users
+	if f == nil {
+		return nil
+	}
+	// Converting the shared lock to an exclusive one succeeds only when no
+	// other process holds users.lock. A failed conversion may drop the
+	// shared lock: this process is leaving anyway.
+	last := tryExclusive(f)
+	defer c.dropUse()
+	if !last {
+		c.logger.Info("embedded PostgreSQL left running: another process uses it", "dir", c.dir)
+		return nil
+	}
+	pm, ok := c.running()
+	if !ok {
+		return nil
+	}
+	if !c.startedByPhonefleet(pm) {
+		c.logger.Info("embedded PostgreSQL left running: phonefleet did not start it", "dir", c.dir, "pid", pm.pid)
+		return nil
+	}
+	if err := c.stop(ctx, "fast"); err != nil {
+		return err
+	}
+	c.forget()
+	c.logger.Info("stopped embedded PostgreSQL at "+c.dir+" (its last user)", "dir", c.dir)
+	return nil
+}
+
+// dropUse releases this Cluster's lock on users.lock.
+func (c *Cluster) dropUse() {
+	if c.users != nil {
+		_ = c.users.Close() // closing the descriptor releases its flock
+		c.users = nil
+	}
+}
+
+// forget removes the record of a server phonefleet started, once stopped.
+func (c *Cluster) forget() {
+	if err := os.Remove(filepath.Join(c.dir, startedByFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		c.logger.Warn("embedded PostgreSQL: remove "+startedByFile, "err", err)
+	}
+}
+
 // Stop stops the server with pg_ctl stop -m fast (open sessions are ended,
-// committed data is safe). It is safe to call more than once, and a server
-// that is already down is not an error. ctx bounds the wait; a ctx that is
-// already done (as at the end of a signal-cancelled program) still stops the
-// server, waiting up to a minute.
+// committed data is safe), whoever uses it, and ends this process's use of
+// the cluster. It is for clusters that belong to one process (throwaway
+// clusters, tests); a process sharing the cluster calls Close. It is safe
+// to call more than once, and a server that is already down is not an
+// error. ctx bounds the wait; a ctx that is already done (as at the end of
+// a signal-cancelled program) still stops the server, waiting up to a
+// minute.
 func (c *Cluster) Stop(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-	}
+	ctx, cancel := closeContext(ctx)
+	defer cancel()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
@@ -498,6 +714,8 @@ func (c *Cluster) Stop(ctx context.Context) error {
 		return err
 	}
 	c.stopped = true
+	c.forget()
+	c.dropUse()
 	c.logger.Info("stopped embedded PostgreSQL at "+c.dir, "dir", c.dir)
 	return nil
 }
@@ -507,8 +725,9 @@ func (c *Cluster) Stop(ctx context.Context) error {
 // using the same DSN. With immediate it stops as a crash would (pg_ctl stop
 // -m immediate: every server process quits at once, open sessions are cut,
 // nothing is checkpointed, and the start runs crash recovery); otherwise as
-// Stop does (-m fast). It also starts a cluster that Stop stopped. Tests use
-// it to take the database away from a running service.
+// Stop does (-m fast). It also starts a cluster that Stop stopped, and the
+// process uses the cluster again. Tests use it to take the database away
+// from a running service.
 func (c *Cluster) Restart(ctx context.Context, immediate bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -522,16 +741,79 @@ func (c *Cluster) Restart(ctx context.Context, immediate bool) error {
 		}
 		c.stopped = true
 	}
-	unlock, err := lockFile(ctx, filepath.Join(c.dir, "start.lock"))
+	unlock, err := lockFile(ctx, filepath.Join(c.dir, startLockFile))
 	if err != nil {
 		return fmt.Errorf("embedded PostgreSQL: lock %s: %w", c.dir, err)
 	}
 	defer unlock()
-	if err := c.start(ctx, c.port); err != nil {
+	if c.users == nil {
+		if c.users, err = lockShared(ctx, filepath.Join(c.dir, usersFile)); err != nil {
+			return fmt.Errorf("embedded PostgreSQL: lock %s: %w", filepath.Join(c.dir, usersFile), err)
+		}
+	}
+	if err := c.start(ctx, c.Port()); err != nil {
 		return err
 	}
-	c.stopped = false
+	c.stopped, c.closed = false, false
 	return c.waitReady(ctx)
+}
+
+// EnsureRunning starts the server again when it is not running (it was
+// stopped or killed underneath this process), on its last port when that
+// is free and on a new one otherwise, and waits until it accepts
+// connections; a server another process started meanwhile is adopted
+// (its port) instead. It reports whether it started the server. After
+// Close or Stop it does nothing.
+func (c *Cluster) EnsureRunning(ctx context.Context) (started bool, err error) {
+	if pm, ok := c.running(); ok {
+		c.follow(pm)
+		return false, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.stopped {
+		return false, nil
+	}
+	unlock, err := lockFile(ctx, filepath.Join(c.dir, startLockFile))
+	if err != nil {
+		return false, fmt.Errorf("embedded PostgreSQL: lock %s: %w", c.dir, err)
+	}
+	defer unlock()
+	if pm, ok := c.running(); ok { // another process started it meanwhile
+		c.follow(pm)
+		return false, c.waitReady(ctx)
+	}
+	c.logger.Warn("embedded PostgreSQL is not running; starting it again", "dir", c.dir, "port", c.Port())
+	if port := c.Port(); port == 0 || !portFree(port) || c.start(ctx, port) != nil {
+		if err := c.start(ctx, 0); err != nil {
+			return false, err
+		}
+	}
+	return true, c.waitReady(ctx)
+}
+
+// Watch keeps the server running for this process until ctx ends or the
+// cluster is closed: every interval it checks the server and starts it
+// again when it is gone (EnsureRunning). Failures are logged and retried,
+// less often while they last.
+func (c *Cluster) Watch(ctx context.Context, interval time.Duration) {
+	wait := interval
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if _, err := c.EnsureRunning(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			wait = min(wait*2, 30*time.Second)
+			c.logger.Error("embedded PostgreSQL could not be started again; retrying", "dir", c.dir, "err", err, "retry_in", wait.String())
+			continue
+		}
+		wait = interval
+	}
 }
 
 // stop runs pg_ctl stop in mode (fast or immediate) and waits for the
@@ -589,6 +871,15 @@ func (c *Cluster) writeFile(path string, data []byte) error {
 		return fmt.Errorf("embedded PostgreSQL: %w", err)
 	}
 	return nil
+}
+
+// portFree reports whether port on 127.0.0.1 can be listened on now.
+func portFree(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	return l.Close() == nil
 }
 
 // freePort asks the kernel for a TCP port on 127.0.0.1 that is free now.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -158,7 +159,7 @@ func TestStartStopRestartPersists(t *testing.T) {
 	c := start(t, dir, logs)
 
 	if !strings.Contains(logs.String(), "initialised embedded PostgreSQL at "+dir) ||
-		!strings.Contains(logs.String(), "started embedded PostgreSQL at "+dir+" on port "+strconv.Itoa(c.port)) {
+		!strings.Contains(logs.String(), "started embedded PostgreSQL at "+dir+" on port "+strconv.Itoa(c.Port())) {
 		t.Errorf("log does not tell what happened:\n%s", logs)
 	}
 
@@ -300,7 +301,7 @@ func TestStalePidFileOfOtherProcess(t *testing.T) {
 		}
 	}
 	c2 := start(t, dir, nil)
-	if c2.port == 5999 {
+	if c2.Port() == 5999 {
 		t.Fatal("Start adopted a postmaster.pid that names another process")
 	}
 	connect(t, c2.DSN())
@@ -440,4 +441,232 @@ func TestRestartImmediate(t *testing.T) {
 		t.Fatalf("Restart after Stop: %v", err)
 	}
 	connect(t, dsn)
+}
+
+// serverOf returns the postmaster running for c, failing the test when
+// none runs.
+func serverOf(t *testing.T, c *Cluster) postmaster {
+	t.Helper()
+	pm, ok := c.running()
+	if !ok {
+		t.Fatalf("got no server running in %s; want one", c.Dir())
+	}
+	return pm
+}
+
+// waitGone waits (at most a minute) until process pid has exited.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); processAlive(pid); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still alive after a minute", pid)
+		}
+	}
+}
+
+// TestLastUserStopsTheServer: two users of one cluster (as the service and
+// an operator command are); the first to close leaves the server running
+// for the other, whichever of them started it, and the last stops it.
+func TestLastUserStopsTheServer(t *testing.T) {
+	needBinaries(t)
+	for _, first := range []string{"the starter", "the one that reused it"} {
+		t.Run(first+" closes first", func(t *testing.T) {
+			dir := clusterDir(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			starter := start(t, dir, nil)
+			reuser := start(t, dir, nil)
+			pm := serverOf(t, starter)
+			if got := serverOf(t, reuser); got != pm {
+				t.Fatalf("got a second server %+v; want %+v reused", got, pm)
+			}
+			a, b := starter, reuser
+			if first != "the starter" {
+				a, b = reuser, starter
+			}
+			if err := a.Close(ctx); err != nil {
+				t.Fatalf("first Close: %v", err)
+			}
+			if got, ok := a.running(); !ok || got != pm {
+				t.Fatalf("got server %+v (running %v) after the first user closed; want %+v left running for the other", got, ok, pm)
+			}
+			connect(t, b.DSN())
+			if err := b.Close(ctx); err != nil {
+				t.Fatalf("last Close: %v", err)
+			}
+			if got, ok := b.running(); ok {
+				t.Fatalf("got server %+v still running after its last user closed; want it stopped", got)
+			}
+			if _, err := os.Stat(filepath.Join(dir, startedByFile)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("got %v for %s after the stop; want it removed", err, startedByFile)
+			}
+			if err := b.Close(ctx); err != nil {
+				t.Errorf("second Close: got %v; want nil", err)
+			}
+		})
+	}
+}
+
+// TestCloseLeavesAServerPhonefleetDidNotStart: a server started by hand
+// (pg_ctl, not a phonefleet process) on the cluster's data is used and
+// left running by its last phonefleet user.
+func TestCloseLeavesAServerPhonefleetDidNotStart(t *testing.T) {
+	needBinaries(t)
+	dir := clusterDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := start(t, dir, nil)
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.command(ctx, "pg_ctl", "start", "--pgdata="+c.dataDir, "--log="+filepath.Join(dir, "by-hand.log"),
+		"--wait", "--silent", "-o", "-p "+strconv.Itoa(port)).CombinedOutput(); err != nil {
+		t.Fatalf("pg_ctl start by hand: %v: %s", err, out)
+	}
+	byHand := start(t, dir, nil) // cleanup stops it
+	pm := serverOf(t, byHand)
+	if byHand.Port() != port {
+		t.Fatalf("got port %d; want the running server's %d reused", byHand.Port(), port)
+	}
+	if err := byHand.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := byHand.running(); !ok || got != pm {
+		t.Fatalf("got server %+v (running %v) after Close; want the server started by hand (%+v) left running", got, ok, pm)
+	}
+}
+
+// TestEnsureRunningStartsTheServerAgain: a server stopped underneath the
+// process (immediate mode, as pg_ctl stop -m immediate; then fast mode) is
+// started again on its port when that is free, and on another port when
+// something else took it; connections through Dial follow it there, and
+// a server another process started meanwhile is adopted, not doubled.
+func TestEnsureRunningStartsTheServerAgain(t *testing.T) {
+	needBinaries(t)
+	dir := clusterDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := start(t, dir, nil)
+	cfg, err := pgx.ParseConfig(c.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DialFunc = c.Dial // as the service's pool has it
+	query := func(t *testing.T) {
+		t.Helper()
+		conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
+		if err != nil {
+			t.Fatalf("connect through Dial: %v", err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `SELECT 1`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	query(t)
+	if started, err := c.EnsureRunning(ctx); err != nil || started {
+		t.Fatalf("EnsureRunning on a running server: got started %v, %v; want false, nil", started, err)
+	}
+
+	kill := func(t *testing.T, sig syscall.Signal) postmaster {
+		t.Helper()
+		pm := serverOf(t, c)
+		if err := syscall.Kill(pm.pid, sig); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, pm.pid)
+		return pm
+	}
+	t.Run("same port when free", func(t *testing.T) {
+		old := kill(t, syscall.SIGQUIT)
+		if started, err := c.EnsureRunning(ctx); err != nil || !started {
+			t.Fatalf("EnsureRunning after an immediate stop: got started %v, %v; want true, nil", started, err)
+		}
+		if pm := serverOf(t, c); pm.port != old.port || pm.pid == old.pid {
+			t.Fatalf("got server %+v; want a new one on the old port %d", pm, old.port)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, startedByFile)); err != nil || string(b) != serverOf(t, c).identity() {
+			t.Fatalf("got %s = %q (%v); want the new server recorded", startedByFile, b, err)
+		}
+		query(t)
+	})
+	t.Run("another port when the old one is taken", func(t *testing.T) {
+		old := kill(t, syscall.SIGINT)
+		squatter, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(old.port)))
+		if err != nil {
+			t.Fatalf("take the old port: %v", err)
+		}
+		defer squatter.Close()
+		if started, err := c.EnsureRunning(ctx); err != nil || !started {
+			t.Fatalf("EnsureRunning with the port taken: got started %v, %v; want true, nil", started, err)
+		}
+		if pm := serverOf(t, c); pm.port == old.port || c.Port() != pm.port {
+			t.Fatalf("got server %+v and Port %d; want both on a port other than %d", pm, c.Port(), old.port)
+		}
+		query(t)
+	})
+	outer := t // the other servers' cleanups belong to the whole test
+	t.Run("adopted when another process started it", func(t *testing.T) {
+		kill(t, syscall.SIGQUIT)
+		other := start(outer, dir, nil) // as another process's Start would
+		if started, err := c.EnsureRunning(ctx); err != nil || started {
+			t.Fatalf("EnsureRunning with a server running: got started %v, %v; want false, nil", started, err)
+		}
+		if c.Port() != other.Port() {
+			t.Fatalf("got port %d; want the running server's %d", c.Port(), other.Port())
+		}
+		query(t)
+	})
+	t.Run("followed by Dial alone", func(t *testing.T) {
+		kill(t, syscall.SIGQUIT)
+		other := start(outer, dir, nil)
+		if other.Port() == c.Port() {
+			t.Skipf("skipping: the new server took the old port %d again", other.Port())
+		}
+		query(t) // Dial reads the port from postmaster.pid
+		if c.Port() != other.Port() {
+			t.Fatalf("got port %d; want the running server's %d", c.Port(), other.Port())
+		}
+	})
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if started, err := c.EnsureRunning(ctx); err != nil || started {
+		t.Fatalf("EnsureRunning after Close: got started %v, %v; want false, nil", started, err)
+	}
+}
+
+// TestWatchStartsTheServerAgain: Watch notices a server killed underneath
+// the process and starts it again, until its context ends.
+func TestWatchStartsTheServerAgain(t *testing.T) {
+	needBinaries(t)
+	dir := clusterDir(t)
+	c := start(t, dir, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Watch(ctx, 50*time.Millisecond); close(done) }()
+	defer func() { cancel(); <-done }()
+	old := serverOf(t, c)
+	if err := syscall.Kill(old.pid, syscall.SIGQUIT); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, old.pid)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if pm, ok := c.running(); ok && pm.pid != old.pid {
+			cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+			conn, err := pgx.Connect(cctx, c.DSN())
+			ccancel()
+			if err == nil {
+				conn.Close(ctx)
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server was not started again within a minute")
+		}
+	}
 }

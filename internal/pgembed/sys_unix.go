@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -155,10 +156,63 @@ func lockFile(ctx context.Context, path string) (func(), error) {
 	}
 }
 
-// processAlive reports whether a process with this id exists.
+// lockShared takes a shared flock on path, waiting while ctx allows (at
+// most three minutes: only a closing process holds it exclusively, for as
+// long as it takes to stop the server), and returns the open file that
+// holds it; closing the file releases it, and so does the end of the
+// process, however it ends.
+func lockShared(ctx context.Context, path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			f.Close()
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("another process has held %s for 3 minutes", path)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// tryExclusive converts the flock f holds to an exclusive one without
+// waiting, and reports whether it could: whether no other open file holds
+// a lock on it.
+func tryExclusive(f *os.File) bool {
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil
+}
+
+// processAlive reports whether a process with this id exists and has not
+// exited: a zombie (dead, not yet reaped by its parent) is not alive.
 func processAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	if runtime.GOOS != "linux" {
+		return true
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return !errors.Is(err, fs.ErrNotExist)
+	}
+	// "pid (comm) state ...": comm may hold spaces and parentheses.
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 // isPostmasterOf reports whether process pid runs in dataDir, as a
