@@ -11,7 +11,7 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/testutil"
 )
 

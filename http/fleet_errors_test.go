@@ -12,7 +12,7 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/testutil"
 )
 

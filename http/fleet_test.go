@@ -12,7 +12,7 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 )
 
 // fleetServer is a test server over a running fleet of sim phones; every

@@ -12,7 +12,7 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 )
 
 // mountedRouteKeys returns every route of s as "METHOD path" with each

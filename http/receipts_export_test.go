@@ -11,7 +11,7 @@ import (
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/receiptchain"
 	"phonefleet/testutil"
 )

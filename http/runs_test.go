@@ -15,7 +15,7 @@ import (
 	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/projections"
 	"phonefleet/testutil"
 )
@@ -278,7 +278,7 @@ func TestRunTransitionsTranslate(t *testing.T) {
 			case runs.CancelRun:
 				ref = runs.RunRef(c)
 			}
-			wantType := map[string]string{"pause": "commands.PauseRun", "resume": "commands.ResumeRun", "cancel": "commands.CancelRun"}[verb]
+			wantType := map[string]string{"pause": "runs.PauseRun", "resume": "runs.ResumeRun", "cancel": "runs.CancelRun"}[verb]
 			if fmt.Sprintf("%T", e.fake.got) != wantType || ref.RunID != runID || ref.Auth.APIKeyID != "key_1" {
 				t.Errorf("got %T %+v; want %s of %s", e.fake.got, e.fake.got, wantType, runID)
 			}

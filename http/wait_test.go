@@ -7,7 +7,7 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 )
 
 // TestWaitRoute waits on a sim phone through POST /v1/devices/{id}/wait,

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"phonefleet/domain"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/sim"
 	"phonefleet/testutil"
 )

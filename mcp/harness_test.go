@@ -24,7 +24,7 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	httpapi "phonefleet/http"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/identity"
 	"phonefleet/mcp"
 	"phonefleet/projections"

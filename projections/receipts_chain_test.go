@@ -10,7 +10,7 @@ import (
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/projections"
 	"phonefleet/receiptchain"
 	"phonefleet/testutil"

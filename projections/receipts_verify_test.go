@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"phonefleet/commands/fleet"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/projections"
 	"phonefleet/testutil"
 )

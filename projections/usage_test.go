@@ -15,7 +15,7 @@ import (
 	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/projections"
 	"phonefleet/testutil"
 )

@@ -16,7 +16,7 @@ import (
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/internal/backends"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/sim"
 	"phonefleet/testutil"
 )

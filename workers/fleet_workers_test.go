@@ -6,7 +6,7 @@ import (
 
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/testutil"
 	"phonefleet/workers"
 )

@@ -13,7 +13,7 @@ import (
 	"phonefleet/commands"
 	"phonefleet/commands/runs"
 	"phonefleet/domain"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/planner"
 	"phonefleet/projections"
 	"phonefleet/testutil"

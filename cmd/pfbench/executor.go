@@ -13,7 +13,7 @@ import (
 	"phonefleet/commands/fleet"
 	"phonefleet/commands/runs"
 	"phonefleet/domain"
-	"phonefleet/internal/app"
+	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/internal/config"
 	"phonefleet/projections"
 )
@@ -50,7 +50,7 @@ func (b *bench) executor(ctx context.Context, d time.Duration) error {
 		return err
 	}
 	sctx, stop := context.WithCancel(ctx)
-	a, err := app.New(sctx, cfg, quiet)
+	a, err := service.New(sctx, cfg, quiet)
 	if err != nil {
 		stop()
 		return err

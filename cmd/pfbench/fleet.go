@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"phonefleet/internal/app"
+	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/internal/config"
 )
 
@@ -80,7 +80,7 @@ func runFleet(ctx context.Context, dbURL string, devices int, d time.Duration) (
 		return fleetResult{}, err
 	}
 	sctx, stop := context.WithCancel(ctx)
-	a, err := app.New(sctx, cfg, quiet)
+	a, err := service.New(sctx, cfg, quiet)
 	if err != nil {
 		stop()
 		return fleetResult{}, err

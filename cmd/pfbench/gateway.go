@@ -16,7 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"phonefleet/internal/app"
+	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/internal/config"
 	"phonefleet/internal/gateway"
 )
@@ -66,7 +66,7 @@ func (b *bench) gatewayForwarding(ctx context.Context, d time.Duration) error {
 		if err != nil {
 			return err
 		}
-		a, err := app.New(sctx, cfg, quiet)
+		a, err := service.New(sctx, cfg, quiet)
 		if err != nil {
 			return err
 		}
@@ -107,7 +107,7 @@ func (b *bench) gatewayForwarding(ctx context.Context, d time.Duration) error {
 	gdone := make(chan error, 1)
 	go func() {
 		gdone <- gateway.RunAgent(gctx, gateway.AgentConfig{URLs: bases[:1], DataDir: filepath.Join(dir, "gateway"),
-			EnrollCode: code.Code, SimDevices: 1, Version: app.Version, Logger: quiet})
+			EnrollCode: code.Code, SimDevices: 1, Version: service.Version, Logger: quiet})
 	}()
 	defer func() { stopGateway(); <-gdone }()
 	var gwSim string

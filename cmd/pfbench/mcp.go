@@ -16,7 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
-	"phonefleet/internal/app"
+	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/internal/config"
 )
 
@@ -53,7 +53,7 @@ func (b *bench) mcpLatency(ctx context.Context, d time.Duration) error {
 		return err
 	}
 	sctx, stop := context.WithCancel(ctx)
-	a, err := app.New(sctx, cfg, quiet)
+	a, err := service.New(sctx, cfg, quiet)
 	if err != nil {
 		stop()
 		return err

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"phonefleet/internal/app"
+	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/internal/config"
 	"phonefleet/internal/sim"
 )
@@ -172,7 +172,7 @@ func startStreamService(ctx context.Context, dbURL string) (*streamService, erro
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	a, err := app.New(sctx, cfg, quiet)
+	a, err := service.New(sctx, cfg, quiet)
 	if err != nil {
 		cancel()
 		return nil, err

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"phonefleet/internal/app"
+	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/internal/config"
 )
 
@@ -50,7 +50,7 @@ func (b *bench) vrxStep(ctx context.Context, d time.Duration) error {
 		return err
 	}
 	sctx, stop := context.WithCancel(ctx)
-	a, err := app.New(sctx, cfg, quiet)
+	a, err := service.New(sctx, cfg, quiet)
 	if err != nil {
 		stop()
 		return err

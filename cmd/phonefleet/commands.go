@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"phonefleet/eventstore"
-	"phonefleet/internal/app"
+	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/internal/config"
 	"phonefleet/projections"
 )
@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	case "gateway":
 		return gatewayCmd(ctx, rest)
 	case "migrate":
-		return withOperator(ctx, "migrate", rest, nil, func(context.Context, *flag.FlagSet, *app.Operator, *slog.Logger) error {
+		return withOperator(ctx, "migrate", rest, nil, func(context.Context, *flag.FlagSet, *service.Operator, *slog.Logger) error {
 			fmt.Fprintln(out, "migrations are up to date")
 			return nil
 		})
@@ -74,11 +74,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		switch rest[0] {
 		case "status":
-			return withOperator(ctx, "projections status", rest[1:], nil, func(ctx context.Context, _ *flag.FlagSet, op *app.Operator, _ *slog.Logger) error {
+			return withOperator(ctx, "projections status", rest[1:], nil, func(ctx context.Context, _ *flag.FlagSet, op *service.Operator, _ *slog.Logger) error {
 				return projectionsStatus(ctx, op.Runner, out)
 			})
 		case "rebuild":
-			return withOperator(ctx, "projections rebuild", rest[1:], nil, func(ctx context.Context, fs *flag.FlagSet, op *app.Operator, _ *slog.Logger) error {
+			return withOperator(ctx, "projections rebuild", rest[1:], nil, func(ctx context.Context, fs *flag.FlagSet, op *service.Operator, _ *slog.Logger) error {
 				if fs.NArg() != 1 {
 					return usageError{"usage: phonefleet projections rebuild NAME"}
 				}
@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			fs.BoolVar(&asJSON, "json", false, "print one JSON object per event")
 			fs.Int64Var(&from, "from", 0, "print events after this position")
 		}
-		return withOperator(ctx, "events tail", rest[1:], extra, func(ctx context.Context, _ *flag.FlagSet, op *app.Operator, logger *slog.Logger) error {
+		return withOperator(ctx, "events tail", rest[1:], extra, func(ctx context.Context, _ *flag.FlagSet, op *service.Operator, logger *slog.Logger) error {
 			return eventsTail(ctx, op.Store, eventstore.TailOptions{After: from, Follow: follow, Logger: logger}, asJSON, out)
 		})
 	case "devices":
@@ -111,7 +111,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	case "logout":
 		return logoutCmd(ctx, rest, out)
 	case "version":
-		fmt.Fprintln(out, "phonefleet", app.Version)
+		fmt.Fprintln(out, "phonefleet", service.Version)
 		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(out, usage)
@@ -143,7 +143,7 @@ func serve(ctx context.Context, args []string) error {
 	}
 	logger := newLogger(cfg.LogLevel)
 	slog.SetDefault(logger)
-	a, err := app.New(ctx, cfg, logger)
+	a, err := service.New(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
@@ -156,13 +156,13 @@ func serve(ctx context.Context, args []string) error {
 // out of fn (errors, a cancelled context, a panic), which stops an
 // embedded cluster only when no other process uses it.
 func withOperator(ctx context.Context, name string, args []string, extra func(*flag.FlagSet),
-	fn func(context.Context, *flag.FlagSet, *app.Operator, *slog.Logger) error) error {
+	fn func(context.Context, *flag.FlagSet, *service.Operator, *slog.Logger) error) error {
 	cfg, fs, err := loadConfig(name, args, extra)
 	if err != nil {
 		return err
 	}
 	logger := newLogger(map[bool]string{true: "warn", false: cfg.LogLevel}[cfg.LogLevel == "info"])
-	op, err := app.OpenOperator(ctx, cfg, logger)
+	op, err := service.OpenOperator(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}

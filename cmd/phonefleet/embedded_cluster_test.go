@@ -130,15 +130,15 @@ func stopLeftover(t *testing.T, dir string) {
 	}
 }
 
-// service is a client of a running `phonefleet serve` in local mode.
-type service struct {
+// serviceClient is a client of a running `phonefleet serve` in local mode.
+type serviceClient struct {
 	base   string
 	device string
 }
 
-func newService(t *testing.T, p *program) *service {
+func newService(t *testing.T, p *program) *serviceClient {
 	t.Helper()
-	s := &service{base: "http://" + p.addr}
+	s := &serviceClient{base: "http://" + p.addr}
 	var list struct {
 		Devices []struct {
 			DeviceID string `json:"deviceId"`
@@ -157,7 +157,7 @@ func newService(t *testing.T, p *program) *service {
 	return s
 }
 
-func (s *service) do(t *testing.T, method, path, body string) (int, []byte) {
+func (s *serviceClient) do(t *testing.T, method, path, body string) (int, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, s.base+path, strings.NewReader(body))
 	if err != nil {
@@ -177,7 +177,7 @@ func (s *service) do(t *testing.T, method, path, body string) (int, []byte) {
 
 // healthy reports whether the service answers GET /healthz with ok and
 // takes a write: a lease on its sim phone, given back at once.
-func (s *service) healthy(t *testing.T) error {
+func (s *serviceClient) healthy(t *testing.T) error {
 	t.Helper()
 	status, body := s.do(t, "GET", "/healthz", "")
 	var h struct {
@@ -201,7 +201,7 @@ func (s *service) healthy(t *testing.T) error {
 }
 
 // mustBeHealthy fails the test unless the service is healthy now.
-func (s *service) mustBeHealthy(t *testing.T, after string) {
+func (s *serviceClient) mustBeHealthy(t *testing.T, after string) {
 	t.Helper()
 	if err := s.healthy(t); err != nil {
 		t.Fatalf("after %s: %v", after, err)
@@ -209,7 +209,7 @@ func (s *service) mustBeHealthy(t *testing.T, after string) {
 }
 
 // waitHealthy waits (at most 90 s) until the service is healthy again.
-func (s *service) waitHealthy(t *testing.T, after string) {
+func (s *serviceClient) waitHealthy(t *testing.T, after string) {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for {

@@ -13,7 +13,7 @@ import (
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/internal/adb"
-	"phonefleet/internal/app"
+	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/projections"
 )
 
@@ -49,7 +49,7 @@ func devicesCmd(ctx context.Context, args []string, out io.Writer) error {
 		fs.StringVar(&model, "model", "", "device model (sim: Pixel7, Generic or Compact)")
 		fs.StringVar(&serial, "serial", "", "adb: the device's adb serial")
 	}
-	return withOperator(ctx, "devices add", args[1:], extra, func(ctx context.Context, fs *flag.FlagSet, op *app.Operator, _ *slog.Logger) error {
+	return withOperator(ctx, "devices add", args[1:], extra, func(ctx context.Context, fs *flag.FlagSet, op *service.Operator, _ *slog.Logger) error {
 		if org == "" {
 			return usageError{devicesUsage}
 		}
@@ -100,7 +100,7 @@ func receiptsCmd(ctx context.Context, args []string, out io.Writer) error {
 	if wantsExportVerify(args[1:]) {
 		return verifyExport(args[1:], os.Stdin, out)
 	}
-	return withOperator(ctx, "receipts verify", args[1:], nil, func(ctx context.Context, _ *flag.FlagSet, op *app.Operator, _ *slog.Logger) error {
+	return withOperator(ctx, "receipts verify", args[1:], nil, func(ctx context.Context, _ *flag.FlagSet, op *service.Operator, _ *slog.Logger) error {
 		if err := op.Runner.Ensure(ctx); err != nil {
 			return err
 		}

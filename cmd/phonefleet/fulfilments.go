@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"phonefleet/commands/provisioning"
-	"phonefleet/internal/app"
+	"phonefleet/cmd/phonefleet/service"
 )
 
 // fulfilmentSubcommand is one subcommand of `phonefleet fulfilments`: a
@@ -69,7 +69,7 @@ provider's dashboard.`
 
 // fulfilmentsRefund runs `phonefleet fulfilments refund ID`.
 func fulfilmentsRefund(ctx context.Context, args []string, out io.Writer) error {
-	return withOperator(ctx, "fulfilments refund", args, nil, func(ctx context.Context, fs *flag.FlagSet, op *app.Operator, _ *slog.Logger) error {
+	return withOperator(ctx, "fulfilments refund", args, nil, func(ctx context.Context, fs *flag.FlagSet, op *service.Operator, _ *slog.Logger) error {
 		if fs.NArg() != 1 {
 			return usageError{fulfilmentsRefundUsage}
 		}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"phonefleet/internal/app"
+	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/internal/gateway"
 	"phonefleet/internal/releases"
 )
@@ -102,9 +102,9 @@ func gatewayCmd(ctx context.Context, args []string) error {
 	logger := newLogger(level)
 	slog.SetDefault(logger)
 	cfg.Logger = logger
-	cfg.Version = app.Version
+	cfg.Version = service.Version
 	cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
-	logger.Info("phonefleet gateway starting", "version", app.Version, "urls", cfg.URLs, "dataDir", cfg.DataDir,
+	logger.Info("phonefleet gateway starting", "version", service.Version, "urls", cfg.URLs, "dataDir", cfg.DataDir,
 		"simDevices", cfg.SimDevices, "adb", cfg.ADBAddr, "channel", cfg.Channel)
 	return gateway.RunAgent(ctx, cfg)
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"phonefleet/domain"
-	"phonefleet/internal/app"
+	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/internal/clisignin"
 )
 
@@ -75,7 +75,7 @@ func loginCmd(ctx context.Context, args []string, out io.Writer) error {
 	if c, err := clisignin.Load(path); err == nil {
 		fmt.Fprintf(out, "Replacing the credentials of API key %s (run phonefleet logout first to revoke it).\n", c.KeyID)
 	}
-	_, err = clisignin.Login(ctx, clisignin.Options{URL: *url, Scopes: scopes, ClientName: "phonefleet CLI " + app.Version,
+	_, err = clisignin.Login(ctx, clisignin.Options{URL: *url, Scopes: scopes, ClientName: "phonefleet CLI " + service.Version,
 		Path: path, Out: out})
 	return err
 }

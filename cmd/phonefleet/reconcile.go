@@ -13,7 +13,7 @@ import (
 	"phonefleet/commands/cqrs"
 	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
-	"phonefleet/internal/app"
+	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/projections"
 )
 
@@ -39,7 +39,7 @@ func reconcileCmd(ctx context.Context, args []string, out io.Writer) error {
 	extra := func(fs *flag.FlagSet) {
 		fs.BoolVar(&asJSON, "json", false, "print one JSON document instead of one line per difference")
 	}
-	err := withOperator(ctx, "fulfilments reconcile", args, extra, func(ctx context.Context, fs *flag.FlagSet, op *app.Operator, logger *slog.Logger) error {
+	err := withOperator(ctx, "fulfilments reconcile", args, extra, func(ctx context.Context, fs *flag.FlagSet, op *service.Operator, logger *slog.Logger) error {
 		if fs.NArg() > 0 {
 			return usageError{reconcileUsage}
 		}

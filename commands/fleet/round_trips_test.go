@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"phonefleet/domain"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 )
 
 // actionPath counts what the action path sends to the database: reads of

@@ -11,7 +11,7 @@ import (
 	"phonefleet/commands/cqrs"
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 )
 
 // fakeWait is a WaitFor handler on a real fleet whose time is a counter:

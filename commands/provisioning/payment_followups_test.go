@@ -15,7 +15,7 @@ import (
 	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/payments"
 	"phonefleet/projections"
 	"phonefleet/testutil"

@@ -10,7 +10,7 @@ import (
 	"phonefleet/commands/fleet"
 	"phonefleet/commands/runs"
 	"phonefleet/domain"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/sim"
 	"phonefleet/projections"
 	"phonefleet/testutil"

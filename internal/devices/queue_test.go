@@ -135,6 +135,9 @@ func TestFullQueueAnswersDeviceBusy(t *testing.T) {
 	}
 }
 
+// noSettle is a takeover pass with nothing to settle.
+func noSettle(context.Context, string) error { return nil }
+
 // TestStopAbandonsWaitingJobs: stopping lets the running job finish and
 // abandons the ones waiting, including one submitted after the stop;
 // afterwards the runtime refuses work as offline and has given the host
@@ -142,7 +145,7 @@ func TestFullQueueAnswersDeviceBusy(t *testing.T) {
 func TestStopAbandonsWaitingJobs(t *testing.T) {
 	h := &host{free: true}
 	r := newRuntime(t, Config{Host: h})
-	if err := r.Prepare(bg()); err != nil {
+	if err := r.Prepare(bg(), noSettle); err != nil {
 		t.Fatal(err)
 	}
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -214,25 +217,29 @@ func TestStopAbandonsWaitingJobs(t *testing.T) {
 	}
 }
 
-// TestHostTakeover: OnHost runs when this process becomes the host — at
-// Prepare if the claim is free, else from Run once it frees up — and not
-// while another process holds it.
+// TestHostTakeover: the takeover pass runs, for the sim host, when this
+// process becomes the host — at Prepare if the claim is free, else from
+// Run once it frees up — and not while another process holds it.
 func TestHostTakeover(t *testing.T) {
 	h := &host{}
 	took := make(chan struct{}, 4)
-	r := newRuntime(t, Config{Host: h, HostRetry: time.Millisecond, OnHost: func(context.Context) error {
+	settle := func(_ context.Context, host string) error {
+		if host != domain.HostSim {
+			t.Errorf("settled host %q; want %q", host, domain.HostSim)
+		}
 		took <- struct{}{}
 		return nil
-	}})
-	if err := r.Prepare(bg()); err != nil {
+	}
+	r := newRuntime(t, Config{Host: h, HostRetry: time.Millisecond})
+	if err := r.Prepare(bg(), settle); err != nil {
 		t.Fatal(err)
 	}
 	if len(took) != 0 {
-		t.Fatalf("Prepare without the claim ran OnHost %d times; want 0", len(took))
+		t.Fatalf("Prepare without the claim settled %d times; want 0", len(took))
 	}
 	ctx, cancel := context.WithCancel(bg())
 	done := make(chan struct{})
-	go func() { r.Run(ctx); close(done) }()
+	go func() { r.Run(ctx, settle); close(done) }()
 	h.mu.Lock()
 	h.free = true
 	h.mu.Unlock()
@@ -245,7 +252,7 @@ func TestHostTakeover(t *testing.T) {
 	cancel()
 	<-done
 	if n := len(took); n != 0 {
-		t.Errorf("OnHost ran %d more times while this process stayed the host; want 0", n)
+		t.Errorf("the takeover ran %d more times while this process stayed the host; want 0", n)
 	}
 	if _, err := r.Reserve("dev_a"); domain.ErrorCode(err) != domain.CodeDeviceUnavailable {
 		t.Errorf("reserve after Run ended: got %v; want device_unavailable", err)

@@ -58,13 +58,6 @@ type Config struct {
 	Host     Host
 	// Gateways holds the gateways' hosts; nil means none end here.
 	Gateways HostSet
-	// OnHost runs each time this process becomes the devices' host,
-	// before Prepare returns or, when another process gave the claim up,
-	// from Run. The wiring passes the pass that marks the actions an
-	// earlier host left unfinished as outcome unknown: whoever drives the
-	// devices next must settle them before it takes new work, and only
-	// the host knows when that is.
-	OnHost func(ctx context.Context) error
 	// QueueLimit is how many jobs (running and waiting) one device takes
 	// before answering device_busy; zero means DefaultQueueLimit.
 	QueueLimit int
@@ -116,28 +109,33 @@ func New(cfg Config) *Runtime {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.OnHost == nil {
-		cfg.OnHost = func(context.Context) error { return nil }
-	}
 	r := &Runtime{cfg: cfg, queues: map[string]*queue{}, frames: newFrameCache(recentFramesCap)}
 	r.base, r.cancel = context.WithCancel(context.Background())
 	return r
 }
 
-// Prepare tries to become the host and, if it does, runs OnHost. Call it
-// before serving requests, so that no new job meets an action an earlier
-// process left unsettled.
-func (r *Runtime) Prepare(ctx context.Context) error {
+// Settle settles what an earlier holder of host left unfinished. The
+// wiring passes the pass that marks the actions it left requested as
+// outcome unknown (workers.AbandonedActions.Settle): whoever drives the
+// devices next must settle them before it takes new work, and only the
+// new holder knows when that is.
+type Settle func(ctx context.Context, host string) error
+
+// Prepare tries to become the host and, if it does, settles what the
+// earlier host left. Call it before serving requests, so that no new job
+// meets an action an earlier process left unsettled.
+func (r *Runtime) Prepare(ctx context.Context, settle Settle) error {
 	_, tookOver, err := r.cfg.Host.TryHost(ctx)
 	if err != nil || !tookOver {
 		return err
 	}
-	return r.cfg.OnHost(ctx)
+	return settle(ctx, domain.HostSim)
 }
 
-// Run keeps trying to become the host while another process is, running
-// OnHost each time it does, and when ctx ends stops the runtime (Stop).
-func (r *Runtime) Run(ctx context.Context) {
+// Run keeps trying to become the host while another process is, settling
+// what the earlier host left each time it does, and when ctx ends stops
+// the runtime (Stop).
+func (r *Runtime) Run(ctx context.Context, settle Settle) {
 	t := time.NewTicker(r.cfg.HostRetry)
 	defer t.Stop()
 	for {
@@ -154,7 +152,7 @@ func (r *Runtime) Run(ctx context.Context) {
 		}
 		if tookOver {
 			r.cfg.Logger.Info("this process now drives the sim devices")
-			if err := r.cfg.OnHost(ctx); err != nil && ctx.Err() == nil {
+			if err := settle(ctx, domain.HostSim); err != nil && ctx.Err() == nil {
 				r.cfg.Logger.Error("taking over the devices failed", "err", err)
 			}
 		}

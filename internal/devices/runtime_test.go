@@ -10,7 +10,7 @@ import (
 
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/testutil"
 )
 

@@ -13,7 +13,7 @@ import (
 	"phonefleet/commands/gateways"
 	"phonefleet/domain"
 	httpapi "phonefleet/http"
-	"phonefleet/internal/fleettest"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/gateway"
 	"phonefleet/internal/sim"
 	"phonefleet/testutil"

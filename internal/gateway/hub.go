@@ -453,7 +453,7 @@ func welcomeDevices(served map[string]tunnel.DeviceInfo, ids map[string]string) 
 // markAbandoned settles the actions recorded under host and left without
 // an outcome by the process that held it before.
 func (h *Hub) markAbandoned(ctx context.Context, app *commands.Application, host string) error {
-	return workers.AbandonedActions{Mark: app.Fleet.MarkAbandonedActions, Host: host, Logger: h.log}.RunOnce(ctx)
+	return workers.AbandonedActions{Mark: app.Fleet.MarkAbandonedActions, Logger: h.log}.Settle(ctx, host)
 }
 
 // update takes a gateway's new device list: devices new to it are

@@ -26,13 +26,14 @@ import (
 	"phonefleet/eventstore"
 	"phonefleet/http/kernel"
 	"phonefleet/internal/backends"
-	"phonefleet/internal/fleetwire"
+	"phonefleet/internal/devices"
 	"phonefleet/internal/gateway"
 	"phonefleet/internal/identity"
 	"phonefleet/internal/sim"
 	"phonefleet/internal/tunnel"
 	"phonefleet/projections"
 	"phonefleet/testutil"
+	"phonefleet/workers"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -111,7 +112,8 @@ func (e *hubEnv) enroll(t *testing.T) (string, string) {
 // instance is one process of the service: a fleet with its gateway hub,
 // serving the tunnel over HTTP.
 type instance struct {
-	fleet *fleetwire.Fleet
+	fl      *fleet.Fleet
+	runtime *devices.Runtime
 	// app is the instance's application object (its fleet, the shared
 	// gateways), as its hub receives it.
 	app    *commands.Application
@@ -135,16 +137,18 @@ func (e *hubEnv) instance(t *testing.T, opts instanceOptions) *instance {
 	claims := backends.NewGatewayClaims(e.pool)
 	hub := gateway.NewHub(gateway.HubConfig{Claims: claims, Store: e.store,
 		CheckEvery: opts.checkEvery, Tunnel: opts.tunnel, Logger: quiet})
-	fl, err := fleetwire.New(testutil.Context(t), fleetwire.Config{Store: e.store, Runner: e.runner, Logger: quiet,
-		WaitForReceipts: true, Gateways: hub})
-	if err != nil {
+	rt := devices.Assemble(devices.AssembleConfig{Pool: e.pool, Gateways: hub, Logger: quiet}).Runtime
+	fl := fleet.New(fleet.Config{Store: e.store, ReadModels: e.runner, Runtime: rt, WaitForReceipts: true,
+		HostState: backends.HostState(e.pool)})
+	app := commands.NewApplication(commands.Capabilities{Fleet: fl, Gateways: e.gateways, Logger: quiet})
+	settle := workers.AbandonedActions{Mark: app.Fleet.MarkAbandonedActions, Logger: quiet}.Settle
+	if err := rt.Prepare(testutil.Context(t), settle); err != nil {
 		t.Fatal(err)
 	}
-	app := commands.NewApplication(commands.Capabilities{Fleet: fl.Commands, Gateways: e.gateways, Logger: quiet})
 	hub.SetApplication(&app)
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { fl.Runtime.Run(runCtx); close(done) }()
+	go func() { rt.Run(runCtx, settle); close(done) }()
 	srv := httptest.NewServer(kernel.HandlerFunc(hub.ServeTunnel))
 	t.Cleanup(func() {
 		hub.Close()
@@ -152,7 +156,7 @@ func (e *hubEnv) instance(t *testing.T, opts instanceOptions) *instance {
 		stop()
 		<-done
 	})
-	return &instance{fleet: fl, app: &app, hub: hub, claims: claims, url: srv.URL}
+	return &instance{fl: fl, runtime: rt, app: &app, hub: hub, claims: claims, url: srv.URL}
 }
 
 // fakeGateway answers the tunnel's device calls with real sim phones, as
@@ -297,7 +301,7 @@ func (e *hubEnv) status(t *testing.T, deviceID string) string {
 
 func (e *hubEnv) lease(t *testing.T, in *instance, deviceID string) string {
 	t.Helper()
-	l, err := in.fleet.Commands.AcquireLease().Handle(testutil.Context(t), fleet.AcquireLease{Auth: e.operator, DeviceID: deviceID, TTLSeconds: 600})
+	l, err := in.fl.AcquireLease().Handle(testutil.Context(t), fleet.AcquireLease{Auth: e.operator, DeviceID: deviceID, TTLSeconds: 600})
 	if err != nil {
 		t.Fatalf("leasing %s: %v", deviceID, err)
 	}
@@ -406,8 +410,8 @@ func TestHubServesAGatewaysDevices(t *testing.T) {
 	key := domain.GatewayHostKey(e.gatewayID)
 
 	peer, ids := g.mustConnect(t, a.url, e.credential)
-	if !a.hub.Holds(key) || !slices.Contains(a.fleet.Runtime.HeldHosts(), key) {
-		t.Fatalf("after the welcome: hub holds %v, runtime holds %v; want %s", a.hub.Held(), a.fleet.Runtime.HeldHosts(), key)
+	if !a.hub.Holds(key) || !slices.Contains(a.runtime.HeldHosts(), key) {
+		t.Fatalf("after the welcome: hub holds %v, runtime holds %v; want %s", a.hub.Held(), a.runtime.HeldHosts(), key)
 	}
 	for _, id := range ids {
 		eventually(t, "the gateway's device shows online", func() bool { return e.status(t, id) == domain.DeviceOnline })
@@ -415,7 +419,7 @@ func TestHubServesAGatewaysDevices(t *testing.T) {
 
 	dev := ids["sim-1"]
 	leaseID := e.lease(t, a, dev)
-	out, err := a.fleet.Commands.PerformAction().Handle(ctx, fleet.PerformAction{Auth: e.operator, DeviceID: dev, LeaseID: leaseID,
+	out, err := a.fl.PerformAction().Handle(ctx, fleet.PerformAction{Auth: e.operator, DeviceID: dev, LeaseID: leaseID,
 		Action: "open_app", Arguments: json.RawMessage(`{"package":"` + sim.PkgNotes + `"}`), IdempotencyKey: "open-notes"})
 	if err != nil {
 		t.Fatalf("acting on the gateway's device: %v", err)
@@ -433,7 +437,7 @@ func TestHubServesAGatewaysDevices(t *testing.T) {
 		t.Fatalf("idempotency row: %s on %s; want committed on %s", state, host, key)
 	}
 
-	obs, err := a.fleet.Commands.ObserveDevice().Handle(ctx, fleet.ObserveDevice{Auth: e.operator, DeviceID: dev, Image: true, Marks: true})
+	obs, err := a.fl.ObserveDevice().Handle(ctx, fleet.ObserveDevice{Auth: e.operator, DeviceID: dev, Image: true, Marks: true})
 	if err != nil {
 		t.Fatalf("observing with marks: %v", err)
 	}
@@ -450,7 +454,7 @@ func TestHubServesAGatewaysDevices(t *testing.T) {
 		_, held, err := backends.HostState(e.pool)(ctx, key)
 		return err == nil && !held && !a.hub.Holds(key)
 	})
-	_, err = a.fleet.Commands.PerformAction().Handle(ctx, fleet.PerformAction{Auth: e.operator, DeviceID: dev, LeaseID: leaseID,
+	_, err = a.fl.PerformAction().Handle(ctx, fleet.PerformAction{Auth: e.operator, DeviceID: dev, LeaseID: leaseID,
 		Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "home-offline"})
 	if domain.ErrorCode(err) != domain.CodeDeviceUnavailable {
 		t.Fatalf("acting while the gateway is away: %v; want device_unavailable", err)
@@ -468,7 +472,7 @@ func TestHubServesAGatewaysDevices(t *testing.T) {
 	if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE event_type = 'device.registered' AND org_id = $1`, e.admin.OrgID).Scan(&n); err != nil || n != 2 {
 		t.Fatalf("device.registered events: %d (%v); want 2", n, err)
 	}
-	if _, err := a.fleet.Commands.PerformAction().Handle(ctx, fleet.PerformAction{Auth: e.operator, DeviceID: dev, LeaseID: leaseID,
+	if _, err := a.fl.PerformAction().Handle(ctx, fleet.PerformAction{Auth: e.operator, DeviceID: dev, LeaseID: leaseID,
 		Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "home-again"}); err != nil {
 		t.Fatalf("acting after the gateway came back: %v", err)
 	}
@@ -603,7 +607,7 @@ func TestHubGatewayGoneMidAction(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		out, err := a.fleet.Commands.PerformAction().Handle(testutil.Context(t), fleet.PerformAction{Auth: e.operator, DeviceID: dev,
+		out, err := a.fl.PerformAction().Handle(testutil.Context(t), fleet.PerformAction{Auth: e.operator, DeviceID: dev,
 			LeaseID: leaseID, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "mid-act"})
 		done <- result{out, err}
 	}()
@@ -688,7 +692,7 @@ func TestHubSweepsAnOrphanedGateway(t *testing.T) {
 	dev := ids["sim-1"]
 	leaseID := e.lease(t, dying, dev)
 	go func() {
-		_, _ = dying.fleet.Commands.PerformAction().Handle(testutil.Context(t), fleet.PerformAction{Auth: e.operator, DeviceID: dev,
+		_, _ = dying.fl.PerformAction().Handle(testutil.Context(t), fleet.PerformAction{Auth: e.operator, DeviceID: dev,
 			LeaseID: leaseID, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "orphaned"})
 	}()
 	select {
@@ -710,9 +714,18 @@ func TestHubSweepsAnOrphanedGateway(t *testing.T) {
 
 	e.view(t, bareID, "the gateway without devices shows connected", func(v projections.GatewayView) bool { return v.Connected })
 
-	// The dying instance's database connection goes, and its locks with it.
+	// The dying instance's database connection goes, and its locks with it
+	// (once the server has ended that session's backend).
 	dying.claims.Close()
 	ctx := testutil.Context(t)
+	eventually(t, "the dying instance's gateway claims are free", func() bool {
+		for _, gw := range []string{e.gatewayID, bareID} {
+			if _, held, err := backends.HostState(e.pool)(ctx, domain.GatewayHostKey(gw)); err != nil || held {
+				return false
+			}
+		}
+		return true
+	})
 	settled, err := survivor.hub.SweepOrphans(ctx)
 	if err != nil || settled != 2 {
 		t.Fatalf("sweep: settled %d (%v); want 2", settled, err)
