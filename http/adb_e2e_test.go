@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"phonefleet/domain"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/sim"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 // findEl returns the first element of the tree that match accepts.

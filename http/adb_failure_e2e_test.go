@@ -11,8 +11,8 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 // onAct runs before every Act of the backend it wraps, once armed.

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"phonefleet/domain"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/sim"
+	"phonefleet/testutil/fleettest"
 )
 
 // TestScreenshotBudget: the screenshot and snapshot routes take the

@@ -12,8 +12,8 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 // failing answers every Act with err, or blocks until release when err is nil.

@@ -11,8 +11,8 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 // seedReceipts records n requested actions, all at the same instant (so

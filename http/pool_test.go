@@ -14,8 +14,8 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 // poolHTTPEnv is a hosted server whose application object is a running

@@ -11,9 +11,9 @@ import (
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/receiptchain"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 // TestReceiptsExport streams an organisation's chain (more entries than

@@ -15,9 +15,9 @@ import (
 	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/projections"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 // The run routes only translate: these tests run them over an application

@@ -21,8 +21,8 @@ import (
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 func init() {

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"phonefleet/domain"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/sim"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 // findSimEl returns the first element of a sim phone's own tree that

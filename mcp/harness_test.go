@@ -24,11 +24,11 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	httpapi "phonefleet/http"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/identity"
 	"phonefleet/mcp"
 	"phonefleet/projections"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 // service is the real HTTP edge (httpapi.New) over a running fleet of sim

@@ -10,10 +10,10 @@ import (
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/projections"
 	"phonefleet/receiptchain"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 // chainOf reads an organisation's chain as an export (entry lines, then

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"phonefleet/commands/fleet"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/projections"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 // TestVerifyReceipts: the receipts read model agrees with the replayed

@@ -15,9 +15,9 @@ import (
 	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/projections"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 // usageRunner runs the usage projection alone over s until the test ends.

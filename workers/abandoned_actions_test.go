@@ -16,9 +16,9 @@ import (
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/internal/backends"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/sim"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 // hangAfterActing performs the action on the phone, says so on standard

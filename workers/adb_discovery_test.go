@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"phonefleet/domain"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 // TestADBDiscovery: a phone connected to the adb server is registered as

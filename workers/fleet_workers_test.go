@@ -6,8 +6,8 @@ import (
 
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/workers"
 )
 

@@ -10,9 +10,9 @@ import (
 	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/projections"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/workers"
 )
 

@@ -13,10 +13,10 @@ import (
 	"phonefleet/commands"
 	"phonefleet/commands/runs"
 	"phonefleet/domain"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/planner"
 	"phonefleet/projections"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/workers"
 )
 

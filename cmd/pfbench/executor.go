@@ -10,10 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/commands/fleet"
 	"phonefleet/commands/runs"
 	"phonefleet/domain"
-	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/internal/config"
 	"phonefleet/projections"
 )

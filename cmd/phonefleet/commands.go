@@ -13,8 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"phonefleet/eventstore"
 	"phonefleet/cmd/phonefleet/service"
+	"phonefleet/eventstore"
 	"phonefleet/internal/config"
 	"phonefleet/projections"
 )

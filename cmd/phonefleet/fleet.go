@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/internal/adb"
-	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/projections"
 )
 

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strings"
 
-	"phonefleet/commands/provisioning"
 	"phonefleet/cmd/phonefleet/service"
+	"phonefleet/commands/provisioning"
 )
 
 // fulfilmentSubcommand is one subcommand of `phonefleet fulfilments`: a

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strings"
 
-	"phonefleet/domain"
 	"phonefleet/cmd/phonefleet/service"
+	"phonefleet/domain"
 	"phonefleet/internal/clisignin"
 )
 

@@ -10,10 +10,10 @@ import (
 	"log/slog"
 	"time"
 
+	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/commands/cqrs"
 	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
-	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/projections"
 )
 

@@ -12,9 +12,9 @@ import (
 	"phonefleet/commands/fleet"
 	"phonefleet/commands/runs"
 	"phonefleet/domain"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/sim"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 // loopback is a Forwarder between fleets of one test: a call goes to the

@@ -13,9 +13,9 @@ import (
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/sim"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/workers"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/sim"
+	"phonefleet/testutil/fleettest"
 )
 
 // TestObserveBudget: the picture comes in the format and width asked for

@@ -10,8 +10,8 @@ import (
 	"phonefleet/commands/cqrs"
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/sim"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/workers"
 )
 

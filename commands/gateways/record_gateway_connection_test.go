@@ -10,8 +10,8 @@ import (
 	"phonefleet/commands/gateways"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 // gatewayConnections returns the connection events of a gateway's stream.

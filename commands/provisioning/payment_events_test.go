@@ -14,10 +14,10 @@ import (
 	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/payments"
 	"phonefleet/projections"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 // fulEnv is a running fleet with the provisioning capability over it, the

@@ -15,10 +15,10 @@ import (
 	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/payments"
 	"phonefleet/projections"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 	"phonefleet/workers"
 )
 

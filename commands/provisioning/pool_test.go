@@ -13,8 +13,8 @@ import (
 	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 // poolEnv is a running fleet with the provisioning capability over it and

@@ -10,10 +10,10 @@ import (
 	"phonefleet/commands/fleet"
 	"phonefleet/commands/runs"
 	"phonefleet/domain"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/sim"
 	"phonefleet/projections"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 // phoneInputs is how many inputs a sim phone has accepted: its logical

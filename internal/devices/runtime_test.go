@@ -10,8 +10,8 @@ import (
 
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 var bg = testutil.Background

@@ -13,10 +13,10 @@ import (
 	"phonefleet/commands/gateways"
 	"phonefleet/domain"
 	httpapi "phonefleet/http"
-	"phonefleet/testutil/fleettest"
 	"phonefleet/internal/gateway"
 	"phonefleet/internal/sim"
 	"phonefleet/testutil"
+	"phonefleet/testutil/fleettest"
 )
 
 // findSimElement returns the first element of a sim phone's own tree that
