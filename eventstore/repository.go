@@ -152,15 +152,64 @@ func (r *Repository[T, E]) fold(ctx context.Context, id string, s *T, from int64
 	return from, nil
 }
 
-// Retry policy of Update: a decision that lost an optimistic-concurrency
-// race is made again on the new state, after a short jittered pause from
-// the second loss on, at most updateAttempts times in all. The bound only
-// stops a pathological storm; a command that exhausts it fails with the
-// *ConflictError.
+// The service's one retry policy for decisions that lost an
+// optimistic-concurrency race (Retry): a decision is made again on the new
+// state, after a short jittered pause from the second loss on, at most
+// conflictAttempts times in all. The bound only stops a pathological
+// storm; a command that exhausts it fails with the *ConflictError.
 const (
-	updateAttempts = 50
-	updatePause    = 2 * time.Millisecond
+	conflictAttempts = 50
+	conflictPause    = 2 * time.Millisecond
 )
+
+// Retry runs attempt (n counts from 1) until it returns anything but an
+// optimistic-concurrency conflict (errors.Is(err, ErrConflict)), under the
+// one retry policy: every decision that loses a race is made again on the
+// state that won, whether one repository makes it (Update) or a command
+// that spans streams and processes (a run's step, a payment provider's
+// event). An attempt that must not be made again returns another error.
+// ctx ending stops the retries with its error.
+func Retry[R any](ctx context.Context, attempt func(n int) (R, error)) (R, error) {
+	for n := 1; ; n++ {
+		r, err := attempt(n)
+		if !errors.Is(err, ErrConflict) || n >= conflictAttempts {
+			return r, err
+		}
+		if n > 1 {
+			select {
+			case <-ctx.Done():
+				return r, ctx.Err()
+			case <-time.After(time.Duration(rand.Int64N(int64(n)*int64(conflictPause))) + 1):
+			}
+		}
+	}
+}
+
+// ErrStale is what a decision made on a cached state returns when that
+// state may have misled it — it refused, or its commit lost a race (the
+// stream moved on): DecideCached decides again on the state loaded afresh.
+var ErrStale = errors.New("eventstore: decided on a state that may be stale")
+
+// DecideCached runs decide on id's state as this process last saw it
+// (cached is true) and, when that decision answers ErrStale, once more on
+// the state loaded afresh, whose outcome is final: for a command that
+// reads nothing before it records and decides again only when the cheap
+// guess was wrong (an action checked against its device). Without a
+// cached state it decides once, afresh. decide commits its own unit
+// (expecting id's stream at version, Unit.Expect, so a state that moved on
+// fails it with a conflict).
+func (r *Repository[T, E]) DecideCached(ctx context.Context, id string, decide func(s T, version int64, cached bool) error) error {
+	if s, version, ok := r.Cached(id); ok {
+		if err := decide(s, version, true); !errors.Is(err, ErrStale) {
+			return err
+		}
+	}
+	s, version, err := r.Load(ctx, id)
+	if err != nil {
+		return err
+	}
+	return decide(s, version, false)
+}
 
 // Update loads id, lets decide return the events its state calls for, and
 // appends them at the version decide saw; after a lost race it runs again
@@ -186,27 +235,26 @@ func (r *Repository[T, E]) UpdateFrom(ctx context.Context, id string, s T, versi
 }
 
 func (r *Repository[T, E]) update(ctx context.Context, id string, known *T, knownVersion int64, decide func(s *T, u *Unit) ([]E, error)) (T, Committed, error) {
-	for attempt := 1; ; attempt++ {
-		var s T
+	var s T
+	c, err := Retry(ctx, func(attempt int) (Committed, error) {
 		var version int64
 		var err error
 		if attempt == 1 && known != nil {
 			s, version = *known, knownVersion
 		} else if s, version, err = r.Load(ctx, id); err != nil {
-			return s, Committed{}, err
+			return Committed{}, err
 		}
 		u := &Unit{}
 		evs, err := decide(&s, u)
 		if err != nil {
-			return s, Committed{}, err
+			return Committed{}, err
 		}
 		if len(evs) == 0 {
 			if u.Empty() {
-				return s, Committed{}, nil
+				return Committed{}, nil
 			}
 			// Statements alone (tidying a row the stream already settled).
-			c, err := r.store.Commit(ctx, u)
-			return s, c, err
+			return r.store.Commit(ctx, u)
 		}
 		org := r.agg.OrgID(&s)
 		for i, e := range evs {
@@ -214,26 +262,13 @@ func (r *Repository[T, E]) update(ctx context.Context, id string, known *T, know
 		}
 		news, err := r.encode(r.agg.OrgID(&s), evs)
 		if err != nil {
-			return s, Committed{}, err
+			return Committed{}, err
 		}
 		ops := u.ops
 		u.ops = append([]op{{stream: r.agg.Stream(id), expected: version, events: news}}, ops...)
-		c, err := r.store.Commit(ctx, u)
-		if errors.Is(err, ErrConflict) && attempt < updateAttempts {
-			if attempt > 1 {
-				select {
-				case <-ctx.Done():
-					return s, Committed{}, ctx.Err()
-				case <-time.After(time.Duration(rand.Int64N(int64(attempt)*int64(updatePause))) + 1):
-				}
-			}
-			continue
-		}
-		if err != nil {
-			return s, Committed{}, err
-		}
-		return s, c, nil
-	}
+		return r.store.Commit(ctx, u)
+	})
+	return s, c, err
 }
 
 // DecideInto loads id, lets decide return the events its state calls for

@@ -98,37 +98,38 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 		}
 		return ActOutcome{}, err
 	}
+	if !domain.HasPrefix(cmd.DeviceID, domain.PrefixDevice) || !auth.CanSeeDevice(cmd.DeviceID) {
+		return refuse(domain.ErrDeviceNotFound(cmd.DeviceID))
+	}
 	// The request is decided on the device's state as this process last
 	// saw it, and recorded only if the device's stream has not moved on
 	// since (Unit.Expect), so an action reads nothing before it is
 	// recorded. A refusal, or a stream that moved on, is decided again on
-	// the state loaded afresh.
-	d, version, cached := f.devices.Cached(cmd.DeviceID)
-	for {
-		if !cached {
-			var err error
-			if d, version, err = f.loadVisible(ctx, auth, cmd.DeviceID); err != nil {
-				return refuse(err)
-			}
+	// the state loaded afresh (the repository's DecideCached).
+	var out ActOutcome
+	err = f.devices.DecideCached(ctx, cmd.DeviceID, func(d domain.Device, version int64, cached bool) (err error) {
+		if !cached && (!d.Registered() || d.OrgID != auth.OrgID) {
+			out, err = refuse(domain.ErrDeviceNotFound(cmd.DeviceID))
+			return err
 		}
 		if host, remote, err := f.remote(ctx, &d); err != nil {
-			return ActOutcome{}, err
+			return err
 		} else if remote {
-			return h.forward(ctx, cmd, host, fp)
+			out, err = h.forward(ctx, cmd, host, fp)
+			return err
 		}
 		job, slot, err := h.accept(ctx, cmd, auth, action, d)
 		if err != nil {
 			if cached {
-				cached = false
-				continue
+				return eventstore.ErrStale
 			}
-			return refuse(err)
+			out, err = refuse(err)
+			return err
 		}
 		requestedID, inserted, err := h.record(ctx, auth.OrgID, job.req, fp, d.ID, version, job.host, cmd.Also)
 		if errors.Is(err, eventstore.ErrConflict) && cached {
 			slot.Cancel() // the device moved on: decide again
-			cached = false
-			continue
+			return eventstore.ErrStale
 		}
 		if eventstore.Transient(err) {
 			// The write may have committed before the connection failed.
@@ -137,19 +138,21 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 			// ran.
 			settle := func(ctx context.Context) jobResult { return job.abandon(ctx, whyDatabase) }
 			submit(slot, settle, settle)
-			return ActOutcome{}, err
+			return err
 		}
 		if err != nil || !inserted {
 			slot.Cancel()
 			if err != nil {
-				return ActOutcome{}, err
+				return err
 			}
 			// A concurrent request with the same key recorded first.
-			out, _, err := h.replay(ctx, auth, cmd.IdempotencyKey, fp)
-			return out, err
+			out, _, err = h.replay(ctx, auth, cmd.IdempotencyKey, fp)
+			return err
 		}
-		return h.hand(ctx, job, slot, requestedID)
-	}
+		out, err = h.hand(ctx, job, slot, requestedID)
+		return err
+	})
+	return out, err
 }
 
 // accept checks the action against the device's state d — its tenancy,

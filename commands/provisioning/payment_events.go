@@ -153,44 +153,43 @@ func (p *Provisioning) ApplyProviderEvent(ctx context.Context, ev payments.Event
 			}
 		}
 	}
-	for attempt := 1; ; attempt++ {
+	// The unit is decided again, under the one retry policy, when the
+	// account, a fulfilment or a device moved on first; the marker taken
+	// by another delivery of the event makes it a duplicate instead.
+	errDuplicate := errors.New("the provider event was applied meanwhile")
+	c, err := eventstore.Retry(ctx, func(int) (eventstore.Committed, error) {
 		u, err := p.settleUnit(ctx, ev, s, devices, now)
 		if err != nil {
-			return r, err
+			return eventstore.Committed{}, err
 		}
 		c, err := p.store.Commit(ctx, u)
 		var conflict *eventstore.ConflictError
-		if errors.As(err, &conflict) {
-			if conflict.StreamID == marker {
-				r.Outcome = ProviderEventDuplicate
-				return r, nil
-			}
-			if attempt < settleAttempts {
-				continue
-			}
+		if errors.As(err, &conflict) && conflict.StreamID == marker {
+			return c, errDuplicate
 		}
-		if err != nil {
-			return r, err
-		}
-		r.Outcome = ProviderEventApplied
-		if s.do == settleNothing {
-			r.Outcome = ProviderEventIgnored
-			return r, nil
-		}
-		// A read afterwards shows the fulfilments, and the devices that
-		// joined or left with them.
-		for _, name := range []string{projections.FulfilmentsName, projections.DevicesName} {
-			if err := p.wait(ctx, name, c); err != nil {
-				return r, err
-			}
-		}
+		return c, err
+	})
+	if errors.Is(err, errDuplicate) {
+		r.Outcome = ProviderEventDuplicate
 		return r, nil
 	}
+	if err != nil {
+		return r, err
+	}
+	r.Outcome = ProviderEventApplied
+	if s.do == settleNothing {
+		r.Outcome = ProviderEventIgnored
+		return r, nil
+	}
+	// A read afterwards shows the fulfilments, and the devices that joined
+	// or left with them.
+	for _, name := range []string{projections.FulfilmentsName, projections.DevicesName} {
+		if err := p.wait(ctx, name, c); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
 }
-
-// settleAttempts bounds the decisions of one provider event that lose a
-// race with another writer of the same account or fulfilment.
-const settleAttempts = 20
 
 // streamExists reports whether a marker stream has its event.
 func (p *Provisioning) streamExists(ctx context.Context, stream string) (bool, error) {

@@ -3,7 +3,6 @@ package runs
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -129,10 +128,6 @@ func (r RunObserveHandler) Handle(ctx context.Context, cmd RunObserve) (RunObser
 	return out, nil
 }
 
-// runStepAttempts bounds how often an action is decided again because the
-// run moved on (another step, a pause) between its check and its record.
-const runStepAttempts = 20
-
 // RunActHandler handles RunAct.
 type RunActHandler struct{ *Runs }
 
@@ -147,7 +142,10 @@ type RunActHandler struct{ *Runs }
 // when the run is not running, lease_mismatch for a stale fencingToken,
 // capability_unsupported (max_steps) when the budget is spent.
 func (r RunActHandler) Handle(ctx context.Context, cmd RunAct) (fleet.ActOutcome, error) {
-	for attempt := 1; ; attempt++ {
+	// A step is decided again, under the one retry policy, when the run
+	// (another step, a pause) or its device moved on between its check and
+	// its record.
+	return eventstore.Retry(ctx, func(int) (fleet.ActOutcome, error) {
 		run, version, err := r.access(ctx, cmd.Access)
 		if err != nil {
 			return fleet.ActOutcome{}, err
@@ -199,15 +197,11 @@ func (r RunActHandler) Handle(ctx context.Context, cmd RunAct) (fleet.ActOutcome
 		if err != nil {
 			return fleet.ActOutcome{}, err
 		}
-		out, err := r.devices.Act(ctx, fleet.PerformAction{Auth: runAuth(run), DeviceID: run.DeviceID,
+		return r.devices.Act(ctx, fleet.PerformAction{Auth: runAuth(run), DeviceID: run.DeviceID,
 			Action: cmd.Action, Arguments: cmd.Arguments, IdempotencyKey: cmd.IdempotencyKey, LeaseID: run.LeaseID,
 			ObservedFrame: cmd.ObservedFrame, AgentRunID: run.AgentRunID,
 			Also: &fleet.StreamAppend{StreamID: domain.RunStream(run.RunID), Expected: version, Events: news}})
-		if errors.Is(err, eventstore.ErrConflict) && attempt < runStepAttempts {
-			continue // the run (or the device) moved on: decide again
-		}
-		return out, err
-	}
+	})
 }
 
 // RunGetFrameHandler handles RunGetFrame.
