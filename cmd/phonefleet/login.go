@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strings"
 
+	"phonefleet/cmd/phonefleet/clisignin"
 	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/domain"
-	"phonefleet/internal/clisignin"
 )
 
 const loginUsage = `usage: phonefleet login [-url URL] [-scopes SCOPE,...]

@@ -9,7 +9,7 @@ import (
 )
 
 // The shapes of CLI sign-in (/v1/cli-sessions). The service answers them
-// and `phonefleet login` reads them (internal/clisignin), so both sides
+// and `phonefleet login` reads them (cmd/phonefleet/clisignin), so both sides
 // share one definition. Times are written by domain.FormatWebhookTime.
 
 // StartedCLISession is the answer to POST /v1/cli-sessions: what the CLI

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"phonefleet/cmd/phonefleet/clisignin"
 	"phonefleet/domain"
-	"phonefleet/internal/clisignin"
 	"phonefleet/testutil"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"phonefleet/cmd/phonefleet/clisignin"
 	"phonefleet/domain"
-	"phonefleet/internal/clisignin"
 	"phonefleet/testutil"
 )
 
