@@ -139,9 +139,6 @@ func WithGroupCommit() Option {
 	return func(s *Store) { s.group = &groupCommit{s: s} }
 }
 
-// WithClock replaces the clock used for OccurredAt defaults.
-func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
-
 // New returns a store over pool.
 func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	s := &Store{pool: pool, signal: NewSignal(), local: NewSignal(), now: time.Now}

@@ -150,16 +150,6 @@ func runProjections(t *testing.T, store *eventstore.Store, projs ...projections.
 	return runner
 }
 
-// waitFor is a capability's Wait: it waits, 20 seconds at the most, until
-// runner's projection name has applied what was appended.
-func waitFor(runner *projections.Runner, name string) func(context.Context, eventstore.Appended) error {
-	return func(ctx context.Context, a eventstore.Appended) error {
-		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		return runner.WaitFor(ctx, name, a)
-	}
-}
-
 // testPrincipals authenticates a test request as the principal its
 // X-Test-Principal header names; a name not in the table is an invalid
 // token.

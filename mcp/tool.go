@@ -225,12 +225,6 @@ func structured(b []byte, blocks ...mcpgo.Content) *mcpgo.CallToolResult {
 	return &mcpgo.CallToolResult{Content: blocks, StructuredContent: raw, RawStructuredContent: raw}
 }
 
-// imageResult is a successful result with a PNG first and v as JSON after
-// (and as structuredContent).
-func imageResult(png []byte, v any) (*mcpgo.CallToolResult, error) {
-	return imageResultOf(png, "image/png", v)
-}
-
 // imageResultOf is imageResult for an image of any media type.
 func imageResultOf(data []byte, mimeType string, v any) (*mcpgo.CallToolResult, error) {
 	png := data

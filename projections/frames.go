@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"
@@ -87,19 +86,4 @@ type IndexedFrame struct {
 	CapturedAt time.Time
 	Source     string
 	ActionID   string
-}
-
-// DeviceFrames returns the newest frames of a device, up to limit.
-func DeviceFrames(ctx context.Context, pool *pgxpool.Pool, orgID, deviceID string, limit int) ([]IndexedFrame, error) {
-	rows, err := pool.Query(ctx, `SELECT frame_id, device_id, screen_hash, captured_at, source, coalesce(action_id, '')
-		FROM public.frame_index WHERE org_id = $1 AND device_id = $2 ORDER BY captured_at DESC LIMIT $3`,
-		orgID, deviceID, ClampLimit(limit))
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (IndexedFrame, error) {
-		var f IndexedFrame
-		err := r.Scan(&f.FrameID, &f.DeviceID, &f.ScreenHash, &f.CapturedAt, &f.Source, &f.ActionID)
-		return f, err
-	})
 }

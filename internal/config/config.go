@@ -172,9 +172,6 @@ func (c *Config) settings() []Setting {
 	}
 }
 
-// Settings lists every variable with its flag and default.
-func Settings() []Setting { return (&Config{}).settings() }
-
 // Load reads the environment (getenv) and then args as flags of fs.
 func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
 	var c Config
