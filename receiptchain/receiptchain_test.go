@@ -55,7 +55,7 @@ func TestIntactExportVerifies(t *testing.T) {
 	if rep.Entries != 5 || rep.Receipts != 5 || rep.OrgID != "org_a" || len(rep.HeadHash) != 64 {
 		t.Errorf("got report %+v; want 5 entries, 5 receipts of org_a", rep)
 	}
-	if _, p := verify(t, join(lines), receiptchain.Options{Head: rep.HeadHash}); p != nil {
+	if _, p := verify(t, join(lines), receiptchain.Options{Head: receiptchain.ExpectedHead{Seq: rep.Entries, Hash: rep.HeadHash}}); p != nil {
 		t.Errorf("with the right head: got %v; want none", p)
 	}
 	// An empty chain is an end line alone.
@@ -99,7 +99,7 @@ func TestTamperingIsNamed(t *testing.T) {
 			tamper: func(l [][]byte) [][]byte { return l[:4] }},
 		{name: "last entry dropped, end line kept", line: 5, kind: receiptchain.Removed, detail: "entries 5 to 5 were removed",
 			tamper: func(l [][]byte) [][]byte { return append(l[:4:4], l[5]) }},
-		{name: "last entry dropped and end line rewritten, head known", line: 5, key: "r4", kind: receiptchain.Removed, detail: "not at the expected head",
+		{name: "last entry dropped and end line rewritten, head known", line: 5, key: "r4", kind: receiptchain.Removed, detail: "not at the expected head (entry 5",
 			tamper: func(l [][]byte) [][]byte {
 				end := bytes.Replace(l[5], []byte(`"entries":5`), []byte(`"entries":4`), 1)
 				h := entryHash(t, l[3])
@@ -116,7 +116,7 @@ func TestTamperingIsNamed(t *testing.T) {
 			opt := tc.opt
 			if strings.Contains(tc.name, "head known") {
 				rep, _ := verify(t, join(lines), opt)
-				opt.Head = rep.HeadHash
+				opt.Head = receiptchain.ExpectedHead{Seq: rep.Entries, Hash: rep.HeadHash}
 			}
 			_, p := verify(t, join(tc.tamper(lines)), opt)
 			if p == nil {
@@ -140,6 +140,103 @@ func TestRecomputedHashIsCaught(t *testing.T) {
 	if p == nil || p.Line != 2 || p.Key != "r2" || p.Kind != receiptchain.Altered || !strings.Contains(p.Detail, "hash was recomputed") {
 		t.Fatalf("got %v; want line 2, receipt r2 altered with its hash recomputed", p)
 	}
+}
+
+// TestForgeryIsNamed: a chain rewritten at an entry and re-hashed from
+// there on holds together; against the head recorded earlier (SEQ:HASH)
+// it is named forged at that entry, a cut one removed; with a hash alone
+// neither can be told apart, and the answer says so.
+func TestForgeryIsNamed(t *testing.T) {
+	lines := export(t, "org_a", 5)
+	rep, _ := verify(t, join(lines), receiptchain.Options{})
+	recorded := receiptchain.ExpectedHead{Seq: rep.Entries, Hash: rep.HeadHash}
+	forged := rechain(t, lines, 2, func(l []byte) []byte { return bytes.Replace(l, []byte(`"committed"`), []byte(`"failed"`), 1) })
+	if _, p := verify(t, join(forged), receiptchain.Options{}); p != nil {
+		t.Fatalf("the forged chain without a head: got %v; want it to hold together (nothing can tell it)", p)
+	}
+	_, p := verify(t, join(forged), receiptchain.Options{Head: recorded})
+	if p == nil || p.Kind != receiptchain.Forged || p.Line != 5 || p.Key != "r5" || !strings.Contains(p.Detail, "rewritten") {
+		t.Fatalf("forged, head SEQ:HASH known: got %v; want entry 5 (line 5, r5) named forged", p)
+	}
+	_, p = verify(t, join(forged), receiptchain.Options{Head: receiptchain.ExpectedHead{Hash: rep.HeadHash}})
+	if p == nil || p.Kind != receiptchain.Unmatched || !strings.Contains(p.Detail, "SEQ:HASH") {
+		t.Fatalf("forged, hash alone known: got %v; want an unmatched head, saying SEQ:HASH tells which", p)
+	}
+	// A later export extends the recorded head: that is no problem.
+	longer := export(t, "org_a", 7)
+	if _, p := verify(t, join(longer), receiptchain.Options{Head: recorded}); p != nil {
+		t.Fatalf("a longer export of the same chain: got %v; want it to extend the recorded head", p)
+	}
+	for _, bad := range []string{"5", "x:" + rep.HeadHash, "0:" + rep.HeadHash, "3:abc"} {
+		if _, err := receiptchain.ParseHead(bad); err == nil {
+			t.Errorf("ParseHead(%q): got no error; want one", bad)
+		}
+	}
+	if h, err := receiptchain.ParseHead(fmt.Sprintf("5:%s", strings.ToUpper(rep.HeadHash))); err != nil || h != recorded {
+		t.Errorf("ParseHead: got %+v, %v; want %+v", h, err, recorded)
+	}
+}
+
+// TestNonCanonicalLinesAreRefused: a line with the same JSON value but
+// not in the canonical form the export writes (re-serialised with other
+// separators, a character escaped) is refused, though its hash still
+// verifies.
+func TestNonCanonicalLinesAreRefused(t *testing.T) {
+	for name, change := range map[string]func([]byte) []byte{
+		"spaces after separators": func(l []byte) []byte { return bytes.ReplaceAll(l, []byte(`":`), []byte(`": `)) },
+		"a character escaped":     func(l []byte) []byte { return bytes.Replace(l, []byte(`"org_a"`), []byte(`"org\u005fa"`), 1) },
+		"the end line re-spaced":  nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			lines := export(t, "org_a", 3)
+			at := 2
+			if change == nil {
+				at, change = 4, func(l []byte) []byte { return bytes.ReplaceAll(l, []byte(`,"`), []byte(`, "`)) }
+			}
+			lines[at-1] = change(lines[at-1])
+			_, p := verify(t, join(lines), receiptchain.Options{})
+			if p == nil || p.Line != at || p.Kind != receiptchain.Malformed || !strings.Contains(p.Detail, "canonical") {
+				t.Fatalf("got %v; want line %d refused as not canonical", p, at)
+			}
+		})
+	}
+}
+
+// rechain replaces entry at (1-based) with change's result and recomputes
+// every hash from there on, the links and the end line with them: a
+// forgery that holds together.
+func rechain(t *testing.T, lines [][]byte, at int, change func([]byte) []byte) [][]byte {
+	t.Helper()
+	out := append([][]byte(nil), lines[:at-1]...)
+	head := receiptchain.Start()
+	for i := 0; i < at-1; i++ {
+		var e receiptchain.Entry
+		if err := json.Unmarshal(lines[i], &e); err != nil {
+			t.Fatal(err)
+		}
+		head = receiptchain.Head{Seq: e.Seq, Hash: e.Hash, Key: fmt.Sprintf("r%d", e.Seq)}
+	}
+	for i := at - 1; i < len(lines)-1; i++ {
+		var e receiptchain.Entry
+		if err := json.Unmarshal(lines[i], &e); err != nil {
+			t.Fatal(err)
+		}
+		receipt := []byte(e.Receipt)
+		if i == at-1 {
+			receipt = change(receipt)
+		}
+		key := fmt.Sprintf("r%d", e.Seq)
+		_, line, next, err := receiptchain.Next("org_a", head, "action.committed", receipt, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, head = append(out, line), next
+	}
+	end, err := receiptchain.EndLine("org_a", head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(out, end)
 }
 
 func entryHash(t *testing.T, line []byte) string {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strconv"
+	"strings"
 )
 
 // What a Problem found.
@@ -25,6 +27,13 @@ const (
 	Malformed = "malformed"
 	// Foreign: an entry of another organisation.
 	Foreign = "foreign"
+	// Forged: the chain was rewritten from an earlier entry and every
+	// hash after it recomputed, so it holds together but no longer
+	// reaches the head recorded earlier at that entry.
+	Forged = "forged"
+	// Unmatched: the head recorded earlier (a hash alone) is no entry of
+	// the chain: entries were removed from its end, or it was forged.
+	Unmatched = "unmatched head"
 )
 
 // Problem is the first break in an export's chain: the line where it shows
@@ -63,12 +72,47 @@ type Report struct {
 
 // Options adjust a verification.
 type Options struct {
-	// Head, when set, is the head hash the chain must end at (a value
-	// recorded earlier or read from the service): without it, an export
-	// whose last entries were removed and whose end line was rewritten to
-	// match cannot be told from a genuine shorter one.
-	Head string
+	// Head, when set, is a head recorded earlier (or read from the
+	// service) that the chain must extend: without it, an export whose
+	// last entries were removed and whose end line was rewritten to match,
+	// or one rewritten and re-hashed whole, cannot be told from a genuine
+	// one.
+	Head ExpectedHead
 }
+
+// ExpectedHead is a chain head recorded earlier: its entry number (0 when
+// only the hash is known) and its hash.
+type ExpectedHead struct {
+	Seq  int64
+	Hash string
+}
+
+// ParseHead reads a head as `receipts verify` prints it, SEQ:HASH, or a
+// hash alone; empty is no head.
+func ParseHead(s string) (ExpectedHead, error) {
+	var h ExpectedHead
+	if s == "" {
+		return h, nil
+	}
+	seq, hash, ok := strings.Cut(s, ":")
+	if !ok {
+		seq, hash = "", s
+	}
+	if seq != "" {
+		n, err := strconv.ParseInt(seq, 10, 64)
+		if err != nil || n < 1 {
+			return h, fmt.Errorf("%q: want SEQ:HASH, SEQ an entry number from 1", s)
+		}
+		h.Seq = n
+	}
+	h.Hash = strings.ToLower(hash)
+	if !hashRE.MatchString(h.Hash) {
+		return h, fmt.Errorf("%q: the hash is not 64 hexadecimal digits", s)
+	}
+	return h, nil
+}
+
+var hashRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // Verify checks an export read from r (NDJSON, as GET /v1/receipts/export
 // streams it) and returns its report, or a *Problem naming the first
@@ -80,6 +124,13 @@ func Verify(r io.Reader, opt Options) (Report, error) {
 	var rep Report
 	head := Start()
 	keys := map[string]struct{}{}
+	// What the chain holds at the expected head: the entry numbered like
+	// it (its line, key and hash), or whether any entry has its hash.
+	var atHead struct {
+		line       int
+		key, hash  string
+		hashSeenAt int64
+	}
 	for {
 		ln, raw, err := in.next()
 		if err == io.EOF {
@@ -97,8 +148,19 @@ func Verify(r io.Reader, opt Options) (Report, error) {
 			}
 			return rep, &Problem{Line: ln, Key: key, Seq: head.Seq + 1, Kind: Altered, Detail: "the line is not a chain entry: " + perr.Error()}
 		}
+		if canon, err := Canonical(raw); err != nil || !bytes.Equal(canon, raw) {
+			key := keyIn(raw)
+			if end != nil {
+				key = ""
+			}
+			return rep, &Problem{Line: ln, Key: key, Seq: head.Seq + 1, Kind: Malformed,
+				Detail: "the line is not in the canonical form the export writes (RFC 8785 JSON): it was re-serialised or edited"}
+		}
 		if end != nil {
 			if p := checkEnd(ln, end, head, rep, opt); p != nil {
+				return rep, p
+			}
+			if p := checkHead(ln, head, opt.Head, atHead.line, atHead.key, atHead.hash, atHead.hashSeenAt); p != nil {
 				return rep, p
 			}
 			if ln2, raw2, err := in.next(); err == nil {
@@ -144,6 +206,12 @@ func Verify(r io.Reader, opt Options) (Report, error) {
 					ln, short(entry.PrevHash), short(head.Hash))}
 		}
 		head = Head{Seq: entry.Seq, Hash: entry.Hash, Key: key}
+		if entry.Seq == opt.Head.Seq {
+			atHead.line, atHead.key, atHead.hash = ln, key, entry.Hash
+		}
+		if entry.Hash == opt.Head.Hash && atHead.hashSeenAt == 0 {
+			atHead.hashSeenAt = entry.Seq
+		}
 		rep.Entries = entry.Seq
 		keys[key] = struct{}{}
 	}
@@ -182,9 +250,34 @@ func checkEnd(ln int, end *End, head Head, rep Report, opt Options) *Problem {
 	case end.Entries < head.Seq || end.HeadHash != head.Hash:
 		return &Problem{Line: ln, Kind: Altered,
 			Detail: fmt.Sprintf("the end line (%d entries, head %s) does not match the chain (%d entries, head %s)", end.Entries, short(end.HeadHash), head.Seq, short(head.Hash))}
-	case opt.Head != "" && opt.Head != head.Hash:
+	}
+	return nil
+}
+
+// checkHead checks a chain that holds together against the head recorded
+// earlier, exp: the chain (ending at head, its end line at line ln) must
+// reach it. With exp.Seq known, a chain shorter than it lost entries from
+// its end (removed); one whose entry exp.Seq (at line line, receipt key)
+// hashes otherwise was rewritten and re-hashed (forged). With a hash
+// alone, some entry must have it (hashSeenAt).
+func checkHead(ln int, head Head, exp ExpectedHead, line int, key, hash string, hashSeenAt int64) *Problem {
+	switch {
+	case exp.Hash == "":
+		return nil
+	case exp.Seq == 0 && hashSeenAt == 0:
+		return &Problem{Line: ln, Key: head.Key, Seq: head.Seq, Kind: Unmatched,
+			Detail: fmt.Sprintf("the expected head %s is no entry of this chain (%d entries, head %s): entries were removed from its end, or it was rewritten; give the head as SEQ:HASH to tell which",
+				short(exp.Hash), head.Seq, short(head.Hash))}
+	case exp.Seq == 0:
+		return nil
+	case head.Seq < exp.Seq:
 		return &Problem{Line: ln, Key: head.Key, Seq: head.Seq, Kind: Removed,
-			Detail: fmt.Sprintf("the chain ends at entry %d with hash %s, not at the expected head %s: entries were removed from its end (or it is another chain)", head.Seq, short(head.Hash), short(opt.Head))}
+			Detail: fmt.Sprintf("the chain ends at entry %d, not at the expected head (entry %d, hash %s): entries %d to %d were removed from its end",
+				head.Seq, exp.Seq, short(exp.Hash), head.Seq+1, exp.Seq)}
+	case hash != exp.Hash:
+		return &Problem{Line: line, Key: key, Seq: exp.Seq, Kind: Forged,
+			Detail: fmt.Sprintf("entry %d hashes to %s, not to the expected head %s, though the chain holds together: it was rewritten at or before this entry and every hash after the change recomputed",
+				exp.Seq, short(hash), short(exp.Hash))}
 	}
 	return nil
 }

@@ -15,131 +15,47 @@ import (
 
 	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/eventstore"
-	"phonefleet/internal/config"
 	"phonefleet/projections"
 )
 
-// usageError is a mistake in the command line: exit code 2.
-type usageError struct{ msg string }
+const serveHelp = `usage: phonefleet serve
 
-func (e usageError) Error() string { return e.msg }
+Runs the service: the REST API under /v1, MCP at /mcp, the device surface
+under /vrx, the console at /. Local mode (the default) binds loopback only,
+starts sim phones and, without DATABASE_URL, its own PostgreSQL under the
+data directory. SIGINT, SIGTERM or SIGHUP shut it down gracefully.`
 
-func exitCode(err error) int {
-	var u usageError
-	if errors.As(err, &u) || errors.Is(err, flag.ErrHelp) {
-		return 2
-	}
-	// A command may choose its own status (fulfilments reconcile: 1 for
-	// differences found, 2 when nothing could be compared).
-	var c interface{ ExitCode() int }
-	if errors.As(err, &c) {
-		return c.ExitCode()
-	}
-	return 1
-}
+const migrateHelp = `usage: phonefleet migrate
 
-const usage = `usage: phonefleet <command> [flags]
+Applies the database migrations (the service applies them at start too).`
 
-commands:
-  serve                       run the service
-  gateway                     serve this computer's phones to the control plane (settings: GATEWAY_* variables)
-  migrate                     apply database migrations
-  projections status          show each projection's position, lag, state and rebuild progress
-  projections rebuild NAME    rebuild a projection from position 0 without downtime
-  events tail [-follow]       print the ordered event feed
-  fulfilments refund ID       the owner's refund of one phone (no webhook is sent)
-  fulfilments reconcile       compare orders and fulfilments with the payment provider (exit 1: differences)
-  login [-url URL] [-scopes]  sign this CLI in: approve its code in the console; the key is stored 0600
-  logout                      revoke the stored key and remove it
-  version                     print the version
-`
+const projectionsStatusHelp = `usage: phonefleet projections status
 
-func run(ctx context.Context, args []string, out io.Writer) error {
-	if len(args) == 0 {
-		return usageError{usage}
-	}
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "serve":
-		return serve(ctx, rest)
-	case "gateway":
-		return gatewayCmd(ctx, rest)
-	case "migrate":
-		return withOperator(ctx, "migrate", rest, nil, func(context.Context, *flag.FlagSet, *service.Operator, *slog.Logger) error {
-			fmt.Fprintln(out, "migrations are up to date")
-			return nil
-		})
-	case "projections":
-		if len(rest) == 0 {
-			return usageError{"usage: phonefleet projections status|rebuild NAME"}
-		}
-		switch rest[0] {
-		case "status":
-			return withOperator(ctx, "projections status", rest[1:], nil, func(ctx context.Context, _ *flag.FlagSet, op *service.Operator, _ *slog.Logger) error {
-				return projectionsStatus(ctx, op.Runner, out)
-			})
-		case "rebuild":
-			return withOperator(ctx, "projections rebuild", rest[1:], nil, func(ctx context.Context, fs *flag.FlagSet, op *service.Operator, _ *slog.Logger) error {
-				if fs.NArg() != 1 {
-					return usageError{"usage: phonefleet projections rebuild NAME"}
-				}
-				return projectionsRebuild(ctx, op.Runner, fs.Arg(0), out)
-			})
-		}
-		return usageError{"usage: phonefleet projections status|rebuild NAME"}
-	case "events":
-		if len(rest) == 0 || rest[0] != "tail" {
-			return usageError{"usage: phonefleet events tail [-from POSITION] [-follow] [-json]"}
-		}
-		var follow, asJSON bool
-		var from int64
-		extra := func(fs *flag.FlagSet) {
-			fs.BoolVar(&follow, "follow", false, "keep printing new events as they are committed")
-			fs.BoolVar(&asJSON, "json", false, "print one JSON object per event")
-			fs.Int64Var(&from, "from", 0, "print events after this position")
-		}
-		return withOperator(ctx, "events tail", rest[1:], extra, func(ctx context.Context, _ *flag.FlagSet, op *service.Operator, logger *slog.Logger) error {
-			return eventsTail(ctx, op.Store, eventstore.TailOptions{After: from, Follow: follow, Logger: logger}, asJSON, out)
-		})
-	case "devices":
-		return devicesCmd(ctx, rest, out)
-	case "receipts":
-		return receiptsCmd(ctx, rest, out)
-	case "fulfilments":
-		return fulfilmentsCmd(ctx, rest, out)
-	case "login":
-		return loginCmd(ctx, rest, out)
-	case "logout":
-		return logoutCmd(ctx, rest, out)
-	case "version":
-		fmt.Fprintln(out, "phonefleet", service.Version)
-		return nil
-	case "help", "-h", "--help":
-		fmt.Fprint(out, usage)
-		return nil
-	default:
-		return usageError{fmt.Sprintf("unknown command %q\n%s", cmd, usage)}
-	}
-}
+Shows each read model (projection): its active version, state (live,
+rebuilding, failing), position, events applied, lag behind the event log,
+a rebuild's progress, and its last error.`
 
-func loadConfig(name string, args []string, extra func(*flag.FlagSet)) (config.Config, *flag.FlagSet, error) {
-	fs := flag.NewFlagSet("phonefleet "+name, flag.ContinueOnError)
-	if extra != nil {
-		extra(fs)
-	}
-	cfg, err := config.Load(fs, args, nil)
-	return cfg, fs, err
-}
+const projectionsRebuildHelp = `usage: phonefleet projections rebuild NAME
 
-func newLogger(level string) *slog.Logger {
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
-}
+Rebuilds the read model NAME from position 0 beside the live one, which
+keeps answering; once it has caught up, one transaction swaps it in and
+every serving instance follows. projections status lists the names.`
 
-func serve(ctx context.Context, args []string) error {
-	cfg, _, err := loadConfig("serve", args, nil)
+const eventsTailHelp = `usage: phonefleet events tail [-from POSITION] [-follow] [-json]
+
+Prints the ordered event feed, for auditors: one line per event (position,
+time, organisation, stream@version, type/schema version, actor, data), or
+one JSON object per event with -json. The feed is gap-safe: an event is
+printed only once no transaction that could commit before it is open.`
+
+// serveCmd runs `phonefleet serve`.
+func serveCmd(ctx context.Context, c cliCommand, args []string, out io.Writer) error {
+	cfg, fs, err := loadConfig(c, args, out, nil)
 	if err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{c.help}
 	}
 	logger := newLogger(cfg.LogLevel)
 	slog.SetDefault(logger)
@@ -150,14 +66,68 @@ func serve(ctx context.Context, args []string) error {
 	return a.Run(ctx)
 }
 
-// withOperator runs an operator command against the configured database
+// migrateCmd runs `phonefleet migrate`.
+func migrateCmd(ctx context.Context, c cliCommand, args []string, out io.Writer) error {
+	return withOperator(ctx, c, args, out, nil, func(context.Context, *flag.FlagSet, *service.Operator, *slog.Logger) error {
+		_, err := fmt.Fprintln(out, "migrations are up to date")
+		return err
+	})
+}
+
+// projectionsStatusCmd runs `phonefleet projections status`.
+func projectionsStatusCmd(ctx context.Context, c cliCommand, args []string, out io.Writer) error {
+	return withOperator(ctx, c, args, out, nil, func(ctx context.Context, _ *flag.FlagSet, op *service.Operator, _ *slog.Logger) error {
+		return projectionsStatus(ctx, op.Runner, out)
+	})
+}
+
+// projectionsRebuildCmd runs `phonefleet projections rebuild NAME`.
+func projectionsRebuildCmd(ctx context.Context, c cliCommand, args []string, out io.Writer) error {
+	return withOperator(ctx, c, args, out, nil, func(ctx context.Context, fs *flag.FlagSet, op *service.Operator, _ *slog.Logger) error {
+		if fs.NArg() != 1 {
+			return usageError{c.help}
+		}
+		return projectionsRebuild(ctx, op.Runner, fs.Arg(0), out)
+	})
+}
+
+// eventsTailOptions are the flags of `phonefleet events tail`.
+type eventsTailOptions struct {
+	from           int64
+	follow, asJSON bool
+}
+
+func (o *eventsTailOptions) register(fs *flag.FlagSet) {
+	fs.Int64Var(&o.from, "from", 0, "print the events after this position")
+	fs.BoolVar(&o.follow, "follow", false, "keep printing new events as they are committed")
+	fs.BoolVar(&o.asJSON, "json", false, "print one JSON object per event")
+}
+
+// eventsTailCmd runs `phonefleet events tail`.
+func eventsTailCmd(ctx context.Context, c cliCommand, args []string, out io.Writer) error {
+	var o eventsTailOptions
+	return withOperator(ctx, c, args, out, o.register, func(ctx context.Context, fs *flag.FlagSet, op *service.Operator, logger *slog.Logger) error {
+		if fs.NArg() > 0 {
+			return usageError{c.help}
+		}
+		return eventsTail(ctx, op.Store, eventstore.TailOptions{After: o.from, Follow: o.follow, Logger: logger}, o.asJSON, out)
+	})
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// withOperator runs operator command c against the configured database
 // (or the embedded one: the service's when it runs, else started for the
-// command), as internal/app wires it. The operator is closed on every way
+// command), as the service wires it. The operator is closed on every way
 // out of fn (errors, a cancelled context, a panic), which stops an
 // embedded cluster only when no other process uses it.
-func withOperator(ctx context.Context, name string, args []string, extra func(*flag.FlagSet),
+func withOperator(ctx context.Context, c cliCommand, args []string, out io.Writer, extra func(*flag.FlagSet),
 	fn func(context.Context, *flag.FlagSet, *service.Operator, *slog.Logger) error) error {
-	cfg, fs, err := loadConfig(name, args, extra)
+	cfg, fs, err := loadConfig(c, args, out, extra)
 	if err != nil {
 		return err
 	}

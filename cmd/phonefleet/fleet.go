@@ -27,30 +27,26 @@ model is read from the device when the server has it, and a serial already
 registered is left as it is. Robot devices are recorded and answer
 backend_not_implemented until that adapter exists.`
 
-const receiptsUsage = `usage: phonefleet receipts verify
-       phonefleet receipts verify --file EXPORT [--head HASH]
+// devicesAddOptions are the flags of `phonefleet devices add`.
+type devicesAddOptions struct {
+	org, backend, model, serial string
+	count                       int
+}
 
-Replays the event history and checks the receipts read model against it:
-the same actions, each with the same organisation, key, device, state,
-outcome, actor and review. Exits 1 if they disagree. With --file, checks
-an export of GET /v1/receipts/export offline instead, without a database.`
+func (o *devicesAddOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.org, "org", "", "organisation id to register the devices for (required)")
+	fs.StringVar(&o.backend, "backend", domain.BackendSim, "backend kind: sim, adb or robot")
+	fs.IntVar(&o.count, "count", 1, "how many devices")
+	fs.StringVar(&o.model, "model", "", "device model (sim: Pixel7, Generic or Compact)")
+	fs.StringVar(&o.serial, "serial", "", "adb: the device's adb serial")
+}
 
-// devicesCmd runs `phonefleet devices …`.
-func devicesCmd(ctx context.Context, args []string, out io.Writer) error {
-	if len(args) == 0 || args[0] != "add" {
-		return usageError{devicesUsage}
-	}
-	var org, backend, model, serial string
-	var count int
-	extra := func(fs *flag.FlagSet) {
-		fs.StringVar(&org, "org", "", "organisation id to register the devices for")
-		fs.StringVar(&backend, "backend", domain.BackendSim, "backend kind: sim, adb or robot")
-		fs.IntVar(&count, "count", 1, "how many devices")
-		fs.StringVar(&model, "model", "", "device model (sim: Pixel7, Generic or Compact)")
-		fs.StringVar(&serial, "serial", "", "adb: the device's adb serial")
-	}
-	return withOperator(ctx, "devices add", args[1:], extra, func(ctx context.Context, fs *flag.FlagSet, op *service.Operator, _ *slog.Logger) error {
-		if org == "" {
+// devicesAddCmd runs `phonefleet devices add`.
+func devicesAddCmd(ctx context.Context, c cliCommand, args []string, out io.Writer) error {
+	var o devicesAddOptions
+	return withOperator(ctx, c, args, out, o.register, func(ctx context.Context, fs *flag.FlagSet, op *service.Operator, _ *slog.Logger) error {
+		org, backend, model, serial, count := o.org, o.backend, o.model, o.serial, o.count
+		if org == "" || fs.NArg() > 0 {
 			return usageError{devicesUsage}
 		}
 		if count < 1 {
@@ -92,15 +88,16 @@ func adbModel(ctx context.Context, addr, serial string, out io.Writer) string {
 	return strings.TrimSpace(string(b))
 }
 
-// receiptsCmd runs `phonefleet receipts …`.
-func receiptsCmd(ctx context.Context, args []string, out io.Writer) error {
-	if len(args) == 0 || args[0] != "verify" {
-		return usageError{receiptsUsage}
+// receiptsVerifyCmd runs `phonefleet receipts verify`: offline on an
+// export when it names one (FILE, or --file), else against the database.
+func receiptsVerifyCmd(ctx context.Context, c cliCommand, args []string, out io.Writer) error {
+	if file, ok := exportNamed(args); ok {
+		return verifyExport(c, args, file, os.Stdin, out)
 	}
-	if wantsExportVerify(args[1:]) {
-		return verifyExport(args[1:], os.Stdin, out)
-	}
-	return withOperator(ctx, "receipts verify", args[1:], nil, func(ctx context.Context, _ *flag.FlagSet, op *service.Operator, _ *slog.Logger) error {
+	return withOperator(ctx, c, args, out, (&receiptsVerifyOptions{}).register, func(ctx context.Context, fs *flag.FlagSet, op *service.Operator, _ *slog.Logger) error {
+		if fs.NArg() > 0 || fs.Lookup("head").Value.String() != "" {
+			return usageError{c.help}
+		}
 		if err := op.Runner.Ensure(ctx); err != nil {
 			return err
 		}

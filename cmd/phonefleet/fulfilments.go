@@ -6,58 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
-	"strings"
 
 	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/commands/provisioning"
 )
-
-// fulfilmentSubcommand is one subcommand of `phonefleet fulfilments`: a
-// usage line and what it runs with the rest of the command line.
-type fulfilmentSubcommand struct {
-	usage string
-	run   func(ctx context.Context, args []string, out io.Writer) error
-}
-
-// fulfilmentSubcommands are the subcommands of `phonefleet fulfilments`,
-// by name. Each registers itself from an init function in its own file
-// (refund here; reconcile beside the billing commands), so the family
-// needs no list to keep.
-var fulfilmentSubcommands = map[string]fulfilmentSubcommand{}
-
-func init() {
-	fulfilmentSubcommands["refund"] = fulfilmentSubcommand{usage: fulfilmentsRefundUsage, run: fulfilmentsRefund}
-}
-
-// fulfilmentsUsage lists the family's subcommands.
-func fulfilmentsUsage() string {
-	names := make([]string, 0, len(fulfilmentSubcommands))
-	for n := range fulfilmentSubcommands {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	var b strings.Builder
-	for i, n := range names {
-		if i > 0 {
-			b.WriteString("\n\n")
-		}
-		b.WriteString(fulfilmentSubcommands[n].usage)
-	}
-	return b.String()
-}
-
-// fulfilmentsCmd runs `phonefleet fulfilments …`.
-func fulfilmentsCmd(ctx context.Context, args []string, out io.Writer) error {
-	if len(args) == 0 {
-		return usageError{fulfilmentsUsage()}
-	}
-	sub, ok := fulfilmentSubcommands[args[0]]
-	if !ok {
-		return usageError{fmt.Sprintf("unknown subcommand %q\n%s", args[0], fulfilmentsUsage())}
-	}
-	return sub.run(ctx, args[1:], out)
-}
 
 const fulfilmentsRefundUsage = `usage: phonefleet fulfilments refund ID
 
@@ -67,9 +19,9 @@ organisation. No fulfilment.changed webhook is sent (spec 3.2); the customer
 sees it in GET /v1/fulfilments. Refund the money itself in the payment
 provider's dashboard.`
 
-// fulfilmentsRefund runs `phonefleet fulfilments refund ID`.
-func fulfilmentsRefund(ctx context.Context, args []string, out io.Writer) error {
-	return withOperator(ctx, "fulfilments refund", args, nil, func(ctx context.Context, fs *flag.FlagSet, op *service.Operator, _ *slog.Logger) error {
+// fulfilmentsRefundCmd runs `phonefleet fulfilments refund ID`.
+func fulfilmentsRefundCmd(ctx context.Context, c cliCommand, args []string, out io.Writer) error {
+	return withOperator(ctx, c, args, out, nil, func(ctx context.Context, fs *flag.FlagSet, op *service.Operator, _ *slog.Logger) error {
 		if fs.NArg() != 1 {
 			return usageError{fulfilmentsRefundUsage}
 		}

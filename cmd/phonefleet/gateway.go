@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -91,9 +92,9 @@ func envOr(v, def string) string {
 }
 
 // gatewayCmd runs `phonefleet gateway`.
-func gatewayCmd(ctx context.Context, args []string) error {
+func gatewayCmd(ctx context.Context, c cliCommand, args []string, _ io.Writer) error {
 	if len(args) > 0 {
-		return usageError{gatewayUsage}
+		return usageError{c.help}
 	}
 	cfg, level, err := gatewaySettings(os.Getenv)
 	if err != nil {

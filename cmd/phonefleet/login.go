@@ -55,16 +55,24 @@ func parseScopes(s string) ([]domain.Scope, error) {
 	return out, nil
 }
 
+// loginOptions are the flags of `phonefleet login`.
+type loginOptions struct{ url, scopes string }
+
+func (o *loginOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.url, "url", defaultServiceURL(os.Getenv), "the service's base URL")
+	fs.StringVar(&o.scopes, "scopes", "", "comma-separated scopes the key may carry (default: every scope of the approving session)")
+}
+
 // loginCmd runs `phonefleet login`.
-func loginCmd(ctx context.Context, args []string, out io.Writer) error {
+func loginCmd(ctx context.Context, c cliCommand, args []string, out io.Writer) error {
+	var o loginOptions
 	fs := flag.NewFlagSet("phonefleet login", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	url := fs.String("url", defaultServiceURL(os.Getenv), "the service's base URL")
-	scopeList := fs.String("scopes", "", "comma-separated scopes the key may carry")
+	o.register(fs)
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		return usageError{loginUsage}
+		return usageError{c.help}
 	}
-	scopes, err := parseScopes(*scopeList)
+	scopes, err := parseScopes(o.scopes)
 	if err != nil {
 		return err
 	}
@@ -75,15 +83,15 @@ func loginCmd(ctx context.Context, args []string, out io.Writer) error {
 	if c, err := clisignin.Load(path); err == nil {
 		fmt.Fprintf(out, "Replacing the credentials of API key %s (run phonefleet logout first to revoke it).\n", c.KeyID)
 	}
-	_, err = clisignin.Login(ctx, clisignin.Options{URL: *url, Scopes: scopes, ClientName: "phonefleet CLI " + service.Version,
+	_, err = clisignin.Login(ctx, clisignin.Options{URL: o.url, Scopes: scopes, ClientName: "phonefleet CLI " + service.Version,
 		Path: path, Out: out})
 	return err
 }
 
 // logoutCmd runs `phonefleet logout`.
-func logoutCmd(ctx context.Context, args []string, out io.Writer) error {
+func logoutCmd(ctx context.Context, c cliCommand, args []string, out io.Writer) error {
 	if len(args) > 0 {
-		return usageError{logoutUsage}
+		return usageError{c.help}
 	}
 	path, err := clisignin.CredentialsPath(os.Getenv)
 	if err != nil {

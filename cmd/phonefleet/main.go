@@ -1,14 +1,12 @@
-// Command phonefleet is the control plane for a fleet of phones.
+// Command phonefleet is the control plane for a fleet of phones: the
+// service (phonefleet serve), the gateway a site computer runs (phonefleet
+// gateway), and the operator's and auditor's commands (migrate,
+// projections status and rebuild, events tail, receipts verify, devices
+// add, fulfilments refund and reconcile, login, logout).
 //
-//	phonefleet serve                     run the service
-//	phonefleet migrate                   apply database migrations
-//	phonefleet projections status        show each projection's position, lag and state
-//	phonefleet projections rebuild NAME  rebuild a projection from position 0, without downtime
-//	phonefleet events tail               print the ordered event feed (for auditors)
-//	phonefleet version                   print the version
-//
-// Every command takes the configuration flags (see -h); environment
-// variables of the same meaning are read first.
+// phonefleet help lists them; phonefleet <command> -h describes one, its
+// own flags and the configuration it reads (an environment variable, and a
+// flag of the same meaning that overrides it).
 package main
 
 import (

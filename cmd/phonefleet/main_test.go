@@ -76,9 +76,10 @@ func start(t *testing.T, env ...string) *program {
 	case p.addr = <-addr:
 	case err := <-p.done:
 		t.Fatalf("serve exited before serving: %v\n%s", err, p.logs)
-	case <-time.After(60 * time.Second):
+	case <-time.After(120 * time.Second):
 		cmd.Process.Kill()
-		t.Fatalf("serve did not start within 60 s\n%s", p.logs)
+		<-p.done // the reader has stopped writing the logs
+		t.Fatalf("serve did not start within 120 s\n%s", p.logs)
 	}
 	t.Cleanup(func() { p.cmd.Process.Kill() })
 	return p

@@ -29,17 +29,17 @@ document instead. The fulfilments read model is first brought up to date.
 Exits 0 when nothing differs, 1 when something does, 2 on an error (no
 payment provider configured, the provider or the database failed).`
 
-func init() {
-	fulfilmentSubcommands["reconcile"] = fulfilmentSubcommand{usage: reconcileUsage, run: reconcileCmd}
+// reconcileOptions are the flags of `phonefleet fulfilments reconcile`.
+type reconcileOptions struct{ asJSON bool }
+
+func (o *reconcileOptions) register(fs *flag.FlagSet) {
+	fs.BoolVar(&o.asJSON, "json", false, "print one JSON document instead of one line per difference")
 }
 
 // reconcileCmd runs `phonefleet fulfilments reconcile`.
-func reconcileCmd(ctx context.Context, args []string, out io.Writer) error {
-	var asJSON bool
-	extra := func(fs *flag.FlagSet) {
-		fs.BoolVar(&asJSON, "json", false, "print one JSON document instead of one line per difference")
-	}
-	err := withOperator(ctx, "fulfilments reconcile", args, extra, func(ctx context.Context, fs *flag.FlagSet, op *service.Operator, logger *slog.Logger) error {
+func reconcileCmd(ctx context.Context, c cliCommand, args []string, out io.Writer) error {
+	var o reconcileOptions
+	err := withOperator(ctx, c, args, out, o.register, func(ctx context.Context, fs *flag.FlagSet, op *service.Operator, logger *slog.Logger) error {
 		if fs.NArg() > 0 {
 			return usageError{reconcileUsage}
 		}
@@ -67,7 +67,7 @@ func reconcileCmd(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if asJSON {
+		if o.asJSON {
 			err = writeReconcileJSON(out, rep)
 		} else {
 			err = writeReconcileText(out, rep)

@@ -127,6 +127,11 @@ type raw struct {
 	requireReverification, refuseOutOfStock, paygDeviceLimit                     string
 }
 
+// Settings lists every setting: its environment variable, its flag, its
+// default and what it means (the CLI's help prints them).
+func Settings() []Setting { return (&Config{}).settings() }
+
+// Setting is one setting of the configuration.
 type Setting struct {
 	Env, Flag, Default, Usage string
 	target                    *string
