@@ -30,8 +30,13 @@ func (s *Server) registerFleetRoutes(r *mux.Router) {
 	r.Handle("/leases", kernel.HandlerFunc(s.listLeases)).Methods(http.MethodGet)
 	r.Handle("/frames/{frameId}", kernel.HandlerFunc(s.getFrame)).Methods(http.MethodGet)
 	r.Handle("/receipts", kernel.HandlerFunc(s.listReceipts)).Methods(http.MethodGet)
-	r.Handle("/receipts/{idempotencyKey}", kernel.HandlerFunc(s.getReceipt)).Methods(http.MethodGet)
-	r.Handle("/receipts/{idempotencyKey}/reviewed", kernel.HandlerFunc(s.reviewReceipt)).Methods(http.MethodPost)
+	// An idempotency key may hold any printable character, "/" included
+	// (the run executor's keys are run_…/step-1/0): a client sends it
+	// percent-encoded and the router matches the decoded path, so the key
+	// is the rest of the path (the export, registered before, keeps its
+	// name).
+	r.Handle("/receipts/{idempotencyKey:.+}/reviewed", kernel.HandlerFunc(s.reviewReceipt)).Methods(http.MethodPost)
+	r.Handle("/receipts/{idempotencyKey:.+}", kernel.HandlerFunc(s.getReceipt)).Methods(http.MethodGet)
 }
 
 func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) error {

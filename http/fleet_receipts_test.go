@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
@@ -149,3 +150,52 @@ func TestReceiptsPageWithoutSkipOrRepeat(t *testing.T) {
 		}
 	})
 }
+
+// TestReceiptKeysWithReservedCharacters walks idempotency keys holding
+// characters a URL path reserves or encodes (/, %, ?, #, spaces, dot
+// segments): each action's receipt is read and reviewed by its key sent
+// percent-encoded, as a client sends it, and each answer is the
+// contract's. A key the service does not accept (not printable ASCII) is
+// refused on the action and not found on the read, in the one envelope.
+func TestReceiptKeysWithReservedCharacters(t *testing.T) {
+	fs := newFleetServer(t, fleettest.Options{Devices: 1})
+	dev := fs.env.DeviceIDs[0]
+	_, b := fs.do(t, "POST", "/v1/devices/"+dev+"/lease", `{"ttlSeconds":600}`, 201)
+	var lease struct{ LeaseID string }
+	if err := json.Unmarshal(b, &lease); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"my/key-1", "run_x/step-1/0", "100%", "50%25", "what?", "a#b", "two words",
+		"a/../b", "./x", "trailing/", "/leading", "a//b", `q"uote\`, "~!*'();:@&=+$,[]"} {
+		t.Run(key, func(t *testing.T) {
+			body, _ := json.Marshal(map[string]any{"action": "key", "arguments": map[string]string{"key": "HOME"},
+				"idempotencyKey": key, "leaseId": lease.LeaseID})
+			fs.do(t, "POST", "/v1/devices/"+dev+"/actions", string(body), 200)
+			path := "/v1/receipts/" + url.PathEscape(key)
+			_, got := fs.do(t, "GET", path, "", 200)
+			var rc struct{ IdempotencyKey, State string }
+			if err := json.Unmarshal(got, &rc); err != nil || rc.IdempotencyKey != key || rc.State != domain.ReceiptCommitted {
+				t.Fatalf("GET %s: got %s (%v); want the committed receipt of %q", path, got, err, key)
+			}
+			_, got = fs.do(t, "POST", path+"/reviewed", `{"note":"seen"}`, 200)
+			if err := json.Unmarshal(got, &rc); err != nil || rc.IdempotencyKey != key {
+				t.Fatalf("POST %s/reviewed: got %s (%v); want the receipt of %q", path, got, err, key)
+			}
+		})
+	}
+	for _, key := range []string{"café", "emoji-🙂", "tab\tkey"} {
+		t.Run(key, func(t *testing.T) {
+			body, _ := json.Marshal(map[string]any{"action": "key", "arguments": map[string]string{"key": "HOME"},
+				"idempotencyKey": key, "leaseId": lease.LeaseID})
+			_, got := fs.do(t, "POST", "/v1/devices/"+dev+"/actions", string(body), 400)
+			if code := errorCode(t, got); code != string(domain.CodeInvalidArgument) {
+				t.Fatalf("action with key %q: got %s; want invalid_argument", key, got)
+			}
+			_, got = fs.do(t, "GET", "/v1/receipts/"+url.PathEscape(key), "", 404)
+			if code := errorCode(t, got); code != string(domain.CodeReceiptNotFound) {
+				t.Fatalf("GET key %q: got %s; want receipt_not_found", key, got)
+			}
+		})
+	}
+}
+

@@ -620,3 +620,37 @@ func TestToolsAnswerAnotherOrganisationsIDsAsMissing(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiptKeysWithReservedCharactersOverMCP: an action sent with an
+// idempotency key holding characters a URL reserves (/, %, ?, #, spaces,
+// dot segments) is read, listed and reviewed by that key through the
+// tools, with every client.
+func TestReceiptKeysWithReservedCharactersOverMCP(t *testing.T) {
+	svc := startService(t, len(clients))
+	for i, c := range clients {
+		t.Run(c.name, func(t *testing.T) {
+			dev := svc.fleet.DeviceIDs[i]
+			a := c.connect(t, svc.url, "") // the local operator: a person, who may review
+			var lease struct {
+				LeaseID string `json:"leaseId"`
+			}
+			mustCall(t, a, "acquire_lease", map[string]any{"deviceId": dev, "ttlSeconds": 600}).json(t, &lease)
+			for _, key := range []string{"run_x/step-1/0", "100%", "what?", "a#b", "two words", "a/../b"} {
+				key := c.name + ":" + key
+				mustCall(t, a, "press_key", map[string]any{"deviceId": dev, "leaseId": lease.LeaseID, "key": "HOME", "idempotencyKey": key})
+				var rc struct {
+					IdempotencyKey string `json:"idempotencyKey"`
+					State          string `json:"state"`
+				}
+				mustCall(t, a, "get_receipt", map[string]any{"idempotencyKey": key}).json(t, &rc)
+				if rc.IdempotencyKey != key || rc.State != "committed" {
+					t.Fatalf("get_receipt %q: got %+v; want its committed receipt", key, rc)
+				}
+				mustCall(t, a, "review_receipt", map[string]any{"idempotencyKey": key, "note": "seen"}).json(t, &rc)
+				if rc.IdempotencyKey != key {
+					t.Fatalf("review_receipt %q: got %+v", key, rc)
+				}
+			}
+		})
+	}
+}

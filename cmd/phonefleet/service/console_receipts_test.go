@@ -324,3 +324,30 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestConsoleReviewsAReceiptWhoseKeyHoldsReservedCharacters: a receipt
+// whose idempotency key holds a slash, a question mark, a hash sign, a
+// percent sign and a space (the run executor's keys hold slashes) is
+// listed and marked reviewed from the receipts page like any other, and
+// the API reads the review back by that key.
+func TestConsoleReviewsAReceiptWhoseKeyHoldsReservedCharacters(t *testing.T) {
+	_, base, call, devices := localConsoleApp(t, 1)
+	dev := devices[0]
+	lease := call("POST", "/v1/devices/"+dev+"/lease", `{"ttlSeconds":600}`, http.StatusCreated)["leaseId"].(string)
+	key := "run_x/step-1/0?#50% done"
+	call("POST", "/v1/devices/"+dev+"/actions", `{"action":"key","arguments":{"key":"HOME"},"idempotencyKey":`+jsLit(key)+`,"leaseId":"`+lease+`"}`, http.StatusOK)
+	row := `tr[data-key=` + jsLit(key) + `]`
+	p := newBrowserPage(t, base)
+	p.open("#/receipts")
+	p.until("the receipt's row", `!!document.querySelector(`+jsLit(row)+`)`)
+	p.do("mark it reviewed",
+		chromedp.Click(chromedp.CSS(row+` button.review-open`)),
+		chromedp.SendKeys(chromedp.CSS(row+` input[name=note]`), "slashes and all"),
+		chromedp.Click(chromedp.CSS(row+` .review-form button[type=submit]`)))
+	p.until("the row reviewed", `(() => { const s = document.querySelector(`+jsLit(row+` .review-state`)+`);
+		return s && s.textContent.includes('reviewed by local-operator'); })()`)
+	rc := call("GET", "/v1/receipts/"+url.PathEscape(key), "", http.StatusOK)
+	if rv, _ := rc["reviewed"].(map[string]any); rv == nil || rv["note"] != "slashes and all" || rc["idempotencyKey"] != key {
+		t.Fatalf("the API's receipt of %q: %v; want it reviewed with the note", key, rc)
+	}
+}
