@@ -198,4 +198,3 @@ func TestReceiptKeysWithReservedCharacters(t *testing.T) {
 		})
 	}
 }
-
