@@ -183,7 +183,18 @@ func (p *argParser) intArg(name string, required bool, lo, hi int) int {
 	return int(i)
 }
 
-func (p *argParser) coord(name string) int { return p.intArg(name, true, 0, 100_000) }
+// coord reads a screen coordinate: an integer from 0; one out of that
+// range (or beyond any screen) cannot be reached, which the error's reason
+// says (ReasonOutOfReach), so the device surface answers
+// COORDINATE_OUT_OF_REACH.
+func (p *argParser) coord(name string) int {
+	before := p.err
+	v := p.intArg(name, true, 0, 100_000)
+	if before == nil && p.err != nil && strings.Contains(p.err.Error(), "must be between") {
+		p.err = AsError(p.err).With("reason", ReasonOutOfReach)
+	}
+	return v
+}
 
 func (p *argParser) optInt(name string, lo, hi int) int { return p.intArg(name, false, lo, hi) }
 

@@ -206,11 +206,13 @@ func (c Capabilities) Check(a Action) error {
 	switch a.Type {
 	case ActionTap, ActionDoubleTap, ActionLongPress:
 		if a.Ref == "" && !inside(a.X, a.Y) {
-			return Errorf(CodeInvalidArgument, "(%d, %d) is outside the %d×%d screen", a.X, a.Y, c.Width, c.Height)
+			return Errorf(CodeInvalidArgument, "(%d, %d) is outside the %d×%d screen", a.X, a.Y, c.Width, c.Height).
+				With("reason", ReasonOutOfReach)
 		}
 	case ActionSwipe:
 		if !inside(a.X1, a.Y1) || !inside(a.X2, a.Y2) {
-			return Errorf(CodeInvalidArgument, "the swipe leaves the %d×%d screen", c.Width, c.Height)
+			return Errorf(CodeInvalidArgument, "the swipe leaves the %d×%d screen", c.Width, c.Height).
+				With("reason", ReasonOutOfReach)
 		}
 	case ActionKey:
 		k := strings.TrimPrefix(a.Key, "KEYCODE_")

@@ -32,6 +32,16 @@ const (
 	ReasonAsleep        = "asleep"
 )
 
+// Reasons that refine invalid_argument and stale_frame: an action whose
+// coordinates no screen point answers (out of range, or outside the
+// device's screen), and an observedFrame of another screen than the
+// device's (another device's frame). The device surface answers them
+// COORDINATE_OUT_OF_REACH and FRAME_VIEWPORT_MISMATCH.
+const (
+	ReasonOutOfReach       = "out_of_reach"
+	ReasonViewportMismatch = "viewport_mismatch"
+)
+
 // ADBSerialStream is the stream whose first event (fleet.seeded, naming
 // the device) claims an adb serial in an organisation, so registering the
 // serial twice, by hand or by discovery, registers one device.

@@ -43,7 +43,7 @@ import (
 //	  run_awaiting_user)                        FENCING_TOKEN_STALE       409
 //	stale_frame                                 STALE_FRAME               409
 //	  (reason other_device / viewport_mismatch) FRAME_VIEWPORT_MISMATCH   409
-//	frame_not_found                             FRAME_UNAVAILABLE         503
+//	frame_not_found                             FRAME_UNAVAILABLE         404
 //	device_unavailable (offline, asleep, run_paused,
 //	  run_queued, other),
 //	  device_disconnected, device_busy,

@@ -127,7 +127,7 @@ func TestWriteError(t *testing.T) {
 			`{"ok":false,"error":{"code":"ACTION_OUTCOME_UNKNOWN","message":"no outcome"}}`, ""},
 		{"unprocessable", domain.Errorf(domain.CodeCapabilityUnsupported, "a sim phone cannot install_app"), 422,
 			`{"ok":false,"error":{"code":"ACTION_UNAVAILABLE","message":"a sim phone cannot install_app"}}`, ""},
-		{"frame", domain.Errorf(domain.CodeFrameNotFound, "no frame frm_1 is readable"), 503,
+		{"frame", domain.Errorf(domain.CodeFrameNotFound, "no frame frm_1 is readable"), 404,
 			`{"ok":false,"error":{"code":"FRAME_UNAVAILABLE","message":"no frame frm_1 is readable"}}`, ""},
 		{"payload too large keeps the answer of every surface", kernel.PayloadTooLarge(1 << 20), 413,
 			`{"error":{"code":"payload_too_large","message":"request body exceeds the limit of 1048576 bytes"}}`, ""},

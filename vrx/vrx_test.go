@@ -196,7 +196,7 @@ func TestSurfaceAnswersMatchTheContract(t *testing.T) {
 		{name: "frame", req: func() *http.Request { return request("GET", base+"/frames/frm_1", "") }, status: 200},
 		{name: "frame with its PNG", req: func() *http.Request { return request("GET", base+"/frames/frm_1?image=png", "") }, status: 200},
 		{name: "frame as JPEG", req: func() *http.Request { return request("GET", base+"/frames/frm_1?image=jpeg&quality=80", "") }, status: 200},
-		{name: "unknown frame", req: func() *http.Request { return request("GET", base+"/frames/frm_2", "") }, status: 503, code: "FRAME_UNAVAILABLE"},
+		{name: "unknown frame", req: func() *http.Request { return request("GET", base+"/frames/frm_2", "") }, status: 404, code: "FRAME_UNAVAILABLE"},
 		{name: "action", req: func() *http.Request {
 			return request("POST", base+"/actions", `{"action":"tap","arguments":{"x":10,"y":20},"idempotencyKey":"k1","observedFrame":"frm_1","fencingToken":7,"deviceId":"dev_1","leaseId":"ignored"}`)
 		}, status: 200},

@@ -48,12 +48,12 @@ func (f *Fleet) DecideInto(ctx context.Context, u *eventstore.Unit, deviceID str
 	return err
 }
 
-// ScreenOf returns the screen hash of a frame of the organisation still
-// readable at now; ok is false for a frame that is absent, another
-// organisation's or past retention.
-func (f *Fleet) ScreenOf(ctx context.Context, orgID, frameID string, now time.Time) (screenHash string, ok bool, err error) {
+// FrameOf names the device and the screen hash of a frame of the
+// organisation still readable at now; ok is false for a frame that is
+// absent, another organisation's or past retention.
+func (f *Fleet) FrameOf(ctx context.Context, orgID, frameID string, now time.Time) (deviceID, screenHash string, ok bool, err error) {
 	m, ok, err := f.lookupFrame(ctx, orgID, frameID, now)
-	return m.ScreenHash, ok, err
+	return m.DeviceID, m.ScreenHash, ok, err
 }
 
 // Observe looks at a device as ObserveDevice does.

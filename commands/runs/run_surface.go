@@ -171,9 +171,17 @@ func (r RunActHandler) Handle(ctx context.Context, cmd RunAct) (fleet.ActOutcome
 		step := domain.RunStepTaken{IdempotencyKey: cmd.IdempotencyKey, Action: domain.ActionType(cmd.Action),
 			Arguments: cmd.Arguments, ObservedFrame: cmd.ObservedFrame}
 		if cmd.ObservedFrame != "" && domain.HasPrefix(cmd.ObservedFrame, domain.PrefixFrame) {
-			if screen, ok, err := r.devices.ScreenOf(ctx, run.OrgID, cmd.ObservedFrame, now); err != nil {
+			deviceID, screen, ok, err := r.devices.FrameOf(ctx, run.OrgID, cmd.ObservedFrame, now)
+			switch {
+			case err != nil:
 				return fleet.ActOutcome{}, err
-			} else if ok {
+			case ok && deviceID != run.DeviceID:
+				// A frame of another of the organisation's devices shows
+				// another screen: the worker decided on the wrong one.
+				return fleet.ActOutcome{}, domain.Errorf(domain.CodeStaleFrame,
+					"observedFrame %s shows another device than the run's", cmd.ObservedFrame).
+					With("reason", domain.ReasonViewportMismatch).With("deviceId", run.DeviceID)
+			case ok:
 				step.ObservedScreen = screen
 			}
 		}

@@ -44,8 +44,9 @@ type Devices interface {
 	UpdateDevice(ctx context.Context, deviceID string, decide func(d *domain.Device, u *eventstore.Unit) ([]domain.Event, error)) (eventstore.Committed, error)
 	// DecideInto adds a device's events to a unit the run commits.
 	DecideInto(ctx context.Context, u *eventstore.Unit, deviceID string, decide func(d *domain.Device) ([]domain.Event, error)) error
-	// ScreenOf names the screen a frame of the organisation shows.
-	ScreenOf(ctx context.Context, orgID, frameID string, now time.Time) (screenHash string, ok bool, err error)
+	// FrameOf names the device and the screen a frame of the organisation
+	// shows.
+	FrameOf(ctx context.Context, orgID, frameID string, now time.Time) (deviceID, screenHash string, ok bool, err error)
 	// Observe, Act and Frame look at, act on and read frames of a device
 	// (the fleet's ObserveDevice, PerformAction and GetFrame).
 	Observe(ctx context.Context, cmd fleet.ObserveDevice) (fleet.Observation, error)

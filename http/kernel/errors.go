@@ -69,9 +69,11 @@ var statusOf = map[domain.Code]int{
 	// a stale fencing token or frame contradict the device's current state
 	// (409, like stale_frame and lease_mismatch); a coordinate the hardware
 	// cannot reach and an action the device lacks are well-formed but
-	// impossible (422, like capability_unsupported); offline hardware and a
-	// frame that cannot be captured now are transient (503, like
-	// device_disconnected); an unknown outcome is 504 like action_outcome_unknown.
+	// impossible (422, like capability_unsupported); offline hardware is
+	// transient (503, like device_disconnected); a frame that is not there
+	// (unknown, another device's, past retention) is missing (404, as
+	// frame_not_found answers on REST); an unknown outcome is 504 like
+	// action_outcome_unknown.
 	domain.VrxDeviceNotFound:        http.StatusNotFound,
 	domain.VrxInvalidAction:         http.StatusBadRequest,
 	domain.VrxFrameViewportMismatch: http.StatusConflict,
@@ -80,7 +82,7 @@ var statusOf = map[domain.Code]int{
 	domain.VrxFencingTokenStale:     http.StatusConflict,
 	domain.VrxStaleFrame:            http.StatusConflict,
 	domain.VrxHardwareOffline:       http.StatusServiceUnavailable,
-	domain.VrxFrameUnavailable:      http.StatusServiceUnavailable,
+	domain.VrxFrameUnavailable:      http.StatusNotFound,
 	domain.VrxActionOutcomeUnknown:  http.StatusGatewayTimeout,
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -393,4 +394,87 @@ func TestExternalWorkerDrivesARunThroughVrx(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestVrxNamesWhatTheWorkerGotWrong drives the device surface's precise
+// refusals through the real run commands: a point no screen answers is
+// COORDINATE_OUT_OF_REACH (422), a frame of another device as
+// observedFrame is FRAME_VIEWPORT_MISMATCH (409), an unknown frame is
+// FRAME_UNAVAILABLE (404, as frame_not_found is on REST). Each is the
+// worker's mistake, so nothing is done on the phone and the service logs
+// none of them as its own fault.
+func TestVrxNamesWhatTheWorkerGotWrong(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"DATABASE_URL": testutil.DatabaseURL(t), "SERVICE_ADDR": "127.0.0.1:0",
+		"SERVICE_DATA_DIR": filepath.Join(dir, "data"), "SERVICE_SIM_DEVICES": "2"}
+	logs := &testutil.SyncBuffer{}
+	a, base := startAppLogging(t, env, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	ctx := testutil.Context(t)
+	c := &vrxClient{t: t, base: base, v: apitest.FromHandler(t, a.server.Handler())}
+	var devices struct {
+		Devices []struct {
+			DeviceID string `json:"deviceId"`
+		} `json:"devices"`
+	}
+	waitUntil(t, 20*time.Second, "two sim phones", func() (bool, error) {
+		c.json("GET", base+"/v1/devices", "", 200, &devices)
+		return len(devices.Devices) == 2, nil
+	})
+	r := httptest.NewRequest("GET", "/v1/devices", nil)
+	operator, err := a.deps.Auth.Authenticate(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vrxBase := func(device string) string {
+		started, err := a.app.Runs.StartRun.Handle(ctx, runs.StartRun{Auth: operator, DeviceID: device,
+			Goal: "make mistakes", Executor: domain.ExecutorExternal})
+		if err != nil {
+			t.Fatalf("start a run on %s: %v", device, err)
+		}
+		return started.VrxBaseURL
+	}
+	mine, other := vrxBase(devices.Devices[0].DeviceID), vrxBase(devices.Devices[1].DeviceID)
+	var obs, otherObs vrxObservation
+	c.json("GET", mine+"/v1/observe", "", 200, &obs)
+	c.json("GET", other+"/v1/observe", "", 200, &otherObs)
+
+	tests := []struct {
+		name, method, url, body string
+		status                  int
+		code                    string
+	}{
+		{"tap beyond the screen", "POST", mine + "/v1/actions",
+			fmt.Sprintf(`{"action":"tap","arguments":{"x":%d,"y":10},"idempotencyKey":"far-1","observedFrame":%q}`, obs.Width+500, obs.FrameID),
+			422, "COORDINATE_OUT_OF_REACH"},
+		{"tap at a negative point", "POST", mine + "/v1/actions",
+			`{"action":"tap","arguments":{"x":-1,"y":10},"idempotencyKey":"far-2"}`, 422, "COORDINATE_OUT_OF_REACH"},
+		{"swipe off the screen", "POST", mine + "/v1/actions",
+			fmt.Sprintf(`{"action":"swipe","arguments":{"x1":10,"y1":10,"x2":10,"y2":%d},"idempotencyKey":"far-3"}`, obs.Height+1000),
+			422, "COORDINATE_OUT_OF_REACH"},
+		{"another device's frame", "POST", mine + "/v1/actions",
+			fmt.Sprintf(`{"action":"tap","arguments":{"x":10,"y":10},"idempotencyKey":"wrong-frame","observedFrame":%q}`, otherObs.FrameID),
+			409, "FRAME_VIEWPORT_MISMATCH"},
+		{"an unknown frame", "GET", mine + "/v1/frames/frm_0192a9b4c5d6e7f8a9b0c1d2e3f4a5b6", "", 404, "FRAME_UNAVAILABLE"},
+		{"another device's frame read", "GET", mine + "/v1/frames/" + otherObs.FrameID, "", 404, "FRAME_UNAVAILABLE"},
+		{"a malformed tap", "POST", mine + "/v1/actions", `{"action":"tap","arguments":{"x":"left"},"idempotencyKey":"bad"}`, 400, "INVALID_ACTION"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c.t = t
+			resp, body := c.do(tt.method, tt.url, tt.body, nil, true)
+			if resp.StatusCode != tt.status || vrxCode(t, body) != tt.code {
+				t.Fatalf("got %d %s; want %d %s", resp.StatusCode, body, tt.status, tt.code)
+			}
+		})
+	}
+	c.t = t
+	// Nothing reached the phone: the run took no step.
+	var run vrxRun
+	c.json("GET", mine+"/v1/run", "", 200, &run)
+	if run.Run.StepSeq != 0 {
+		t.Errorf("got stepSeq %d after refused actions; want 0", run.Run.StepSeq)
+	}
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("the worker's mistakes were logged as the service's faults:\n%s", logs.String())
+	}
 }
