@@ -3,7 +3,6 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -91,24 +90,18 @@ func optionalText(s string) *string {
 	return &s
 }
 
-// Console event page limits.
-const (
-	defaultConsoleEventLimit = 50
-	maxConsoleEventLimit     = 200
-)
-
 func (s *Server) listConsoleEvents(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	limit := defaultConsoleEventLimit
-	if raw := q.Get("limit"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 || n > maxConsoleEventLimit {
-			return domain.Errorf(domain.CodeInvalidArgument, "limit must be a whole number from 1 to %d", maxConsoleEventLimit).With("field", "limit")
-		}
-		limit = n
+	limit, err := pageLimit(q, projections.MaxPageLimit)
+	if err != nil {
+		return err
+	}
+	before, err := idCursor(q, "before", "nextBefore", domain.PrefixConsoleEvent)
+	if err != nil {
+		return err
 	}
 	page, err := s.app.Console.ListConsoleEvents.Handle(r.Context(), console.ListConsoleEvents{Auth: authOf(r),
-		ConsoleEventQuery: projections.ConsoleEventQuery{Type: q.Get("type"), Before: q.Get("before"), Limit: limit}})
+		ConsoleEventQuery: projections.ConsoleEventQuery{Type: q.Get("type"), Before: before, Limit: limit}})
 	if err != nil {
 		return err
 	}

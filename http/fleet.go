@@ -11,6 +11,7 @@ import (
 	"phonefleet/domain"
 	"phonefleet/http/kernel"
 	"phonefleet/http/wire"
+	"phonefleet/projections"
 )
 
 // registerFleetRoutes mounts the routes of devices, leases, actions, frames and receipts on the /v1 router.
@@ -42,9 +43,12 @@ func (s *Server) registerFleetRoutes(r *mux.Router) {
 func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
 	q := r.URL.Query()
-	dq := fleet.DeviceQuery{Status: q.Get("status"), Backend: q.Get("backend"), After: q.Get("after")}
+	dq := fleet.DeviceQuery{Status: q.Get("status"), Backend: q.Get("backend")}
 	var err error
-	if dq.Limit, err = intParam(q.Get("limit"), "limit"); err != nil {
+	if dq.Limit, err = pageLimit(q, projections.MaxPageLimit); err != nil {
+		return err
+	}
+	if dq.After, err = idCursor(q, "after", "nextAfter", domain.PrefixDevice); err != nil {
 		return err
 	}
 	if v := q.Get("leased"); v != "" {

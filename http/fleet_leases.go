@@ -6,8 +6,10 @@ import (
 	"github.com/gorilla/mux"
 
 	"phonefleet/commands/fleet"
+	"phonefleet/domain"
 	"phonefleet/http/kernel"
 	"phonefleet/http/wire"
+	"phonefleet/projections"
 )
 
 func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) error {
@@ -52,11 +54,15 @@ func (s *Server) releaseLease(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) listLeases(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
 	q := r.URL.Query()
-	limit, err := intParam(q.Get("limit"), "limit")
+	limit, err := pageLimit(q, projections.MaxPageLimit)
 	if err != nil {
 		return err
 	}
-	page, err := s.app.Fleet.ListLeases.Handle(r.Context(), fleet.ListLeases{Auth: a, LeaseQuery: fleet.LeaseQuery{DeviceID: q.Get("deviceId"), After: q.Get("after"), Limit: limit}})
+	after, err := idCursor(q, "after", "nextAfter", domain.PrefixLease)
+	if err != nil {
+		return err
+	}
+	page, err := s.app.Fleet.ListLeases.Handle(r.Context(), fleet.ListLeases{Auth: a, LeaseQuery: fleet.LeaseQuery{DeviceID: q.Get("deviceId"), After: after, Limit: limit}})
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/http/kernel"
+	"phonefleet/projections"
 )
 
 // receiptPage is the receipt page of spec 2.5.
@@ -29,12 +30,13 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) error {
 	}
 	rq := fleet.ReceiptQuery{DeviceID: q.Get("deviceId"), AgentRunID: opt("agentRunId"), Status: q.Get("status"),
 		ActorUserID: opt("actorUserId"), ActorAPIKeyID: opt("actorApiKeyId"), Before: q.Get("before"), BeforeKey: q.Get("beforeKey")}
-	if q.Has("limit") {
-		n, err := intParam(q.Get("limit"), "limit")
-		if err != nil {
-			return err
-		}
-		rq.Limit = &n
+	n, err := pageLimit(q, projections.MaxPageLimit)
+	if err != nil {
+		return err
+	}
+	rq.Limit = &n
+	if _, err := timeCursor(q, "before", "nextBefore"); err != nil {
+		return err
 	}
 	page, err := s.app.Fleet.ListReceipts.Handle(r.Context(), fleet.ListReceipts{Auth: a, ReceiptQuery: rq})
 	if err != nil {

@@ -2,12 +2,10 @@ package httpapi
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/gorilla/mux"
 
 	"phonefleet/commands/provisioning"
-	"phonefleet/domain"
 	"phonefleet/http/kernel"
 	"phonefleet/http/wire"
 	"phonefleet/projections"
@@ -33,17 +31,14 @@ func (s *Server) registerFulfilmentRoutes(r *mux.Router) {
 func (s *Server) listFulfilments(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	query := projections.FulfilmentQuery{State: q.Get("state")}
-	if raw := q.Get("limit"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 {
-			return domain.Errorf(domain.CodeInvalidArgument, "limit must be a whole number of at least 1").With("field", "limit")
-		}
-		query.Limit = n
+	var err error
+	if query.Limit, err = pageLimit(q, projections.MaxPageLimit); err != nil {
+		return err
 	}
 	if raw := q.Get("cursor"); raw != "" {
 		c, ok := wire.DecodeFulfilmentCursor(raw)
 		if !ok {
-			return domain.Errorf(domain.CodeInvalidArgument, "cursor must be a nextCursor passed back unchanged").With("field", "cursor")
+			return badCursor("cursor", "nextCursor")
 		}
 		query.Before = &c
 	}

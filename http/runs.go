@@ -68,7 +68,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	rq := projections.RunQuery{State: q.Get("state"), DeviceID: q.Get("deviceId"), StarterUserID: q.Get("starterUserId"),
-		StarterKeyID: q.Get("starterApiKeyId"), Before: q.Get("before")}
+		StarterKeyID: q.Get("starterApiKeyId")}
 	if rq.State != "" && !slices.Contains(domain.RunStates, rq.State) {
 		return domain.Errorf(domain.CodeInvalidArgument, "state must be one of %v", domain.RunStates)
 	}
@@ -76,7 +76,10 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 		return domain.Errorf(domain.CodeInvalidArgument, "give starterUserId or starterApiKeyId, not both (a run has one starter)")
 	}
 	var err error
-	if rq.Limit, err = intParam(q.Get("limit"), "limit"); err != nil {
+	if rq.Limit, err = pageLimit(q, projections.MaxPageLimit); err != nil {
+		return err
+	}
+	if rq.Before, err = idCursor(q, "before", "nextBefore", domain.PrefixRun); err != nil {
 		return err
 	}
 	page, err := s.app.Runs.ListRuns.Handle(r.Context(), runs.ListRuns{Auth: authOf(r), RunQuery: rq})
@@ -122,9 +125,9 @@ func (s *Server) listRunFrames(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	after, ok := wire.ParseRunFrameCursor(q.Get("after"))
 	if !ok {
-		return domain.Errorf(domain.CodeInvalidArgument, "after must be a value returned as nextAfter by this route")
+		return badCursor("after", "nextAfter")
 	}
-	limit, err := intParam(q.Get("limit"), "limit")
+	limit, err := pageLimit(q, projections.MaxPageLimit)
 	if err != nil {
 		return err
 	}

@@ -344,12 +344,12 @@ func TestListRunsTranslates(t *testing.T) {
 	e := newRunEnv(t)
 	t.Run("filters and cursor reach the query", func(t *testing.T) {
 		e.fake.page = projections.RunPage{Runs: []projections.RunView{runView()}, NextBefore: runID}
-		status, body := e.do("key", "GET", "/v1/runs?state=paused&deviceId="+runDevice+"&starterApiKeyId=key_9&before=run_x&limit=5", "")
+		status, body := e.do("key", "GET", "/v1/runs?state=paused&deviceId="+runDevice+"&starterApiKeyId=key_9&before="+runID+"&limit=5", "")
 		if status != http.StatusOK || body["nextBefore"] != runID || len(body["runs"].([]any)) != 1 {
 			t.Fatalf("got %d %v; want 200, one run and nextBefore", status, body)
 		}
 		got := e.fake.got.(runs.ListRuns)
-		want := projections.RunQuery{State: "paused", DeviceID: runDevice, StarterKeyID: "key_9", Before: "run_x", Limit: 5}
+		want := projections.RunQuery{State: "paused", DeviceID: runDevice, StarterKeyID: "key_9", Before: runID, Limit: 5}
 		if got.RunQuery != want || got.Auth.APIKeyID != "key_1" {
 			t.Errorf("got %+v; want %+v", got.RunQuery, want)
 		}
@@ -412,7 +412,7 @@ func TestRunFramesAndScriptTranslate(t *testing.T) {
 		if _, has := body["nextAfter"]; status != http.StatusOK || has || len(body["frames"].([]any)) != 0 {
 			t.Fatalf("got %d %v; want 200 {frames: []}", status, body)
 		}
-		if got := e.fake.got.(runs.ListRunFrames); got.After != 0 || got.Limit != 0 {
+		if got := e.fake.got.(runs.ListRunFrames); got.After != 0 || got.Limit != 50 {
 			t.Errorf("got %+v; want the first page at the default size", got.RunFrameQuery)
 		}
 	})

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/gorilla/mux"
 
@@ -67,32 +65,21 @@ func scheduleJSONValue(raw json.RawMessage) json.RawMessage {
 	return raw
 }
 
-// Schedule page limits.
-const (
-	defaultScheduleLimit = 50
-	maxScheduleLimit     = 100
-)
-
-// schedulePageLimit reads ?limit= (1 to maxScheduleLimit; absent: the default).
-func schedulePageLimit(r *http.Request) (int, error) {
-	raw := r.URL.Query().Get("limit")
-	if raw == "" {
-		return defaultScheduleLimit, nil
-	}
-	n, err := strconv.Atoi(raw)
-	if err != nil || n < 1 || n > maxScheduleLimit {
-		return 0, domain.Errorf(domain.CodeInvalidArgument, "limit must be a whole number from 1 to %d", maxScheduleLimit)
-	}
-	return n, nil
-}
+// maxScheduleLimit is the largest page of schedules and firings.
+const maxScheduleLimit = 100
 
 func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) error {
-	limit, err := schedulePageLimit(r)
+	q := r.URL.Query()
+	limit, err := pageLimit(q, maxScheduleLimit)
+	if err != nil {
+		return err
+	}
+	after, err := idCursor(q, "after", "nextAfter", domain.PrefixSchedule)
 	if err != nil {
 		return err
 	}
 	page, err := s.app.Schedules.ListSchedules.Handle(r.Context(), schedules.ListSchedules{Auth: authOf(r),
-		ScheduleQuery: projections.ScheduleQuery{After: r.URL.Query().Get("after"), Limit: limit}})
+		ScheduleQuery: projections.ScheduleQuery{After: after, Limit: limit}})
 	if err != nil {
 		return err
 	}
@@ -193,17 +180,13 @@ func (s *Server) listScheduleFirings(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	limit, err := schedulePageLimit(r)
+	limit, err := pageLimit(r.URL.Query(), maxScheduleLimit)
 	if err != nil {
 		return err
 	}
 	q := projections.FiringQuery{Limit: limit}
-	if raw := r.URL.Query().Get("before"); raw != "" {
-		t, err := time.Parse(time.RFC3339Nano, raw)
-		if err != nil {
-			return domain.Errorf(domain.CodeInvalidArgument, "before must be a value returned as nextBefore by this route")
-		}
-		q.Before = t
+	if q.Before, err = timeCursor(r.URL.Query(), "before", "nextBefore"); err != nil {
+		return err
 	}
 	page, err := s.app.Schedules.ListScheduleFirings.Handle(r.Context(), schedules.ListScheduleFirings{Auth: authOf(r), ScheduleID: id, FiringQuery: q})
 	if err != nil {

@@ -138,8 +138,16 @@ func TestScheduleRoutesRefuseInvalidSettingsNamingTheField(t *testing.T) {
 	if status, body := e.json("runner", "PATCH", "/v1/schedules/"+id, `{"cron":"every day"}`); status != http.StatusBadRequest || errCode(body) != "invalid_argument" {
 		t.Errorf("patch with an invalid cron: got %d %v; want 400 invalid_argument", status, body)
 	}
-	if status, body := e.json("runner", "GET", "/v1/schedules?limit=500", ""); status != http.StatusBadRequest {
-		t.Errorf("limit 500: got %d %v; want 400", status, body)
+	// One paging rule (docs/decisions.md): below 1 or not a number is
+	// refused naming the field, above the maximum is clamped.
+	for _, q := range []string{"limit=0", "limit=-3", "limit=ten", "after=zzz"} {
+		status, body := e.json("runner", "GET", "/v1/schedules?"+q, "")
+		if er, _ := body["error"].(map[string]any); status != http.StatusBadRequest || er["field"] != strings.Split(q, "=")[0] {
+			t.Errorf("%s: got %d %v; want 400 naming the field", q, status, body)
+		}
+	}
+	if status, body := e.json("runner", "GET", "/v1/schedules?limit=500", ""); status != http.StatusOK {
+		t.Errorf("limit 500: got %d %v; want 200 (clamped to 100)", status, body)
 	}
 }
 

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/gorilla/mux"
 
@@ -153,11 +152,8 @@ func (s *Server) testWebhook(w http.ResponseWriter, r *http.Request) error {
 	return kernel.WriteJSON(w, http.StatusAccepted, wire.NewTestDelivery(deliveryID))
 }
 
-// Delivery page limits (spec 8).
-const (
-	defaultDeliveryLimit = 50
-	maxDeliveryLimit     = 100
-)
+// maxDeliveryLimit is the largest page of deliveries (spec 4.4).
+const maxDeliveryLimit = 100
 
 func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	a := authOf(r)
@@ -166,19 +162,15 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	q := r.URL.Query()
-	limit := defaultDeliveryLimit
-	if raw := q.Get("limit"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 || n > maxDeliveryLimit {
-			return domain.Errorf(domain.CodeInvalidArgument, "limit must be a whole number from 1 to %d", maxDeliveryLimit)
-		}
-		limit = n
+	limit, err := pageLimit(q, maxDeliveryLimit)
+	if err != nil {
+		return err
 	}
 	var before *projections.DeliveryCursor
 	if raw := q.Get("nextBefore"); raw != "" {
 		c, ok := wire.ParseDeliveryCursor(raw)
 		if !ok {
-			return domain.Errorf(domain.CodeInvalidArgument, "nextBefore must be a value returned as nextBefore by this route")
+			return badCursor("nextBefore", "nextBefore")
 		}
 		before = &c
 	}

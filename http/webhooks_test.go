@@ -231,14 +231,16 @@ func TestWebhookRoutesLifecycle(t *testing.T) {
 		}
 	})
 	t.Run("bad page parameters", func(t *testing.T) {
-		for _, q := range []string{"limit=0", "limit=101", "limit=ten", "nextBefore=yesterday", "nextBefore=123_dlv_nothex"} {
+		for _, q := range []string{"limit=0", "limit=-1", "limit=ten", "nextBefore=yesterday", "nextBefore=123_dlv_nothex"} {
 			status, body := e.do("console", "GET", "/v1/webhooks/"+id+"/deliveries?"+q, "")
 			if status != http.StatusBadRequest || errCode(body) != "invalid_argument" {
 				t.Errorf("%s: got %d %v; want 400 invalid_argument", q, status, body)
 			}
 		}
-		if status, _ := e.do("console", "GET", "/v1/webhooks/"+id+"/deliveries?limit=100", ""); status != http.StatusOK {
-			t.Errorf("limit=100: got %d; want 200", status)
+		for _, q := range []string{"limit=100", "limit=101"} { // above the maximum: clamped
+			if status, _ := e.do("console", "GET", "/v1/webhooks/"+id+"/deliveries?"+q, ""); status != http.StatusOK {
+				t.Errorf("%s: got %d; want 200", q, status)
+			}
 		}
 	})
 	t.Run("test on a switched-off webhook", func(t *testing.T) {
