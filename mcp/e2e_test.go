@@ -113,11 +113,15 @@ func TestToolListFollowsScopes(t *testing.T) {
 		})
 	}
 	for _, tt := range []struct {
-		name, version string
-		status        int
+		name, version, session string
+		status, code           int
 	}{
-		{"session-based revision", "2025-11-25", http.StatusOK},
-		{"2026-07-28", "2026-07-28", http.StatusNotFound},
+		{"session-based revision", "2025-11-25", "mcp-session-00000000-0000-4000-8000-000000000000", http.StatusOK, -32601},
+		{"2026-07-28", "2026-07-28", "", http.StatusNotFound, -32601},
+		// Streamable HTTP: a session-based request without Mcp-Session-Id
+		// is a bad request (404 is for a session that is unknown or ended).
+		{"session-based revision without a session", "2025-11-25", "", http.StatusBadRequest, -32600},
+		{"no protocol version and no session", "", "", http.StatusBadRequest, -32600},
 	} {
 		t.Run("unknown tool on the wire/"+tt.name, func(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodPost, svc.url+"/mcp", strings.NewReader(
@@ -125,7 +129,12 @@ func TestToolListFollowsScopes(t *testing.T) {
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "application/json, text/event-stream")
 			req.Header.Set("Authorization", "Bearer "+readOnly)
-			req.Header.Set("Mcp-Protocol-Version", tt.version)
+			if tt.version != "" {
+				req.Header.Set("Mcp-Protocol-Version", tt.version)
+			}
+			if tt.session != "" {
+				req.Header.Set("Mcp-Session-Id", tt.session)
+			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -140,8 +149,8 @@ func TestToolListFollowsScopes(t *testing.T) {
 			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 				t.Fatal(err)
 			}
-			if resp.StatusCode != tt.status || body.ID != 7 || body.Error.Code != -32601 {
-				t.Errorf("got HTTP %d, id %d, code %d; want HTTP %d, id 7, code -32601", resp.StatusCode, body.ID, body.Error.Code, tt.status)
+			if resp.StatusCode != tt.status || body.ID != 7 || body.Error.Code != tt.code {
+				t.Errorf("got HTTP %d, id %d, code %d; want HTTP %d, id 7, code %d", resp.StatusCode, body.ID, body.Error.Code, tt.status, tt.code)
 			}
 		})
 	}

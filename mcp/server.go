@@ -216,11 +216,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
 			Params struct {
-				Name string `json:"name"`
+				Name string      `json:"name"`
+				Meta *mcpgo.Meta `json:"_meta"`
 			} `json:"params"`
 		}
 		if json.Unmarshal(body, &head) == nil {
 			r = r.WithContext(context.WithValue(r.Context(), rpcMethodKey{}, head.Method))
+			modern := mcpgo.IsModernProtocol(r.Header.Get(mcpgo.HeaderProtocolVersion)) ||
+				mcpgo.IsModernProtocol(head.Params.Meta.ProtocolVersion())
+			if !modern && head.Method != string(mcpgo.MethodInitialize) && r.Header.Get(server.HeaderKeySessionID) == "" {
+				// Streamable HTTP: a session-based request other than
+				// initialize without Mcp-Session-Id is a bad request (400);
+				// 404 is kept for a session id that is unknown or ended.
+				writeRPCErrorStatus(w, head.ID, mcpgo.INVALID_REQUEST, http.StatusBadRequest,
+					"Mcp-Session-Id header is required: send initialize first and then the session id it answers "+
+						"(protocol version "+mcpgo.ProtocolVersion20260728+" needs no session)")
+				return nil
+			}
 			if head.Method == string(mcpgo.MethodToolsCall) && len(head.ID) > 0 && s.tools[head.Params.Name] == nil {
 				writeRPCError(w, r, head.ID, mcpgo.METHOD_NOT_FOUND, fmt.Sprintf("tool %q does not exist; tools/list names every tool", head.Params.Name))
 				return nil
@@ -244,6 +256,11 @@ func writeRPCError(w http.ResponseWriter, r *http.Request, id json.RawMessage, c
 			status = http.StatusBadRequest
 		}
 	}
+	writeRPCErrorStatus(w, id, code, status, message)
+}
+
+// writeRPCErrorStatus writes a JSON-RPC error with the given HTTP status.
+func writeRPCErrorStatus(w http.ResponseWriter, id json.RawMessage, code, status int, message string) {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
