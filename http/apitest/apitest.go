@@ -17,6 +17,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -24,6 +25,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -50,6 +52,10 @@ type Validator struct {
 // fails tb if it is not a valid document.
 func NewValidator(tb testing.TB, document []byte) *Validator {
 	tb.Helper()
+	registerDecoders.Do(func() {
+		openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder)
+		openapi3filter.RegisterBodyDecoder("application/x-ndjson", ndjsonDecoder)
+	})
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromData(document)
 	if err != nil {
@@ -66,6 +72,33 @@ func NewValidator(tb testing.TB, document []byte) *Validator {
 		tb.Fatalf("route OpenAPI document: %v", err)
 	}
 	return &Validator{doc: doc, router: router}
+}
+
+// registerDecoders teaches the validator the two media types of the
+// document it does not know: an HTML page is a string, and an NDJSON stream
+// is the sequence of its lines, which the document describes as an array
+// (OpenAPI 3.1 has no way to name a schema per line).
+var registerDecoders sync.Once
+
+// ndjsonDecoder decodes newline-delimited JSON into the array of its lines;
+// a line that is not JSON fails validation.
+func ndjsonDecoder(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return nil, err
+	}
+	lines := []any{}
+	for i, line := range bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n")) {
+		if len(data) == 0 {
+			break
+		}
+		var v any
+		if err := json.Unmarshal(line, &v); err != nil {
+			return nil, fmt.Errorf("line %d is not JSON: %w", i+1, err)
+		}
+		lines = append(lines, v)
+	}
+	return lines, nil
 }
 
 // FromHandler fetches the document h serves at DocumentPath and returns a
@@ -208,6 +241,29 @@ func (v *Validator) Operations() []Route {
 	}
 	sortRoutes(out)
 	return out
+}
+
+// NeedsCredential reports whether the document says op needs a credential:
+// its security (or, absent, the document's) names at least one scheme and
+// does not offer the empty requirement {}.
+func (v *Validator) NeedsCredential(op Route) bool {
+	o := v.doc.Paths.Find(op.Path).GetOperation(op.Method)
+	if o == nil {
+		return false
+	}
+	sec := v.doc.Security
+	if o.Security != nil {
+		sec = *o.Security
+	}
+	if len(sec) == 0 {
+		return false
+	}
+	for _, req := range sec {
+		if len(req) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // muxPattern matches the regular expression of a mux path variable,

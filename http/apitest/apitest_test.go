@@ -42,6 +42,24 @@ paths:
           description: nothing
         '404':
           $ref: '#/components/responses/NotFound'
+  /stream:
+    get:
+      responses:
+        '200':
+          description: lines
+          content:
+            application/x-ndjson:
+              schema:
+                type: array
+                items: {type: object, required: [n], properties: {n: {type: integer}}}
+  /page:
+    get:
+      responses:
+        '200':
+          description: a page
+          content:
+            text/html:
+              schema: {type: string}
 components:
   schemas:
     Tag:
@@ -144,6 +162,13 @@ func TestCheck(t *testing.T) {
 		{name: "no content as documented", method: "GET", path: "/items/1", status: 204},
 		{name: "body where none is documented", method: "GET", path: "/items/1", status: 204, contentType: "application/json",
 			body: `{}`, wantFail: true},
+		{name: "NDJSON lines as the array", method: "GET", path: "/stream", status: 200, contentType: "application/x-ndjson",
+			body: "{\"n\":1}\n{\"n\":2}\n"},
+		{name: "NDJSON line against its schema", method: "GET", path: "/stream", status: 200, contentType: "application/x-ndjson",
+			body: "{\"n\":1}\n{\"n\":\"two\"}\n", wantFail: true},
+		{name: "NDJSON line that is not JSON", method: "GET", path: "/stream", status: 200, contentType: "application/x-ndjson",
+			body: "{\"n\":1}\n{\"n\":\n", wantFail: true},
+		{name: "an HTML page", method: "GET", path: "/page", status: 200, contentType: "text/html", body: "<!doctype html><p>hi"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -230,7 +255,7 @@ func TestNewValidatorRefusesInvalidDocument(t *testing.T) {
 
 func TestOperations(t *testing.T) {
 	got := NewValidator(t, []byte(doc31)).Operations()
-	want := []Route{{Method: "GET", Path: "/items/{id}"}}
+	want := []Route{{Method: "GET", Path: "/items/{id}"}, {Method: "GET", Path: "/page"}, {Method: "GET", Path: "/stream"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %v; want %v", got, want)
 	}
