@@ -4,7 +4,7 @@ BIN      := bin/phonefleet
 PKGS     := ./...
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: run test build bench lint migrate deps deps-adb deps-stripe-mock deps-nats deps-chromium clean fuzz
+.PHONY: run test build bench lint migrate deps deps-adb deps-stripe-mock deps-nats deps-chromium deps-walkthrough clean fuzz
 
 ## run: start the service on 127.0.0.1:8080 in local mode (embedded PostgreSQL unless DATABASE_URL is set; SERVICE_ADB_SIM_DEVICES=N adds N sim phones served over adb; STRIPE_MOCK=1 runs stripe-mock as the payment provider)
 run: deps build
@@ -12,7 +12,7 @@ run: deps build
 	@if [ "$${STRIPE_MOCK:-0}" != 0 ]; then GO=$(GO) ./scripts/ensure-stripe-mock.sh --run ./$(BIN) serve; else ./$(BIN) serve; fi
 
 ## test: every test, against a real PostgreSQL (DATABASE_URL/TEST_DATABASE_URL, else 127.0.0.1:5432, else a throwaway cluster, stopped again at the end when this run started it)
-test: deps deps-adb deps-stripe-mock deps-nats deps-chromium
+test: deps deps-adb deps-stripe-mock deps-nats deps-chromium deps-walkthrough
 	$(GO) vet $(PKGS)
 	sm="$$(GO=$(GO) ./scripts/ensure-stripe-mock.sh)" && ns="$$(GO=$(GO) ./scripts/ensure-nats-server.sh)" && PHONEFLEET_STRIPE_MOCK="$$sm" PHONEFLEET_NATS_SERVER="$$ns" ./scripts/run-tests.sh $(GO) test $(TESTFLAGS) $(PKGS)
 
@@ -65,6 +65,10 @@ deps-nats:
 ## deps-chromium: a headless Chromium (Debian package chromium, or PHONEFLEET_CHROMIUM), which the console's browser tests drive with chromedp
 deps-chromium:
 	@if [ "$${PHONEFLEET_TEST_BROWSER:-}" != skip ]; then ./scripts/ensure-chromium.sh; fi
+
+## deps-walkthrough: curl and jq, which the README's commands use (the walk-through test runs them)
+deps-walkthrough:
+	@./scripts/ensure-walkthrough-tools.sh
 
 clean:
 	rm -rf bin

@@ -249,6 +249,15 @@ func TestConsoleFleetShowsEveryLiveScreen(t *testing.T) {
 	}
 	testutil.Screenshot(t, ctx, "fleet-phone")
 
+	// #/devices, the parent of every phone's page, is the fleet too.
+	if _, err := chromedp.Run(wait, chromedp.Evaluate[bool](`location.hash = '#/devices'; true`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(wait, chromedp.Poll[bool](`location.hash === '#/devices' && document.querySelector('#main h1')?.textContent === 'Fleet'`+
+		` && document.querySelectorAll('ul.fleet img.screen').length === `+fmt.Sprint(fleetSims))); err != nil {
+		t.Errorf("#/devices does not show the fleet: %v", err)
+	}
+
 	if errs := testutil.BrowserErrors(ctx); len(errs) > 0 {
 		t.Errorf("the page threw: %q", errs)
 	}

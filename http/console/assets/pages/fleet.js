@@ -9,7 +9,7 @@ function holderText(lease) {
   return a.userId || 'someone';
 }
 
-route('/fleet', async (main) => {
+async function fleetPage(main) {
   const devices = [];
   let after = '';
   do {
@@ -32,4 +32,9 @@ route('/fleet', async (main) => {
         h('span', { class: 'status status-' + d.status }, d.status),
         h('span', { class: 'holder' }, d.leased ? 'leased by ' + holderText(d.lease) : 'free'),
         d.leased && d.lease ? h('span', { class: 'muted' }, 'until ' + fmtTime(d.lease.expiresAt)) : null)))));
-});
+}
+
+// The fleet is #/fleet; #/devices, the parent of every #/devices/<id>,
+// shows it too.
+route('/fleet', fleetPage);
+route('/devices', fleetPage);
