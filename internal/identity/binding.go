@@ -19,12 +19,21 @@ type Bindings struct {
 	Store *eventstore.Store
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// BindWait bounds how long recording a binding may wait, which it
+	// does only behind a concurrent first request's transaction holding
+	// the binding stream; 0 means DefaultBindWait.
+	BindWait time.Duration
 
 	mu    sync.RWMutex
 	known map[string]string // organisation → issuer
 }
 
 func bindingStream(orgID string) string { return "org-binding-" + orgID }
+
+// DefaultBindWait is how long a first request waits for a concurrent one
+// recording its organisation's binding before it answers
+// tenant_binding_unsettled (Retry-After 1).
+const DefaultBindWait = 2 * time.Second
 
 // Check returns nil when orgID is bound to issuer, binding it first if it is
 // not bound yet. It answers 403 org_not_served_by_instance when the
@@ -107,12 +116,36 @@ func (b *Bindings) bind(ctx context.Context, orgID, issuer string) (string, erro
 		now = b.Now()
 	}
 	ctx = eventstore.WithActor(ctx, "system", "identity")
-	bound, _, err := b.repo().Update(ctx, orgID, func(s *domain.OrganisationInstanceBound) ([]domain.Event, error) {
+	wait := b.BindWait
+	if wait <= 0 {
+		wait = DefaultBindWait
+	}
+	bctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	bound, _, err := b.repo().Update(bctx, orgID, func(s *domain.OrganisationInstanceBound) ([]domain.Event, error) {
 		if s.Issuer != "" {
 			return nil, nil
 		}
 		return []domain.Event{domain.OrganisationInstanceBound{OrgID: orgID, Issuer: issuer, BoundAt: now.UTC()}}, nil
 	})
+	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
+		// The wait ran out while the request still stands: an append
+		// waits only behind another transaction writing the stream, a
+		// concurrent first request. A plain read does not wait for it: the
+		// binding, if that transaction has committed meanwhile; unsettled
+		// while it has not; unavailable if even that read fails.
+		rctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		switch issuer, rerr := b.read(rctx, orgID); {
+		case rerr != nil:
+			return "", bindingUnavailable(rerr)
+		case issuer != "":
+			return issuer, nil
+		}
+		return "", domain.Errorf(domain.CodeTenantBindingUnsettled,
+			"this organisation's sign-in instance is being recorded by a concurrent request; retry in a second").
+			WithRetryable(true).Wrap(err)
+	}
 	if err != nil {
 		return "", bindingUnavailable(err)
 	}
