@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -48,7 +49,10 @@ type ADBDiscovery struct {
 	Logger *slog.Logger
 }
 
-// Run tracks the server's devices until ctx ends.
+// Run tracks the server's devices until ctx ends: two passes on the one
+// sweep loop, the tracking connection (made again Retry after it ends) and
+// the listing (every Poll, and at once when tracking says something
+// changed).
 func (w ADBDiscovery) Run(ctx context.Context) {
 	if w.Retry == 0 {
 		w.Retry = 2 * time.Second
@@ -70,60 +74,62 @@ func (w ADBDiscovery) Run(ctx context.Context) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		w.track(ctx, nudge)
+		Sweep[struct{}]{Worker: "adb-discovery", Interval: w.Retry, AtOnce: true, Logger: w.Logger,
+			Pass: func(ctx context.Context) (struct{}, error) { return struct{}{}, w.track(ctx, nudge) }}.Run(ctx)
 	}()
 	defer wg.Wait()
-	tick := time.NewTicker(w.Poll)
-	defer tick.Stop()
-	warned := false
-	for {
-		list, err := w.Client.Devices(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		up := err == nil
-		switch {
-		case errors.Is(err, adb.ErrServerUnavailable):
-			if !warned {
-				w.Logger.Warn("adb discovery: no adb server; its devices are offline", "err", err)
-				warned = true
-			}
-		case err != nil:
-			w.Logger.Warn("adb discovery: listing devices failed", "err", err)
-		default:
-			warned = false
-		}
-		if up || errors.Is(err, adb.ErrServerUnavailable) {
-			if err := w.Sync(workerPass(ctx, "adb-discovery"), list, up); err != nil && ctx.Err() == nil {
-				w.Logger.Warn("adb discovery: recording devices failed", "err", err)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		case <-tick.C:
-		}
-	}
+	l := &adbListing{w: w}
+	Sweep[struct{}]{Worker: "adb-discovery", Interval: w.Poll, AtOnce: true, Wake: changed, Logger: w.Logger,
+		Pass: func(ctx context.Context) (struct{}, error) { return struct{}{}, l.pass(ctx) }}.Run(ctx)
 }
 
-// track nudges at every change host:track-devices reports, reconnecting
-// after Retry when the tracking connection fails, until ctx ends.
-func (w ADBDiscovery) track(ctx context.Context, nudge func()) {
-	for ctx.Err() == nil {
-		err := w.Client.TrackDevices(ctx, func([]adb.DeviceInfo) { nudge() })
-		if ctx.Err() != nil {
-			return
-		}
-		nudge() // the server went away, or came back
-		if err != nil && !errors.Is(err, adb.ErrServerUnavailable) {
-			w.Logger.Warn("adb discovery: tracking devices failed", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(w.Retry):
-		}
+// track holds one tracking connection, nudging at every change
+// host:track-devices reports, and nudges once more when it ends (the server
+// went away, or came back). A server that cannot be reached is not an
+// error: the listing says so.
+func (w ADBDiscovery) track(ctx context.Context, nudge func()) error {
+	err := w.Client.TrackDevices(ctx, func([]adb.DeviceInfo) { nudge() })
+	if ctx.Err() != nil {
+		return nil
 	}
+	nudge()
+	if err != nil && !errors.Is(err, adb.ErrServerUnavailable) {
+		return fmt.Errorf("adb discovery: tracking devices: %w", err)
+	}
+	return nil
+}
+
+// adbListing is the listing pass and what it remembers between passes.
+type adbListing struct {
+	w ADBDiscovery
+	// warned is whether the server's absence has been logged since it was
+	// last reached.
+	warned bool
+}
+
+// pass reads the list and records it (Sync). While the server cannot be
+// reached every adb device is recorded offline, and that is logged once.
+func (l *adbListing) pass(ctx context.Context) error {
+	list, err := l.w.Client.Devices(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	up := err == nil
+	switch {
+	case errors.Is(err, adb.ErrServerUnavailable):
+		if !l.warned {
+			l.w.Logger.Warn("adb discovery: no adb server; its devices are offline", "err", err)
+			l.warned = true
+		}
+	case err != nil:
+		return fmt.Errorf("adb discovery: listing devices: %w", err)
+	default:
+		l.warned = false
+	}
+	if err := l.w.Sync(ctx, list, up); err != nil {
+		return fmt.Errorf("adb discovery: recording devices: %w", err)
+	}
+	return nil
 }
 
 // Sync records one device list: serials not registered yet are

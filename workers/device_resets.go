@@ -34,36 +34,26 @@ type DeviceResets struct {
 	Logger   *slog.Logger
 }
 
+// sweep is the worker on the one sweep loop.
+func (w DeviceResets) sweep() Sweep[int] {
+	return Sweep[int]{Worker: "device-resets", Interval: w.Interval, Default: time.Second, Logger: w.Logger,
+		Pass: func(ctx context.Context) (int, error) {
+			return sendEachDue(ctx, func(ctx context.Context, limit int) ([]projections.DueReset, error) {
+				return projections.ResetsDue(ctx, w.Pool, limit)
+			}, func(ctx context.Context, d projections.DueReset) (bool, error) {
+				ok, err := w.Reset.Handle(eventstore.CausedBy(ctx, d.LeaseID), fleet.ResetDevice{DeviceID: d.DeviceID})
+				if e := domain.AsError(err); e != nil && e.Code == domain.CodeDeviceUnavailable && e.Extra["reason"] == domain.ReasonOffline {
+					return false, nil // another process hosts the device; it resets it
+				}
+				return ok, err
+			})
+		}}
+}
+
 // RunOnce sends ResetDevice for every device owing a reset and reports
 // how many it reset. A device that fails is left for the next sweep; the
 // first error is returned after the others were tried.
-func (w DeviceResets) RunOnce(ctx context.Context) (int, error) {
-	ctx = workerPass(ctx, "device-resets")
-	due, err := projections.ResetsDue(ctx, w.Pool, 500)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	var first error
-	for _, d := range due {
-		ok, err := w.Reset.Handle(eventstore.CausedBy(ctx, d.LeaseID), fleet.ResetDevice{DeviceID: d.DeviceID})
-		if e := domain.AsError(err); e != nil && e.Code == domain.CodeDeviceUnavailable && e.Extra["reason"] == domain.ReasonOffline {
-			continue // another process hosts the device; it resets it
-		}
-		if err != nil && first == nil {
-			first = err
-		}
-		if ok {
-			n++
-		}
-	}
-	return n, first
-}
+func (w DeviceResets) RunOnce(ctx context.Context) (int, error) { return w.sweep().Once(ctx) }
 
 // Run sweeps until ctx ends.
-func (w DeviceResets) Run(ctx context.Context) {
-	SweepEvery(ctx, w.Interval, time.Second, w.Logger, "device reset sweep failed", func(ctx context.Context) error {
-		_, err := w.RunOnce(ctx)
-		return err
-	})
-}
+func (w DeviceResets) Run(ctx context.Context) { w.sweep().Run(ctx) }

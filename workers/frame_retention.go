@@ -24,8 +24,8 @@ type FrameRetention struct {
 	Logger *slog.Logger
 }
 
-// RunOnce deletes every expired frame and reports how many.
-func (w FrameRetention) RunOnce(ctx context.Context) (int64, error) {
+// sweep is the worker on the one sweep loop.
+func (w FrameRetention) sweep() Sweep[int64] {
 	now := time.Now
 	if w.Now != nil {
 		now = w.Now
@@ -34,24 +34,25 @@ func (w FrameRetention) RunOnce(ctx context.Context) (int64, error) {
 	if batch <= 0 {
 		batch = 1000
 	}
-	var total int64
-	for {
-		tag, err := w.Pool.Exec(ctx, `DELETE FROM frames WHERE frame_id IN (
-			SELECT frame_id FROM frames WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`, now(), batch)
-		if err != nil {
-			return total, err
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(batch) {
-			return total, nil
-		}
-	}
+	return Sweep[int64]{Worker: "frame-retention", Interval: w.Interval, Default: time.Minute, Logger: w.Logger,
+		Pass: func(ctx context.Context) (int64, error) {
+			var total int64
+			for {
+				tag, err := w.Pool.Exec(ctx, `DELETE FROM frames WHERE frame_id IN (
+					SELECT frame_id FROM frames WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`, now(), batch)
+				if err != nil {
+					return total, err
+				}
+				total += tag.RowsAffected()
+				if tag.RowsAffected() < int64(batch) {
+					return total, nil
+				}
+			}
+		}}
 }
 
+// RunOnce deletes every expired frame and reports how many.
+func (w FrameRetention) RunOnce(ctx context.Context) (int64, error) { return w.sweep().Once(ctx) }
+
 // Run sweeps until ctx ends.
-func (w FrameRetention) Run(ctx context.Context) {
-	SweepEvery(ctx, w.Interval, time.Minute, w.Logger, "frame retention sweep failed", func(ctx context.Context) error {
-		_, err := w.RunOnce(ctx)
-		return err
-	})
-}
+func (w FrameRetention) Run(ctx context.Context) { w.sweep().Run(ctx) }

@@ -40,19 +40,29 @@ type FulfilmentSweeps struct {
 	Logger           *slog.Logger
 }
 
-// sweepBatch bounds the rows one pass reads of each kind.
-const sweepBatch = 500
+// sweep is the worker on the one sweep loop.
+func (w FulfilmentSweeps) sweep() Sweep[map[string]int] {
+	return Sweep[map[string]int]{Worker: "fulfilment-sweeps", Interval: w.Interval, Default: 10 * time.Second,
+		Logger: w.Logger, Pass: w.pass}
+}
 
 // RunOnce sweeps every awaiting fulfilment and every provisioned one whose
 // end is due, and reports how many of each outcome it caused (keyed by
 // the command's answer). A fulfilment that fails is left for the next
 // sweep; the first error is returned after the others were tried.
 func (w FulfilmentSweeps) RunOnce(ctx context.Context) (map[string]int, error) {
+	return w.sweep().Once(ctx)
+}
+
+// Run sweeps until ctx ends.
+func (w FulfilmentSweeps) Run(ctx context.Context) { w.sweep().Run(ctx) }
+
+// pass is one sweep: one page of each kind.
+func (w FulfilmentSweeps) pass(ctx context.Context) (map[string]int, error) {
 	now := time.Now
 	if w.Now != nil {
 		now = w.Now
 	}
-	ctx = workerPass(ctx, "fulfilment-sweeps")
 	awaiting, err := projections.AwaitingFulfilments(ctx, w.Pool, sweepBatch)
 	if err != nil {
 		return nil, err
@@ -74,12 +84,4 @@ func (w FulfilmentSweeps) RunOnce(ctx context.Context) (map[string]int, error) {
 		}
 	}
 	return done, first
-}
-
-// Run sweeps until ctx ends.
-func (w FulfilmentSweeps) Run(ctx context.Context) {
-	SweepEvery(ctx, w.Interval, 10*time.Second, w.Logger, "fulfilment sweep failed", func(ctx context.Context) error {
-		_, err := w.RunOnce(ctx)
-		return err
-	})
 }

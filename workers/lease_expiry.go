@@ -28,43 +28,25 @@ type LeaseExpiry struct {
 	Logger   *slog.Logger
 }
 
-// RunOnce expires every lease past its expiry and reports how many it
-// expired.
-func (w LeaseExpiry) RunOnce(ctx context.Context) (int, error) {
+// sweep is the worker on the one sweep loop.
+func (w LeaseExpiry) sweep() Sweep[int] {
 	now := time.Now
 	if w.Now != nil {
 		now = w.Now
 	}
-	n := 0
-	ctx = workerPass(ctx, "lease-expiry")
-	for {
-		due, err := projections.LeasesPastExpiry(ctx, w.Pool, now(), 500)
-		if err != nil {
-			return n, err
-		}
-		expired := 0
-		for _, l := range due {
-			ok, err := w.Expire.Handle(eventstore.CausedBy(ctx, l.LeaseID), fleet.ExpireLease{DeviceID: l.DeviceID})
-			if err != nil {
-				return n, err
-			}
-			if ok {
-				expired++
-			}
-		}
-		n += expired
-		// Rows the read model has not caught up on yet are left for the
-		// next sweep rather than read again at once.
-		if len(due) < 500 || expired == 0 {
-			return n, nil
-		}
-	}
+	return Sweep[int]{Worker: "lease-expiry", Interval: w.Interval, Default: time.Second, Logger: w.Logger,
+		Pass: func(ctx context.Context) (int, error) {
+			return sendEachDue(ctx, func(ctx context.Context, limit int) ([]projections.ExpiredLease, error) {
+				return projections.LeasesPastExpiry(ctx, w.Pool, now(), limit)
+			}, func(ctx context.Context, l projections.ExpiredLease) (bool, error) {
+				return w.Expire.Handle(eventstore.CausedBy(ctx, l.LeaseID), fleet.ExpireLease{DeviceID: l.DeviceID})
+			})
+		}}
 }
 
+// RunOnce expires every lease past its expiry and reports how many it
+// expired.
+func (w LeaseExpiry) RunOnce(ctx context.Context) (int, error) { return w.sweep().Once(ctx) }
+
 // Run sweeps until ctx ends.
-func (w LeaseExpiry) Run(ctx context.Context) {
-	SweepEvery(ctx, w.Interval, time.Second, w.Logger, "lease expiry sweep failed", func(ctx context.Context) error {
-		_, err := w.RunOnce(ctx)
-		return err
-	})
-}
+func (w LeaseExpiry) Run(ctx context.Context) { w.sweep().Run(ctx) }

@@ -22,8 +22,6 @@ type OrphanedGateways struct {
 
 // Run sweeps until ctx ends.
 func (w OrphanedGateways) Run(ctx context.Context) {
-	SweepEvery(ctx, w.Interval, 5*time.Second, w.Logger, "orphaned gateway sweep failed", func(ctx context.Context) error {
-		_, err := w.Sweep(workerPass(ctx, "orphaned-gateways"))
-		return err
-	})
+	Sweep[int]{Worker: "orphaned-gateways", Interval: w.Interval, Default: 5 * time.Second, Logger: w.Logger,
+		Pass: w.Sweep}.Run(ctx)
 }

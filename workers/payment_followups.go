@@ -3,17 +3,16 @@ package workers
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands/cqrs"
 	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/claims"
 	"phonefleet/internal/payments"
 )
 
@@ -21,7 +20,7 @@ import (
 // documented defaults.
 type PaymentFollowupsConfig struct {
 	// Pool is the service's database (the payment_followups read model and
-	// the claim table).
+	// the claims table).
 	Pool *pgxpool.Pool
 	// Record is the application's RecordPaymentFollowup: it records each
 	// attempt.
@@ -46,7 +45,7 @@ type PaymentFollowupsConfig struct {
 
 // PaymentFollowups tells the payment provider what our own decisions
 // ended (domain payment_followups.go): the payment follow-up reaction over
-// projections.PaymentFollowups and payment_followup_claims, run by a
+// projections.PaymentFollowups, claimed through internal/claims, run by a
 // Reactor. Every provider call carries domain.PaymentFollowupKey of the
 // follow-up (derived from the triggering event), so an attempt made again
 // after an instance died, or a retry after the provider was unavailable,
@@ -78,10 +77,10 @@ func NewPaymentFollowups(cfg PaymentFollowupsConfig) *PaymentFollowups {
 		cfg.Poll = time.Second
 	}
 	w := &PaymentFollowups{cfg: cfg}
-	w.reactor = NewReactor[domain.PaymentFollowup, followupOutcome](&followupReaction{cfg: cfg,
-		recorder: cfg.Record}, ReactorConfig[domain.PaymentFollowup, followupOutcome]{
-		Name: "payment-followups", ID: cfg.ID, Now: cfg.Now, Concurrency: cfg.Concurrency, Lease: cfg.Lease,
-		Poll: cfg.Poll, Logger: cfg.Logger})
+	w.reactor = NewReactor[domain.PaymentFollowup, followupOutcome](&followupReaction{
+		Claims: claims.New(cfg.Pool, followupSource()), cfg: cfg, recorder: cfg.Record},
+		ReactorConfig[domain.PaymentFollowup, followupOutcome]{Name: provisioning.FollowupReaction, ID: cfg.ID, Now: cfg.Now, Concurrency: cfg.Concurrency, Lease: cfg.Lease,
+			Poll: cfg.Poll, Logger: cfg.Logger})
 	return w
 }
 
@@ -114,69 +113,30 @@ func (w *PaymentFollowups) Once(ctx context.Context) ([]FollowupAttempt, error) 
 // followupReaction is the Reaction: a pending row of payment_followups is
 // an item (its id, derived from the triggering event, is the key), the
 // provider call is the effect, payment.followup_attempted in the
-// follow-up's stream records each attempt.
+// follow-up's stream records each attempt. Its claims (Claim, Cleanup) are
+// the one claims mechanism's.
 type followupReaction struct {
+	*claims.Claims[domain.PaymentFollowup]
 	cfg      PaymentFollowupsConfig
 	recorder cqrs.Handler[provisioning.RecordPaymentFollowup, eventstore.Appended]
 }
 
-// ensureFollowupClaims gives due follow-ups without a claim row one, outside
-// the claiming transaction, in one total order (no deadlock between
-// instances).
-const ensureFollowupClaims = `INSERT INTO payment_followup_claims (followup_id)
-	SELECT f.followup_id FROM payment_followups f
-	WHERE f.status = 'pending' AND f.next_attempt_at <= $1
-	  AND NOT EXISTS (SELECT 1 FROM payment_followup_claims c WHERE c.followup_id = f.followup_id)
-	ORDER BY f.next_attempt_at, f.followup_id LIMIT $2
-	ON CONFLICT DO NOTHING`
-
-// claimFollowups takes the lease on up to $2 due attempts. A claim row is
-// free when the read model has applied its recorded attempt, or when its
-// holder never recorded it and the lease has ended (the same attempt is
-// made again, under the same idempotency key).
-const claimFollowups = `WITH picked AS (
-	SELECT c.followup_id, f.attempts + 1 AS attempt, f.org_id, f.fulfilment_id, f.action, f.note,
-		f.subscription_id, f.payment_intent_id, f.amount, f.currency
-	FROM payment_followup_claims c
-	JOIN payment_followups f ON f.followup_id = c.followup_id
-	WHERE f.status = 'pending' AND f.next_attempt_at <= $1
-	  AND (c.attempt <= f.attempts OR (c.attempt = f.attempts + 1 AND NOT c.recorded AND c.leased_until <= $1))
-	ORDER BY f.next_attempt_at, f.followup_id
-	LIMIT $2
-	FOR UPDATE OF c SKIP LOCKED
-)
-UPDATE payment_followup_claims c
-SET attempt = p.attempt, recorded = false, claimed_by = $3, claimed_at = $1, leased_until = $4
-FROM picked p WHERE c.followup_id = p.followup_id
-RETURNING p.followup_id, p.attempt, p.org_id, p.fulfilment_id, p.action, p.note, p.subscription_id,
-	p.payment_intent_id, p.amount, p.currency`
-
-// Claim implements Reaction.
-func (r *followupReaction) Claim(ctx context.Context, l Lease, n int) ([]Claimed[domain.PaymentFollowup], error) {
-	pool := r.cfg.Pool
-	if _, err := pool.Exec(ctx, ensureFollowupClaims, l.Now, n); err != nil {
-		return nil, fmt.Errorf("claim rows: %w", err)
+// followupSource is where the follow-up reaction's items are: the rows of
+// the payment_followups read model; a follow-up is due while it is pending
+// and its time has come.
+func followupSource() claims.Source[domain.PaymentFollowup] {
+	return claims.Source[domain.PaymentFollowup]{
+		Reaction: provisioning.FollowupReaction,
+		Items:    `SELECT followup_id AS key, attempts FROM payment_followups`,
+		Due: `SELECT f.followup_id AS key, f.attempts, f.next_attempt_at AS due_at,
+			f.followup_id, f.org_id, f.fulfilment_id, f.action, f.note, f.subscription_id, f.payment_intent_id,
+			f.amount, f.currency
+			FROM payment_followups f WHERE f.status = 'pending'`,
+		Scan: func(f *domain.PaymentFollowup) []any {
+			return []any{&f.FollowupID, &f.OrgID, &f.FulfilmentID, &f.Action, &f.Note, &f.SubscriptionID,
+				&f.PaymentIntentID, &f.Amount, &f.Currency}
+		},
 	}
-	var out []Claimed[domain.PaymentFollowup]
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, claimFollowups, l.Now, n, l.Holder, l.Until)
-		if err != nil {
-			return err
-		}
-		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Claimed[domain.PaymentFollowup], error) {
-			var c Claimed[domain.PaymentFollowup]
-			f := &c.Item
-			err := row.Scan(&c.Key, &c.Attempt, &f.OrgID, &f.FulfilmentID, &f.Action, &f.Note, &f.SubscriptionID,
-				&f.PaymentIntentID, &f.Amount, &f.Currency)
-			f.FollowupID = c.Key
-			return c, err
-		})
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
-	}
-	return out, nil
 }
 
 // Act implements Reaction: one provider call (none for FollowupNone),
@@ -212,14 +172,4 @@ func (r *followupReaction) Act(ctx context.Context, c Claimed[domain.PaymentFoll
 // Record implements Reaction.
 func (r *followupReaction) Record(ctx context.Context, _ Claimed[domain.PaymentFollowup], o followupOutcome) (eventstore.Appended, error) {
 	return r.recorder.Handle(ctx, provisioning.RecordPaymentFollowup{OrgID: o.orgID, Event: o.event})
-}
-
-// Cleanup implements ClaimCleaner: it drops claims of follow-ups that are
-// settled (no longer pending) once their attempt is applied.
-func (r *followupReaction) Cleanup(ctx context.Context, now time.Time) error {
-	_, err := r.cfg.Pool.Exec(ctx, `DELETE FROM payment_followup_claims c
-		WHERE (c.recorded AND EXISTS (SELECT 1 FROM payment_followups f
-			WHERE f.followup_id = c.followup_id AND f.attempts >= c.attempt AND f.status <> 'pending'))
-		   OR (c.leased_until <= $1 AND NOT EXISTS (SELECT 1 FROM payment_followups f WHERE f.followup_id = c.followup_id))`, now)
-	return err
 }

@@ -27,15 +27,14 @@ type PoolReturns struct {
 	Logger   *slog.Logger
 }
 
-// RunOnce makes one pass and reports how many units it put back.
-func (w PoolReturns) RunOnce(ctx context.Context) (int, error) {
-	return w.Return.Handle(workerPass(ctx, "pool-returns"), provisioning.ReturnPoolDevices{})
+// sweep is the worker on the one sweep loop.
+func (w PoolReturns) sweep() Sweep[int] {
+	return Sweep[int]{Worker: "pool-returns", Interval: w.Interval, Default: time.Second, Logger: w.Logger,
+		Pass: func(ctx context.Context) (int, error) { return w.Return.Handle(ctx, provisioning.ReturnPoolDevices{}) }}
 }
 
+// RunOnce makes one pass and reports how many units it put back.
+func (w PoolReturns) RunOnce(ctx context.Context) (int, error) { return w.sweep().Once(ctx) }
+
 // Run makes a pass every Interval until ctx ends.
-func (w PoolReturns) Run(ctx context.Context) {
-	SweepEvery(ctx, w.Interval, time.Second, w.Logger, "pool returns pass failed", func(ctx context.Context) error {
-		_, err := w.RunOnce(ctx)
-		return err
-	})
-}
+func (w PoolReturns) Run(ctx context.Context) { w.sweep().Run(ctx) }

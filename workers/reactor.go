@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"phonefleet/eventstore"
+	"phonefleet/internal/claims"
 )
 
 // Reaction is one kind of "event → retried, idempotent side effect": the
@@ -25,6 +26,12 @@ import (
 // world); an attempt number is claimed under a lease and recorded as an
 // event at most once; and an item's next due time is decided from its
 // attempt events (the retry schedule is the domain's, not the loop's).
+//
+// Every reaction of the service claims through the one claims mechanism:
+// it embeds *claims.Claims (which gives it Claim and Cleanup, over the one
+// claims table) and records with claims.Recorded in its attempt's unit.
+// The interface stays this small so that the reactor can be tested on its
+// own, with a reaction that keeps items and claims in one toy table.
 type Reaction[T, O any] interface {
 	// Claim takes the lease on up to n due attempts for l.Holder until
 	// l.Until, selecting its claim rows with FOR UPDATE SKIP LOCKED, so that
@@ -44,39 +51,28 @@ type Reaction[T, O any] interface {
 	// the lease.
 	Act(ctx context.Context, c Claimed[T]) O
 	// Record appends the attempt's event to the item's stream at version
-	// c.Attempt−1, in the same unit as marking the claim recorded, so that an
-	// attempt number is recorded once whichever instance made it. Its error
-	// matches eventstore.ErrConflict when another instance recorded that
-	// attempt first (after taking over a lapsed claim); the reactor counts
-	// the attempt as recorded then.
+	// c.Attempt−1, in the same unit as marking the claim recorded
+	// (claims.Recorded), so that an attempt number is recorded once
+	// whichever instance made it. Its error matches eventstore.ErrConflict
+	// when another instance recorded that attempt first (after taking over
+	// a lapsed claim); the reactor counts the attempt as recorded then.
 	Record(ctx context.Context, c Claimed[T], o O) (eventstore.Appended, error)
 }
 
 // ClaimCleaner is implemented by a reaction whose claim rows outlive their
 // use (recorded attempts a read model has applied, claims of items that
-// left the read side); a reactor calls Cleanup once a minute.
+// left the read side), as claims.Claims does; a reactor calls Cleanup once
+// a minute.
 type ClaimCleaner interface {
 	Cleanup(ctx context.Context, now time.Time) error
 }
 
-// Lease is what a claim takes: the holder's name, the time of the claim
-// (items due at or before it may be claimed) and the end of the lease,
-// after which an unrecorded claim may be taken over.
-type Lease struct {
-	Holder string
-	Now    time.Time
-	Until  time.Time
-}
+// Lease is what a claim takes (claims.Lease): the holder's name, the time
+// of the claim and the end of the lease.
+type Lease = claims.Lease
 
-// Claimed is one attempt a reactor holds a lease on.
-type Claimed[T any] struct {
-	// Key names the item; it is derived from the event reacted to, and it is
-	// the same on every attempt (a receiver deduplicates on it).
-	Key string
-	// Attempt is the 1-based attempt number claimed.
-	Attempt int
-	Item    T
-}
+// Claimed is one attempt a reactor holds a lease on (claims.Claimed).
+type Claimed[T any] = claims.Claimed[T]
 
 // Attempt is one attempt a reactor made: the claim, what acting on it came
 // to, and what recording wrote.

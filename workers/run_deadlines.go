@@ -29,42 +29,24 @@ type RunDeadlines struct {
 	Logger   *slog.Logger
 }
 
-// RunOnce ends every overdue run and reports how many it ended.
-func (w RunDeadlines) RunOnce(ctx context.Context) (int, error) {
+// sweep is the worker on the one sweep loop.
+func (w RunDeadlines) sweep() Sweep[int] {
 	now := time.Now
 	if w.Now != nil {
 		now = w.Now
 	}
-	n := 0
-	ctx = workerPass(ctx, "run-deadlines")
-	for {
-		due, err := projections.RunsOverdue(ctx, w.Pool, now(), 500)
-		if err != nil {
-			return n, err
-		}
-		ended := 0
-		for _, r := range due {
-			ok, err := w.End.Handle(eventstore.CausedBy(ctx, r.RunID), runs.EndOverdueRun{RunID: r.RunID})
-			if err != nil {
-				return n, err
-			}
-			if ok {
-				ended++
-			}
-		}
-		n += ended
-		// Rows the read model has not caught up on yet are left for the
-		// next sweep rather than read again at once.
-		if len(due) < 500 || ended == 0 {
-			return n, nil
-		}
-	}
+	return Sweep[int]{Worker: "run-deadlines", Interval: w.Interval, Default: time.Second, Logger: w.Logger,
+		Pass: func(ctx context.Context) (int, error) {
+			return sendEachDue(ctx, func(ctx context.Context, limit int) ([]projections.LiveRun, error) {
+				return projections.RunsOverdue(ctx, w.Pool, now(), limit)
+			}, func(ctx context.Context, r projections.LiveRun) (bool, error) {
+				return w.End.Handle(eventstore.CausedBy(ctx, r.RunID), runs.EndOverdueRun{RunID: r.RunID})
+			})
+		}}
 }
 
+// RunOnce ends every overdue run and reports how many it ended.
+func (w RunDeadlines) RunOnce(ctx context.Context) (int, error) { return w.sweep().Once(ctx) }
+
 // Run sweeps until ctx ends.
-func (w RunDeadlines) Run(ctx context.Context) {
-	SweepEvery(ctx, w.Interval, time.Second, w.Logger, "run deadline sweep failed", func(ctx context.Context) error {
-		_, err := w.RunOnce(ctx)
-		return err
-	})
-}
+func (w RunDeadlines) Run(ctx context.Context) { w.sweep().Run(ctx) }

@@ -156,22 +156,13 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // Worker is the name this executor claims runs under.
 func (e *RunExecutor) Worker() string { return e.cfg.Worker }
 
-// Run looks for queued runs every PollInterval and drives those it claims
-// until ctx ends, then waits for the runs it drives to stop.
+// Run looks for queued runs at once and then every PollInterval, on the
+// one sweep loop, and drives those it claims until ctx ends, then waits
+// for the runs it drives to stop.
 func (e *RunExecutor) Run(ctx context.Context) {
 	defer e.wg.Wait()
-	t := time.NewTicker(e.cfg.PollInterval)
-	defer t.Stop()
-	for {
-		if _, err := e.Poll(ctx); err != nil && ctx.Err() == nil {
-			e.cfg.Logger.Warn("run executor poll failed", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	Sweep[int]{Worker: "run-executor", Interval: e.cfg.PollInterval, AtOnce: true, Logger: e.cfg.Logger,
+		Pass: e.Poll}.Run(ctx)
 }
 
 // Wait returns when every run this executor started driving has been let

@@ -89,12 +89,23 @@ func NewSchedules(w Schedules) Schedules {
 	return w
 }
 
+// sweep is the worker on the one sweep loop; it acts as "schedules:<ID>".
+func (w Schedules) sweep() Sweep[[]Fired] {
+	w = NewSchedules(w)
+	return Sweep[[]Fired]{Worker: "schedules:" + w.ID, Interval: w.Interval, Default: time.Second, Logger: w.Logger,
+		Pass: w.pass}
+}
+
 // RunOnce fires every schedule due at the clock's now and settles every
 // stale firing, and reports what it did.
-func (w Schedules) RunOnce(ctx context.Context) ([]Fired, error) {
-	w = NewSchedules(w)
+func (w Schedules) RunOnce(ctx context.Context) ([]Fired, error) { return w.sweep().Once(ctx) }
+
+// Run fires schedules until ctx ends.
+func (w Schedules) Run(ctx context.Context) { w.sweep().Run(ctx) }
+
+// pass is RunOnce on a worker with its defaults filled.
+func (w Schedules) pass(ctx context.Context) ([]Fired, error) {
 	now := w.Now()
-	ctx = workerPass(ctx, "schedules:"+w.ID)
 	due, err := projections.DueSchedules(ctx, w.Pool, now, now.Add(-w.StaleAfter), schedulesPassLimit)
 	if err != nil {
 		return nil, err
@@ -153,13 +164,4 @@ func (w Schedules) start(ctx context.Context, f schedules.ScheduleFiring) Fired 
 	}
 	res.Outcome, res.AgentRunID = c.Outcome, c.AgentRunID
 	return res
-}
-
-// Run fires schedules until ctx ends.
-func (w Schedules) Run(ctx context.Context) {
-	w = NewSchedules(w)
-	SweepEvery(ctx, w.Interval, time.Second, w.Logger, "schedule firing pass failed", func(ctx context.Context) error {
-		_, err := w.RunOnce(ctx)
-		return err
-	})
 }

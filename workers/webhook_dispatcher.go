@@ -3,26 +3,25 @@ package workers
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands/cqrs"
 	"phonefleet/commands/webhooks"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/claims"
 	"phonefleet/webhooksig"
 )
 
 // WebhookDispatcherConfig configures a WebhookDispatcher. Zero values take
 // the documented defaults.
 type WebhookDispatcherConfig struct {
-	// Pool is the service's database (read models and the claim table).
+	// Pool is the service's database (read models and the claims table).
 	Pool *pgxpool.Pool
 	// Record is the application's RecordWebhookAttempt: it records each
 	// attempt.
@@ -54,7 +53,7 @@ type WebhookDispatcherConfig struct {
 
 // WebhookDispatcher sends due webhook deliveries and records each attempt
 // as an event: the webhook reaction (it reads the webhooks read model,
-// projections.Webhooks, and claims work in webhook_delivery_claims) run by
+// projections.Webhooks, and claims work through internal/claims) run by
 // a Reactor, so any number of dispatchers on one database never send one
 // attempt twice while they live. A dispatcher that dies between sending
 // and recording leaves an unrecorded claim; once its lease ends another
@@ -78,8 +77,8 @@ func NewWebhookDispatcher(cfg WebhookDispatcherConfig) *WebhookDispatcher {
 		cfg.Now = time.Now
 	}
 	d := &WebhookDispatcher{cfg: cfg}
-	d.reaction = &webhookReaction{d: d, recorder: cfg.Record}
-	rc := ReactorConfig[webhookDelivery, webhooks.RecordWebhookAttempt]{Name: "webhook-dispatcher", ID: cfg.ID, Now: cfg.Now,
+	d.reaction = &webhookReaction{Claims: claims.New(cfg.Pool, webhookSource()), d: d, recorder: cfg.Record}
+	rc := ReactorConfig[webhookDelivery, webhooks.RecordWebhookAttempt]{Name: webhooks.DeliveryReaction, ID: cfg.ID, Now: cfg.Now,
 		Concurrency: cfg.Concurrency, Lease: cfg.Lease, Poll: cfg.Poll, Logger: cfg.Logger}
 	if cfg.OnAttempt != nil {
 		rc.OnAttempt = func(a Attempt[webhookDelivery, webhooks.RecordWebhookAttempt]) { cfg.OnAttempt(webhookAttempt(a)) }
@@ -122,20 +121,15 @@ func (d *WebhookDispatcher) DispatchOnce(ctx context.Context) ([]WebhookAttempt,
 	return out, nil
 }
 
-// Cleanup drops claim rows that no longer hold anything back (see
-// webhookReaction.Cleanup); Run calls it once a minute.
-func (d *WebhookDispatcher) Cleanup(ctx context.Context) error {
-	return d.reaction.Cleanup(ctx, d.cfg.Now())
-}
-
 // webhookReaction is the Reaction a WebhookDispatcher runs: a delivery row
 // of the webhooks read model is an item (its id, derived from subscription
 // and event id, is the key), sending it is the effect, and
 // webhook.delivery_attempted in the delivery's stream records each attempt.
+// Its claims (Claim, Cleanup) are the one claims mechanism's.
 type webhookReaction struct {
+	*claims.Claims[webhookDelivery]
 	d        *WebhookDispatcher
 	recorder cqrs.Handler[webhooks.RecordWebhookAttempt, webhooks.RecordedWebhookAttempt]
-	cursor   claimCursor
 }
 
 // webhookDelivery is what sending one claimed delivery needs.
@@ -144,94 +138,21 @@ type webhookDelivery struct {
 	payload, sealed              []byte
 }
 
-// ensureClaimRows gives due deliveries without a claim row one (attempt
-// 0), outside the claiming transaction, so concurrent dispatchers meet on
-// existing rows that SKIP LOCKED can pass over. Rows are inserted in one
-// total order, so two dispatchers inserting overlapping sets wait for each
-// other at most, never deadlock.
-const ensureClaimRows = `INSERT INTO webhook_delivery_claims (delivery_id)
-	SELECT d.delivery_id FROM webhook_deliveries d
-	WHERE d.status = 'pending' AND d.next_attempt_at <= $1 AND (d.next_attempt_at, d.delivery_id) > ($3, $4)
-	  AND NOT EXISTS (SELECT 1 FROM webhook_delivery_claims c WHERE c.delivery_id = d.delivery_id)
-	ORDER BY d.next_attempt_at, d.delivery_id LIMIT $2
-	ON CONFLICT DO NOTHING`
-
-// claimDue takes the lease on up to $2 due attempts after the cursor
-// ($5, $6) in due order. A claim row is free
-// when the read model has caught up with it (its attempt is recorded in the
-// row's attempts), or when its holder never recorded it and the lease has
-// ended (the holder died between send and record: the same attempt is sent
-// again). A recorded attempt the read model has not applied yet is not free,
-// so lag never causes a second send.
-const claimDue = `WITH picked AS (
-	SELECT c.delivery_id, d.attempts + 1 AS attempt, d.webhook_id, d.org_id, d.event, d.payload, s.url, s.sealed_secret, d.next_attempt_at
-	FROM webhook_delivery_claims c
-	JOIN webhook_deliveries d ON d.delivery_id = c.delivery_id
-	JOIN webhook_subscriptions s ON s.webhook_id = d.webhook_id
-	WHERE d.status = 'pending' AND d.next_attempt_at <= $1 AND (d.next_attempt_at, d.delivery_id) > ($5, $6) AND s.enabled
-	  AND (c.attempt <= d.attempts OR (c.attempt = d.attempts + 1 AND NOT c.recorded AND c.leased_until <= $1))
-	ORDER BY d.next_attempt_at, d.delivery_id
-	LIMIT $2
-	FOR UPDATE OF c SKIP LOCKED
-)
-UPDATE webhook_delivery_claims c
-SET attempt = p.attempt, recorded = false, claimed_by = $3, claimed_at = $1, leased_until = $4
-FROM picked p WHERE c.delivery_id = p.delivery_id
-RETURNING p.delivery_id, p.attempt, p.webhook_id, p.org_id, p.event, p.payload, p.url, p.sealed_secret, p.next_attempt_at`
-
-// claimCursor is where the next claim starts in due order. Rows before
-// it are in flight (claimed by some dispatcher) or wait for the read model,
-// and rescanning them on every claim would cost time proportional to the
-// work in flight; so a claim that filled its quota moves the cursor past
-// its last row, and one that did not resets it to the start, so nothing
-// behind the cursor (a lapsed lease, a late-arriving delivery) waits longer
-// than one more round.
-type claimCursor struct {
-	at time.Time
-	id string
-}
-
-var cursorStart = claimCursor{at: time.Unix(0, 0).UTC()}
-
-// Claim implements Reaction: it gives due deliveries claim rows, then
-// takes the lease on up to n of them after the cursor.
-func (w *webhookReaction) Claim(ctx context.Context, l Lease, n int) ([]Claimed[webhookDelivery], error) {
-	pool, from := w.d.cfg.Pool, w.cursor
-	if from.at.IsZero() {
-		from = cursorStart
+// webhookSource is where the webhook reaction's items are: the delivery
+// rows of the webhooks read model; a delivery is due while it is pending,
+// its time has come and its subscription is enabled.
+func webhookSource() claims.Source[webhookDelivery] {
+	return claims.Source[webhookDelivery]{
+		Reaction: webhooks.DeliveryReaction,
+		Items:    `SELECT delivery_id AS key, attempts FROM webhook_deliveries`,
+		Due: `SELECT d.delivery_id AS key, d.attempts, d.next_attempt_at AS due_at,
+			d.webhook_id, d.org_id, d.event, d.payload, s.url, s.sealed_secret
+			FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.webhook_id = d.webhook_id
+			WHERE d.status = 'pending' AND s.enabled`,
+		Scan: func(d *webhookDelivery) []any {
+			return []any{&d.webhookID, &d.orgID, &d.event, &d.payload, &d.url, &d.sealed}
+		},
 	}
-	if _, err := pool.Exec(ctx, ensureClaimRows, l.Now, n, from.at, from.id); err != nil {
-		return nil, fmt.Errorf("claim rows: %w", err)
-	}
-	var out []Claimed[webhookDelivery]
-	last := from
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, claimDue, l.Now, n, l.Holder, l.Until, from.at, from.id)
-		if err != nil {
-			return err
-		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claimed[webhookDelivery], error) {
-			var c Claimed[webhookDelivery]
-			var due time.Time
-			d := &c.Item
-			err := r.Scan(&c.Key, &c.Attempt, &d.webhookID, &d.orgID, &d.event, &d.payload, &d.url, &d.sealed, &due)
-			if err == nil && (due.After(last.at) || due.Equal(last.at) && c.Key > last.id) {
-				last = claimCursor{at: due, id: c.Key}
-			}
-			return c, err
-		})
-		return err
-	})
-	if err != nil {
-		w.cursor = cursorStart
-		return nil, fmt.Errorf("claim: %w", err)
-	}
-	if len(out) == n {
-		w.cursor = last
-	} else {
-		w.cursor = cursorStart
-	}
-	return out, nil
 }
 
 // Act implements Reaction: it sends the delivery signed now, and returns
@@ -282,15 +203,4 @@ func (w *webhookReaction) send(ctx context.Context, c Claimed[webhookDelivery], 
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswerBytes))
 	_ = resp.Body.Close()
 	return resp.StatusCode, ""
-}
-
-// Cleanup implements ClaimCleaner: it drops claim rows that no longer hold
-// anything back: recorded attempts the read model has applied, and claims
-// of deliveries that left the read side (their subscription was deleted)
-// once their lease is over.
-func (w *webhookReaction) Cleanup(ctx context.Context, now time.Time) error {
-	_, err := w.d.cfg.Pool.Exec(ctx, `DELETE FROM webhook_delivery_claims c
-		WHERE (c.recorded AND EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.delivery_id = c.delivery_id AND d.attempts >= c.attempt))
-		   OR (c.leased_until <= $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.delivery_id = c.delivery_id))`, now)
-	return err
 }

@@ -113,7 +113,7 @@ func TestKilledBetweenSendAndRecordResendsWithTheSameID(t *testing.T) {
 	var attempt int
 	var recorded bool
 	var by string
-	if err := e.pool.QueryRow(testutil.Context(t), `SELECT attempt, recorded, claimed_by FROM webhook_delivery_claims WHERE delivery_id = $1`, dlv).
+	if err := e.pool.QueryRow(testutil.Context(t), `SELECT attempt, recorded, claimed_by FROM claims WHERE reaction = 'webhook-dispatcher' AND key = $1`, dlv).
 		Scan(&attempt, &recorded, &by); err != nil || attempt != 1 || recorded || by != "child" {
 		t.Fatalf("got claim attempt %d recorded %v by %q (%v); want attempt 1, unrecorded, held by the child", attempt, recorded, by, err)
 	}

@@ -7,7 +7,13 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/claims"
 )
+
+// FollowupReaction names the payment follow-up reaction (workers'
+// PaymentFollowups) in the claims table and as the actor of the attempts
+// it records. It is stable: renaming it forgets the claims held.
+const FollowupReaction = "payment-followups"
 
 // RecordPaymentFollowup records one attempt of a payment follow-up and the
 // domain's decision on it (domain.DecidePaymentFollowup).
@@ -38,10 +44,9 @@ func (h RecordPaymentFollowupHandler) Handle(ctx context.Context, cmd RecordPaym
 		return eventstore.Appended{}, err
 	}
 	news[0].OccurredAt = ev.At
-	c, err := h.Store.Commit(ctx, (&eventstore.Unit{}).
-		Append(domain.PaymentFollowupStream(ev.FollowupID), int64(ev.Attempt-1), news...).
-		Exec(`UPDATE payment_followup_claims SET recorded = true, leased_until = '-infinity'
-			WHERE followup_id = $1 AND attempt = $2`, ev.FollowupID, ev.Attempt))
+	c, err := h.Store.Commit(ctx, claims.Recorded((&eventstore.Unit{}).
+		Append(domain.PaymentFollowupStream(ev.FollowupID), int64(ev.Attempt-1), news...),
+		FollowupReaction, ev.FollowupID, ev.Attempt))
 	if errors.Is(err, eventstore.ErrConflict) {
 		return eventstore.Appended{}, fmt.Errorf("%w: %w", ErrFollowupRecorded, err)
 	}

@@ -8,7 +8,13 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/claims"
 )
+
+// DeliveryReaction names the webhook delivery reaction (workers'
+// webhook dispatcher) in the claims table and as the actor of the attempts
+// it records. It is stable: renaming it forgets the claims held.
+const DeliveryReaction = "webhook-dispatcher"
 
 // RecordWebhookAttempt records one delivery attempt and its outcome.
 type RecordWebhookAttempt struct {
@@ -64,10 +70,9 @@ func (h RecordWebhookAttemptHandler) Handle(ctx context.Context, cmd RecordWebho
 		return out, err
 	}
 	news[0].OccurredAt = ev.AttemptedAt
-	c, err := h.Store.Commit(ctx, (&eventstore.Unit{}).
-		Append(domain.DeliveryStream(cmd.DeliveryID), int64(cmd.Attempt-1), news...).
-		Exec(`UPDATE webhook_delivery_claims SET recorded = true, leased_until = '-infinity'
-			WHERE delivery_id = $1 AND attempt = $2`, cmd.DeliveryID, cmd.Attempt))
+	c, err := h.Store.Commit(ctx, claims.Recorded((&eventstore.Unit{}).
+		Append(domain.DeliveryStream(cmd.DeliveryID), int64(cmd.Attempt-1), news...),
+		DeliveryReaction, cmd.DeliveryID, cmd.Attempt))
 	if errors.Is(err, eventstore.ErrConflict) {
 		return out, fmt.Errorf("%w: %w", ErrAttemptRecorded, err)
 	}

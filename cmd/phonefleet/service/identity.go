@@ -79,9 +79,8 @@ func (a *App) wireIdentity(ctx context.Context) error {
 		a.deps.Identity.RateLimiter = limiter
 		a.deps.Identity.RateLimitAuthenticated = a.cfg.RateLimitAuthenticated
 		a.deps.Identity.RateLimitAnonymous = a.cfg.RateLimitAnonymous
-		a.workers = append(a.workers, func(ctx context.Context) {
-			workers.SweepEvery(ctx, time.Minute, time.Minute, a.logger, "rate limit sweep failed", limiter.Sweep)
-		})
+		a.workers = append(a.workers, workers.Sweep[struct{}]{Worker: "rate-limits", Interval: time.Minute, Logger: a.logger,
+			Pass: func(ctx context.Context) (struct{}, error) { return struct{}{}, limiter.Sweep(ctx) }}.Run)
 	}
 	return nil
 }
