@@ -131,7 +131,11 @@ func generate(dir string, built contract.Surface, reg contract.Registry, date st
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "%d new entries in %s:\n", len(g.New), filepath.Join(dir, contract.ChangelogFile))
+	noun := "entries"
+	if len(g.New) == 1 {
+		noun = "entry"
+	}
+	fmt.Fprintf(stdout, "%d new %s in %s:\n", len(g.New), noun, filepath.Join(dir, contract.ChangelogFile))
 	for _, e := range g.New {
 		name := e.Operation
 		if e.Tool != "" {
