@@ -49,7 +49,6 @@ func (s *Server) markEvolution(reg contract.Registry) error {
 		if !ok {
 			return fmt.Errorf("mcp: the contract registry deprecates tool %s, which does not exist", d.Tool)
 		}
-		d := d
 		t.deprecation = &d
 		t.def.Description = d.Notice() + "\n\n" + t.def.Description
 		fields := map[string]any{DeprecationMeta: deprecationMeta(d)}
