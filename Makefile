@@ -4,7 +4,7 @@ BIN      := bin/phonefleet
 PKGS     := ./...
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: run test build bench lint migrate deps deps-adb deps-stripe-mock deps-nats deps-chromium deps-walkthrough clean fuzz
+.PHONY: run test build bench lint changelog migrate deps deps-adb deps-stripe-mock deps-nats deps-chromium deps-walkthrough clean fuzz
 
 ## run: start the service on 127.0.0.1:8080 in local mode (embedded PostgreSQL unless DATABASE_URL is set; SERVICE_ADB_SIM_DEVICES=N adds N sim phones served over adb; STRIPE_MOCK=1 runs stripe-mock as the payment provider)
 run: deps build
@@ -29,10 +29,15 @@ bench: deps deps-nats
 bench-compare: deps
 	GO=$(GO) OLD_REV=$(OLD_REV) NEW_REV=$(NEW_REV) PFBENCH_FLAGS="$(BENCHFLAGS)" ./scripts/bench-compare.sh
 
-## lint: gofmt and go vet
+## lint: gofmt, go vet, and the contract changelog check (a shape changed without a changelog entry fails)
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) run ./cmd/changelog -check
+
+## changelog: record in http/contract/changelog.json every operation and tool added, moved or removed since http/contract/baseline.json, and the registry's deprecations and meaning changes; review the entries and commit both files (docs/contract-evolution.md)
+changelog:
+	$(GO) run ./cmd/changelog
 
 ## migrate: apply database migrations
 migrate: deps build

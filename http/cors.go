@@ -19,9 +19,11 @@ const corsAllowedHeaders = "Authorization, Content-Type, x-service-step-up, Idem
 // corsAllowedMethods are the methods the control surface serves.
 const corsAllowedMethods = "GET, POST, PATCH, PUT, DELETE"
 
-// corsExposedHeaders are the response headers a page may read.
+// corsExposedHeaders are the response headers a page may read. Deprecation,
+// Sunset and Link are there for an operation on its way out (evolution.go),
+// though nothing is deprecated today.
 const corsExposedHeaders = "Retry-After, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, RateLimit-Policy, " +
-	"WWW-Authenticate, X-Request-Id, Idempotent-Replayed, Allow"
+	"WWW-Authenticate, X-Request-Id, Idempotent-Replayed, Allow, Deprecation, Sunset, Link"
 
 // corsMaxAge is how long a browser may reuse a preflight answer, in seconds.
 const corsMaxAge = "600"

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/gorilla/mux"
 
+	"phonefleet/http/contract"
 	"phonefleet/http/kernel"
 )
 
@@ -20,10 +22,6 @@ import (
 // extensions — with prose (descriptions, summaries, titles, examples)
 // excluded and every $ref resolved, so a digest moves exactly when the
 // operation's shape moves, including through a shared component.
-
-// prose lists the members that carry meaning for people only.
-var prose = map[string]bool{"description": true, "summary": true, "title": true, "example": true,
-	"examples": true, "externalDocs": true, "tags": true, "operationId": true}
 
 // fingerprintsDoc is the published file.
 type fingerprintsDoc struct {
@@ -86,10 +84,13 @@ func isHTTPMethod(m string) bool {
 	return false
 }
 
-// resolve returns v with prose removed, response headers reduced to their
-// names, and local $refs replaced by what they name. A reference met again
-// inside its own expansion (a recursive schema such as an element tree)
-// stays a reference: its shape is already in the digest once.
+// resolve returns v with prose removed (contract.Prose: a member that is a
+// keyword, not a name in a contract.NameMap such as a schema's properties,
+// so a property called "description" stays in the shape), response headers
+// reduced to their names, and local $refs replaced by what they name. A
+// reference met again inside its own expansion (a recursive schema such as
+// an element tree) stays a reference: its shape is already in the digest
+// once.
 func resolve(root map[string]any, v any, expanding map[string]bool) (any, error) {
 	switch t := v.(type) {
 	case map[string]any:
@@ -107,7 +108,19 @@ func resolve(root map[string]any, v any, expanding map[string]bool) (any, error)
 		}
 		out := map[string]any{}
 		for k, x := range t {
-			if prose[k] {
+			if contract.Prose(k) {
+				continue
+			}
+			if names, ok := x.(map[string]any); ok && contract.NameMap(k) {
+				m := make(map[string]any, len(names))
+				for name, y := range names {
+					r, err := resolve(root, y, expanding)
+					if err != nil {
+						return nil, err
+					}
+					m[name] = r
+				}
+				out[k] = m
 				continue
 			}
 			if k == "headers" {
@@ -160,12 +173,42 @@ func lookupRef(root map[string]any, ref string) (any, error) {
 	return cur, nil
 }
 
-// registerContractRoutes serves the fingerprints without a credential.
+// Fingerprints returns the contract fingerprints of doc, an OpenAPI
+// document (JSON), keyed "METHOD /path" as in the published file:
+// cmd/changelog compares them with the committed baseline.
+func Fingerprints(doc []byte) (map[string]string, error) {
+	raw, err := contractFingerprints(doc)
+	if err != nil {
+		return nil, err
+	}
+	var out fingerprintsDoc
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, err
+	}
+	return out.Operations, nil
+}
+
+// OpenAPIDocument returns the OpenAPI document as built from its fragments,
+// before the deprecation registry marks anything in it (which moves no
+// fingerprint).
+func OpenAPIDocument() ([]byte, error) {
+	doc, err := embeddedOpenAPI()
+	return slices.Clone(doc), err
+}
+
+// registerContractRoutes serves the fingerprints and the changelog (spec
+// 9.7, 9.11) without a credential.
 func (s *Server) registerContractRoutes(r *mux.Router) {
 	r.Handle("/api/contract-fingerprints.json", kernel.HandlerFunc(s.getFingerprints)).Methods(http.MethodGet)
+	r.Handle("/api/changelog.json", kernel.HandlerFunc(s.getChangelog)).Methods(http.MethodGet)
 }
 
 func (s *Server) getFingerprints(w http.ResponseWriter, _ *http.Request) error {
 	kernel.WriteBody(w, http.StatusOK, s.fingerprints)
+	return nil
+}
+
+func (s *Server) getChangelog(w http.ResponseWriter, _ *http.Request) error {
+	kernel.WriteBody(w, http.StatusOK, s.changelog)
 	return nil
 }

@@ -44,6 +44,8 @@ func TestFingerprintsMoveWithShapeNotProse(t *testing.T) {
 		{"a response header is added", strings.ReplaceAll(base, `"headers":{`, `"headers":{"X-New":{"schema":{"type":"string"}},`), true},
 		{"a status is added", strings.ReplaceAll(base, `"responses":{`, `"responses":{"404":{"description":"n"},`), true},
 		{"security changes", strings.ReplaceAll(base, `"get":{`, `"get":{"security":[],`), true},
+		{"a property called description is added", strings.ReplaceAll(base, `{"a":{"type":"string"}}`, `{"a":{"type":"string"},"description":{"type":"string"}}`), true},
+		{"a property called title is added", strings.ReplaceAll(base, `{"a":{"type":"string"}}`, `{"a":{"type":"string"},"title":{"type":"string"}}`), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := fingerprintsOf(t, tc.doc)["GET /x"]

@@ -20,6 +20,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"phonefleet/commands"
+	"phonefleet/http/contract"
 	"phonefleet/http/kernel"
 )
 
@@ -67,6 +68,11 @@ type Deps struct {
 	// gateway hub, which checks the gateway credential and upgrades); nil
 	// answers service_unavailable there.
 	GatewayTunnel kernel.HandlerFunc
+	// Contract is the changelog served at /api/changelog.json and the
+	// registry of deprecations and meaning changes marked in the document
+	// and on answers (evolution.go); nil is contract.Current(), the
+	// committed changelog and the production registry, which is empty.
+	Contract *contract.Evolution
 }
 
 // Server is the HTTP edge. Areas register their routes on Router; Handler is
@@ -83,6 +89,7 @@ type Server struct {
 	router       *mux.Router
 	v1           *mux.Router // /v1, behind authentication
 	fingerprints []byte      // spec 9.7, computed from the document once
+	changelog    []byte      // spec 9.11, as published
 	handler      http.Handler
 	openapi      []byte
 }
@@ -114,13 +121,25 @@ func New(deps Deps) *Server {
 	if s.shutdownTimeout <= 0 {
 		s.shutdownTimeout = DefaultShutdownTimeout
 	}
+	evolution := contract.Current()
+	if deps.Contract != nil {
+		evolution = *deps.Contract
+	}
+	if err := evolution.Registry.Validate(); err != nil {
+		panic(fmt.Sprintf("httpapi: contract registry: %v", err))
+	}
 	doc, err := embeddedOpenAPI()
 	if err != nil {
 		panic(fmt.Sprintf("httpapi: %v", err))
 	}
-	s.openapi = doc
-	if s.fingerprints, err = contractFingerprints(doc); err != nil {
+	if s.openapi, err = markEvolution(doc, evolution.Registry); err != nil {
+		panic(fmt.Sprintf("httpapi: %v", err))
+	}
+	if s.fingerprints, err = contractFingerprints(s.openapi); err != nil {
 		panic(fmt.Sprintf("httpapi: contract fingerprints: %v", err))
+	}
+	if s.changelog, err = evolution.Changelog.Published(); err != nil {
+		panic(fmt.Sprintf("httpapi: contract changelog: %v", err))
 	}
 
 	// SkipClean: a non-canonical path (//healthz, /v1/../x) answers the
@@ -173,6 +192,9 @@ func New(deps Deps) *Server {
 	}
 	// /tasks and /runs (spec 9.4) are deliberately not mounted: they answer
 	// not_found like any other unserved path.
+	if mw := deprecationHeaders(s.router, evolution.Registry.Operations()); mw != nil {
+		s.router.Use(mw)
+	}
 
 	// The middleware chain. Each wrap goes around the one before, so the last
 	// wrap is the outermost; on the wire a request passes

@@ -24,6 +24,7 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	httpapi "phonefleet/http"
+	"phonefleet/http/contract"
 	"phonefleet/internal/identity"
 	"phonefleet/mcp"
 	"phonefleet/projections"
@@ -48,6 +49,14 @@ func startService(t testing.TB, devices int) *service {
 
 // startServiceWith starts the edge over a fleet started with opts.
 func startServiceWith(t testing.TB, opts fleettest.Options) *service {
+	t.Helper()
+	return startServiceEvolving(t, opts, nil)
+}
+
+// startServiceEvolving starts the edge over a fleet started with opts, its
+// tool surface and edge given ev as their contract's evolution (nil: the
+// committed changelog and the production registry).
+func startServiceEvolving(t testing.TB, opts fleettest.Options, ev *contract.Evolution) *service {
 	t.Helper()
 	fe := fleettest.Start(t, opts)
 	ctx := testutil.Context(t)
@@ -90,7 +99,7 @@ func startServiceWith(t testing.TB, opts fleettest.Options) *service {
 	base := webhooks.Webhooks{Store: store, Box: box, ReadModels: testutil.ReadModels{RM: runner}}
 	app := commands.NewApplication(commands.Capabilities{Fleet: fe.Fleet, Runs: fe.Runs,
 		Webhooks: &webhooks.Capability{Webhooks: base, Queries: projections.WebhookQueries{DB: pool}}})
-	tools, err := mcp.New(mcp.Deps{App: &app, Mode: "local"})
+	tools, err := mcp.New(mcp.Deps{App: &app, Mode: "local", Contract: ev})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +107,7 @@ func startServiceWith(t testing.TB, opts fleettest.Options) *service {
 	auth := &identity.Authenticator{Mode: "local", LocalOrgID: fe.OrgID,
 		Keys: &identity.KeyVerifier{Lookup: projections.APIKeyReader{DB: pool}, Hasher: hasher}}
 	edge := httpapi.New(httpapi.Deps{Logger: fleettest.Quiet, Mode: "local", Auth: auth, LocalOrgID: fe.OrgID,
-		App: &app, MCP: tools})
+		App: &app, MCP: tools, Contract: ev})
 	ts := httptest.NewServer(edge.Handler())
 	// Cleanups run last-in first-out: the server stops before the runner
 	// and the pool, and the fleet (registered first) after them.
@@ -126,6 +135,8 @@ type result struct {
 	// structured is the result's structuredContent (must stay empty on
 	// errors).
 	structured any
+	// meta is the result's _meta.
+	meta map[string]any
 }
 
 // json decodes the last text block into v.
@@ -151,6 +162,9 @@ type agent interface {
 // sdkTool is a listed tool as a client sees it.
 type sdkTool struct {
 	Name        string
+	Description string
+	// Meta is the definition's _meta.
+	Meta        map[string]any
 	ReadOnly    *bool
 	Destructive *bool
 	// OutputSchema is the declared output schema as the client decoded it.
@@ -221,7 +235,10 @@ func (a *mcpGoAgent) tools(t *testing.T) []sdkTool {
 	}
 	var out []sdkTool
 	for _, tl := range res.Tools {
-		st := sdkTool{Name: tl.Name, ReadOnly: tl.Annotations.ReadOnlyHint, Destructive: tl.Annotations.DestructiveHint}
+		st := sdkTool{Name: tl.Name, Description: tl.Description, ReadOnly: tl.Annotations.ReadOnlyHint, Destructive: tl.Annotations.DestructiveHint}
+		if tl.Meta != nil {
+			st.Meta = tl.Meta.AdditionalFields
+		}
 		if tl.OutputSchema.Type != "" {
 			// mcp-go decodes the schema into its struct (type, properties,
 			// required, additionalProperties, $defs): what its users see.
@@ -249,6 +266,9 @@ func (a *mcpGoAgent) call(t *testing.T, name string, args map[string]any) (resul
 		return result{}, err
 	}
 	out := result{isError: res.IsError, structured: res.StructuredContent}
+	if res.Meta != nil {
+		out.meta = res.Meta.AdditionalFields
+	}
 	for _, c := range res.Content {
 		switch c := c.(type) {
 		case mcpgo.TextContent:
@@ -312,7 +332,7 @@ func (a *sdkAgent) tools(t *testing.T) []sdkTool {
 	}
 	var out []sdkTool
 	for _, tl := range res.Tools {
-		st := sdkTool{Name: tl.Name, OutputSchema: tl.OutputSchema}
+		st := sdkTool{Name: tl.Name, Description: tl.Description, Meta: tl.Meta, OutputSchema: tl.OutputSchema}
 		if tl.Annotations != nil {
 			ro := tl.Annotations.ReadOnlyHint
 			st.ReadOnly, st.Destructive = &ro, tl.Annotations.DestructiveHint
@@ -330,7 +350,7 @@ func (a *sdkAgent) call(t *testing.T, name string, args map[string]any) (result,
 	if err != nil {
 		return result{}, err
 	}
-	out := result{isError: res.IsError, structured: res.StructuredContent}
+	out := result{isError: res.IsError, structured: res.StructuredContent, meta: res.Meta}
 	for _, c := range res.Content {
 		switch c := c.(type) {
 		case *sdk.TextContent:

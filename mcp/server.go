@@ -62,17 +62,20 @@ import (
 
 	"phonefleet/commands"
 	"phonefleet/domain"
+	"phonefleet/http/contract"
 	"phonefleet/http/kernel"
 )
 
 // ServerName is the serverInfo name every client sees at connect time.
 const ServerName = "phonefleet"
 
-// ToolSurfaceVersion is the version of the tool surface, reported as
-// serverInfo.version (spec 9.8, 9.9). Tools keep their names; an additive
-// change (a new tool, an optional argument, a result field) keeps the
-// version, and only removing or renaming something bumps its major number.
-const ToolSurfaceVersion = "1.0.0"
+// ToolSurfaceVersion is the version of the tool surface the service
+// reports as serverInfo.version (spec 9.8, 9.9). It is derived from the
+// committed changelog (contract.Changelog.ToolSurfaceVersion), never
+// written by hand: tools keep their names, an additive change (a new tool,
+// an optional argument, a result field) keeps the version, and the removal
+// of a tool, recorded by `make changelog`, bumps its major number.
+var ToolSurfaceVersion = contract.Current().Changelog.ToolSurfaceVersion()
 
 // instructions is what an agent reads first (initialize / server/discover).
 const instructions = `phonefleet controls real and simulated phones. A typical session:
@@ -96,6 +99,11 @@ type Deps struct {
 	// Logger receives the cause of every internal_error a tool answers;
 	// nil discards.
 	Logger *slog.Logger
+	// Contract is the changelog the tool surface version is derived from
+	// and the registry of deprecated tools and meaning changes
+	// (evolution.go); nil is contract.Current(), the committed changelog
+	// and the production registry, which is empty.
+	Contract *contract.Evolution
 }
 
 // Server is the tool surface: an http.Handler for /mcp.
@@ -124,7 +132,14 @@ func New(deps Deps) (*Server, error) {
 	} else {
 		s.app = commands.NewApplication(commands.Capabilities{})
 	}
-	s.mcp = server.NewMCPServer(ServerName, ToolSurfaceVersion,
+	evolution := contract.Current()
+	if deps.Contract != nil {
+		evolution = *deps.Contract
+	}
+	if err := evolution.Registry.Validate(); err != nil {
+		return nil, fmt.Errorf("mcp: contract registry: %w", err)
+	}
+	s.mcp = server.NewMCPServer(ServerName, evolution.Changelog.ToolSurfaceVersion(),
 		server.WithTitle("phonefleet"),
 		server.WithInstructions(instructions),
 		server.WithToolCapabilities(false),
@@ -147,9 +162,15 @@ func New(deps Deps) (*Server, error) {
 		}
 		s.tools[t.def.Name] = t
 		s.order = append(s.order, t.def.Name)
-		s.mcp.AddTool(t.def, s.handle(t))
 	}
 	slices.Sort(s.order)
+	if err := s.markEvolution(evolution.Registry); err != nil {
+		return nil, err
+	}
+	for _, name := range s.order {
+		t := s.tools[name]
+		s.mcp.AddTool(t.def, s.handle(t))
+	}
 	s.http = server.NewStreamableHTTPServer(s.mcp,
 		// Nothing is ever pushed to a client (the tool list is fixed and no
 		// tool asks the client anything), so there is no standalone GET

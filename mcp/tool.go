@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"phonefleet/domain"
+	"phonefleet/http/contract"
 )
 
 // tool is one tool of the surface: its published definition, what a
@@ -34,6 +35,9 @@ type tool struct {
 	// run does the work; arguments have passed the input schema. It
 	// returns the result, or an error the envelope renders.
 	run func(ctx context.Context, a domain.Auth, args json.RawMessage) (*mcpgo.CallToolResult, error)
+	// deprecation, when set, is the tool's entry in the contract's
+	// deprecation registry: its results carry a warning (evolution.go).
+	deprecation *contract.Deprecation
 }
 
 // hints are a tool's behaviour annotations (MCP ToolAnnotation).
@@ -104,8 +108,17 @@ func sessionOnly(what string) func(string, domain.Auth) error {
 // handle adapts a tool to mcp-go: the caller's credential, then the scope
 // guard, then the input schema, then the work. Every refusal and failure is
 // a tool result with isError, a panic included (internal_error, its value
-// and stack logged); nothing here is a protocol error.
+// and stack logged); nothing here is a protocol error. A deprecated tool's
+// results carry its deprecation, whatever the outcome.
 func (s *Server) handle(t *tool) server.ToolHandlerFunc {
+	h := s.handleCall(t)
+	if t.deprecation != nil {
+		return warnDeprecated(*t.deprecation, h)
+	}
+	return h
+}
+
+func (s *Server) handleCall(t *tool) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcpgo.CallToolRequest) (res *mcpgo.CallToolResult, _ error) {
 		defer func() {
 			if p := recover(); p != nil {
