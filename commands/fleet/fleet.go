@@ -10,7 +10,6 @@ import (
 	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/internal/devices"
 	"phonefleet/projections"
 )
 
@@ -26,7 +25,7 @@ type DeviceRuntime interface {
 	// been recorded yet when it refuses. Errors: device_busy (retryable,
 	// with retryAfterMs) when the queue is full; device_unavailable with
 	// reason offline (retryable) when the runtime is stopping.
-	Reserve(deviceID string) (*devices.Slot, error)
+	Reserve(deviceID string) (domain.QueueSlot, error)
 	// Resolve returns the adapter of a device. Errors:
 	// backend_resolution_failed, backend_not_implemented,
 	// device_unavailable with reason offline (another process hosts it),
@@ -41,13 +40,13 @@ type DeviceRuntime interface {
 	// FrameFor names the frame showing obs: the device's last stored frame
 	// when it shows the same screen (stored is true), else a new one to
 	// store. It never fails.
-	FrameFor(d *domain.Device, obs domain.Observation, at time.Time) (frame devices.Frame, stored bool)
+	FrameFor(d *domain.Device, obs domain.Observation, at time.Time) (frame domain.StoredFrame, stored bool)
 	// RememberFrames records frames whose rows have committed. It never
 	// fails.
-	RememberFrames(frames ...devices.Frame)
+	RememberFrames(frames ...domain.StoredFrame)
 	// RecentFrame returns a frame this process stored recently; ok is
 	// false for any other (then the frames table answers). It never fails.
-	RecentFrame(frameID string) (frame devices.Frame, ok bool)
+	RecentFrame(frameID string) (frame domain.StoredFrame, ok bool)
 }
 
 // Config is what the fleet's commands need.

@@ -187,7 +187,7 @@ func (h ObserveDeviceHandler) Handle(ctx context.Context, cmd ObserveDevice) (Ob
 	if _, err := f.store.Commit(ctx, u); err != nil {
 		return Observation{}, err
 	}
-	f.runtime.RememberFrames(row.Frame)
+	f.runtime.RememberFrames(row.StoredFrame)
 	return out, nil
 }
 
