@@ -58,6 +58,13 @@ type Config struct {
 	// Runtime runs device work. Only a fleet that registers devices and
 	// nothing else (the operator command) may go without one.
 	Runtime DeviceRuntime
+	// NewSimState returns a new sim phone's starting state, saved beside
+	// its registration so that whichever process drives it restores the
+	// same phone, and fills in the registration's model and screen size
+	// (internal/backends.NewSimState). Errors: invalid_argument for an
+	// unknown model. Nil means the fleet registers no sim phones
+	// (service_unavailable).
+	NewSimState func(reg *domain.DeviceRegistered) ([]byte, error)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// ActTimeout bounds one call to a backend's Act; past it the outcome is

@@ -140,7 +140,7 @@ func Start(t testing.TB, opts Options) *Env {
 	dev := devices.Assemble(devices.AssembleConfig{Pool: pool, Logger: Quiet, QueueLimit: opts.QueueLimit,
 		FrameRetention: opts.FrameRetention, Wrap: opts.Wrap, ADBAddr: opts.ADBAddr, Catalog: backends.CatalogAPK})
 	e.Runtime, e.Sim, e.ADB, e.Registry = dev.Runtime, dev.Sim, dev.ADB, dev.Registry
-	e.Fleet = fleet.New(fleet.Config{Store: e.Store, ReadModels: e.Runner, Runtime: e.Runtime, Now: e.Now,
+	e.Fleet = fleet.New(fleet.Config{Store: e.Store, ReadModels: e.Runner, Runtime: e.Runtime, NewSimState: backends.NewSimState, Now: e.Now,
 		WaitForReceipts: opts.WaitForReceipts, HostState: backends.HostState(pool)})
 	e.Runs = runs.New(runs.Config{Store: e.Store, ReadModels: e.Runner, Devices: e.Fleet, Now: e.Now,
 		BaseURL: func() string { return "http://vrx.test" }})

@@ -20,7 +20,7 @@ func fleetProjections() []projections.Projection { return projections.Fleet() }
 func (a *App) wireFleet(context.Context) error {
 	a.devices = devices.Assemble(devices.AssembleConfig{Pool: a.db.Pool, ADBAddr: a.cfg.ADBAddr, Gateways: a.newGatewayHub(),
 		Logger: a.logger})
-	a.capabilities.Fleet = fleet.New(fleet.Config{Store: a.store, ReadModels: a.runner, Runtime: a.devices.Runtime,
+	a.capabilities.Fleet = fleet.New(fleet.Config{Store: a.store, ReadModels: a.runner, Runtime: a.devices.Runtime, NewSimState: backends.NewSimState,
 		HostState: backends.HostState(a.db.Pool)})
 	return nil
 }
