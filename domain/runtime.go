@@ -2,6 +2,7 @@ package domain
 
 import (
 	"context"
+	"errors"
 	"image"
 	"time"
 )
@@ -47,3 +48,10 @@ type LiveScreen interface {
 	ScreenHash() string
 	LiveFrame(maxWidth int) (*image.RGBA, string, error)
 }
+
+// ErrUnanswered is wrapped by the device runtime's error for a call it
+// carried to the process holding a device that was sent and not answered:
+// the call may have run there, and what that means is the caller's to say
+// (an action is settled from what was recorded; any other call answers
+// device_disconnected).
+var ErrUnanswered = errors.New("the instance holding the device did not answer")

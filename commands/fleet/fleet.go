@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -34,6 +33,19 @@ type DeviceRuntime interface {
 	// Locate names the host a device is driven under (domain.HostKey) and
 	// whether this process holds it now. It never fails.
 	Locate(d *domain.Device) (host string, local bool)
+	// Route names the host a device is driven under and whether a call on
+	// it goes to the process holding it (remote), when there is a way
+	// there. It fails only for a call forwarded here for a device held
+	// elsewhere, which its caller then asks again.
+	Route(ctx context.Context, d *domain.Device) (host string, remote bool, err error)
+	// Call sends cmd as op to the process holding host and decodes its
+	// answer into result. Errors: the holder's; device_unavailable
+	// (offline, retryable) when no holder took the call (nothing ran);
+	// one wrapping domain.ErrUnanswered when it was sent and not answered.
+	Call(ctx context.Context, host, op string, cmd, result any) error
+	// CallWatched is Call that also gives up, as unanswered, once the
+	// holder of host went away (an action, settled from its record then).
+	CallWatched(ctx context.Context, host, op string, cmd, result any) error
 	// Renderer returns the frame renderer of a backend kind, if it has
 	// one. It never fails.
 	Renderer(kind string) (domain.FrameRenderer, bool)
@@ -70,10 +82,6 @@ type Config struct {
 	// ActTimeout bounds one call to a backend's Act; past it the outcome is
 	// unknown. Zero means DefaultActTimeout.
 	ActTimeout time.Duration
-	// HostState, when set, lets a caller that forwarded an action to the
-	// instance driving its device notice that instance going away, and
-	// settle the action without waiting out the call's deadline.
-	HostState HostState
 	// WaitForReceipts makes an action answer only once the receipts read
 	// model shows its outcome, so a following receipt read agrees with it.
 	WaitForReceipts bool
@@ -94,9 +102,6 @@ type Fleet struct {
 	pool       *pgxpool.Pool
 	readModels cqrs.ReadModels
 	runtime    DeviceRuntime
-	// forwarder carries device calls to the instance driving the device;
-	// nil when there is none (SetForwarder).
-	forwarder atomic.Pointer[Forwarder]
 
 	devices *eventstore.Repository[domain.Device, domain.Event]
 	actions *eventstore.Repository[domain.ActionRecord, domain.Event]
@@ -168,6 +173,9 @@ type Handlers struct {
 	RegisterGatewayDevices cqrs.Handler[RegisterGatewayDevices, map[string]string]
 	// MarkAbandonedActions is sent by the process that takes a host over.
 	MarkAbandonedActions cqrs.Handler[MarkAbandonedActions, int]
+	// LiveFrame is sent by the instance that does not drive a device, for
+	// a live screen opened there (a forwarded call).
+	LiveFrame cqrs.Handler[LiveFrame, LiveFrameAnswer]
 	// Live sessions: join (or open) in a role, end.
 	JoinLiveSession cqrs.Handler[JoinLiveSession, JoinedLiveSession]
 	EndLiveSession  cqrs.Handler[EndLiveSession, cqrs.Done]
@@ -206,6 +214,7 @@ func (f *Fleet) Handlers(d cqrs.Decorator) Handlers {
 		RecordDeviceConnection: cqrs.Serve(d, f.RecordDeviceConnection()),
 		RegisterGatewayDevices: cqrs.Serve(d, f.RegisterGatewayDevices()),
 		MarkAbandonedActions:   cqrs.Serve(d, f.MarkAbandonedActions()),
+		LiveFrame:              cqrs.Serve(d, f.LiveFrame()),
 		JoinLiveSession:        cqrs.Serve(d, live.JoinLiveSession()),
 		EndLiveSession:         cqrs.Serve(d, live.EndLiveSession()),
 		ListDevices:            cqrs.Serve(d, ListDevicesHandler{f}),

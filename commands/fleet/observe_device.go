@@ -112,7 +112,7 @@ func (h ObserveDeviceHandler) Handle(ctx context.Context, cmd ObserveDevice) (Ob
 	if err != nil {
 		return Observation{}, err
 	}
-	if host, remote, err := f.remote(ctx, &d); err != nil {
+	if host, remote, err := f.runtime.Route(ctx, &d); err != nil {
 		return Observation{}, err
 	} else if remote {
 		return forwardDeviceCall[ObserveDevice, Observation](ctx, f, host, OpObserveDevice, d.ID, cmd)

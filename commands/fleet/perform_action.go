@@ -111,7 +111,7 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 			out, err = refuse(domain.ErrDeviceNotFound(cmd.DeviceID))
 			return err
 		}
-		if host, remote, err := f.remote(ctx, &d); err != nil {
+		if host, remote, err := f.runtime.Route(ctx, &d); err != nil {
 			return err
 		} else if remote {
 			out, err = h.forward(ctx, cmd, host, fp)

@@ -154,15 +154,15 @@ func (h OpenStreamHandler) Handle(ctx context.Context, cmd OpenStream) (*ScreenS
 // here, or the instance driving it's through forwarded live_frame calls.
 func (st *Streams) source(ctx context.Context, cmd OpenStream, d *domain.Device) (ScreenSource, domain.Capabilities, error) {
 	f := st.f
-	host, remote, err := f.remote(ctx, d)
+	host, remote, err := f.runtime.Route(ctx, d)
 	if err != nil {
 		return nil, domain.Capabilities{}, err
 	}
 	if remote {
-		c := liveFrameCall{Auth: cmd.Auth, DeviceID: d.ID}
+		c := LiveFrame{Auth: cmd.Auth, DeviceID: d.ID}
 		probe := c
 		probe.HashOnly = true
-		a, err := forwardDeviceCall[liveFrameCall, liveFrameAnswer](ctx, f, host, OpLiveFrame, d.ID, probe)
+		a, err := forwardDeviceCall[LiveFrame, LiveFrameAnswer](ctx, f, host, OpLiveFrame, d.ID, probe)
 		if err != nil {
 			return nil, domain.Capabilities{}, err
 		}

@@ -230,7 +230,7 @@ func (c *GatewayClaims) Held() []string {
 	return keys
 }
 
-// HostState returns a reader of who holds a host (commands.HostState): for
+// HostState returns a reader of who holds a host (devices.HostState): for
 // the sim host or a gateway's ("gw.<gatewayId>"), the epoch of its last
 // take (0 when never taken) and whether any process holds its advisory
 // lock in this database now. Errors are the database's, or one naming a

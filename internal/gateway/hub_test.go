@@ -138,8 +138,8 @@ func (e *hubEnv) instance(t *testing.T, opts instanceOptions) *instance {
 	hub := gateway.NewHub(gateway.HubConfig{Claims: claims, Store: e.store,
 		CheckEvery: opts.checkEvery, Tunnel: opts.tunnel, Logger: quiet})
 	rt := devices.Assemble(devices.AssembleConfig{Pool: e.pool, Gateways: hub, Logger: quiet}).Runtime
-	fl := fleet.New(fleet.Config{Store: e.store, ReadModels: e.runner, Runtime: rt, NewSimState: backends.NewSimState, WaitForReceipts: true,
-		HostState: backends.HostState(e.pool)})
+	fl := fleet.New(fleet.Config{Store: e.store, ReadModels: e.runner, Runtime: rt, NewSimState: backends.NewSimState,
+		WaitForReceipts: true})
 	app := commands.NewApplication(commands.Capabilities{Fleet: fl, Gateways: e.gateways, Logger: quiet})
 	settle := workers.AbandonedActions{Mark: app.Fleet.MarkAbandonedActions, Logger: quiet}.Settle
 	if err := rt.Prepare(testutil.Context(t), settle); err != nil {
