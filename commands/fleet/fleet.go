@@ -171,6 +171,9 @@ type Handlers struct {
 	// RegisterGatewayDevices is sent by the gateway hub for the devices a
 	// gateway reports.
 	RegisterGatewayDevices cqrs.Handler[RegisterGatewayDevices, map[string]string]
+	// ListGatewayDevices is asked by the gateway hub and the orphaned
+	// gateway sweep for a gateway's devices.
+	ListGatewayDevices cqrs.Handler[ListGatewayDevices, map[string]string]
 	// MarkAbandonedActions is sent by the process that takes a host over.
 	MarkAbandonedActions cqrs.Handler[MarkAbandonedActions, int]
 	// LiveFrame is sent by the instance that does not drive a device, for
@@ -213,6 +216,7 @@ func (f *Fleet) Handlers(d cqrs.Decorator) Handlers {
 		RegisterDevices:        cqrs.Serve(d, f.RegisterDevices()),
 		RecordDeviceConnection: cqrs.Serve(d, f.RecordDeviceConnection()),
 		RegisterGatewayDevices: cqrs.Serve(d, f.RegisterGatewayDevices()),
+		ListGatewayDevices:     cqrs.Serve(d, ListGatewayDevicesHandler{f}),
 		MarkAbandonedActions:   cqrs.Serve(d, f.MarkAbandonedActions()),
 		LiveFrame:              cqrs.Serve(d, f.LiveFrame()),
 		JoinLiveSession:        cqrs.Serve(d, live.JoinLiveSession()),

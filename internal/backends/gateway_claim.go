@@ -125,6 +125,16 @@ func (c *GatewayClaims) Take(ctx context.Context, gatewayID string) (tookOver bo
 	return !continuous, nil
 }
 
+// Holder returns the process recorded as the holder of gateway
+// gatewayID's claim (table gateway_hosts): this process's id while it
+// holds the claim, as recorded for the tunnel it serves. Errors are the
+// database's (pgx.ErrNoRows for a gateway never taken).
+func (c *GatewayClaims) Holder(ctx context.Context, gatewayID string) (string, error) {
+	var id string
+	err := c.pool.QueryRow(ctx, `SELECT holder FROM gateway_hosts WHERE gateway_id = $1`, gatewayID).Scan(&id)
+	return id, err
+}
+
 // Release gives the claim on gatewayID back; it does nothing when this
 // process does not hold it.
 func (c *GatewayClaims) Release(gatewayID string) {

@@ -58,6 +58,6 @@ func (a *App) serveFleet(ctx context.Context) error {
 		workers.DeviceResets{Reset: a.app.Fleet.ResetDevice, Pool: a.db.Pool, Logger: a.logger}.Run,
 	)
 	a.serveADBDiscovery()
-	a.serveGatewayHub()
+	a.serveGatewayHub(settle)
 	return nil
 }
