@@ -13,11 +13,12 @@ import (
 )
 
 // DeviceRuntime is the device runtime as the fleet's commands use it
-// (internal/devices.Runtime implements it): where each device is hosted,
-// its backend adapter, its queue, and the caches of recently stored
-// frames. Commands run their device work as closures submitted to a
-// device's queue and record the outcome themselves; the runtime never
-// calls back into them.
+// (internal/devices.Runtime implements it), in domain types: where each
+// device is hosted and how a call reaches the process holding it, its
+// backend adapter, its queue, and the caches of recently stored frames.
+// Commands run their device work as closures submitted to a device's
+// queue and record the outcome themselves; the runtime never calls back
+// into them.
 type DeviceRuntime interface {
 	// Reserve claims a place at the end of the device's queue; jobs run
 	// one at a time in the order their places were reserved. Nothing has
