@@ -312,3 +312,38 @@ func clipText(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// APIKeyRecord is one API key as the key store (the api_keys read model)
+// holds it: what verifying a presented key and listing keys read.
+type APIKeyRecord struct {
+	ID           string
+	OrgID        string
+	Name         string
+	Scopes       []Scope
+	DeviceIDs    []string // nil: every device
+	MintedBy     string
+	MintedByRole string
+	Instance     string
+	SecretHash   []byte
+	PreviousHash []byte
+	// PreviousValidUntil is when the secret replaced by the last rotation
+	// stops working (zero when never rotated).
+	PreviousValidUntil time.Time
+	MintedAt           time.Time
+	ExpiresAt          time.Time
+	RotatedAt          time.Time
+	RenewedAt          time.Time
+	NarrowedAt         time.Time
+	RevokedAt          time.Time
+}
+
+// State returns active, expired or revoked at now.
+func (k APIKeyRecord) State(now time.Time) string {
+	switch {
+	case !k.RevokedAt.IsZero():
+		return KeyStateRevoked
+	case !now.Before(k.ExpiresAt):
+		return KeyStateExpired
+	}
+	return KeyStateActive
+}

@@ -14,6 +14,7 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
+	"phonefleet/internal/backends"
 	"phonefleet/internal/payments"
 	"phonefleet/projections"
 	"phonefleet/testutil"
@@ -48,7 +49,7 @@ func newFulHTTPEnv(t *testing.T) *fulHTTPEnv {
 	_, store := testStore(t, 8)
 	runner := runProjections(t, store, append(projections.Fleet(), projections.Fulfilments{})...)
 	e := &fulHTTPEnv{t: t, store: store, now: time.Now().UTC().Truncate(time.Second)}
-	fleet := fleet.New(fleet.Config{Store: store, ReadModels: runner})
+	fleet := fleet.New(fleet.Config{Store: store, ReadModels: runner, NewSimState: backends.NewSimState})
 	p := provisioning.New(provisioning.Config{Store: store, Devices: fleet, WebhookSecret: fulWebhookSecret,
 		Now:        func() time.Time { return e.now },
 		ReadModels: testutil.ReadModels{RM: runner}})

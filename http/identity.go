@@ -11,7 +11,6 @@ import (
 	"phonefleet/domain"
 	"phonefleet/http/kernel"
 	"phonefleet/internal/identity"
-	"phonefleet/projections"
 )
 
 // IdentityDeps is what the routes of API keys (spec 5.3), the discovery
@@ -113,7 +112,7 @@ func (s *Server) keyNow() time.Time {
 	return time.Now()
 }
 
-func (s *Server) keyJSON(k projections.APIKeyRecord) apiKeyJSON {
+func (s *Server) keyJSON(k domain.APIKeyRecord) apiKeyJSON {
 	now := s.keyNow()
 	out := apiKeyJSON{
 		ID: k.ID, Name: k.Name, Scopes: k.Scopes, DeviceIDs: k.DeviceIDs, State: k.State(now),

@@ -106,40 +106,6 @@ func scopeStrings(s []domain.Scope) []string {
 	return out
 }
 
-// APIKeyRecord is one row of the key store.
-type APIKeyRecord struct {
-	ID           string
-	OrgID        string
-	Name         string
-	Scopes       []domain.Scope
-	DeviceIDs    []string // nil: every device
-	MintedBy     string
-	MintedByRole string
-	Instance     string
-	SecretHash   []byte
-	PreviousHash []byte
-	// PreviousValidUntil is when the secret replaced by the last rotation
-	// stops working (zero when never rotated).
-	PreviousValidUntil time.Time
-	MintedAt           time.Time
-	ExpiresAt          time.Time
-	RotatedAt          time.Time
-	RenewedAt          time.Time
-	NarrowedAt         time.Time
-	RevokedAt          time.Time
-}
-
-// State returns active, expired or revoked at now.
-func (k APIKeyRecord) State(now time.Time) string {
-	switch {
-	case !k.RevokedAt.IsZero():
-		return domain.KeyStateRevoked
-	case !now.Before(k.ExpiresAt):
-		return domain.KeyStateExpired
-	}
-	return domain.KeyStateActive
-}
-
 // APIKeyReader reads the key store through its public view.
 type APIKeyReader struct {
 	DB eventstore.DB
@@ -148,8 +114,8 @@ type APIKeyReader struct {
 const apiKeyColumns = `key_id, org_id, name, scopes, device_ids, minted_by, minted_by_role, instance, secret_hash,
 	previous_hash, previous_valid_until, minted_at, expires_at, rotated_at, renewed_at, narrowed_at, revoked_at`
 
-func scanAPIKey(row pgx.Row) (APIKeyRecord, error) {
-	var k APIKeyRecord
+func scanAPIKey(row pgx.Row) (domain.APIKeyRecord, error) {
+	var k domain.APIKeyRecord
 	var scopes []string
 	var prevUntil, rotated, renewed, narrowed, revoked *time.Time
 	err := row.Scan(&k.ID, &k.OrgID, &k.Name, &scopes, &k.DeviceIDs, &k.MintedBy, &k.MintedByRole, &k.Instance,
@@ -175,10 +141,10 @@ func scanAPIKey(row pgx.Row) (APIKeyRecord, error) {
 // Lookup returns the key with id keyID for verification, whatever its
 // organisation (the key names its organisation). found is false for an id
 // that names no key.
-func (r APIKeyReader) Lookup(ctx context.Context, keyID string) (k APIKeyRecord, found bool, err error) {
+func (r APIKeyReader) Lookup(ctx context.Context, keyID string) (k domain.APIKeyRecord, found bool, err error) {
 	k, err = scanAPIKey(r.DB.QueryRow(ctx, `SELECT `+apiKeyColumns+` FROM public.api_keys WHERE key_id = $1`, keyID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return APIKeyRecord{}, false, nil
+		return domain.APIKeyRecord{}, false, nil
 	}
 	return k, err == nil, err
 }
@@ -186,29 +152,29 @@ func (r APIKeyReader) Lookup(ctx context.Context, keyID string) (k APIKeyRecord,
 // Get returns the key keyID if a may manage it: it belongs to a's
 // organisation and, for a member, was minted by a. Anything else is
 // domain.APIKeyNotFound, the same answer as for an id that names nothing.
-func (r APIKeyReader) Get(ctx context.Context, a domain.Auth, keyID string) (APIKeyRecord, error) {
+func (r APIKeyReader) Get(ctx context.Context, a domain.Auth, keyID string) (domain.APIKeyRecord, error) {
 	k, err := scanAPIKey(r.DB.QueryRow(ctx, `SELECT `+apiKeyColumns+` FROM public.api_keys
 		WHERE org_id = $1 AND key_id = $2 AND ($3 = '' OR minted_by = $3)`, a.OrgID, keyID, memberFilter(a)))
 	found := err == nil
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return APIKeyRecord{}, err
+		return domain.APIKeyRecord{}, err
 	}
 	if err := a.Owned(k.OrgID, found, domain.APIKeyNotFound); err != nil {
-		return APIKeyRecord{}, err
+		return domain.APIKeyRecord{}, err
 	}
 	return k, nil
 }
 
 // List returns the keys a may manage, newest first: every key of the
 // organisation for an admin, the keys they minted for a member.
-func (r APIKeyReader) List(ctx context.Context, a domain.Auth) ([]APIKeyRecord, error) {
+func (r APIKeyReader) List(ctx context.Context, a domain.Auth) ([]domain.APIKeyRecord, error) {
 	rows, err := r.DB.Query(ctx, `SELECT `+apiKeyColumns+` FROM public.api_keys
 		WHERE org_id = $1 AND ($2 = '' OR minted_by = $2) ORDER BY minted_at DESC, key_id DESC`, a.OrgID, memberFilter(a))
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := []APIKeyRecord{}
+	out := []domain.APIKeyRecord{}
 	for rows.Next() {
 		k, err := scanAPIKey(rows)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/backends"
 	"phonefleet/testutil"
 )
 
@@ -29,7 +30,7 @@ func TestFulfilmentsRefund(t *testing.T) {
 	defer pool.Close()
 	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
 	org, ful := domain.NewID(domain.PrefixOrganisation), domain.NewID(domain.PrefixFulfilment)
-	devices, err := fleet.New(fleet.Config{Store: store}).RegisterDevices().Handle(ctx,
+	devices, err := fleet.New(fleet.Config{Store: store, NewSimState: backends.NewSimState}).RegisterDevices().Handle(ctx,
 		fleet.RegisterDevices{OrgID: org, Backend: domain.BackendSim, Count: 1, SeedMarker: domain.FulfilmentDeviceStream(ful)})
 	if err != nil || len(devices) != 1 {
 		t.Fatalf("register: %v, %v", devices, err)

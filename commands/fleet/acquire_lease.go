@@ -42,7 +42,7 @@ func (h AcquireLeaseHandler) Handle(ctx context.Context, cmd AcquireLease) (proj
 		// Whether the device can reset is the backend's to say: ask the
 		// instance driving it.
 		if d, err := h.f.visibleDevice(ctx, cmd.Auth, cmd.DeviceID); err == nil {
-			if host, remote, err := h.f.remote(ctx, &d); err != nil {
+			if host, remote, err := h.f.runtime.Route(ctx, &d); err != nil {
 				return projections.LeaseView{}, err
 			} else if remote {
 				return forwardDeviceCall[AcquireLease, projections.LeaseView](ctx, h.f, host, OpAcquireLease, d.ID, cmd)

@@ -12,12 +12,13 @@ import (
 	"phonefleet/commands/fleet"
 	"phonefleet/commands/runs"
 	"phonefleet/domain"
+	"phonefleet/internal/devices"
 	"phonefleet/internal/sim"
 	"phonefleet/testutil"
 	"phonefleet/testutil/fleettest"
 )
 
-// loopback is a Forwarder between fleets of one test: a call goes to the
+// loopback is a Transport between fleets of one test: a call goes to the
 // fleet whose runtime holds the host, as the cluster transport sends it to
 // the process holding it. lose, when set, decides a call's fate first.
 type loopback struct {
@@ -42,16 +43,16 @@ func (l *loopback) Forward(ctx context.Context, host, op string, body []byte) ([
 			if lose != nil {
 				deliver, err := lose(op)
 				if deliver {
-					e.Fleet.ServeForwarded(ctx, op, body)
+					e.Calls.Serve(ctx, op, body)
 				}
 				if err != nil {
 					return nil, err
 				}
 			}
-			return e.Fleet.ServeForwarded(ctx, op, body), nil
+			return e.Calls.Serve(ctx, op, body), nil
 		}
 	}
-	return nil, fmt.Errorf("nobody holds %s: %w", host, fleet.ErrNotDelivered)
+	return nil, fmt.Errorf("nobody holds %s: %w", host, devices.ErrNotDelivered)
 }
 
 // twoInstances starts two fleets on one database and organisation: h
@@ -60,14 +61,13 @@ func twoInstances(t *testing.T) (h, n *fleettest.Env, lb *loopback, dev string) 
 	t.Helper()
 	url := testutil.DatabaseURL(t)
 	org := domain.NewID(domain.PrefixOrganisation)
-	h = fleettest.Start(t, fleettest.Options{DatabaseURL: url, OrgID: org, Devices: 1, WaitForReceipts: true})
-	n = fleettest.Start(t, fleettest.Options{DatabaseURL: url, OrgID: org, WaitForReceipts: true})
+	lb = &loopback{}
+	h = fleettest.Start(t, fleettest.Options{DatabaseURL: url, OrgID: org, Devices: 1, WaitForReceipts: true, Transport: lb})
+	n = fleettest.Start(t, fleettest.Options{DatabaseURL: url, OrgID: org, WaitForReceipts: true, Transport: lb})
 	if !h.Runtime.Hosting() || n.Runtime.Hosting() {
 		t.Fatalf("hosting: first %v, second %v; want the first only", h.Runtime.Hosting(), n.Runtime.Hosting())
 	}
-	lb = &loopback{envs: []*fleettest.Env{h, n}}
-	h.Fleet.SetForwarder(lb)
-	n.Fleet.SetForwarder(lb)
+	lb.envs = []*fleettest.Env{h, n}
 	return h, n, lb, h.DeviceIDs[0]
 }
 

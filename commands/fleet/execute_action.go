@@ -8,7 +8,6 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/internal/devices"
 )
 
 // recordTimeout bounds recording an outcome once the device has acted; the
@@ -28,7 +27,7 @@ type jobResult struct {
 // abandon instead when the runtime stops first. Whichever ran answers on
 // the returned channel, which has room for the one result, so the device
 // never waits for a caller that gave up.
-func submit(slot *devices.Slot, run, abandon func(ctx context.Context) jobResult) <-chan jobResult {
+func submit(slot domain.QueueSlot, run, abandon func(ctx context.Context) jobResult) <-chan jobResult {
 	done := make(chan jobResult, 1)
 	slot.Submit(func(ctx context.Context) { done <- run(ctx) }, func(ctx context.Context) { done <- abandon(ctx) })
 	return done
@@ -274,7 +273,7 @@ func (o *outcome) record(state string, ev domain.Event, saveState bool, frames .
 	}
 	if len(c.Appends) > 0 {
 		for _, row := range rows {
-			f.runtime.RememberFrames(row.Frame)
+			f.runtime.RememberFrames(row.StoredFrame)
 		}
 	}
 	*o.rec = rec

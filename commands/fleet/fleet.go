@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -10,23 +9,23 @@ import (
 	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/internal/devices"
 	"phonefleet/projections"
 )
 
 // DeviceRuntime is the device runtime as the fleet's commands use it
-// (internal/devices.Runtime implements it): where each device is hosted,
-// its backend adapter, its queue, and the caches of recently stored
-// frames. Commands run their device work as closures submitted to a
-// device's queue and record the outcome themselves; the runtime never
-// calls back into them.
+// (internal/devices.Runtime implements it), in domain types: where each
+// device is hosted and how a call reaches the process holding it, its
+// backend adapter, its queue, and the caches of recently stored frames.
+// Commands run their device work as closures submitted to a device's
+// queue and record the outcome themselves; the runtime never calls back
+// into them.
 type DeviceRuntime interface {
 	// Reserve claims a place at the end of the device's queue; jobs run
 	// one at a time in the order their places were reserved. Nothing has
 	// been recorded yet when it refuses. Errors: device_busy (retryable,
 	// with retryAfterMs) when the queue is full; device_unavailable with
 	// reason offline (retryable) when the runtime is stopping.
-	Reserve(deviceID string) (*devices.Slot, error)
+	Reserve(deviceID string) (domain.QueueSlot, error)
 	// Resolve returns the adapter of a device. Errors:
 	// backend_resolution_failed, backend_not_implemented,
 	// device_unavailable with reason offline (another process hosts it),
@@ -35,19 +34,32 @@ type DeviceRuntime interface {
 	// Locate names the host a device is driven under (domain.HostKey) and
 	// whether this process holds it now. It never fails.
 	Locate(d *domain.Device) (host string, local bool)
+	// Route names the host a device is driven under and whether a call on
+	// it goes to the process holding it (remote), when there is a way
+	// there. It fails only for a call forwarded here for a device held
+	// elsewhere, which its caller then asks again.
+	Route(ctx context.Context, d *domain.Device) (host string, remote bool, err error)
+	// Call sends cmd as op to the process holding host and decodes its
+	// answer into result. Errors: the holder's; device_unavailable
+	// (offline, retryable) when no holder took the call (nothing ran);
+	// one wrapping domain.ErrUnanswered when it was sent and not answered.
+	Call(ctx context.Context, host, op string, cmd, result any) error
+	// CallWatched is Call that also gives up, as unanswered, once the
+	// holder of host went away (an action, settled from its record then).
+	CallWatched(ctx context.Context, host, op string, cmd, result any) error
 	// Renderer returns the frame renderer of a backend kind, if it has
 	// one. It never fails.
 	Renderer(kind string) (domain.FrameRenderer, bool)
 	// FrameFor names the frame showing obs: the device's last stored frame
 	// when it shows the same screen (stored is true), else a new one to
 	// store. It never fails.
-	FrameFor(d *domain.Device, obs domain.Observation, at time.Time) (frame devices.Frame, stored bool)
+	FrameFor(d *domain.Device, obs domain.Observation, at time.Time) (frame domain.StoredFrame, stored bool)
 	// RememberFrames records frames whose rows have committed. It never
 	// fails.
-	RememberFrames(frames ...devices.Frame)
+	RememberFrames(frames ...domain.StoredFrame)
 	// RecentFrame returns a frame this process stored recently; ok is
 	// false for any other (then the frames table answers). It never fails.
-	RecentFrame(frameID string) (frame devices.Frame, ok bool)
+	RecentFrame(frameID string) (frame domain.StoredFrame, ok bool)
 }
 
 // Config is what the fleet's commands need.
@@ -59,15 +71,18 @@ type Config struct {
 	// Runtime runs device work. Only a fleet that registers devices and
 	// nothing else (the operator command) may go without one.
 	Runtime DeviceRuntime
+	// NewSimState returns a new sim phone's starting state, saved beside
+	// its registration so that whichever process drives it restores the
+	// same phone, and fills in the registration's model and screen size
+	// (internal/backends.NewSimState). Errors: invalid_argument for an
+	// unknown model. Nil means the fleet registers no sim phones
+	// (service_unavailable).
+	NewSimState func(reg *domain.DeviceRegistered) ([]byte, error)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// ActTimeout bounds one call to a backend's Act; past it the outcome is
 	// unknown. Zero means DefaultActTimeout.
 	ActTimeout time.Duration
-	// HostState, when set, lets a caller that forwarded an action to the
-	// instance driving its device notice that instance going away, and
-	// settle the action without waiting out the call's deadline.
-	HostState HostState
 	// WaitForReceipts makes an action answer only once the receipts read
 	// model shows its outcome, so a following receipt read agrees with it.
 	WaitForReceipts bool
@@ -88,9 +103,6 @@ type Fleet struct {
 	pool       *pgxpool.Pool
 	readModels cqrs.ReadModels
 	runtime    DeviceRuntime
-	// forwarder carries device calls to the instance driving the device;
-	// nil when there is none (SetForwarder).
-	forwarder atomic.Pointer[Forwarder]
 
 	devices *eventstore.Repository[domain.Device, domain.Event]
 	actions *eventstore.Repository[domain.ActionRecord, domain.Event]
@@ -160,8 +172,14 @@ type Handlers struct {
 	// RegisterGatewayDevices is sent by the gateway hub for the devices a
 	// gateway reports.
 	RegisterGatewayDevices cqrs.Handler[RegisterGatewayDevices, map[string]string]
+	// ListGatewayDevices is asked by the gateway hub and the orphaned
+	// gateway sweep for a gateway's devices.
+	ListGatewayDevices cqrs.Handler[ListGatewayDevices, map[string]string]
 	// MarkAbandonedActions is sent by the process that takes a host over.
 	MarkAbandonedActions cqrs.Handler[MarkAbandonedActions, int]
+	// LiveFrame is sent by the instance that does not drive a device, for
+	// a live screen opened there (a forwarded call).
+	LiveFrame cqrs.Handler[LiveFrame, LiveFrameAnswer]
 	// Live sessions: join (or open) in a role, end.
 	JoinLiveSession cqrs.Handler[JoinLiveSession, JoinedLiveSession]
 	EndLiveSession  cqrs.Handler[EndLiveSession, cqrs.Done]
@@ -199,7 +217,9 @@ func (f *Fleet) Handlers(d cqrs.Decorator) Handlers {
 		RegisterDevices:        cqrs.Serve(d, f.RegisterDevices()),
 		RecordDeviceConnection: cqrs.Serve(d, f.RecordDeviceConnection()),
 		RegisterGatewayDevices: cqrs.Serve(d, f.RegisterGatewayDevices()),
+		ListGatewayDevices:     cqrs.Serve(d, ListGatewayDevicesHandler{f}),
 		MarkAbandonedActions:   cqrs.Serve(d, f.MarkAbandonedActions()),
+		LiveFrame:              cqrs.Serve(d, f.LiveFrame()),
 		JoinLiveSession:        cqrs.Serve(d, live.JoinLiveSession()),
 		EndLiveSession:         cqrs.Serve(d, live.EndLiveSession()),
 		ListDevices:            cqrs.Serve(d, ListDevicesHandler{f}),

@@ -12,78 +12,25 @@ import (
 	"phonefleet/projections"
 )
 
-// HostState reports who holds a host now: the epoch of its last take and
-// whether any process holds its claim (internal/backends.HostState).
-type HostState func(ctx context.Context, host string) (epoch int64, held bool, err error)
-
-// How a caller watches the host of an action it forwarded: it looks every
-// hostWatchEvery; once the claim is free or was taken anew, it waits
-// hostLostGrace more for an answer on its way, then settles the action
-// itself.
-const (
-	hostWatchEvery = time.Second
-	hostLostGrace  = 2 * time.Second
-	settleTimeout  = 15 * time.Second
-)
-
-// errHostLost ends a forwarded action's wait: the process it was sent to
-// no longer holds the device's host.
-var errHostLost = errors.New("the instance driving the device went away")
+// settleTimeout bounds settling an action whose holder never answered.
+const settleTimeout = 15 * time.Second
 
 // forward sends the action to the instance holding the device's host. An
-// answer is the answer. When none comes — the holder died or stalled —
-// the action is settled from what was recorded (forwardUnanswered).
+// answer is the answer. When none comes — the holder died or stalled, as
+// the runtime sees by watching the host's claim — the action is settled
+// from what was recorded (forwardUnanswered).
 func (h PerformActionHandler) forward(ctx context.Context, cmd PerformAction, host, fp string) (ActOutcome, error) {
-	fctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	if h.f.cfg.HostState != nil {
-		go h.f.watchHost(fctx, cancel, host)
-	}
-	out, err := forwardCall[PerformAction, ActOutcome](fctx, h.f, host, OpPerformAction, cmd)
-	var u errUnanswered
-	if !errors.As(err, &u) {
+	var out ActOutcome
+	cctx, cancel := context.WithTimeout(ctx, forwardTimeouts[OpPerformAction])
+	err := h.f.runtime.CallWatched(cctx, host, OpPerformAction, cmd, &out)
+	cancel()
+	if !errors.Is(err, domain.ErrUnanswered) {
 		return out, err
 	}
 	if ctx.Err() != nil {
 		return ActOutcome{}, ctx.Err() // the caller gave up; a retry with the key answers the outcome
 	}
 	return h.forwardUnanswered(context.WithoutCancel(ctx), cmd, fp)
-}
-
-// watchHost cancels ctx with errHostLost once the host's claim is free or
-// taken anew since the call left (after a grace for an answer already on
-// its way).
-func (f *Fleet) watchHost(ctx context.Context, cancel context.CancelCauseFunc, host string) {
-	// The claim as the call leaves (read beside it, not before it: the
-	// call waits for no query). A takeover while it waits moves the epoch
-	// on from here; one in the moment this read takes is not seen, and
-	// the call then ends at its deadline and is settled the same way.
-	first, held, err := f.cfg.HostState(ctx, host)
-	if err != nil || !held {
-		return
-	}
-	t := time.NewTicker(hostWatchEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		epoch, held, err := f.cfg.HostState(ctx, host)
-		if err != nil {
-			continue // the database decides nothing now; the call's own deadline still holds
-		}
-		if held && epoch == first {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(hostLostGrace):
-			cancel(errHostLost)
-		}
-		return
-	}
 }
 
 // forwardUnanswered settles an action sent to the holder of its device

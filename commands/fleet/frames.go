@@ -10,13 +10,12 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/internal/devices"
 )
 
 // frameRow is one frame as stored in table frames: what the runtime
 // remembers of it, and its pictures.
 type frameRow struct {
-	devices.Frame
+	domain.StoredFrame
 	PNG      []byte
 	Snapshot json.RawMessage
 	Replay   []byte
@@ -34,9 +33,9 @@ func (r frameRow) ref() *domain.FrameRef {
 func (f *Fleet) frameFor(d *domain.Device, obs domain.Observation, at time.Time) frameRow {
 	fr, stored := f.runtime.FrameFor(d, obs, at)
 	if stored {
-		return frameRow{Frame: fr, stored: true}
+		return frameRow{StoredFrame: fr, stored: true}
 	}
-	return frameRow{Frame: fr, PNG: obs.PNG, Snapshot: obs.Snapshot, Replay: obs.Replay}
+	return frameRow{StoredFrame: fr, PNG: obs.PNG, Snapshot: obs.Snapshot, Replay: obs.Replay}
 }
 
 const insertFrameSQL = `INSERT INTO frames (frame_id, org_id, device_id, backend, screen_hash, width, height, captured_at, expires_at,
@@ -56,7 +55,7 @@ func queueFrame(u *eventstore.Unit, row frameRow) {
 // readable at now, from the runtime's recent frames or else the table; ok
 // is false for a frame that is absent, another organisation's or past
 // retention (one answer for the three).
-func (f *Fleet) lookupFrame(ctx context.Context, orgID, frameID string, now time.Time) (devices.Frame, bool, error) {
+func (f *Fleet) lookupFrame(ctx context.Context, orgID, frameID string, now time.Time) (domain.StoredFrame, bool, error) {
 	m, ok := f.runtime.RecentFrame(frameID)
 	if !ok {
 		err := f.pool.QueryRow(ctx, `SELECT org_id, device_id, screen_hash, expires_at FROM frames WHERE frame_id = $1`, frameID).
@@ -69,7 +68,7 @@ func (f *Fleet) lookupFrame(ctx context.Context, orgID, frameID string, now time
 		}
 	}
 	if m.OrgID != orgID || !now.Before(m.ExpiresAt) {
-		return devices.Frame{}, false, nil
+		return domain.StoredFrame{}, false, nil
 	}
 	return m, true, nil
 }

@@ -13,9 +13,9 @@ import (
 // unfinished on one host: recorded as requested, with no outcome. The
 // process that was executing one ended between the request and the
 // outcome, so the action may or may not have happened. A host's takeover
-// sends it when this process becomes the host (the sim host:
-// internal/devices.Config.OnHost; a gateway: the gateway hub), before it
-// runs anything there. Actions of other hosts are left alone: another
+// sends it when this process becomes the host (the sim host: the device
+// runtime's takeover pass, devices.Settle; a gateway: the gateway tunnels'
+// surface, http/gatewayhub), before it runs anything there. Actions of other hosts are left alone: another
 // process may be running them.
 type MarkAbandonedActions struct {
 	// Host is the host taken over (domain.HostSim, or a gateway's key).

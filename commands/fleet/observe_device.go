@@ -112,7 +112,7 @@ func (h ObserveDeviceHandler) Handle(ctx context.Context, cmd ObserveDevice) (Ob
 	if err != nil {
 		return Observation{}, err
 	}
-	if host, remote, err := f.remote(ctx, &d); err != nil {
+	if host, remote, err := f.runtime.Route(ctx, &d); err != nil {
 		return Observation{}, err
 	} else if remote {
 		return forwardDeviceCall[ObserveDevice, Observation](ctx, f, host, OpObserveDevice, d.ID, cmd)
@@ -187,7 +187,7 @@ func (h ObserveDeviceHandler) Handle(ctx context.Context, cmd ObserveDevice) (Ob
 	if _, err := f.store.Commit(ctx, u); err != nil {
 		return Observation{}, err
 	}
-	f.runtime.RememberFrames(row.Frame)
+	f.runtime.RememberFrames(row.StoredFrame)
 	return out, nil
 }
 

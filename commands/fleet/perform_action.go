@@ -11,7 +11,6 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/internal/devices"
 	"phonefleet/projections"
 )
 
@@ -112,7 +111,7 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 			out, err = refuse(domain.ErrDeviceNotFound(cmd.DeviceID))
 			return err
 		}
-		if host, remote, err := f.remote(ctx, &d); err != nil {
+		if host, remote, err := f.runtime.Route(ctx, &d); err != nil {
 			return err
 		} else if remote {
 			out, err = h.forward(ctx, cmd, host, fp)
@@ -159,7 +158,7 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 // backend, capabilities, lease and observedFrame — and reserves its place
 // in the device's queue. Its refusals are those of Handle before anything
 // is recorded.
-func (h PerformActionHandler) accept(ctx context.Context, cmd PerformAction, auth domain.Auth, action domain.Action, d domain.Device) (*actionJob, *devices.Slot, error) {
+func (h PerformActionHandler) accept(ctx context.Context, cmd PerformAction, auth domain.Auth, action domain.Action, d domain.Device) (*actionJob, domain.QueueSlot, error) {
 	f := h.f
 	if !d.Registered() || d.OrgID != auth.OrgID || !auth.CanSeeDevice(d.ID) {
 		return nil, nil, domain.ErrDeviceNotFound(cmd.DeviceID)
@@ -213,7 +212,7 @@ func (h PerformActionHandler) accept(ctx context.Context, cmd PerformAction, aut
 
 // hand gives the recorded action to its device's queue and waits for its
 // outcome.
-func (h PerformActionHandler) hand(ctx context.Context, job *actionJob, slot *devices.Slot, requestedID string) (ActOutcome, error) {
+func (h PerformActionHandler) hand(ctx context.Context, job *actionJob, slot domain.QueueSlot, requestedID string) (ActOutcome, error) {
 	f := h.f
 	// The outcome's events are caused by the request's event.
 	job.meta.CausationID = requestedID

@@ -42,7 +42,7 @@ func (h PowerDeviceHandler) Handle(ctx context.Context, cmd PowerDevice) (projec
 	if err != nil {
 		return projections.DeviceView{}, err
 	}
-	if host, remote, err := f.remote(ctx, &d); err != nil {
+	if host, remote, err := f.runtime.Route(ctx, &d); err != nil {
 		return projections.DeviceView{}, err
 	} else if remote {
 		if _, err := forwardDeviceCall[PowerDevice, bool](ctx, f, host, OpPowerDevice, d.ID, cmd); err != nil {

@@ -9,7 +9,6 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"
-	"phonefleet/internal/backends"
 )
 
 // RegisterDevices adds Count devices of one backend kind to an
@@ -127,13 +126,15 @@ func (f *Fleet) RegisterInto(u *eventstore.Unit, reg domain.DeviceRegistered,
 	var d domain.Device
 	if reg.Backend == domain.BackendSim {
 		reg.Serial = simSerialFor(reg.DeviceID)
-		state, model, err := backends.NewSimState(reg.Model, reg.Serial)
+		if f.cfg.NewSimState == nil {
+			return d, domain.Errorf(domain.CodeServiceUnavailable, "this deployment does not register sim phones")
+		}
+		state, err := f.cfg.NewSimState(&reg)
 		if err != nil {
 			return d, err
 		}
-		reg.Model, reg.Width, reg.Height = model.Name, model.Width, model.Height
 		u.Exec(`INSERT INTO device_states (device_id, org_id, backend, model, state, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6)`, reg.DeviceID, reg.OrgID, reg.Backend, model.Name, state, reg.RegisteredAt)
+			VALUES ($1, $2, $3, $4, $5, $6)`, reg.DeviceID, reg.OrgID, reg.Backend, reg.Model, state, reg.RegisteredAt)
 	}
 	evs, err := d.Register(reg)
 	if err != nil {

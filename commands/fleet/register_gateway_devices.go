@@ -7,6 +7,7 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/projections"
 )
 
 // RegisterGatewayDevices registers the devices a gateway reports (its
@@ -142,4 +143,21 @@ func (h RegisterGatewayDevicesHandler) registered(ctx context.Context, marker st
 		return "", false, fmt.Errorf("%s holds %s, not one device", marker, evs[0].Type)
 	}
 	return seeded.DeviceIDs[0], true, nil
+}
+
+// ListGatewayDevices reads the devices a gateway brings, by the gateway's
+// key for each: the gateway hub records them offline when the gateway's
+// tunnel ends, and the orphaned-gateway sweep when its instance died. It
+// is sent as a worker and carries no credential.
+type ListGatewayDevices struct {
+	GatewayID string
+}
+
+// ListGatewayDevicesHandler handles ListGatewayDevices.
+type ListGatewayDevicesHandler struct{ f *Fleet }
+
+// Handle answers the device ids by key from the gateway_devices read
+// model. Errors are the database's.
+func (h ListGatewayDevicesHandler) Handle(ctx context.Context, q ListGatewayDevices) (map[string]string, error) {
+	return projections.GatewayDeviceIDs(ctx, h.f.pool, q.GatewayID)
 }

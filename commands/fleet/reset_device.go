@@ -39,7 +39,7 @@ func (h ResetDeviceHandler) Handle(ctx context.Context, cmd ResetDevice) (bool, 
 	if err != nil || !d.Registered() || d.ResetDue == "" {
 		return false, err
 	}
-	if host, remote, err := f.remote(ctx, &d); err != nil {
+	if host, remote, err := f.runtime.Route(ctx, &d); err != nil {
 		return false, err
 	} else if remote {
 		return forwardDeviceCall[ResetDevice, bool](ctx, f, host, OpResetDevice, d.ID, cmd)

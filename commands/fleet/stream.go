@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"phonefleet/domain"
-	"phonefleet/internal/sim"
 )
 
 // Live screens (GET /v1/devices/{deviceId}/stream): a device's screen as a
@@ -64,14 +63,11 @@ type StreamFrame struct {
 	Height int
 }
 
-// ScreenSource is what a backend offers for live screens without a PNG
-// round trip (a sim phone, *sim.Phone, implements it): a cheap hash of
-// what is on screen, and the screen painted no wider than maxWidth with
-// the hash it shows.
-type ScreenSource interface {
-	ScreenHash() string
-	LiveFrame(maxWidth int) (*image.RGBA, string, error)
-}
+// ScreenSource is a device's live screen: a cheap hash of what is on
+// screen, and the screen painted no wider than maxWidth with the hash it
+// shows. A backend offering domain.LiveScreen (a sim phone) is its own;
+// any other is watched through its screenshots.
+type ScreenSource = domain.LiveScreen
 
 // Streams is the live screen capability over a fleet: the feeds being
 // watched now, one per device, size and quality.
@@ -158,15 +154,15 @@ func (h OpenStreamHandler) Handle(ctx context.Context, cmd OpenStream) (*ScreenS
 // here, or the instance driving it's through forwarded live_frame calls.
 func (st *Streams) source(ctx context.Context, cmd OpenStream, d *domain.Device) (ScreenSource, domain.Capabilities, error) {
 	f := st.f
-	host, remote, err := f.remote(ctx, d)
+	host, remote, err := f.runtime.Route(ctx, d)
 	if err != nil {
 		return nil, domain.Capabilities{}, err
 	}
 	if remote {
-		c := liveFrameCall{Auth: cmd.Auth, DeviceID: d.ID}
+		c := LiveFrame{Auth: cmd.Auth, DeviceID: d.ID}
 		probe := c
 		probe.HashOnly = true
-		a, err := forwardDeviceCall[liveFrameCall, liveFrameAnswer](ctx, f, host, OpLiveFrame, d.ID, probe)
+		a, err := forwardDeviceCall[LiveFrame, LiveFrameAnswer](ctx, f, host, OpLiveFrame, d.ID, probe)
 		if err != nil {
 			return nil, domain.Capabilities{}, err
 		}
@@ -348,11 +344,11 @@ func (s *ScreenStream) Close() {
 	}
 }
 
-// sourceOf returns the live screen of a backend: the sim phone itself, or
-// for any other backend its screenshots decoded.
+// sourceOf returns the live screen of a backend: the one it offers (a sim
+// phone's), or for any other backend its screenshots decoded.
 func sourceOf(b domain.Backend) ScreenSource {
-	if p, ok := b.(interface{ Phone() *sim.Phone }); ok {
-		return p.Phone()
+	if p, ok := b.(interface{ LiveScreen() domain.LiveScreen }); ok {
+		return p.LiveScreen()
 	}
 	return &observedScreen{b: b}
 }

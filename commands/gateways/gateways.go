@@ -101,6 +101,10 @@ type Handlers struct {
 	// RecordGatewayConnection is sent by the gateway hub and the orphaned
 	// gateway sweep.
 	RecordGatewayConnection cqrs.Handler[RecordGatewayConnection, bool]
+	// GatewayRevoked is asked by the gateway hub of each tunnel it
+	// serves, ListGatewaysRecordedServed by the orphaned-gateway sweep.
+	GatewayRevoked             cqrs.Handler[GatewayRevoked, bool]
+	ListGatewaysRecordedServed cqrs.Handler[ListGatewaysRecordedServed, []string]
 	// The organisation's gateways (GET /v1/gateways), a gateway
 	// credential's check, and the current release of a channel (GET
 	// /gateway/v1/releases/current).
@@ -116,6 +120,8 @@ func (g *Gateways) Handlers(d cqrs.Decorator) Handlers {
 		EnrollGateway:               cqrs.Serve(d, EnrollGatewayHandler{g}),
 		RevokeGateway:               cqrs.Serve(d, RevokeGatewayHandler{g}),
 		RecordGatewayConnection:     cqrs.Serve(d, RecordGatewayConnectionHandler{g}),
+		GatewayRevoked:              cqrs.Serve(d, GatewayRevokedHandler{g}),
+		ListGatewaysRecordedServed:  cqrs.Serve(d, ListGatewaysRecordedServedHandler{g}),
 		ListGateways:                cqrs.Serve(d, ListGatewaysHandler{g}),
 		AuthenticateGateway:         cqrs.Serve(d, AuthenticateGatewayHandler{g}),
 		CurrentRelease:              cqrs.Serve(d, CurrentReleaseHandler{g}),

@@ -74,8 +74,8 @@ type Handlers struct {
 	RenewAPIKey  cqrs.Handler[RenewAPIKey, cqrs.Done]
 	NarrowAPIKey cqrs.Handler[NarrowAPIKey, cqrs.Done]
 	RevokeAPIKey cqrs.Handler[RevokeAPIKey, cqrs.Done]
-	ListAPIKeys  cqrs.Handler[ListAPIKeys, []projections.APIKeyRecord]
-	GetAPIKey    cqrs.Handler[GetAPIKey, projections.APIKeyRecord]
+	ListAPIKeys  cqrs.Handler[ListAPIKeys, []domain.APIKeyRecord]
+	GetAPIKey    cqrs.Handler[GetAPIKey, domain.APIKeyRecord]
 }
 
 // Handlers returns the key capability's entry points, each behind d.

@@ -31,7 +31,7 @@ func NotAnAPIKey() *domain.Error {
 type ListAPIKeysHandler struct{ r projections.APIKeyReader }
 
 // Handle needs a signed-in session (spec 5.3.4): never an API key.
-func (h ListAPIKeysHandler) Handle(ctx context.Context, q ListAPIKeys) ([]projections.APIKeyRecord, error) {
+func (h ListAPIKeysHandler) Handle(ctx context.Context, q ListAPIKeys) ([]domain.APIKeyRecord, error) {
 	if err := q.Auth.RequireSession("API keys"); err != nil {
 		return nil, err
 	}
@@ -44,15 +44,15 @@ type GetAPIKeyHandler struct{ r projections.APIKeyReader }
 // Handle reads a key for a signed-in session, or the calling key itself
 // (as its organisation's admin would read it). Errors: permission_denied,
 // not_found.
-func (h GetAPIKeyHandler) Handle(ctx context.Context, q GetAPIKey) (projections.APIKeyRecord, error) {
+func (h GetAPIKeyHandler) Handle(ctx context.Context, q GetAPIKey) (domain.APIKeyRecord, error) {
 	if q.Current {
 		if q.Auth.Kind != domain.PrincipalAPIKey {
-			return projections.APIKeyRecord{}, NotAnAPIKey()
+			return domain.APIKeyRecord{}, NotAnAPIKey()
 		}
 		return h.r.Get(ctx, domain.Auth{OrgID: q.Auth.OrgID, Role: domain.RoleAdmin}, q.Auth.APIKeyID)
 	}
 	if err := q.Auth.RequireSession("API keys"); err != nil {
-		return projections.APIKeyRecord{}, err
+		return domain.APIKeyRecord{}, err
 	}
 	return h.r.Get(ctx, q.Auth, q.KeyID)
 }

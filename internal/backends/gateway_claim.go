@@ -125,6 +125,16 @@ func (c *GatewayClaims) Take(ctx context.Context, gatewayID string) (tookOver bo
 	return !continuous, nil
 }
 
+// Holder returns the process recorded as the holder of gateway
+// gatewayID's claim (table gateway_hosts): this process's id while it
+// holds the claim, as recorded for the tunnel it serves. Errors are the
+// database's (pgx.ErrNoRows for a gateway never taken).
+func (c *GatewayClaims) Holder(ctx context.Context, gatewayID string) (string, error) {
+	var id string
+	err := c.pool.QueryRow(ctx, `SELECT holder FROM gateway_hosts WHERE gateway_id = $1`, gatewayID).Scan(&id)
+	return id, err
+}
+
 // Release gives the claim on gatewayID back; it does nothing when this
 // process does not hold it.
 func (c *GatewayClaims) Release(gatewayID string) {
@@ -230,7 +240,7 @@ func (c *GatewayClaims) Held() []string {
 	return keys
 }
 
-// HostState returns a reader of who holds a host (commands.HostState): for
+// HostState returns a reader of who holds a host (devices.HostState): for
 // the sim host or a gateway's ("gw.<gatewayId>"), the epoch of its last
 // take (0 when never taken) and whether any process holds its advisory
 // lock in this database now. Errors are the database's, or one naming a

@@ -171,22 +171,29 @@ func serialOf(d *domain.Device) string {
 	return d.ID
 }
 
-// NewSimState returns the saved state of a brand-new sim phone of model
-// (empty = sim.DefaultModel) with serial, and the model's screen size, for
-// registering a device.
-func NewSimState(model, serial string) (state []byte, m sim.Model, err error) {
+// NewSimState returns the saved state of a brand-new sim phone for its
+// registration reg (commands/fleet.Config.NewSimState): of reg's model
+// (empty = sim.DefaultModel) and serial, with reg's model and screen size
+// filled in from the phone. Errors: invalid_argument for an unknown model.
+func NewSimState(reg *domain.DeviceRegistered) ([]byte, error) {
+	model := reg.Model
 	if model == "" {
 		model = sim.DefaultModel
 	}
-	p, err := sim.New(model, serial)
+	p, err := sim.New(model, reg.Serial)
 	if err != nil {
 		if errors.Is(err, sim.ErrUnknownModel) {
-			return nil, sim.Model{}, domain.Errorf(domain.CodeInvalidArgument, "unknown sim model %q", model)
+			return nil, domain.Errorf(domain.CodeInvalidArgument, "unknown sim model %q", model)
 		}
-		return nil, sim.Model{}, err
+		return nil, err
 	}
 	st, err := p.State()
-	return st, p.Model(), err
+	if err != nil {
+		return nil, err
+	}
+	m := p.Model()
+	reg.Model, reg.Width, reg.Height = m.Name, m.Width, m.Height
+	return st, nil
 }
 
 // SimDevice adapts one sim.Phone to domain.Backend. It also saves the
@@ -209,6 +216,10 @@ func newSimDevice(p *sim.Phone) *SimDevice {
 
 // Phone returns the simulated phone (tests read its state directly).
 func (s *SimDevice) Phone() *sim.Phone { return s.phone }
+
+// LiveScreen returns the phone itself as the device's live screen: it
+// hashes and paints its screen without a PNG round trip.
+func (s *SimDevice) LiveScreen() domain.LiveScreen { return s.phone }
 
 // Capabilities implements domain.Backend: every action, screenshots, UI
 // snapshots, wake and stop.

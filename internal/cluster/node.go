@@ -3,7 +3,8 @@
 // process holding its host ("sim", or "gw.<gatewayId>"); a call for it
 // reaching another instance travels whole to that holder, which runs it as
 // a local call and sends the answer back. The package only moves bytes:
-// commands decides what a call is (commands.Forwarder, (*Fleet).ServeForwarded).
+// it is the device runtime's transport (devices.Transport), and what a
+// call is, is decided above it (devices.Calls, commands/fleet.ServedCalls).
 //
 // Each holder keeps one queue subscription per host it holds, on subject
 // pf.<clusterId>.host.<host>. The cluster id comes from the shared database
@@ -23,7 +24,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"phonefleet/commands/fleet"
+	"phonefleet/internal/devices"
 )
 
 // Config configures a Node.
@@ -37,11 +38,12 @@ type Config struct {
 	// receives; every instance of the deployment has the same.
 	Secret []byte
 	// Serve runs a call for a host this process holds and returns the
-	// reply to send back ((*commands.Fleet).ServeForwarded). Its context
-	// ends at the caller's deadline.
+	// reply to send back (devices.Calls.Serve). Its context ends at the
+	// caller's deadline. Start requires it; Dial leaves it to Node.Serve.
 	Serve func(ctx context.Context, op string, body []byte) []byte
 	// Held lists the hosts this process holds now
-	// ((*devices.Runtime).HeldHosts); the node follows it.
+	// ((*devices.Runtime).HeldHosts); the node follows it. Start
+	// requires it; Dial leaves it to Node.Serve.
 	Held func() []string
 	// Logger receives the node's warnings; nil means slog.Default().
 	Logger *slog.Logger
@@ -81,12 +83,17 @@ type Node struct {
 	// when calls outlast closeWait.
 	base       context.Context
 	cancelBase context.CancelFunc
-	// stop ends the reconcile loop; loopDone says it has ended.
+	// stop ends the reconcile loop; loopDone says it has ended (closed
+	// at once when the node never served).
 	stop      chan struct{}
 	loopDone  chan struct{}
 	closeOnce sync.Once
+	serveOnce sync.Once
 
 	mu sync.Mutex
+	// serving is set once Serve has given the node its held hosts and
+	// its way to answer (cfg.Held, cfg.Serve).
+	serving bool
 	// subs holds one subscription per host served.
 	subs map[string]*nats.Subscription
 	// badHosts are hosts Held named that cannot be a subject, logged once.
@@ -98,11 +105,30 @@ type Node struct {
 }
 
 // Start connects to the NATS server at cfg.URL and serves the hosts
-// cfg.Held names until ctx ends or Close is called. An unreachable server
-// is not an error: the node keeps trying (calls meanwhile are not
-// delivered, and the hosts held here are served once it connects).
-// Errors: an incomplete Config, or a URL the NATS client refuses.
+// cfg.Held names until ctx ends or Close is called: Dial, then Serve.
+// Errors: Dial's, or a Config without Serve or Held.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.Serve == nil || cfg.Held == nil {
+		return nil, errors.New("cluster: Serve and Held are required")
+	}
+	n, err := Dial(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	n.Serve(cfg.Held, cfg.Serve)
+	return n, nil
+}
+
+// Dial connects to the NATS server at cfg.URL and returns the node, which
+// forwards calls at once (Forward) and serves none until Serve: the device
+// runtime forwards through the node, and what the node serves runs through
+// the application built over that runtime, so the service dials before it
+// builds them and serves after. It closes when ctx ends or Close is
+// called. An unreachable server is not an error: the node keeps trying
+// (calls meanwhile are not delivered, and the hosts held here are served
+// once it connects). Errors: an incomplete Config, or a URL the NATS
+// client refuses.
+func Dial(ctx context.Context, cfg Config) (*Node, error) {
 	switch {
 	case cfg.URL == "":
 		return nil, errors.New("cluster: no NATS server URL")
@@ -110,8 +136,6 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: invalid cluster id %q", cfg.ClusterID)
 	case len(cfg.Secret) == 0:
 		return nil, errors.New("cluster: no secret to sign calls with")
-	case cfg.Serve == nil || cfg.Held == nil:
-		return nil, errors.New("cluster: Serve and Held are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -146,8 +170,6 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, nc: nc, log: log, stop: make(chan struct{}), loopDone: make(chan struct{}),
 		subs: map[string]*nats.Subscription{}, badHosts: map[string]bool{}}
 	n.base, n.cancelBase = context.WithCancel(context.Background())
-	n.reconcile()
-	go n.loop()
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -157,6 +179,24 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}()
 	log.Info("cluster node started", "cluster", cfg.ClusterID)
 	return n, nil
+}
+
+// Serve starts serving the calls for the hosts held names, each answered
+// by serve (devices.Calls.Serve), until the node closes: the node follows
+// held every reconcileEvery. Call it once; a later call, or one after
+// Close, does nothing.
+func (n *Node) Serve(held func() []string, serve func(ctx context.Context, op string, body []byte) []byte) {
+	n.serveOnce.Do(func() {
+		n.mu.Lock()
+		if n.subs == nil { // closed
+			n.mu.Unlock()
+			return
+		}
+		n.cfg.Held, n.cfg.Serve, n.serving = held, serve, true
+		n.mu.Unlock()
+		n.reconcile()
+		go n.loop()
+	})
 }
 
 // loop reconciles the subscriptions every reconcileEvery until Close.
@@ -176,11 +216,14 @@ func (n *Node) loop() {
 
 // reconcile subscribes to the hosts held now and lets go of the others.
 // A host let go of drains: the calls already delivered for it are still
-// served (ServeForwarded answers that the host is not here, and the
+// served (devices.Calls.Serve answers that the host is not here, and the
 // caller asks again, reaching the new holder).
 func (n *Node) reconcile() {
+	n.mu.Lock()
+	held := n.cfg.Held
+	n.mu.Unlock()
 	want := map[string]bool{}
-	for _, h := range n.cfg.Held() {
+	for _, h := range held() {
 		want[h] = true
 	}
 	n.mu.Lock()
@@ -250,7 +293,10 @@ func (n *Node) serve(m *nats.Msg) {
 		return
 	}
 	ctx, cancel := context.WithDeadline(n.base, deadline)
-	out := n.cfg.Serve(ctx, op, m.Data)
+	n.mu.Lock()
+	serve := n.cfg.Serve
+	n.mu.Unlock()
+	out := serve(ctx, op, m.Data)
 	cancel()
 	for _, r := range replyMsgs(m.Reply, out, partSize(n.nc.MaxPayload())) {
 		if err := n.nc.PublishMsg(r); err != nil {
@@ -260,22 +306,22 @@ func (n *Node) serve(m *nats.Msg) {
 	}
 }
 
-// Forward implements commands.Forwarder: it sends the call op with body
+// Forward implements devices.Transport: it sends the call op with body
 // to whichever process holds host and waits for its reply until ctx ends
 // (a ctx without a deadline waits defaultCallTimeout). Errors wrapping
-// commands.ErrNotDelivered mean nothing ran: no process holds host, the
+// devices.ErrNotDelivered mean nothing ran: no process holds host, the
 // node is not connected, the call could not be published, or it is
 // larger than a message may be. Any other error means the call went out
 // and no (readable) answer came back: it may have run.
 func (n *Node) Forward(ctx context.Context, host, op string, body []byte) ([]byte, error) {
 	if !validTokens(host) {
-		return nil, fmt.Errorf("%w: host %q cannot be named on the message bus", fleet.ErrNotDelivered, host)
+		return nil, fmt.Errorf("%w: host %q cannot be named on the message bus", devices.ErrNotDelivered, host)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %w", fleet.ErrNotDelivered, err)
+		return nil, fmt.Errorf("%w: %w", devices.ErrNotDelivered, err)
 	}
 	if !n.nc.IsConnected() {
-		return nil, fmt.Errorf("%w: not connected to the message bus", fleet.ErrNotDelivered)
+		return nil, fmt.Errorf("%w: not connected to the message bus", devices.ErrNotDelivered)
 	}
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -287,25 +333,25 @@ func (n *Node) Forward(ctx context.Context, host, op string, body []byte) ([]byt
 	inbox := n.nc.NewInbox()
 	sub, err := n.nc.SubscribeSync(inbox)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", fleet.ErrNotDelivered, err)
+		return nil, fmt.Errorf("%w: %w", devices.ErrNotDelivered, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	maxPayload := n.nc.MaxPayload()
 	if err := sub.SetPendingLimits(maxParts+1, int(maxParts+1)*int(maxPayload)); err != nil {
-		return nil, fmt.Errorf("%w: %w", fleet.ErrNotDelivered, err)
+		return nil, fmt.Errorf("%w: %w", devices.ErrNotDelivered, err)
 	}
 	if err := n.nc.PublishMsg(request(n.cfg.Secret, subject(n.cfg.ClusterID, host), inbox, op, deadline, body)); err != nil {
 		if errors.Is(err, nats.ErrMaxPayload) {
 			return nil, fmt.Errorf("%w: the %s call (%d bytes) is larger than the message bus takes (%d bytes)",
-				fleet.ErrNotDelivered, op, len(body), maxPayload)
+				devices.ErrNotDelivered, op, len(body), maxPayload)
 		}
-		return nil, fmt.Errorf("%w: %w", fleet.ErrNotDelivered, err)
+		return nil, fmt.Errorf("%w: %w", devices.ErrNotDelivered, err)
 	}
 	var asm assembler
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
 		if errors.Is(err, nats.ErrNoResponders) {
-			return nil, fmt.Errorf("%w: no instance serves host %s", fleet.ErrNotDelivered, host)
+			return nil, fmt.Errorf("%w: no instance serves host %s", devices.ErrNotDelivered, host)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("no answer from the instance holding host %s: %w", host, err)
@@ -332,11 +378,14 @@ func (n *Node) Close() {
 
 func (n *Node) close() {
 	close(n.stop)
-	<-n.loopDone
 	n.mu.Lock()
+	serving := n.serving
 	subs := n.subs
 	n.subs = nil
 	n.mu.Unlock()
+	if serving {
+		<-n.loopDone
+	}
 
 	// Drain every subscription, and wait until each has handed over the
 	// calls already delivered to it. Disconnected, no answer could go

@@ -14,7 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"phonefleet/commands/fleet"
+	"phonefleet/internal/devices"
 	"phonefleet/testutil"
 )
 
@@ -109,7 +109,7 @@ func forwardEventually(t *testing.T, n *Node, host, op string, body []byte) []by
 		if err == nil {
 			return out
 		}
-		if !errors.Is(err, fleet.ErrNotDelivered) || time.Now().After(deadline) {
+		if !errors.Is(err, devices.ErrNotDelivered) || time.Now().After(deadline) {
 			t.Fatalf("forward %s to %s: %v", op, host, err)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -168,20 +168,20 @@ func TestForwardToAHostNobodyHoldsIsNotDelivered(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err := na.Forward(ctx, "gw.nobody", "perform_action", []byte("tap"))
-	if !errors.Is(err, fleet.ErrNotDelivered) {
+	if !errors.Is(err, devices.ErrNotDelivered) {
 		t.Fatalf("got %v; want ErrNotDelivered", err)
 	}
 	if ctx.Err() != nil {
 		t.Fatal("the call waited for its deadline; want the answer that nobody serves the host at once")
 	}
 	for _, host := range []string{"", "gw.*", "gw.>", "gw..x", "gw x"} {
-		if _, err := na.Forward(ctx, host, "observe_device", nil); !errors.Is(err, fleet.ErrNotDelivered) {
+		if _, err := na.Forward(ctx, host, "observe_device", nil); !errors.Is(err, devices.ErrNotDelivered) {
 			t.Errorf("host %q: got %v; want ErrNotDelivered (it cannot be a subject)", host, err)
 		}
 	}
 	// A node that is not connected delivers nothing.
 	na.nc.Close()
-	if _, err := na.Forward(ctx, "sim", "observe_device", nil); !errors.Is(err, fleet.ErrNotDelivered) {
+	if _, err := na.Forward(ctx, "sim", "observe_device", nil); !errors.Is(err, devices.ErrNotDelivered) {
 		t.Fatalf("after the connection closed: got %v; want ErrNotDelivered", err)
 	}
 }
@@ -207,7 +207,7 @@ func TestALargeReplyArrivesWholeInParts(t *testing.T) {
 
 	// A call larger than a message may be is not sent.
 	_, err := forwardOnce(t, caller, "sim", "observe_device", big, time.Minute)
-	if !errors.Is(err, fleet.ErrNotDelivered) || !strings.Contains(err.Error(), "larger than") {
+	if !errors.Is(err, devices.ErrNotDelivered) || !strings.Contains(err.Error(), "larger than") {
 		t.Fatalf("a %d-byte call: got %v; want ErrNotDelivered saying it is too large", len(big), err)
 	}
 	if n := len(a.calls()); n != 1 {
@@ -277,7 +277,7 @@ func TestTheHolderDropsForgedAndExpiredCalls(t *testing.T) {
 	// deadline, its outcome unknown to it (not "not delivered").
 	forger := startNode(t, url, id, []byte("another secret"), nil, nil)
 	_, err = forwardOnce(t, forger, "sim", "perform_action", []byte("forged"), time.Second)
-	if err == nil || errors.Is(err, fleet.ErrNotDelivered) || !errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || errors.Is(err, devices.ErrNotDelivered) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a call signed with another secret: got %v; want no answer by the deadline", err)
 	}
 }
@@ -297,7 +297,7 @@ func TestAHolderThatDropsAHostStopsReceivingItsCalls(t *testing.T) {
 	a.hold()
 	eventually(t, "A letting go of sim", func() bool {
 		_, err := forwardOnce(t, caller, "sim", "op", []byte("probe"), 10*time.Second)
-		return errors.Is(err, fleet.ErrNotDelivered)
+		return errors.Is(err, devices.ErrNotDelivered)
 	})
 	// B takes it: every call now reaches B, none A.
 	b.hold("sim")
@@ -344,7 +344,7 @@ func TestAHolderDyingMidCallLeavesTheOutcomeUnknown(t *testing.T) {
 	}
 	na.nc.Close() // the holder's process is gone, mid-call
 	err := <-errc
-	if err == nil || errors.Is(err, fleet.ErrNotDelivered) {
+	if err == nil || errors.Is(err, devices.ErrNotDelivered) {
 		t.Fatalf("got %v; want an error that is not ErrNotDelivered: the call was taken", err)
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
@@ -362,7 +362,7 @@ func TestTwoClustersOnOneServerDoNotCross(t *testing.T) {
 	callerY := startNode(t, url, y, testSecret, nil, nil)
 	forwardEventually(t, callerX, "sim", "op", []byte("x"))
 
-	if _, err := forwardOnce(t, callerY, "sim", "op", []byte("y"), time.Minute); !errors.Is(err, fleet.ErrNotDelivered) {
+	if _, err := forwardOnce(t, callerY, "sim", "op", []byte("y"), time.Minute); !errors.Is(err, devices.ErrNotDelivered) {
 		t.Fatalf("cluster %s has no holder of sim: got %v; want ErrNotDelivered", y, err)
 	}
 	ay.hold("sim")
@@ -420,10 +420,10 @@ func TestCloseLetsGoFirstAndFinishesCallsInProgress(t *testing.T) {
 	// are answered, and soon none reaches it.
 	eventually(t, "the closing holder letting go of sim", func() bool {
 		out, err := forwardOnce(t, caller, "sim", "op", []byte("after close"), 10*time.Second)
-		if err != nil && !errors.Is(err, fleet.ErrNotDelivered) || err == nil && string(out) != "done after close" {
+		if err != nil && !errors.Is(err, devices.ErrNotDelivered) || err == nil && string(out) != "done after close" {
 			t.Fatalf("a call sent as the holder closes: got %q, %v; want its answer or ErrNotDelivered", out, err)
 		}
-		return errors.Is(err, fleet.ErrNotDelivered)
+		return errors.Is(err, devices.ErrNotDelivered)
 	})
 	select {
 	case <-closed:

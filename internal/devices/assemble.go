@@ -26,6 +26,9 @@ type AssembleConfig struct {
 	// Gateways serves the devices gateways bring, and holds their hosts,
 	// in this process (the gateway hub); nil means none are served here.
 	Gateways Gateways
+	// Transport carries device calls to the other instances (the
+	// cluster's node); nil means one instance.
+	Transport Transport
 	// Wrap, when set, wraps every resolved backend (tests inject faults
 	// with it).
 	Wrap func(d *domain.Device, b domain.Backend) domain.Backend
@@ -70,6 +73,6 @@ func Assemble(cfg AssembleConfig) *Assembly {
 		gateways = cfg.Gateways
 	}
 	a.Runtime = New(Config{Backends: a.Registry, Host: a.Sim, Gateways: gateways,
-		QueueLimit: cfg.QueueLimit, FrameRetention: cfg.FrameRetention, Logger: cfg.Logger})
+		Transport: cfg.Transport, HostState: backends.HostState(cfg.Pool), QueueLimit: cfg.QueueLimit, FrameRetention: cfg.FrameRetention, Logger: cfg.Logger})
 	return a
 }

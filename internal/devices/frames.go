@@ -7,21 +7,6 @@ import (
 	"phonefleet/domain"
 )
 
-// Frame is what the runtime remembers of a stored frame: enough to name
-// it again as an action's before frame and to resolve it as an
-// observedFrame, without its pictures.
-type Frame struct {
-	ID         string
-	OrgID      string
-	DeviceID   string
-	Backend    string
-	ScreenHash string
-	Width      int
-	Height     int
-	CapturedAt time.Time
-	ExpiresAt  time.Time
-}
-
 // FrameFor names the frame showing a device's screen as observed at a
 // moment: the device's last stored frame when it shows the same screen
 // and is still readable then (stored is true: nothing to write), else a
@@ -29,11 +14,11 @@ type Frame struct {
 // stores and then passes to RememberFrames. Reusing the last frame keeps
 // an agent that observes and acts on an unchanged screen from storing a
 // copy of it per step.
-func (r *Runtime) FrameFor(d *domain.Device, obs domain.Observation, at time.Time) (frame Frame, stored bool) {
+func (r *Runtime) FrameFor(d *domain.Device, obs domain.Observation, at time.Time) (frame domain.StoredFrame, stored bool) {
 	if last, ok := r.frames.last(d.ID); ok && last.ScreenHash == obs.ScreenHash && at.Before(last.ExpiresAt) {
 		return last, true
 	}
-	return Frame{ID: domain.NewID(domain.PrefixFrame), OrgID: d.OrgID, DeviceID: d.ID, Backend: d.Backend,
+	return domain.StoredFrame{ID: domain.NewID(domain.PrefixFrame), OrgID: d.OrgID, DeviceID: d.ID, Backend: d.Backend,
 		ScreenHash: obs.ScreenHash, Width: obs.Width, Height: obs.Height, CapturedAt: at,
 		ExpiresAt: at.Add(r.cfg.FrameRetention)}, false
 }
@@ -42,12 +27,14 @@ func (r *Runtime) FrameFor(d *domain.Device, obs domain.Observation, at time.Tim
 // they were captured: each becomes its device's last stored frame, and
 // RecentFrame finds it. Call it only after the commit, so that no action
 // names a frame that a failed transaction never stored.
-func (r *Runtime) RememberFrames(frames ...Frame) { r.frames.remember(frames) }
+func (r *Runtime) RememberFrames(frames ...domain.StoredFrame) { r.frames.remember(frames) }
 
 // RecentFrame returns a frame this process stored recently, so that an
 // action's observedFrame is usually resolved without a query; ok is false
 // for any other frame (the caller reads the frames table then).
-func (r *Runtime) RecentFrame(frameID string) (Frame, bool) { return r.frames.recent(frameID) }
+func (r *Runtime) RecentFrame(frameID string) (domain.StoredFrame, bool) {
+	return r.frames.recent(frameID)
+}
 
 // recentFramesCap bounds the index of frames this process stored.
 const recentFramesCap = 20000
@@ -56,17 +43,17 @@ const recentFramesCap = 20000
 // recentFramesCap by id, in a ring, and each device's last one.
 type frameCache struct {
 	mu     sync.Mutex
-	byID   map[string]Frame
+	byID   map[string]domain.StoredFrame
 	ring   []string
 	next   int
-	latest map[string]Frame
+	latest map[string]domain.StoredFrame
 }
 
 func newFrameCache(capacity int) *frameCache {
-	return &frameCache{byID: map[string]Frame{}, ring: make([]string, capacity), latest: map[string]Frame{}}
+	return &frameCache{byID: map[string]domain.StoredFrame{}, ring: make([]string, capacity), latest: map[string]domain.StoredFrame{}}
 }
 
-func (c *frameCache) remember(frames []Frame) {
+func (c *frameCache) remember(frames []domain.StoredFrame) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, f := range frames {
@@ -80,14 +67,14 @@ func (c *frameCache) remember(frames []Frame) {
 	}
 }
 
-func (c *frameCache) recent(frameID string) (Frame, bool) {
+func (c *frameCache) recent(frameID string) (domain.StoredFrame, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f, ok := c.byID[frameID]
 	return f, ok
 }
 
-func (c *frameCache) last(deviceID string) (Frame, bool) {
+func (c *frameCache) last(deviceID string) (domain.StoredFrame, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f, ok := c.latest[deviceID]

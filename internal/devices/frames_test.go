@@ -46,7 +46,7 @@ func TestRecentFramesAreBounded(t *testing.T) {
 	r.frames = newFrameCache(2)
 	ids := []string{"frm_1", "frm_2", "frm_3"}
 	for _, id := range ids {
-		r.RememberFrames(Frame{ID: id, DeviceID: "dev_a"})
+		r.RememberFrames(domain.StoredFrame{ID: id, DeviceID: "dev_a"})
 	}
 	for i, id := range ids {
 		_, ok := r.RecentFrame(id)

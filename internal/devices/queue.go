@@ -16,7 +16,7 @@ import (
 // queue's length times the device's average job) when QueueLimit jobs are
 // running or waiting; device_unavailable with reason offline (retryable)
 // once the runtime is stopping.
-func (r *Runtime) Reserve(deviceID string) (*Slot, error) {
+func (r *Runtime) Reserve(deviceID string) (domain.QueueSlot, error) {
 	r.mu.Lock()
 	if r.stopped {
 		r.mu.Unlock()

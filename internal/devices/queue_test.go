@@ -52,7 +52,7 @@ func newRuntime(t *testing.T, cfg Config) *Runtime {
 	return r
 }
 
-func reserve(t *testing.T, r *Runtime, deviceID string) *Slot {
+func reserve(t *testing.T, r *Runtime, deviceID string) domain.QueueSlot {
 	t.Helper()
 	s, err := r.Reserve(deviceID)
 	if err != nil {
@@ -66,7 +66,7 @@ func reserve(t *testing.T, r *Runtime, deviceID string) *Slot {
 // submitted in; a cancelled place is skipped.
 func TestJobsRunInReservationOrder(t *testing.T) {
 	r := newRuntime(t, Config{})
-	slots := make([]*Slot, 4)
+	slots := make([]domain.QueueSlot, 4)
 	for i := range slots {
 		slots[i] = reserve(t, r, "dev_a")
 	}

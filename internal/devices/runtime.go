@@ -1,13 +1,15 @@
-// Package devices is the device runtime: where each device is hosted,
-// which backend adapter drives it, one bounded first-in-first-out queue
-// per device that runs the device's work one job at a time, and the
-// caches of the frames stored recently.
+// Package devices is the device runtime: where each device is hosted and
+// how a call reaches the process holding it (routing.go, with
+// internal/cluster as the transport), which backend adapter drives it, one
+// bounded first-in-first-out queue per device that runs the device's work
+// one job at a time, and the caches of the frames stored recently.
 //
-// The runtime runs jobs as closures and knows nothing of actions, events
-// or commands: the fleet's commands (package commands) decide what a job
-// does to its device and record what came of it. The runtime never calls
-// back into them; the one hook it has (Config.OnHost) is a function the
-// wiring gives it.
+// The runtime runs jobs as closures and carries calls as bytes, and knows
+// nothing of actions, events or commands: the fleet's commands
+// (commands/fleet) decide what a job or a call does to its device and
+// record what came of it. The runtime never calls back into them; what it
+// runs for others — the takeover pass (Settle) and the calls forwarded to
+// it (Calls) — are functions the wiring gives it.
 package devices
 
 import (
@@ -58,6 +60,14 @@ type Config struct {
 	Host     Host
 	// Gateways holds the gateways' hosts; nil means none end here.
 	Gateways HostSet
+	// Transport carries calls to the processes holding the hosts this one
+	// does not (internal/cluster.Node); nil means there are none: one
+	// instance.
+	Transport Transport
+	// HostState tells who holds a host now, so that a call whose holder is
+	// changing is sent again, and one whose holder went away is given up;
+	// nil means it cannot be told.
+	HostState HostState
 	// QueueLimit is how many jobs (running and waiting) one device takes
 	// before answering device_busy; zero means DefaultQueueLimit.
 	QueueLimit int

@@ -1,17 +1,22 @@
 // Package gateway is the control plane's end of gateway tunnels (issue
-// 14): a gateway, a computer at a site with phones, holds an outbound
-// WebSocket tunnel (package tunnel) to one instance of the service, and
-// that instance drives the gateway's devices over it. The Hub accepts the
-// tunnels, holds each gateway's host claim while its tunnel is open, and
-// resolves the gateway's devices to backends that call over the tunnel.
+// 14), and the gateway program at the other end (agent.go): a gateway, a
+// computer at a site with phones, holds an outbound WebSocket tunnel
+// (package tunnel) to one instance of the service, and that instance
+// drives the gateway's devices over it. The Hub accepts the tunnels,
+// holds each gateway's host claim while its tunnel is open, and resolves
+// the gateway's devices to backends that call over the tunnel. What a
+// tunnel means to the service — the gateway's devices registered and
+// recorded online or offline, its connection recorded, its revocation —
+// is the application's: the surface serving the tunnel (http/gatewayhub)
+// gives the hub a Site for each one.
 package gateway
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -20,32 +25,16 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/jackc/pgx/v5"
 
-	"phonefleet/commands"
-	"phonefleet/commands/fleet"
-	"phonefleet/commands/gateways"
 	"phonefleet/domain"
-	"phonefleet/eventstore"
 	"phonefleet/internal/backends"
-	"phonefleet/internal/identity"
 	"phonefleet/internal/tunnel"
-	"phonefleet/projections"
-	"phonefleet/workers"
 )
 
 // Defaults of HubConfig.
 const (
 	DefaultHelloTimeout = 10 * time.Second
 	DefaultCheckEvery   = 2 * time.Second
-)
-
-// How a gateway's devices are recorded offline: one no longer in its list
-// (as adb discovery says of a device it stopped listing), and every one
-// when its tunnel ends.
-const (
-	stateGone                = "gone"
-	stateGatewayDisconnected = "gateway_disconnected"
 )
 
 // refusalGrace is how long a refused hello's answer is given to reach the
@@ -56,9 +45,6 @@ const refusalGrace = 2 * time.Second
 type HubConfig struct {
 	// Claims are this process's gateway host claims.
 	Claims *backends.GatewayClaims
-	// Store is the event store: the hub reads the gateways' streams
-	// (revocation) and the gateway devices' read model through it.
-	Store *eventstore.Store
 	// HelloTimeout bounds the wait for a new tunnel's hello; zero means
 	// DefaultHelloTimeout.
 	HelloTimeout time.Duration
@@ -72,8 +58,8 @@ type HubConfig struct {
 	Logger *slog.Logger
 }
 
-// Hub serves gateway tunnels (GET /gateway/v1/tunnel) and the devices of
-// the gateways whose tunnels end here. It implements
+// Hub serves gateway tunnels (for GET /gateway/v1/tunnel) and the devices
+// of the gateways whose tunnels end here. It implements
 // internal/devices.HostSet (a gateway's host is held here while its
 // tunnel is served) and backends.GatewayBackends. A gateway's tunnel is
 // served by the one process holding its claim; a second tunnel of the
@@ -83,12 +69,12 @@ type HubConfig struct {
 // ends; a half-open tunnel (the network dropped without a close) holds it
 // until that instance's heartbeats fail (two pings unanswered).
 //
-// The hub needs the application object, and the fleet's runtime needs the
-// hub: build the hub, the fleet with it, then SetApplication.
+// The device runtime is built with the hub (its gateways' hosts and
+// devices), and the application over the runtime; the hub needs none of
+// it: each tunnel brings its Site.
 type Hub struct {
 	cfg HubConfig
 	log *slog.Logger
-	app atomic.Pointer[commands.Application]
 
 	mu      sync.RWMutex
 	tunnels map[string]*tunnelConn // by gateway id, once welcomed
@@ -118,22 +104,59 @@ func NewHub(cfg HubConfig) *Hub {
 		closing: make(chan struct{})}
 }
 
-// SetApplication gives the hub the application object. Call it once,
-// before serving; until then every tunnel is refused
-// (service_unavailable).
-func (h *Hub) SetApplication(app *commands.Application) { h.app.Store(app) }
+// Gateway is the gateway a tunnel serves, as its credential says.
+type Gateway struct {
+	ID    string
+	OrgID string
+	// Name is the gateway's name: its devices are named after it.
+	Name string
+}
+
+// Devices are a gateway's devices as the application knows them: the id
+// of every one of them by the gateway's key for it, and those the gateway
+// reports now that are served (a device retired from its organisation is
+// not).
+type Devices struct {
+	IDs    map[string]string
+	Served map[string]tunnel.DeviceInfo
+}
+
+// Site is what a tunnel means to the service: what the hub asks of the
+// application while it serves one gateway's tunnel (http/gatewayhub
+// implements it over the application object, one per tunnel). The hub
+// calls it holding the gateway's claim, one call at a time per gateway
+// (Revoked aside), with the tunnel's context.
+type Site interface {
+	// Admit takes the gateway that said hello: it settles the actions an
+	// earlier holder of the gateway's host left unfinished (tookOver),
+	// registers the devices the hello reports, records them online and
+	// the gateway's other devices offline, and records the tunnel
+	// connected through instance (this process, as the claim's holder).
+	// Its error answers the hello: service_unavailable (retryable) when
+	// the database failed, invalid_argument for a device list that cannot
+	// be registered.
+	Admit(ctx context.Context, hello tunnel.Hello, instance string, tookOver bool) (Devices, error)
+	// Update takes the gateway's new device list: the devices new to it
+	// are registered, and each of known (and of them) is recorded online
+	// or offline as listed. With an error, Devices may still hold the ids
+	// known then (IDs), and Served is not to be used.
+	Update(ctx context.Context, known map[string]string, list []tunnel.DeviceInfo) (Devices, error)
+	// Ended records the tunnel's end: the devices of ids offline, and the
+	// tunnel through instance ended for reason (domain.GatewayReason…).
+	// What it cannot record is left to the orphaned-gateway sweep or the
+	// gateway's next tunnel.
+	Ended(ctx context.Context, ids map[string]string, instance, reason string)
+	// Revoked reports whether the gateway has been revoked since; its
+	// tunnel is then closed. Errors are the database's.
+	Revoked(ctx context.Context) (bool, error)
+}
 
 // tunnelConn is one gateway's tunnel.
 type tunnelConn struct {
-	h         *Hub
-	gatewayID string
-	orgID     string
-	// name is the gateway's name: its devices are named after it.
-	name string
+	h    *Hub
+	gw   Gateway
+	site Site
 	peer *tunnel.Peer
-	// meta is the metadata of what the hub records for the tunnel: the
-	// hub as the actor, in the request that opened the tunnel.
-	meta eventstore.Metadata
 
 	helloSaid atomic.Bool
 	hello     chan helloCall
@@ -164,54 +187,30 @@ type helloAnswer struct {
 	err     error
 }
 
-// ServeTunnel serves a gateway's tunnel (GET /gateway/v1/tunnel; a
-// kernel.HandlerFunc). The gateway's credential (Authorization: Bearer
-// pfg_…) is checked before the upgrade: a refusal is returned as the
-// 401 error, for the surface's envelope, and so is service_unavailable
-// while the service shuts down. After the upgrade it serves the tunnel
-// until it ends and returns nil: the gateway's hello, its device list,
-// and device calls to it.
-func (h *Hub) ServeTunnel(w http.ResponseWriter, r *http.Request) error {
-	cred := ""
-	if v := r.Header.Get("Authorization"); v != "" {
-		tok, err := identity.ParseBearer(v)
-		if err != nil {
-			return domain.Unauthorized(domain.ReasonMalformedCredentials, "the Authorization header is not Bearer <gateway credential>")
-		}
-		cred = tok
-	}
-	app := h.app.Load()
-	if app == nil {
-		return domain.Errorf(domain.CodeServiceUnavailable, "this instance is starting; connect again").WithRetryable(true)
-	}
-	p, err := app.Gateways.AuthenticateGateway.Handle(r.Context(), gateways.AuthenticateGateway{Credential: cred})
-	if err != nil {
-		return err
-	}
+// Serve serves the tunnel of a gateway whose credential the caller has
+// checked (the surface's GET /gateway/v1/tunnel): it upgrades the
+// connection and serves the tunnel until it ends — the gateway's hello,
+// its device lists and device calls to it — asking site what each step
+// means to the service. ctx carries what the hub records for the tunnel
+// (its event metadata) and outlives the request. It answers
+// service_unavailable (retryable) while the hub closes, before the
+// upgrade; after it, it returns nil.
+func (h *Hub) Serve(ctx context.Context, w http.ResponseWriter, r *http.Request, gw Gateway, site Site) error {
 	if !h.enter() {
 		return domain.Errorf(domain.CodeServiceUnavailable, "this instance is shutting down; connect to another").WithRetryable(true)
 	}
 	defer h.serving.Done()
-	// What the hub records for the tunnel is its own act, in the request
-	// that opened the tunnel.
-	meta, _ := eventstore.MetadataFrom(r.Context())
-	if meta.RequestID == "" {
-		meta = eventstore.Metadata{RequestID: domain.NewID(domain.PrefixRequest)}
-	}
-	meta.ActorKind, meta.ActorID = "system", "gateway-hub"
-	ctx := eventstore.WithMetadata(context.WithoutCancel(r.Context()), meta)
-	meta, _ = eventstore.MetadataFrom(ctx)
-	c := &tunnelConn{h: h, gatewayID: p.GatewayID, orgID: p.OrgID, name: p.Name, meta: meta, hello: make(chan helloCall),
+	c := &tunnelConn{h: h, gw: gw, site: site, hello: make(chan helloCall),
 		ready: make(chan struct{}), ended: make(chan struct{}), devices: map[string]tunnel.DeviceInfo{}, ids: map[string]string{}}
 	defer close(c.ended)
 	peer, err := tunnel.Accept(w, r, c.handle, h.cfg.Tunnel)
 	if err != nil {
-		h.log.Debug("gateway tunnel not opened", "gatewayId", c.gatewayID, "err", err)
+		h.log.Debug("gateway tunnel not opened", "gatewayId", gw.ID, "err", err)
 		return nil // Accept has answered
 	}
 	c.peer = peer
 	reason := h.serve(ctx, c)
-	h.log.Info("gateway tunnel closed", "gatewayId", c.gatewayID, "reason", reason, "err", c.peer.Err())
+	h.log.Info("gateway tunnel closed", "gatewayId", gw.ID, "reason", reason, "err", c.peer.Err())
 	return nil
 }
 
@@ -252,7 +251,7 @@ func (h *Hub) serve(ctx context.Context, c *tunnelConn) string {
 		c.peer.Close(websocket.StatusTryAgainLater, "refused")
 		return "hello refused: " + err.Error()
 	}
-	h.log.Info("gateway tunnel connected", "gatewayId", c.gatewayID, "devices", len(welcome.Devices),
+	h.log.Info("gateway tunnel connected", "gatewayId", c.gw.ID, "devices", len(welcome.Devices),
 		"version", call.hello.Version)
 	reason := h.watch(ctx, c)
 	h.drop(ctx, c, reason)
@@ -288,25 +287,20 @@ func (c *tunnelConn) handle(ctx context.Context, method string, params json.RawM
 		if err := json.Unmarshal(params, &changed); err != nil {
 			return nil, domain.Errorf(domain.CodeInvalidArgument, "the device list cannot be read").Wrap(err)
 		}
-		return nil, c.h.update(eventstore.WithMetadata(ctx, c.meta), c, changed.Devices)
+		return nil, c.h.update(ctx, c, changed.Devices)
 	}
 	return nil, tunnel.ErrUnknownMethod
 }
 
 // admit makes this process the host of a gateway that said hello: it
-// takes the gateway's claim, settles the actions another process left
-// unfinished on it, registers the devices it reports (once per key),
-// records them online and its other devices offline, and starts serving
-// them. A tunnel of the gateway still open here is closed first: the
-// gateway opened a new one. Errors answer the hello: service_unavailable
-// (retryable) when another process holds the claim or the database
-// failed, invalid_argument for a device list that cannot be registered.
+// takes the gateway's claim, has the site admit it (settling what another
+// process left unfinished on it, registering and recording its devices,
+// recording the tunnel) and starts serving its devices. A tunnel of the
+// gateway still open here is closed first: the gateway opened a new one.
+// Errors answer the hello: service_unavailable (retryable) when another
+// process holds the claim or the database failed, and the site's.
 func (h *Hub) admit(ctx context.Context, c *tunnelConn, hello tunnel.Hello) (tunnel.Welcome, error) {
-	app := h.app.Load()
-	if app == nil {
-		return tunnel.Welcome{}, domain.Errorf(domain.CodeServiceUnavailable, "this instance is starting; try again").WithRetryable(true)
-	}
-	gw, key := c.gatewayID, domain.GatewayHostKey(c.gatewayID)
+	gw := c.gw.ID
 	unlock := h.lockOpen(c)
 	if unlock == nil {
 		return tunnel.Welcome{}, domain.Errorf(domain.CodeServiceUnavailable, "the connection ended").WithRetryable(true)
@@ -328,61 +322,32 @@ func (h *Hub) admit(ctx context.Context, c *tunnelConn, hello tunnel.Hello) (tun
 		}
 		return tunnel.Welcome{}, unavailable(err)
 	}
-	if tookOver {
-		if err := h.markAbandoned(ctx, app, key); err != nil {
-			return release(err)
-		}
+	if c.instance, err = h.cfg.Claims.Holder(ctx, gw); err != nil {
+		return release(err)
 	}
-	reported := make([]fleet.GatewayDevice, 0, len(hello.Devices))
-	for _, d := range hello.Devices {
-		reported = append(reported, fleet.GatewayDevice{Key: d.Key, Backend: d.Backend, Model: d.Model, Serial: d.Serial,
-			Width: d.Width, Height: d.Height})
-	}
-	ids, err := app.Fleet.RegisterGatewayDevices.Handle(ctx, fleet.RegisterGatewayDevices{GatewayID: gw, GatewayName: c.name, OrgID: c.orgID, Devices: reported})
+	devs, err := c.site.Admit(ctx, hello, c.instance, tookOver)
 	if err != nil {
-		return release(err)
-	}
-	known, err := projections.GatewayDeviceIDs(ctx, h.cfg.Store.Pool(), gw)
-	if err != nil {
-		return release(err)
-	}
-	for k, id := range ids {
-		known[k] = id
-	}
-	devices := map[string]tunnel.DeviceInfo{}
-	for _, d := range hello.Devices {
-		devices[d.Key] = d
-	}
-	served, err := h.recordConnections(ctx, app, known, devices, stateGone)
-	if err != nil {
-		return release(err)
-	}
-	if c.instance, err = h.holder(ctx, gw); err != nil {
-		return release(err)
-	}
-	if _, err := app.Gateways.RecordGatewayConnection.Handle(ctx, gateways.RecordGatewayConnection{GatewayID: gw, Connected: true,
-		Instance: c.instance, Version: hello.Version, Channel: hello.Channel, Devices: len(served)}); err != nil {
 		return release(err)
 	}
 	c.mu.Lock()
-	c.devices, c.ids = served, known
+	c.devices, c.ids = devs.Served, devs.IDs
 	c.mu.Unlock()
 	h.mu.Lock()
 	h.tunnels[gw] = c
 	h.mu.Unlock()
 	close(c.ready)
-	return tunnel.Welcome{GatewayID: gw, OrgID: c.orgID, Devices: welcomeDevices(served, known)}, nil
+	return tunnel.Welcome{GatewayID: gw, OrgID: c.gw.OrgID, Devices: welcomeDevices(devs.Served, devs.IDs)}, nil
 }
 
 // lockOpen takes c's gateway lock once no other tunnel of the gateway is
 // served here, closing such a tunnel and waiting for it to be dropped. It
 // returns nil when c's own connection ends first.
 func (h *Hub) lockOpen(c *tunnelConn) (unlock func()) {
-	mu := h.gatewayLock(c.gatewayID)
+	mu := h.gatewayLock(c.gw.ID)
 	for {
 		mu.Lock()
 		h.mu.RLock()
-		old := h.tunnels[c.gatewayID]
+		old := h.tunnels[c.gw.ID]
 		h.mu.RUnlock()
 		if old == nil {
 			return mu.Unlock
@@ -409,38 +374,6 @@ func (h *Hub) gatewayLock(gatewayID string) *sync.Mutex {
 	return mu
 }
 
-// recordConnections records the devices reported (present in reported)
-// online and the gateway's other devices offline (state) and returns the
-// reported devices that can be served: a device retired from its
-// organisation is not. Errors are the database's.
-func (h *Hub) recordConnections(ctx context.Context, app *commands.Application, ids map[string]string,
-	reported map[string]tunnel.DeviceInfo, state string) (map[string]tunnel.DeviceInfo, error) {
-	served := map[string]tunnel.DeviceInfo{}
-	for key, id := range ids {
-		info, online := reported[key]
-		_, err := app.Fleet.RecordDeviceConnection.Handle(ctx, fleet.RecordDeviceConnection{DeviceID: id, Online: online, State: state})
-		if domain.ErrorCode(err) == domain.CodeDeviceUnavailable {
-			continue // retired: it is not served
-		}
-		if err != nil {
-			return nil, err
-		}
-		if online {
-			served[key] = info
-		}
-	}
-	return served, nil
-}
-
-// holder returns this process's id as the holder of gateway gatewayID's
-// claim (table gateway_hosts), which it holds: the instance recorded as
-// serving the gateway's tunnel.
-func (h *Hub) holder(ctx context.Context, gatewayID string) (string, error) {
-	var id string
-	err := h.cfg.Store.Pool().QueryRow(ctx, `SELECT holder FROM gateway_hosts WHERE gateway_id = $1`, gatewayID).Scan(&id)
-	return id, err
-}
-
 func welcomeDevices(served map[string]tunnel.DeviceInfo, ids map[string]string) []tunnel.DeviceID {
 	out := make([]tunnel.DeviceID, 0, len(served))
 	for key := range served {
@@ -450,50 +383,27 @@ func welcomeDevices(served map[string]tunnel.DeviceInfo, ids map[string]string) 
 	return out
 }
 
-// markAbandoned settles the actions recorded under host and left without
-// an outcome by the process that held it before.
-func (h *Hub) markAbandoned(ctx context.Context, app *commands.Application, host string) error {
-	return workers.AbandonedActions{Mark: app.Fleet.MarkAbandonedActions, Logger: h.log}.Settle(ctx, host)
-}
-
-// update takes a gateway's new device list: devices new to it are
-// registered, and each is recorded online or offline as listed.
+// update takes a gateway's new device list, as the site records it.
 func (h *Hub) update(ctx context.Context, c *tunnelConn, list []tunnel.DeviceInfo) error {
-	app := h.app.Load()
-	mu := h.gatewayLock(c.gatewayID)
+	mu := h.gatewayLock(c.gw.ID)
 	mu.Lock()
 	defer mu.Unlock()
 	h.mu.RLock()
-	current := h.tunnels[c.gatewayID] == c
+	current := h.tunnels[c.gw.ID] == c
 	h.mu.RUnlock()
 	if !current {
 		return nil // dropped meanwhile
 	}
-	reported := make([]fleet.GatewayDevice, 0, len(list))
-	devices := map[string]tunnel.DeviceInfo{}
-	for _, d := range list {
-		reported = append(reported, fleet.GatewayDevice{Key: d.Key, Backend: d.Backend, Model: d.Model, Serial: d.Serial,
-			Width: d.Width, Height: d.Height})
-		devices[d.Key] = d
-	}
-	ids, err := app.Fleet.RegisterGatewayDevices.Handle(ctx, fleet.RegisterGatewayDevices{GatewayID: c.gatewayID, GatewayName: c.name, OrgID: c.orgID, Devices: reported})
-	if err != nil {
-		return err
-	}
 	c.mu.Lock()
-	known := make(map[string]string, len(c.ids)+len(ids))
-	for k, id := range c.ids {
-		known[k] = id
-	}
+	known := maps.Clone(c.ids)
 	c.mu.Unlock()
-	for k, id := range ids {
-		known[k] = id
-	}
-	served, err := h.recordConnections(ctx, app, known, devices, stateGone)
+	devs, err := c.site.Update(ctx, known, list)
 	c.mu.Lock()
-	c.ids = known
+	if devs.IDs != nil {
+		c.ids = devs.IDs
+	}
 	if err == nil {
-		c.devices = served
+		c.devices = devs.Served
 	}
 	c.mu.Unlock()
 	return err
@@ -505,7 +415,7 @@ func (h *Hub) update(ctx context.Context, c *tunnelConn, list []tunnel.DeviceInf
 func (h *Hub) watch(ctx context.Context, c *tunnelConn) string {
 	t := time.NewTicker(h.cfg.CheckEvery)
 	defer t.Stop()
-	key := domain.GatewayHostKey(c.gatewayID)
+	key := domain.GatewayHostKey(c.gw.ID)
 	for {
 		select {
 		case <-c.peer.Done():
@@ -519,9 +429,9 @@ func (h *Hub) watch(ctx context.Context, c *tunnelConn) string {
 			c.peer.Close(websocket.StatusTryAgainLater, "claim lost")
 			return domain.GatewayReasonClaimLost
 		}
-		revoked, err := h.revoked(ctx, c.gatewayID)
+		revoked, err := c.site.Revoked(ctx)
 		if err != nil {
-			h.log.Warn("gateway state unreadable", "gatewayId", c.gatewayID, "err", err)
+			h.log.Warn("gateway state unreadable", "gatewayId", c.gw.ID, "err", err)
 			continue
 		}
 		if revoked {
@@ -548,33 +458,16 @@ func endedReason(c *tunnelConn) string {
 	return domain.GatewayReasonConnectionLost
 }
 
-// revoked reports whether the gateway's stream records its revocation.
-func (h *Hub) revoked(ctx context.Context, gatewayID string) (bool, error) {
-	evs, err := h.cfg.Store.Load(ctx, domain.GatewayStream(gatewayID), 1)
-	if err != nil {
-		return false, err
-	}
-	var g domain.Gateway
-	for _, e := range evs {
-		ev, err := domain.Events.Decode(e.Type, e.SchemaVersion, e.Data)
-		if err != nil {
-			return false, err
-		}
-		g.Apply(ev)
-	}
-	return g.State() == domain.GatewayStateRevoked, nil
-}
-
 // drop stops serving an ended tunnel: its devices are no longer resolved
-// here, are recorded offline, its end is recorded (for reason), and the
-// gateway's claim is released.
+// here, the site records them offline and the tunnel's end (for reason),
+// and the gateway's claim is released.
 func (h *Hub) drop(ctx context.Context, c *tunnelConn, reason string) {
-	mu := h.gatewayLock(c.gatewayID)
+	mu := h.gatewayLock(c.gw.ID)
 	mu.Lock()
 	defer mu.Unlock()
 	h.mu.Lock()
-	if h.tunnels[c.gatewayID] == c {
-		delete(h.tunnels, c.gatewayID)
+	if h.tunnels[c.gw.ID] == c {
+		delete(h.tunnels, c.gw.ID)
 	}
 	h.mu.Unlock()
 	c.peer.Close(websocket.StatusGoingAway, "ended")
@@ -584,18 +477,8 @@ func (h *Hub) drop(ctx context.Context, c *tunnelConn, reason string) {
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	if app := h.app.Load(); app != nil {
-		if _, err := h.recordConnections(ctx, app, ids, nil, stateGatewayDisconnected); err != nil {
-			// The orphaned-gateway sweep records them once the claim is free.
-			h.log.Warn("recording a gateway's devices offline failed", "gatewayId", c.gatewayID, "err", err)
-		}
-		if _, err := app.Gateways.RecordGatewayConnection.Handle(ctx, gateways.RecordGatewayConnection{GatewayID: c.gatewayID,
-			Instance: c.instance, Reason: reason}); err != nil {
-			// The sweep, or the gateway's next connection, records the end.
-			h.log.Warn("recording a gateway's disconnection failed", "gatewayId", c.gatewayID, "err", err)
-		}
-	}
-	h.cfg.Claims.Release(c.gatewayID)
+	c.site.Ended(ctx, ids, c.instance, reason)
+	h.cfg.Claims.Release(c.gw.ID)
 }
 
 // Holds implements devices.HostSet: whether a gateway's tunnel is served
@@ -646,94 +529,36 @@ func (h *Hub) Device(_ context.Context, d *domain.Device) (domain.Backend, error
 	return &tunnelDevice{peer: c.peer, deviceID: d.ID, info: info}, nil
 }
 
-// SweepOrphans settles the gateways no instance serves that look served:
-// those with actions recorded as requested under their host, with
-// devices recorded online, or recorded connected, whose claim nobody
-// holds (their instance died, and the gateway has not come back). It
-// takes each one's claim, marks its unfinished actions outcome unknown
-// (when another process held it last), records its devices offline and
-// its tunnel ended (domain.GatewayReasonInstanceLost), and releases it.
-// A gateway whose claim another process holds is left to it. It returns
-// how many gateways it settled; errors are the database's, and what it
-// did not reach is swept next time. Every instance runs it (workers).
-func (h *Hub) SweepOrphans(ctx context.Context) (int, error) {
-	app := h.app.Load()
-	if app == nil {
-		return 0, nil
-	}
-	pool := h.cfg.Store.Pool()
-	rows, err := pool.Query(ctx, `SELECT DISTINCT substr(host, 4) FROM action_idempotency
-		WHERE state = 'requested' AND host LIKE 'gw.%' ORDER BY 1`)
-	if err != nil {
-		return 0, err
-	}
-	open, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return 0, err
-	}
-	online, err := projections.GatewaysWithOnlineDevices(ctx, pool)
-	if err != nil {
-		return 0, err
-	}
-	connected, err := projections.ConnectedGateways(ctx, pool)
-	if err != nil {
-		return 0, err
-	}
-	gateways := slices.Compact(slices.Sorted(slices.Values(slices.Concat(open, online, connected))))
-	settled := 0
-	for _, gw := range gateways {
-		done, err := h.sweep(ctx, app, gw)
-		if err != nil {
-			return settled, fmt.Errorf("gateway %s: %w", gw, err)
-		}
-		if done {
-			settled++
-		}
-	}
-	return settled, nil
-}
-
-// sweep settles one gateway unless a tunnel of it is served here or
-// another process holds its claim.
-func (h *Hub) sweep(ctx context.Context, app *commands.Application, gw string) (bool, error) {
-	mu := h.gatewayLock(gw)
+// Settle settles gateway gatewayID unless a tunnel of it is served here
+// or another process holds its claim: it takes the gateway's claim, runs
+// settle with it held (tookOver: another process held it last, so what
+// that one left unfinished must be settled too), and releases it. It
+// reports whether it settled the gateway; errors are the claim's and
+// settle's. The orphaned-gateway sweep settles, through it, the gateways
+// whose instance died and whose tunnel never came back: holding the
+// claim, this process knows no tunnel of the gateway is served anywhere.
+func (h *Hub) Settle(ctx context.Context, gatewayID string, settle func(ctx context.Context, tookOver bool) error) (bool, error) {
+	mu := h.gatewayLock(gatewayID)
 	mu.Lock()
 	defer mu.Unlock()
-	key := domain.GatewayHostKey(gw)
+	key := domain.GatewayHostKey(gatewayID)
 	h.mu.RLock()
-	_, served := h.tunnels[gw]
+	_, served := h.tunnels[gatewayID]
 	h.mu.RUnlock()
 	if served || h.cfg.Claims.Holds(key) {
 		return false, nil
 	}
-	tookOver, err := h.cfg.Claims.Take(ctx, gw)
+	tookOver, err := h.cfg.Claims.Take(ctx, gatewayID)
 	if errors.Is(err, backends.ErrHeld) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	defer h.cfg.Claims.Release(gw)
-	// When this process held it last, its own jobs settle their actions.
-	if tookOver {
-		if err := h.markAbandoned(ctx, app, key); err != nil {
-			return false, err
-		}
-	}
-	ids, err := projections.GatewayDeviceIDs(ctx, h.cfg.Store.Pool(), gw)
-	if err != nil {
+	defer h.cfg.Claims.Release(gatewayID)
+	if err := settle(ctx, tookOver); err != nil {
 		return false, err
 	}
-	if _, err := h.recordConnections(ctx, app, ids, nil, stateGatewayDisconnected); err != nil {
-		return false, err
-	}
-	// Holding the claim, this process knows no tunnel of the gateway is
-	// served anywhere: whichever the stream shows open has ended.
-	if _, err := app.Gateways.RecordGatewayConnection.Handle(ctx, gateways.RecordGatewayConnection{GatewayID: gw,
-		Reason: domain.GatewayReasonInstanceLost}); err != nil {
-		return false, err
-	}
-	h.log.Info("gateway without a tunnel settled", "gatewayId", gw)
 	return true, nil
 }
 

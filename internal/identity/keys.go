@@ -7,13 +7,12 @@ import (
 	"time"
 
 	"phonefleet/domain"
-	"phonefleet/projections"
 )
 
 // KeyLookup reads one key of the key store by id (projections.APIKeyReader
 // satisfies it).
 type KeyLookup interface {
-	Lookup(ctx context.Context, keyID string) (projections.APIKeyRecord, bool, error)
+	Lookup(ctx context.Context, keyID string) (domain.APIKeyRecord, bool, error)
 }
 
 // KeyVerifier verifies API key tokens against the key store on every

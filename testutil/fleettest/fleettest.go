@@ -61,6 +61,9 @@ type Options struct {
 	WaitForReceipts bool
 	// FrameRetention sets fleetwire.Config.FrameRetention.
 	FrameRetention time.Duration
+	// Transport carries device calls to the other fleets of a test (as
+	// the cluster does between instances); nil means none.
+	Transport devices.Transport
 	// ADBAddr is the adb server the fleet's adb devices are driven
 	// through (testutil.ADBServer); empty means adb.DefaultAddr, which
 	// tests must not touch, so set it in every test with adb devices.
@@ -82,8 +85,11 @@ type Env struct {
 	Runs *runs.Runs
 	// App is the application object over Fleet and Runs, as every
 	// consumer receives it.
-	App       commands.Application
-	Runtime   *devices.Runtime
+	App     commands.Application
+	Runtime *devices.Runtime
+	// Calls serve the device calls other fleets forward to this one,
+	// through App, as the cluster's node serves them.
+	Calls     devices.Calls
 	OrgID     string
 	DeviceIDs []string
 	// Auth is the organisation's local operator (every scope).
@@ -138,13 +144,15 @@ func Start(t testing.TB, opts Options) *Env {
 		t.Fatal(err)
 	}
 	dev := devices.Assemble(devices.AssembleConfig{Pool: pool, Logger: Quiet, QueueLimit: opts.QueueLimit,
-		FrameRetention: opts.FrameRetention, Wrap: opts.Wrap, ADBAddr: opts.ADBAddr, Catalog: backends.CatalogAPK})
+		FrameRetention: opts.FrameRetention, Wrap: opts.Wrap, ADBAddr: opts.ADBAddr, Catalog: backends.CatalogAPK,
+		Transport: opts.Transport})
 	e.Runtime, e.Sim, e.ADB, e.Registry = dev.Runtime, dev.Sim, dev.ADB, dev.Registry
-	e.Fleet = fleet.New(fleet.Config{Store: e.Store, ReadModels: e.Runner, Runtime: e.Runtime, Now: e.Now,
-		WaitForReceipts: opts.WaitForReceipts, HostState: backends.HostState(pool)})
+	e.Fleet = fleet.New(fleet.Config{Store: e.Store, ReadModels: e.Runner, Runtime: e.Runtime, NewSimState: backends.NewSimState, Now: e.Now,
+		WaitForReceipts: opts.WaitForReceipts})
 	e.Runs = runs.New(runs.Config{Store: e.Store, ReadModels: e.Runner, Devices: e.Fleet, Now: e.Now,
 		BaseURL: func() string { return "http://vrx.test" }})
 	e.App = commands.NewApplication(commands.Capabilities{Fleet: e.Fleet, Runs: e.Runs, Logger: Quiet})
+	e.Calls = fleet.ServedCalls(e.App.Fleet)
 	e.settle = workers.AbandonedActions{Mark: e.App.Fleet.MarkAbandonedActions, Logger: Quiet}.Settle
 	if err := e.Runtime.Prepare(ctx, e.settle); err != nil {
 		e.Runtime.Stop() // gives the host claim back

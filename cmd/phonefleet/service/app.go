@@ -190,14 +190,15 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 	}
 	for _, wire := range []func(context.Context) error{
 		// What the application object is built from: each capability,
-		// and the parts below them (identity, the device runtime).
-		a.wireIdentity, a.wireFleet, a.startADBSims, a.wireWebhooks, a.wireRuns, a.wireSchedules, a.wireProvisioning,
+		// and the parts below them (identity, the way to the other
+		// instances, the device runtime).
+		a.wireIdentity, a.dialCluster, a.wireFleet, a.startADBSims, a.wireWebhooks, a.wireRuns, a.wireSchedules, a.wireProvisioning,
 		a.wireConsole, a.wireGateways,
 		// The application object, composed once.
 		a.wireApplication,
 		// Everything that receives it: the device runtime's takeovers, the
 		// workers and the surfaces.
-		a.serveFleet, a.serveWebhooks, a.serveRuns, a.serveSchedules, a.serveProvisioning, a.wireMCP, a.wireVRX, a.wireCluster,
+		a.serveFleet, a.serveWebhooks, a.serveRuns, a.serveSchedules, a.serveProvisioning, a.wireMCP, a.wireVRX, a.serveCluster,
 	} {
 		if err == nil {
 			err = wire(ctx)

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 
+	"phonefleet/commands/fleet"
 	"phonefleet/internal/cluster"
+	"phonefleet/internal/devices"
 	"phonefleet/internal/identity"
 )
 
@@ -15,16 +17,16 @@ import (
 // calls with from the server pepper they share.
 const clusterSecretLabel = "phonefleet cluster v1"
 
-// wireCluster connects this instance to the others sharing its database
+// dialCluster connects this instance to the others sharing its database
 // over the NATS server SERVICE_NATS_URL names (issue 14); unset, it does
 // nothing: one instance, and a device another process drives answers
-// offline. The node serves the calls for the hosts this process holds
-// (the fleet's runtime says which) and hands the fleet its way to the
-// others. Calls are signed with a key derived from the server pepper
-// every instance holds. An unreachable NATS server does not stop the
-// start: the node keeps trying, and calls to other instances meanwhile
-// answer that the device is unavailable.
-func (a *App) wireCluster(ctx context.Context) error {
+// offline. The node is dialled before the device runtime, which forwards
+// its calls through it, and serves only once the application object
+// exists (serveCluster). Calls are signed with a key derived from the
+// server pepper every instance holds. An unreachable NATS server does not
+// stop the start: the node keeps trying, and calls to other instances
+// meanwhile answer that the device is unavailable.
+func (a *App) dialCluster(ctx context.Context) error {
 	if a.cfg.NATSURL == "" {
 		return nil
 	}
@@ -39,16 +41,32 @@ func (a *App) wireCluster(ctx context.Context) error {
 	mac := hmac.New(sha256.New, pepper)
 	mac.Write([]byte(clusterSecretLabel))
 	hostname, _ := os.Hostname()
-	fleet := a.capabilities.Fleet
 	// The node outlives New's context: stopCluster closes it, in order.
-	node, err := cluster.Start(context.WithoutCancel(ctx), cluster.Config{URL: a.cfg.NATSURL, ClusterID: id, Secret: mac.Sum(nil),
-		Serve: fleet.ServeForwarded, Held: a.devices.Runtime.HeldHosts, Logger: a.logger,
-		Name: fmt.Sprintf("phonefleet %s pid %d", hostname, os.Getpid())})
+	node, err := cluster.Dial(context.WithoutCancel(ctx), cluster.Config{URL: a.cfg.NATSURL, ClusterID: id, Secret: mac.Sum(nil),
+		Logger: a.logger, Name: fmt.Sprintf("phonefleet %s pid %d", hostname, os.Getpid())})
 	if err != nil {
 		return fmt.Errorf("invalid SERVICE_NATS_URL: %w", err)
 	}
-	fleet.SetForwarder(node)
 	a.cluster = node
+	return nil
+}
+
+// transport is the device runtime's way to the other instances: the
+// cluster's node, or none.
+func (a *App) transport() devices.Transport {
+	if a.cluster == nil {
+		return nil
+	}
+	return a.cluster
+}
+
+// serveCluster has the node serve the calls other instances forward for
+// the hosts this process holds (the device runtime says which), each run
+// by the application object's fleet handlers, as a local call is.
+func (a *App) serveCluster(context.Context) error {
+	if a.cluster != nil {
+		a.cluster.Serve(a.devices.Runtime.HeldHosts, devices.Calls(fleet.ServedCalls(a.app.Fleet)).Serve)
+	}
 	return nil
 }
 

@@ -15,13 +15,14 @@ import (
 func fleetProjections() []projections.Projection { return projections.Fleet() }
 
 // wireFleet builds the device runtime (sim phones, adb devices and the
-// gateways' devices, through the gateway hub) and the fleet capability
-// over it.
+// gateways' devices, through the gateway hub; calls to the other
+// instances through the cluster's node, dialled before it) and the fleet
+// capability over it.
 func (a *App) wireFleet(context.Context) error {
 	a.devices = devices.Assemble(devices.AssembleConfig{Pool: a.db.Pool, ADBAddr: a.cfg.ADBAddr, Gateways: a.newGatewayHub(),
-		Logger: a.logger})
+		Transport: a.transport(), Logger: a.logger})
 	a.capabilities.Fleet = fleet.New(fleet.Config{Store: a.store, ReadModels: a.runner, Runtime: a.devices.Runtime,
-		HostState: backends.HostState(a.db.Pool)})
+		NewSimState: backends.NewSimState})
 	return nil
 }
 
@@ -57,6 +58,6 @@ func (a *App) serveFleet(ctx context.Context) error {
 		workers.DeviceResets{Reset: a.app.Fleet.ResetDevice, Pool: a.db.Pool, Logger: a.logger}.Run,
 	)
 	a.serveADBDiscovery()
-	a.serveGatewayHub()
+	a.serveGatewayHub(settle)
 	return nil
 }

@@ -1,6 +1,9 @@
 package service
 
 import (
+	"context"
+
+	"phonefleet/http/gatewayhub"
 	"phonefleet/internal/backends"
 	"phonefleet/internal/gateway"
 	"phonefleet/projections"
@@ -14,27 +17,28 @@ func gatewayHubProjections() []projections.Projection {
 }
 
 // newGatewayHub builds the gateway hub (issue 14), where gateways' tunnels
-// end (GET /gateway/v1/tunnel): the device runtime is built with it, since
-// the gateways' devices resolve through it and their hosts are held by
-// it; it receives the application object once that exists
-// (serveGatewayHub).
+// end: the device runtime is built with it, since the gateways' devices
+// resolve through it and their hosts are held by it. It needs nothing of
+// the application: the tunnels' surface (serveGatewayHub) brings that to
+// each tunnel.
 func (a *App) newGatewayHub() *gateway.Hub {
 	a.gatewayHub = gateway.NewHub(gateway.HubConfig{
 		Claims: backends.NewGatewayClaims(a.db.Pool),
-		Store:  a.store,
 		Logger: a.logger.With("component", "gateway-hub"),
 	})
 	return a.gatewayHub
 }
 
-// serveGatewayHub gives the hub the application object, hands its tunnel
-// to the HTTP edge and adds the sweep settling the gateways whose instance
-// died (every instance runs it).
-func (a *App) serveGatewayHub() {
-	hub := a.gatewayHub
-	hub.SetApplication(&a.app)
-	a.deps.GatewayTunnel = hub.ServeTunnel
-	a.workers = append(a.workers, workers.OrphanedGateways{Sweep: hub.SweepOrphans, Logger: a.logger}.Run)
+// serveGatewayHub builds the tunnels' surface over the hub and the
+// application object, hands it to the HTTP edge (GET /gateway/v1/tunnel)
+// and adds the sweep settling the gateways whose instance died (every
+// instance runs it). settle is the host takeover pass.
+func (a *App) serveGatewayHub(settle func(ctx context.Context, host string) error) {
+	tunnels := gatewayhub.New(gatewayhub.Config{App: &a.app, Hub: a.gatewayHub, Settle: settle,
+		Logger: a.logger.With("component", "gateway-hub")})
+	a.deps.GatewayTunnel = tunnels.ServeTunnel
+	a.workers = append(a.workers, workers.OrphanedGateways{List: a.app.Gateways.ListGatewaysRecordedServed,
+		Settle: tunnels.SettleOrphan, Logger: a.logger}.Run)
 }
 
 // stopGatewayHub closes the gateways' tunnels (1001) and releases their

@@ -9,6 +9,7 @@ import (
 	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/backends"
 	"phonefleet/internal/config"
 	"phonefleet/internal/payments"
 	"phonefleet/projections"
@@ -50,7 +51,7 @@ func OpenOperator(ctx context.Context, cfg config.Config, logger *slog.Logger) (
 	// its provisioning refunds and reconciles, waiting for no read model
 	// (the service may not be running: a command that reads one brings it
 	// up to date itself).
-	fleet := fleet.New(fleet.Config{Store: store})
+	fleet := fleet.New(fleet.Config{Store: store, NewSimState: backends.NewSimState})
 	var provider payments.Provider
 	if cfg.StripeSecretKey != "" {
 		provider = payments.New(payments.Config{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase})

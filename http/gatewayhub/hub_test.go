@@ -1,4 +1,4 @@
-package gateway_test
+package gatewayhub_test
 
 import (
 	"bytes"
@@ -24,6 +24,7 @@ import (
 	"phonefleet/commands/gateways"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/http/gatewayhub"
 	"phonefleet/http/kernel"
 	"phonefleet/internal/backends"
 	"phonefleet/internal/devices"
@@ -115,11 +116,13 @@ type instance struct {
 	fl      *fleet.Fleet
 	runtime *devices.Runtime
 	// app is the instance's application object (its fleet, the shared
-	// gateways), as its hub receives it.
+	// gateways), as its tunnels' surface receives it.
 	app    *commands.Application
 	hub    *gateway.Hub
 	claims *backends.GatewayClaims
-	url    string
+	// tunnels is the surface serving the hub's tunnels.
+	tunnels *gatewayhub.Server
+	url     string
 }
 
 type instanceOptions struct {
@@ -135,28 +138,32 @@ func (e *hubEnv) instance(t *testing.T, opts instanceOptions) *instance {
 		opts.checkEvery = 50 * time.Millisecond
 	}
 	claims := backends.NewGatewayClaims(e.pool)
-	hub := gateway.NewHub(gateway.HubConfig{Claims: claims, Store: e.store,
-		CheckEvery: opts.checkEvery, Tunnel: opts.tunnel, Logger: quiet})
+	hub := gateway.NewHub(gateway.HubConfig{Claims: claims, CheckEvery: opts.checkEvery, Tunnel: opts.tunnel, Logger: quiet})
 	rt := devices.Assemble(devices.AssembleConfig{Pool: e.pool, Gateways: hub, Logger: quiet}).Runtime
-	fl := fleet.New(fleet.Config{Store: e.store, ReadModels: e.runner, Runtime: rt, WaitForReceipts: true,
-		HostState: backends.HostState(e.pool)})
+	fl := fleet.New(fleet.Config{Store: e.store, ReadModels: e.runner, Runtime: rt, NewSimState: backends.NewSimState,
+		WaitForReceipts: true})
 	app := commands.NewApplication(commands.Capabilities{Fleet: fl, Gateways: e.gateways, Logger: quiet})
 	settle := workers.AbandonedActions{Mark: app.Fleet.MarkAbandonedActions, Logger: quiet}.Settle
 	if err := rt.Prepare(testutil.Context(t), settle); err != nil {
 		t.Fatal(err)
 	}
-	hub.SetApplication(&app)
+	tunnels := gatewayhub.New(gatewayhub.Config{App: &app, Hub: hub, Settle: settle, Logger: quiet})
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { rt.Run(runCtx, settle); close(done) }()
-	srv := httptest.NewServer(kernel.HandlerFunc(hub.ServeTunnel))
+	srv := httptest.NewServer(kernel.HandlerFunc(tunnels.ServeTunnel))
 	t.Cleanup(func() {
 		hub.Close()
 		srv.Close()
 		stop()
 		<-done
 	})
-	return &instance{fl: fl, runtime: rt, app: &app, hub: hub, claims: claims, url: srv.URL}
+	return &instance{fl: fl, runtime: rt, app: &app, hub: hub, claims: claims, tunnels: tunnels, url: srv.URL}
+}
+
+// sweepOrphans is one pass of the orphaned-gateway sweep on the instance.
+func (in *instance) sweepOrphans(ctx context.Context) (int, error) {
+	return workers.OrphanedGateways{List: in.app.Gateways.ListGatewaysRecordedServed, Settle: in.tunnels.SettleOrphan}.Sweep(ctx)
 }
 
 // fakeGateway answers the tunnel's device calls with real sim phones, as
@@ -726,7 +733,7 @@ func TestHubSweepsAnOrphanedGateway(t *testing.T) {
 		}
 		return true
 	})
-	settled, err := survivor.hub.SweepOrphans(ctx)
+	settled, err := survivor.sweepOrphans(ctx)
 	if err != nil || settled != 2 {
 		t.Fatalf("sweep: settled %d (%v); want 2", settled, err)
 	}
@@ -748,7 +755,7 @@ func TestHubSweepsAnOrphanedGateway(t *testing.T) {
 	if evs := e.connections(t, otherID); len(evs) != 1 {
 		t.Fatalf("the served gateway's connection events: %+v; want its gateway.connected alone", evs)
 	}
-	if settled, err := survivor.hub.SweepOrphans(ctx); err != nil || settled != 0 {
+	if settled, err := survivor.sweepOrphans(ctx); err != nil || settled != 0 {
 		t.Fatalf("a second sweep: settled %d (%v); want none", settled, err)
 	}
 }

@@ -1,4 +1,4 @@
-package gateway_test
+package gatewayhub_test
 
 import (
 	"bytes"
@@ -56,7 +56,7 @@ func TestAdbThroughHub(t *testing.T) {
 	in := e.instance(t, instanceOptions{})
 	// The service's HTTP edge: the gateway surface (enrollment, releases,
 	// the tunnel) as a deployment serves it.
-	edge := httptest.NewServer(httpapi.New(httpapi.Deps{Logger: quiet, App: &e.app, GatewayTunnel: in.hub.ServeTunnel}).Handler())
+	edge := httptest.NewServer(httpapi.New(httpapi.Deps{Logger: quiet, App: &e.app, GatewayTunnel: in.tunnels.ServeTunnel}).Handler())
 	t.Cleanup(edge.Close)
 	ctx := testutil.Context(t)
 	code, err := e.app.Gateways.CreateGatewayEnrollmentCode.Handle(ctx, gateways.CreateGatewayEnrollmentCode{Auth: e.admin, Name: "lab"})
