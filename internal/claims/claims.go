@@ -98,10 +98,16 @@ func New[T any](pool *pgxpool.Pool, src Source[T]) *Claims[T] {
 // SKIP LOCKED can pass over. Rows are inserted in one total order, so two
 // instances inserting overlapping sets wait for each other at most, never
 // deadlock. Parameters: reaction, now, limit, cursor (due_at, key).
+//
+// Each due item looks up its own claim row by primary key. The OFFSET 0
+// keeps that lookup a per-item probe: PostgreSQL would otherwise plan it
+// as a join, and on a claims table it has no statistics for yet (a new
+// database, a burst in its first minute) it takes "reaction = $1" for a
+// condition few rows meet and scans every claim row for each due item.
 const ensureRows = `INSERT INTO claims (reaction, key)
 	SELECT $1, d.key FROM (%s) d
 	WHERE d.due_at <= $2 AND (d.due_at, d.key) > ($4, $5)
-	  AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.reaction = $1 AND c.key = d.key)
+	  AND NOT EXISTS (SELECT FROM claims c WHERE c.reaction = $1 AND c.key = d.key OFFSET 0)
 	ORDER BY d.due_at, d.key LIMIT $3
 	ON CONFLICT DO NOTHING`
 
@@ -113,13 +119,19 @@ const ensureRows = `INSERT INTO claims (reaction, key)
 // the read model has not applied yet is not free, so lag never causes a
 // second effect. Parameters: reaction, now, limit, holder, lease end,
 // cursor (due_at, key).
+//
+// The due items are walked in order and each locks its own claim row (a
+// LATERAL subquery that locks cannot be flattened into a join), for the
+// reason ensureRows gives: only as many rows are locked as are taken.
 const claimDue = `WITH picked AS (
-	SELECT d.* FROM claims c JOIN (%s) d ON d.key = c.key
-	WHERE c.reaction = $1 AND d.due_at <= $2 AND (d.due_at, d.key) > ($6, $7)
-	  AND (c.attempt <= d.attempts OR (c.attempt = d.attempts + 1 AND NOT c.recorded AND c.leased_until <= $2))
+	SELECT d.* FROM (%s) d
+	CROSS JOIN LATERAL (SELECT FROM claims c
+		WHERE c.reaction = $1 AND c.key = d.key
+		  AND (c.attempt <= d.attempts OR (c.attempt = d.attempts + 1 AND NOT c.recorded AND c.leased_until <= $2))
+		FOR UPDATE SKIP LOCKED) c
+	WHERE d.due_at <= $2 AND (d.due_at, d.key) > ($6, $7)
 	ORDER BY d.due_at, d.key
 	LIMIT $3
-	FOR UPDATE OF c SKIP LOCKED
 )
 UPDATE claims c
 SET attempt = p.attempts + 1, recorded = false, claimed_by = $4, claimed_at = $2, leased_until = $5
