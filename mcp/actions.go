@@ -109,25 +109,25 @@ func (s *Server) actionTool(name, title, description string, typ domain.ActionTy
 func (s *Server) actionTools() []*tool {
 	gesture := hints{destructive: true, openWorld: true}
 	return []*tool{
-		s.actionTool("tap", "Tap", "Tap at (x, y) in device pixels. Prefer tap_element for a UI element.",
+		s.actionTool("tap", "Tap", "Tap at (x, y). Prefer tap_element for a UI element.",
 			domain.ActionTap, gesture, []string{"x", "y"}, prop{"x", coord("Horizontal position")}, prop{"y", coord("Vertical position")}),
 		s.actionTool("double_tap", "Double tap", "Tap twice quickly at (x, y) in device pixels.",
 			domain.ActionDoubleTap, gesture, []string{"x", "y"}, prop{"x", coord("Horizontal position")}, prop{"y", coord("Vertical position")}),
-		s.actionTool("long_press", "Long press", "Press and hold at (x, y) in device pixels for durationMs.",
+		s.actionTool("long_press", "Long press", "Press and hold at (x, y) for durationMs milliseconds.",
 			domain.ActionLongPress, gesture, []string{"x", "y"}, prop{"x", coord("Horizontal position")}, prop{"y", coord("Vertical position")},
 			prop{"durationMs", sDuration}),
-		s.actionTool("swipe", "Swipe", "Swipe from (x1, y1) to (x2, y2); to scroll a list down, swipe up (y2 < y1).",
+		s.actionTool("swipe", "Swipe", "Swipe from (x1, y1) to (x2, y2); scroll down by swiping up.",
 			domain.ActionSwipe, gesture, []string{"x1", "y1", "x2", "y2"}, prop{"x1", coord("Start, horizontal")}, prop{"y1", coord("Start, vertical")},
 			prop{"x2", coord("End, horizontal")}, prop{"y2", coord("End, vertical")}, prop{"durationMs", sDuration}),
-		s.actionTool("type_text", "Type text", "Type text into the focused field (tap it first); for ENTER or DEL use press_key.",
+		s.actionTool("type_text", "Type text", "Type text into the focused field; ENTER or DEL: press_key.",
 			domain.ActionTypeText, gesture, []string{"text"},
 			prop{"text", fmt.Sprintf(`{"type":"string","minLength":1,"maxLength":%d,"description":"The text to type."}`, domain.MaxTextRunes)}),
-		s.actionTool("press_key", "Press a key", "Press a key: HOME, BACK, ENTER, DEL, SPACE, APP_SWITCH, VOLUME_UP, VOLUME_DOWN, POWER, WAKEUP, KEYCODE_….",
+		s.actionTool("press_key", "Press a key", "Press a key: HOME, BACK, ENTER, DEL, APP_SWITCH, POWER, KEYCODE_….",
 			domain.ActionKey, gesture, []string{"key"},
 			prop{"key", `{"type":"string","maxLength":64,"pattern":"^[A-Za-z0-9_]+$","description":"The key name, e.g. BACK."}`}),
-		s.actionTool("open_app", "Open an app", "Bring an installed app to the front by package name, e.g. com.android.settings.",
+		s.actionTool("open_app", "Open an app", "Bring an installed app to the front by its package name.",
 			domain.ActionOpenApp, hints{openWorld: true}, []string{"package"}, prop{"package", sPackage}),
-		s.actionTool("install_catalog_app", "Install an app", "Install an app from the device's catalog by package name; unknown: reason not_in_catalog.",
+		s.actionTool("install_catalog_app", "Install an app", "Install an app from the device's catalog by its package name.",
 			domain.ActionInstallApp, hints{openWorld: true}, []string{"package"}, prop{"package", sPackage}),
 	}
 }
@@ -136,7 +136,7 @@ const sPackage = `{"type":"string","maxLength":255,"pattern":"^[A-Za-z0-9_.]+$",
 
 func (s *Server) tapElementTool() *tool {
 	return s.actionTool("tap_element", "Tap a UI element",
-		"Tap a UI element by its ref from observe, wherever it is now; gone: reason element_not_found.",
+		"Tap a UI element by its ref from observe, wherever it is now.",
 		domain.ActionTap, hints{destructive: true, openWorld: true}, []string{"ref"},
 		prop{"ref", fmt.Sprintf(`{"type":"string","maxLength":%d,"pattern":"^[!-~]+$","description":"The element's ref, as observe lists it."}`, domain.MaxElementRef)})
 }
@@ -191,7 +191,7 @@ const sBatchStep = `{"type":"object","additionalProperties":false,"required":["a
 
 func (s *Server) batchActionsTool() *tool {
 	t := newTool("batch_actions", "Run several actions",
-		"Up to 20 steps {action: a tool's name, its arguments} in order, stopping at the first failure; step keys <idempotencyKey>.<index>.",
+		"Up to 20 steps {action: a tool's name, its arguments}, stopping at the first failure.",
 		object([]string{"deviceId", "actions"}, prop{"deviceId", sDeviceID}, prop{"leaseId", sLeaseID},
 			prop{"observedFrame", sObservedFrame},
 			prop{"idempotencyKey", `{"type":"string","maxLength":250,"pattern":"^[ -~]+$","description":"Names the batch; generated and returned when omitted."}`},

@@ -27,7 +27,7 @@ const appDevicePage = "the console's device page"
 
 func (s *Server) getDrivingTool() *tool {
 	t := newTool("get_driving", "Who is driving",
-		"Who holds a device's lease (userId, apiKeyId or runId) and until when; driving=false: nobody.",
+		"Who holds a device's lease and until when, if anyone.",
 		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args deviceArgs) (*mcpgo.CallToolResult, error) {
@@ -42,7 +42,7 @@ func (s *Server) getDrivingTool() *tool {
 
 func (s *Server) stopDeviceTool() *tool {
 	t := newTool("stop_device", "Put a device to sleep",
-		"Turn the screen off (wake_device undoes it). Pass leaseId if you hold the device's lease.",
+		"Turn the screen off (leaseId if you hold the lease).",
 		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}, prop{"leaseId", sLeaseID}),
 		hints{idempotent: true, destructive: true}, domain.ScopeDevicesAct)
 	t.deny = closedToApps(appDevicePage)
@@ -63,7 +63,7 @@ type renameArgs struct {
 
 func (s *Server) renameDeviceTool() *tool {
 	t := newTool("rename_device", "Rename a device",
-		"Set a device's display name (1 to 64 characters) for the whole organisation.",
+		"Set a device's display name for the whole organisation.",
 		object([]string{"deviceId", "name"}, prop{"deviceId", sDeviceID},
 			prop{"name", `{"type":"string","minLength":1,"maxLength":64,"description":"The new name."}`}),
 		hints{idempotent: true}, domain.ScopeDevicesRead)

@@ -59,7 +59,7 @@ type listDevicesArgs struct {
 
 func (s *Server) listDevicesTool() *tool {
 	t := newTool("list_devices", "List devices",
-		"Phones you can use, oldest first. leased=false: only free ones. Page: after=nextAfter.",
+		"Phones you can use. leased=false: only free ones.",
 		object(nil,
 			prop{"status", `{"type":"string","enum":["online","asleep"],"description":"Only devices in this state."}`},
 			prop{"backend", `{"type":"string","enum":["sim","adb","robot"],"description":"Only devices of this backend kind."}`},
@@ -84,7 +84,7 @@ type deviceArgs struct {
 
 func (s *Server) getDeviceTool() *tool {
 	t := newTool("get_device", "Get a device",
-		"One device: name, backend, model, screen size in pixels, status, who holds its lease.",
+		"One device: backend, model, screen size, status, lease.",
 		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args deviceArgs) (*mcpgo.CallToolResult, error) {
@@ -106,7 +106,7 @@ type leaseArgs struct {
 
 func (s *Server) acquireLeaseTool() *tool {
 	t := newTool("acquire_lease", "Acquire a lease",
-		"Take exclusive use of a device; pass leaseId to every action. resetOnRelease wipes apps' data when it ends.",
+		"Take exclusive use of a device; actions need its leaseId.",
 		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}, prop{"ttlSeconds", sTTL},
 			prop{"resetOnRelease", `{"type":"boolean","description":"Reset the phone to its baseline when the lease ends (released or expired); default false."}`}),
 		hints{}, domain.ScopeDevicesLease)
@@ -123,7 +123,7 @@ func (s *Server) acquireLeaseTool() *tool {
 
 func (s *Server) renewLeaseTool() *tool {
 	t := newTool("renew_lease", "Renew a lease",
-		"Extend your lease to ttlSeconds from now; lease_mismatch means acquire a new one.",
+		"Extend your lease to ttlSeconds from now.",
 		object([]string{"deviceId", "leaseId"}, prop{"deviceId", sDeviceID}, prop{"leaseId", sLeaseID}, prop{"ttlSeconds", sTTL}),
 		hints{idempotent: true}, domain.ScopeDevicesLease)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
@@ -138,7 +138,7 @@ func (s *Server) renewLeaseTool() *tool {
 
 func (s *Server) releaseLeaseTool() *tool {
 	t := newTool("release_lease", "Release a lease",
-		"Give the device back now; the leaseId stops working.",
+		"Give the device back; the leaseId stops working.",
 		object([]string{"deviceId", "leaseId"}, prop{"deviceId", sDeviceID}, prop{"leaseId", sLeaseID}),
 		hints{}, domain.ScopeDevicesLease)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
@@ -158,7 +158,7 @@ type listLeasesArgs struct {
 
 func (s *Server) listLeasesTool() *tool {
 	t := newTool("list_leases", "List leases",
-		"Leases in force in the organisation (find a leaseId you hold). Page: after=nextAfter.",
+		"Leases in force, e.g. to find a leaseId you hold.",
 		object(nil, prop{"deviceId", sDeviceID},
 			prop{"after", sAfter},
 			prop{"limit", sLimit}),
@@ -179,7 +179,7 @@ type receiptArgs struct {
 
 func (s *Server) getReceiptTool() *tool {
 	t := newTool("get_receipt", "Get a receipt",
-		"The receipt of an action by its idempotencyKey: state, result, frames before and after.",
+		"An action's receipt by idempotencyKey: state, result, frames.",
 		object([]string{"idempotencyKey"}, prop{"idempotencyKey", `{"type":"string","maxLength":255,"pattern":"^[ -~]+$","description":"The idempotencyKey the action was sent with."}`}),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args receiptArgs) (*mcpgo.CallToolResult, error) {
@@ -194,7 +194,7 @@ func (s *Server) getReceiptTool() *tool {
 
 func (s *Server) wakeDeviceTool() *tool {
 	t := newTool("wake_device", "Wake a device",
-		"Turn the screen on. Pass leaseId if you hold the device's lease.",
+		"Turn the screen on (leaseId if you hold the lease).",
 		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}, prop{"leaseId", sLeaseID}),
 		hints{idempotent: true}, domain.ScopeDevicesAct)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {

@@ -343,7 +343,7 @@ func (s *Server) observeTool() *tool {
 	props := append([]prop{{"deviceId", sDeviceID}, {"leaseId", `{"type":"string","pattern":"^lse_[0-9a-f]{32}$","description":"Optional: your lease, checked to be in force. Observing needs no lease."}`}}, observeProps...)
 	props = append(props, prop{"format", sFormat}, prop{"quality", sQuality}, prop{"marks", sMarks})
 	t := newTool("observe", "Observe the screen",
-		"Screenshot, UI elements (ref, bounds, flags) and frameId. Cheaper: maxWidth, format=jpeg, elements=interactive, screenshot=false.",
+		"Screenshot, UI elements (ref, bounds) and frameId; maxWidth, jpeg, elements, screenshot=false cost less.",
 		object([]string{"deviceId"}, props...),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args observeArgs) (*mcpgo.CallToolResult, error) {
@@ -386,7 +386,7 @@ type frameArgs struct {
 func (s *Server) getFrameTool() *tool {
 	props := append([]prop{{"frameId", sFrameID}}, observeProps...)
 	t := newTool("get_frame", "Get a stored frame",
-		"A stored frame (an earlier observe, a receipt's before or after) as observe returns it.",
+		"A stored frame (an earlier observe, a receipt's before or after).",
 		object([]string{"frameId"}, props...),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args frameArgs) (*mcpgo.CallToolResult, error) {

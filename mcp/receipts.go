@@ -50,7 +50,7 @@ const sReceiptKey = `{"type":"string","maxLength":255,"pattern":"^[ -~]+$","desc
 
 func (s *Server) receiptTools() []*tool {
 	list := newTool("list_receipts", "List receipts",
-		"Actions on devices, newest first; filter by device, run, status, actor. Page: before=nextBefore, beforeKey=nextBeforeKey.",
+		"Receipts of actions, newest first, filtered by device, run, status or actor.",
 		object(nil,
 			prop{"deviceId", sDeviceID},
 			prop{"agentRunId", `{"type":"string","minLength":1,"maxLength":255,"description":"Only receipts of this run (exact match)."}`},

@@ -104,8 +104,10 @@ stale_frame, doing nothing, if the screen changed since that frame: observe agai
 Every action takes an idempotencyKey (generated and returned when omitted): retrying a call with the
 same key returns the first outcome and never acts twice. Coordinates and bounds are device pixels.
 Lists page with limit (1-200, default 50) and the cursor the previous answer returned (after =
-nextAfter, or before = nextBefore). Results are JSON; their shapes are the REST API's (/openapi.json).
-Failed calls carry a JSON error with a stable "code".`
+nextAfter, or before = nextBefore and beforeKey = nextBeforeKey). wait_for answers met=false on a
+timeout, not an error. batch_actions' step keys default to <idempotencyKey>.<index>, so resending a
+batch under its key never repeats a step. Results are JSON; their shapes are the REST API's
+(/openapi.json). Failed calls carry a JSON error with a stable "code" and often a "reason".`
 
 // Deps is what the tool surface needs.
 type Deps struct {

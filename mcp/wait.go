@@ -24,7 +24,7 @@ type waitArgs struct {
 // /v1/devices/{deviceId}/wait, and answers its result as that route does.
 func (s *Server) waitForTool() *tool {
 	t := newTool("wait_for", "Wait for the screen",
-		"Wait until an element (text and/or resourceId) appears or disappears, or the screen is stable for stableMs; met=false on timeout.",
+		"Wait until an element (text, resourceId) appears or disappears, or the screen is stable.",
 		object([]string{"deviceId"}, prop{"deviceId", sDeviceID},
 			prop{"until", `{"type":"string","enum":["appears","disappears","stable"],"description":"What to wait for (default appears)."}`},
 			prop{"text", `{"type":"string","minLength":1,"maxLength":200,"description":"An element whose text or description contains this (case-sensitive)."}`},

@@ -37,7 +37,7 @@ type webhookArgs struct {
 
 func (s *Server) webhookTools() []*tool {
 	list := webhookTool("list_webhooks", "List webhooks",
-		"The organisation's webhook subscriptions: url, events, enabled, secretHint.",
+		"The organisation's webhook subscriptions.",
 		object(nil), hints{readOnly: true})
 	list.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, _ webhookArgs) (*mcpgo.CallToolResult, error) {
 		views, err := app.Webhooks.ListWebhooks.Handle(ctx, webhooks.ListWebhooks{Auth: a})
@@ -49,7 +49,7 @@ func (s *Server) webhookTools() []*tool {
 
 	events, _ := json.Marshal(domain.WebhookEventNames)
 	create := webhookTool("create_webhook", "Create a webhook",
-		"Subscribe a public https url to events; the signing secret is returned this once.",
+		"Subscribe a public https url to events; the secret is shown once.",
 		object([]string{"url", "events"},
 			prop{"url", `{"type":"string","minLength":1,"maxLength":2000,"description":"The receiver, https://…"}`},
 			prop{"events", `{"type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":` + string(events) + `}}`}),
@@ -67,7 +67,7 @@ func (s *Server) webhookTools() []*tool {
 	})
 
 	update := webhookTool("update_webhook", "Switch a webhook on or off",
-		"Set enabled: false stops delivery and drops queued retries; true resumes with new events.",
+		"Switch a webhook on or off; off drops queued retries.",
 		object([]string{"webhookId", "enabled"}, prop{"webhookId", sWebhookID}, prop{"enabled", `{"type":"boolean"}`}),
 		hints{destructive: true, idempotent: true})
 	update.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args webhookArgs) (*mcpgo.CallToolResult, error) {
@@ -82,7 +82,7 @@ func (s *Server) webhookTools() []*tool {
 	})
 
 	rotate := webhookTool("rotate_webhook_secret", "Rotate a webhook's secret",
-		"Replace the signing secret, returned this once; the old one stops working at once.",
+		"Replace a webhook's signing secret, shown once; the old one stops.",
 		object([]string{"webhookId"}, prop{"webhookId", sWebhookID}), hints{destructive: true})
 	rotate.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args webhookArgs) (*mcpgo.CallToolResult, error) {
 		secret, err := app.Webhooks.RotateWebhookSecret.Handle(ctx, webhooks.RotateWebhookSecret{Auth: a, WebhookID: args.WebhookID})
@@ -97,7 +97,7 @@ func (s *Server) webhookTools() []*tool {
 	})
 
 	test := webhookTool("test_webhook", "Send a test delivery",
-		"Queue one test run.ended delivery on the real path; see it with list_webhook_deliveries.",
+		"Queue one test run.ended delivery on the real delivery path.",
 		object([]string{"webhookId"}, prop{"webhookId", sWebhookID}), hints{openWorld: true})
 	test.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args webhookArgs) (*mcpgo.CallToolResult, error) {
 		id, err := app.Webhooks.TestWebhook.Handle(ctx, webhooks.TestWebhook{Auth: a, WebhookID: args.WebhookID})
@@ -108,7 +108,7 @@ func (s *Server) webhookTools() []*tool {
 	})
 
 	del := webhookTool("delete_webhook", "Delete a webhook",
-		"Remove the webhook subscription and its delivery records.",
+		"Remove a webhook subscription and its delivery records.",
 		object([]string{"webhookId"}, prop{"webhookId", sWebhookID}), hints{destructive: true})
 	del.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args webhookArgs) (*mcpgo.CallToolResult, error) {
 		if _, err := app.Webhooks.DeleteWebhook.Handle(ctx, webhooks.DeleteWebhook{Auth: a, WebhookID: args.WebhookID}); err != nil {
@@ -118,7 +118,7 @@ func (s *Server) webhookTools() []*tool {
 	})
 
 	deliveries := webhookTool("list_webhook_deliveries", "List a webhook's deliveries",
-		"A webhook's deliveries, newest first: status, attempts, response. Page: nextBefore.",
+		"A webhook's deliveries, newest first: status, attempts, response.",
 		object([]string{"webhookId"}, prop{"webhookId", sWebhookID},
 			prop{"limit", `{"type":"integer","minimum":1,"maximum":100,"description":"Page size (default 50)."}`},
 			prop{"nextBefore", `{"type":"string","pattern":"^[0-9]+_dlv_[0-9a-f]{32}$","description":"The nextBefore of the previous page."}`}),
