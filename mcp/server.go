@@ -52,6 +52,8 @@
 // still applies inside them), and a tools/call of a tool outside them is
 // -32601 as in rule 3: on that connection the tool does not exist. An
 // unknown group is refused (HTTP 400, -32602) on every request.
+// /mcp?tools=meta is the small mode (meta.go): three tools that list,
+// describe and call the others.
 //
 // # What tools/list costs (compact.go)
 //
@@ -137,8 +139,12 @@ type Server struct {
 	logger *slog.Logger
 	tools  map[string]*tool
 	order  []string
-	mcp    *server.MCPServer
-	http   *server.StreamableHTTPServer
+	// meta are the tools of the small mode (meta.go), served only to a
+	// connection that chose it; handlers are every tool's handler, by name.
+	meta     map[string]*tool
+	handlers map[string]server.ToolHandlerFunc
+	mcp      *server.MCPServer
+	http     *server.StreamableHTTPServer
 	// elements remembers recent element lists (observe, get_frame).
 	elements elementCache
 }
@@ -147,7 +153,8 @@ type Server struct {
 // tool whose input schema does not compile, or that declares no output
 // schema), which the package tests catch.
 func New(deps Deps) (*Server, error) {
-	s := &Server{deps: deps, logger: deps.Logger, tools: map[string]*tool{}}
+	s := &Server{deps: deps, logger: deps.Logger, tools: map[string]*tool{}, meta: map[string]*tool{},
+		handlers: map[string]server.ToolHandlerFunc{}}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -203,6 +210,18 @@ func New(deps Deps) (*Server, error) {
 	}
 	for _, name := range s.order {
 		t := s.tools[name]
+		s.handlers[name] = s.handle(t)
+		s.mcp.AddTool(t.def, s.handlers[name])
+	}
+	for _, t := range s.metaTools() {
+		if err := t.compile(); err != nil {
+			return nil, err
+		}
+		if t.def.RawInputSchema, err = compactInput(t.def.RawInputSchema); err != nil {
+			return nil, err
+		}
+		t.def.RawOutputSchema = json.RawMessage(metaOutputSchemas[t.def.Name])
+		s.meta[t.def.Name] = t
 		s.mcp.AddTool(t.def, s.handle(t))
 	}
 	s.http = server.NewStreamableHTTPServer(s.mcp,
@@ -299,7 +318,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 						"(protocol version "+mcpgo.ProtocolVersion20260728+" needs no session)")
 				return nil
 			}
-			if head.Method == string(mcpgo.MethodToolsCall) && len(head.ID) > 0 && s.tools[head.Params.Name] == nil {
+			if head.Method == string(mcpgo.MethodToolsCall) && len(head.ID) > 0 && s.meta[head.Params.Name] != nil && !chosen[head.Params.Name] {
+				writeRPCError(w, r, head.ID, mcpgo.METHOD_NOT_FOUND, fmt.Sprintf("tool %q exists only on a connection to /mcp?tools=meta", head.Params.Name))
+				return nil
+			}
+			if head.Method == string(mcpgo.MethodToolsCall) && len(head.ID) > 0 && s.tools[head.Params.Name] == nil && s.meta[head.Params.Name] == nil {
 				writeRPCError(w, r, head.ID, mcpgo.METHOD_NOT_FOUND, fmt.Sprintf("tool %q does not exist; tools/list names every tool", head.Params.Name))
 				return nil
 			}
@@ -364,6 +387,9 @@ func (s *Server) filterTools(ctx context.Context, tools []mcpgo.Tool) []mcpgo.To
 	out := make([]mcpgo.Tool, 0, len(tools))
 	for _, t := range tools {
 		if def, ok := s.tools[t.Name]; ok && chosen.has(t.Name) && def.permit(a) == nil {
+			out = append(out, t)
+		}
+		if _, ok := s.meta[t.Name]; ok && chosen[t.Name] {
 			out = append(out, t)
 		}
 	}

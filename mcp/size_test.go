@@ -70,7 +70,7 @@ func TestToolListSize(t *testing.T) {
 		{name: "devices:read+lease+act+runs:start", auth: key(read, lease, act, runs)},
 		{name: "devices:read+lease+act, driving a phone", auth: key(read, lease, act), query: "?tools=devices,leases,observe,act,receipts", max: 20 << 10},
 	}
-	for _, g := range append(toolsetNames(), toolsetAll) {
+	for _, g := range append(toolsetNames(), toolsetAll, toolsetMeta) {
 		tests = append(tests, struct {
 			name  string
 			auth  domain.Auth

@@ -78,10 +78,16 @@ func parseToolsets(param string) (chosenTools, error) {
 		if g == toolsetAll {
 			return nil, nil
 		}
+		if g == toolsetMeta {
+			for _, n := range metaToolNames {
+				chosen[n] = true
+			}
+			continue
+		}
 		tools, ok := toolsets[g]
 		if !ok {
-			return nil, fmt.Errorf("unknown toolset %q in ?tools=: choose among %s, or %s", g,
-				strings.Join(toolsetNames(), ", "), toolsetAll)
+			return nil, fmt.Errorf("unknown toolset %q in ?tools=: choose among %s, or %s, or %s", g,
+				strings.Join(toolsetNames(), ", "), toolsetAll, toolsetMeta)
 		}
 		for _, n := range tools {
 			chosen[n] = true

@@ -98,3 +98,77 @@ func TestToolsetChoice(t *testing.T) {
 		}
 	})
 }
+
+// TestMetaMode connects with ?tools=meta: three tools listed, the others
+// reachable only through call_tool (with their own scope guard, input
+// schema and answers), and the meta tools absent from other connections.
+func TestMetaMode(t *testing.T) {
+	s := newTestServer(t)
+	readOnly := domain.Auth{OrgID: "org_1", Kind: domain.PrincipalAPIKey, APIKeyID: "key_1", Scopes: []domain.Scope{domain.ScopeDevicesRead}}
+	call := func(query, name, args string) (int, map[string]any) {
+		t.Helper()
+		const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+		r := httptest.NewRequest(http.MethodPost, "/mcp"+query, strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+meta+`,"name":"`+name+`","arguments":`+args+`}}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		r.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		r.Header.Set("Mcp-Method", "tools/call")
+		r.Header.Set("Mcp-Name", name)
+		r = r.WithContext(domain.WithAuth(testutil.Context(t), readOnly))
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, r)
+		var resp map[string]any
+		_ = json.NewDecoder(w.Result().Body).Decode(&resp)
+		return w.Code, resp
+	}
+	text := func(resp map[string]any) string {
+		res, _ := resp["result"].(map[string]any)
+		content, _ := res["content"].([]any)
+		if len(content) == 0 {
+			return ""
+		}
+		return content[len(content)-1].(map[string]any)["text"].(string)
+	}
+
+	if _, got := toolsListBytes(t, s, readOnly, "?tools=meta"); !slices.Equal(got, []string{"call_tool", "describe_tool", "list_tools"}) {
+		t.Errorf("got tools/list %v; want the three meta tools", got)
+	}
+	if _, got := toolsListBytes(t, s, domain.LocalOperator("org_1"), ""); slices.Contains(got, "call_tool") {
+		t.Error("got call_tool listed without ?tools=meta; want it absent")
+	}
+
+	_, resp := call("?tools=meta", "list_tools", `{"toolset":"leases"}`)
+	var listed struct {
+		Tools []struct{ Name string } `json:"tools"`
+	}
+	if err := json.Unmarshal([]byte(text(resp)), &listed); err != nil || len(listed.Tools) != 1 || listed.Tools[0].Name != "list_leases" {
+		t.Errorf("list_tools leases for a read-only key: got %v; want list_leases alone", text(resp))
+	}
+	_, resp = call("?tools=meta", "describe_tool", `{"name":"observe"}`)
+	if !strings.Contains(text(resp), `"inputSchema":{`) || !strings.Contains(text(resp), `"observe"`) {
+		t.Errorf("describe_tool observe: got %s; want its definition", text(resp))
+	}
+	_, resp = call("?tools=meta", "describe_tool", `{"name":"tap"}`)
+	if !strings.Contains(text(resp), `"permission_denied"`) || !strings.Contains(text(resp), `"devices:act"`) {
+		t.Errorf("describe_tool tap for a read-only key: got %s; want permission_denied naming devices:act", text(resp))
+	}
+	_, resp = call("?tools=meta", "call_tool", `{"name":"tap","arguments":{}}`)
+	if !strings.Contains(text(resp), `"permission_denied"`) {
+		t.Errorf("call_tool tap for a read-only key: got %s; want permission_denied", text(resp))
+	}
+	_, resp = call("?tools=meta", "call_tool", `{"name":"get_device","arguments":{"deviceId":"nope"}}`)
+	if !strings.HasPrefix(text(resp), "-32602: ") {
+		t.Errorf("call_tool with arguments off the schema: got %s; want the -32602 result", text(resp))
+	}
+	_, resp = call("?tools=meta", "call_tool", `{"name":"teleport","arguments":{}}`)
+	if !strings.Contains(text(resp), `"unknown_tool"`) {
+		t.Errorf("call_tool of no tool: got %s; want invalid_argument with reason unknown_tool", text(resp))
+	}
+	if status, _ := call("?tools=meta", "get_device", `{}`); status != http.StatusNotFound {
+		t.Errorf("get_device called directly on a meta connection: got %d; want 404 (-32601)", status)
+	}
+	if status, _ := call("", "call_tool", `{"name":"get_device","arguments":{}}`); status != http.StatusNotFound {
+		t.Errorf("call_tool without ?tools=meta: got %d; want 404 (-32601)", status)
+	}
+}
