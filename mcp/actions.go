@@ -105,47 +105,40 @@ func (s *Server) actionTool(name, title, description string, typ domain.ActionTy
 	return t
 }
 
-const actionTail = " Needs leaseId; answers the receipt (what happened, frames before/after) and idempotencyKey."
-
 // actionTools are the tools of the eight action types of POST …/actions.
 func (s *Server) actionTools() []*tool {
 	gesture := hints{destructive: true, openWorld: true}
 	return []*tool{
-		s.actionTool("tap", "Tap", "Tap the screen at (x, y) in device pixels. Prefer tap_element when the target is a UI element."+actionTail,
+		s.actionTool("tap", "Tap", "Tap at (x, y). Prefer tap_element for a UI element.",
 			domain.ActionTap, gesture, []string{"x", "y"}, prop{"x", coord("Horizontal position")}, prop{"y", coord("Vertical position")}),
-		s.actionTool("double_tap", "Double tap", "Tap twice quickly at (x, y) in device pixels."+actionTail,
+		s.actionTool("double_tap", "Double tap", "Tap twice quickly at (x, y) in device pixels.",
 			domain.ActionDoubleTap, gesture, []string{"x", "y"}, prop{"x", coord("Horizontal position")}, prop{"y", coord("Vertical position")}),
-		s.actionTool("long_press", "Long press", "Press and hold at (x, y) in device pixels (context menus, drag handles)."+actionTail,
+		s.actionTool("long_press", "Long press", "Press and hold at (x, y) for durationMs milliseconds.",
 			domain.ActionLongPress, gesture, []string{"x", "y"}, prop{"x", coord("Horizontal position")}, prop{"y", coord("Vertical position")},
 			prop{"durationMs", sDuration}),
-		s.actionTool("swipe", "Swipe", "Swipe from (x1, y1) to (x2, y2) in device pixels. To scroll a list down, swipe upwards (y2 < y1)."+actionTail,
+		s.actionTool("swipe", "Swipe", "Swipe from (x1, y1) to (x2, y2); scroll down by swiping up.",
 			domain.ActionSwipe, gesture, []string{"x1", "y1", "x2", "y2"}, prop{"x1", coord("Start, horizontal")}, prop{"y1", coord("Start, vertical")},
 			prop{"x2", coord("End, horizontal")}, prop{"y2", coord("End, vertical")}, prop{"durationMs", sDuration}),
-		s.actionTool("type_text", "Type text", "Type text into the focused field (tap the field first). Any Unicode; no control characters: "+
-			"send ENTER or DEL with press_key."+actionTail,
+		s.actionTool("type_text", "Type text", "Type text into the focused field; ENTER or DEL: press_key.",
 			domain.ActionTypeText, gesture, []string{"text"},
 			prop{"text", fmt.Sprintf(`{"type":"string","minLength":1,"maxLength":%d,"description":"The text to type."}`, domain.MaxTextRunes)}),
-		s.actionTool("press_key", "Press a key", "Press a hardware or navigation key: HOME, BACK, ENTER, DEL, SPACE, APP_SWITCH, VOLUME_UP, "+
-			"VOLUME_DOWN, VOLUME_MUTE, POWER, SLEEP, WAKEUP (KEYCODE_ names and Android key codes are accepted)."+actionTail,
+		s.actionTool("press_key", "Press a key", "Press a key: HOME, BACK, ENTER, DEL, APP_SWITCH, POWER, KEYCODE_….",
 			domain.ActionKey, gesture, []string{"key"},
-			prop{"key", `{"type":"string","minLength":1,"maxLength":64,"pattern":"^[A-Za-z0-9_]+$","description":"The key name, e.g. BACK."}`}),
-		s.actionTool("open_app", "Open an app", "Bring an installed app to the front by its package name, e.g. com.android.settings."+actionTail,
+			prop{"key", `{"type":"string","maxLength":64,"pattern":"^[A-Za-z0-9_]+$","description":"The key name, e.g. BACK."}`}),
+		s.actionTool("open_app", "Open an app", "Bring an installed app to the front by its package name.",
 			domain.ActionOpenApp, hints{openWorld: true}, []string{"package"}, prop{"package", sPackage}),
-		s.actionTool("install_catalog_app", "Install an app", "Install an app by its package name from the device's catalog (not the retired app-library install_app tool); "+
-			"an unknown package answers invalid_argument with reason not_in_catalog."+actionTail,
+		s.actionTool("install_catalog_app", "Install an app", "Install an app from the device's catalog by its package name.",
 			domain.ActionInstallApp, hints{openWorld: true}, []string{"package"}, prop{"package", sPackage}),
 	}
 }
 
-const sPackage = `{"type":"string","minLength":1,"maxLength":255,"pattern":"^[A-Za-z0-9_.]+$","description":"The app's package name, e.g. com.example.notes."}`
+const sPackage = `{"type":"string","maxLength":255,"pattern":"^[A-Za-z0-9_.]+$","description":"The app's package name, e.g. com.example.notes."}`
 
 func (s *Server) tapElementTool() *tool {
 	return s.actionTool("tap_element", "Tap a UI element",
-		"Tap a UI element by its ref from observe (or get_frame), instead of coordinates: the device taps the element itself, wherever it "+
-			"is drawn now. An element no longer on screen answers invalid_argument with reason element_not_found; pass observedFrame to be "+
-			"refused (stale_frame) if anything changed."+actionTail,
+		"Tap a UI element by its ref from observe, wherever it is now.",
 		domain.ActionTap, hints{destructive: true, openWorld: true}, []string{"ref"},
-		prop{"ref", fmt.Sprintf(`{"type":"string","minLength":1,"maxLength":%d,"pattern":"^[!-~]+$","description":"The element's ref, as observe lists it."}`, domain.MaxElementRef)})
+		prop{"ref", fmt.Sprintf(`{"type":"string","maxLength":%d,"pattern":"^[!-~]+$","description":"The element's ref, as observe lists it."}`, domain.MaxElementRef)})
 }
 
 // batchStep is one action of batch_actions.
@@ -188,7 +181,7 @@ const maxBatch = 20
 const sBatchStep = `{"type":"object","additionalProperties":false,"required":["action"],"properties":{` +
 	`"action":{"type":"string","enum":["tap","tap_element","double_tap","long_press","swipe","type_text","press_key","open_app","install_catalog_app"],` +
 	`"description":"The action, named as its own tool; its arguments as that tool takes them."},` +
-	`"idempotencyKey":{"type":"string","minLength":1,"maxLength":255,"pattern":"^[ -~]+$","description":"This step's key; default <batch key>.<index>."},` +
+	`"idempotencyKey":{"type":"string","maxLength":255,"pattern":"^[ -~]+$","description":"This step's key; default <batch key>.<index>."},` +
 	`"x":{"type":"integer","minimum":0,"maximum":100000},"y":{"type":"integer","minimum":0,"maximum":100000},` +
 	`"x1":{"type":"integer","minimum":0,"maximum":100000},"y1":{"type":"integer","minimum":0,"maximum":100000},` +
 	`"x2":{"type":"integer","minimum":0,"maximum":100000},"y2":{"type":"integer","minimum":0,"maximum":100000},` +
@@ -198,14 +191,10 @@ const sBatchStep = `{"type":"object","additionalProperties":false,"required":["a
 
 func (s *Server) batchActionsTool() *tool {
 	t := newTool("batch_actions", "Run several actions",
-		"Run up to 20 actions on one leased device in order, stopping at the first failure; each step is reported (committed, failed or "+
-			"not_run) and has its own receipt. Steps are {action, …its arguments}, e.g. {\"action\":\"tap_element\",\"ref\":\"e9vjcu\"}, "+
-			"{\"action\":\"type_text\",\"text\":\"hi\"}, {\"action\":\"press_key\",\"key\":\"ENTER\"}. observedFrame applies to the first step only. "+
-			"Step keys default to <idempotencyKey>.<index>, so re-sending the same batch with the same idempotencyKey never repeats a step "+
-			"that ran. A failed batch answers the failing step's error with failedStep and steps.",
+		"Up to 20 steps {action: a tool's name, its arguments}, stopping at the first failure.",
 		object([]string{"deviceId", "actions"}, prop{"deviceId", sDeviceID}, prop{"leaseId", sLeaseID},
 			prop{"observedFrame", sObservedFrame},
-			prop{"idempotencyKey", `{"type":"string","minLength":1,"maxLength":250,"pattern":"^[ -~]+$","description":"Names the batch; generated and returned when omitted."}`},
+			prop{"idempotencyKey", `{"type":"string","maxLength":250,"pattern":"^[ -~]+$","description":"Names the batch; generated and returned when omitted."}`},
 			prop{"actions", fmt.Sprintf(`{"type":"array","minItems":1,"maxItems":%d,"items":%s}`, maxBatch, sBatchStep)}),
 		hints{destructive: true, openWorld: true}, domain.ScopeDevicesAct)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args batchArgs) (*mcpgo.CallToolResult, error) {

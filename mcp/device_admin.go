@@ -27,8 +27,7 @@ const appDevicePage = "the console's device page"
 
 func (s *Server) getDrivingTool() *tool {
 	t := newTool("get_driving", "Who is driving",
-		"Say who is driving a device now: driving false when nobody holds its lease, else the holder (userId, apiKeyId or runId) "+
-			"and until when (lease.expiresAt). Use it before acquire_lease to learn whom to ask, or when a lease was refused.",
+		"Who holds a device's lease and until when, if anyone.",
 		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args deviceArgs) (*mcpgo.CallToolResult, error) {
@@ -43,8 +42,7 @@ func (s *Server) getDrivingTool() *tool {
 
 func (s *Server) stopDeviceTool() *tool {
 	t := newTool("stop_device", "Put a device to sleep",
-		"Turn the screen off (wake_device turns it on again); actions on a sleeping device fail with device_unavailable reason asleep. "+
-			"A device you lease needs your leaseId; one leased by someone else answers already_leased.",
+		"Turn the screen off (leaseId if you hold the lease).",
 		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}, prop{"leaseId", sLeaseID}),
 		hints{idempotent: true, destructive: true}, domain.ScopeDevicesAct)
 	t.deny = closedToApps(appDevicePage)
@@ -65,8 +63,7 @@ type renameArgs struct {
 
 func (s *Server) renameDeviceTool() *tool {
 	t := newTool("rename_device", "Rename a device",
-		"Give a device a new display name (1 to 64 characters, no control characters; surrounding spaces are trimmed), as everyone "+
-			"in the organisation then sees it in list_devices. Needs no lease.",
+		"Set a device's display name for the whole organisation.",
 		object([]string{"deviceId", "name"}, prop{"deviceId", sDeviceID},
 			prop{"name", `{"type":"string","minLength":1,"maxLength":64,"description":"The new name."}`}),
 		hints{idempotent: true}, domain.ScopeDevicesRead)

@@ -59,13 +59,12 @@ type listDevicesArgs struct {
 
 func (s *Server) listDevicesTool() *tool {
 	t := newTool("list_devices", "List devices",
-		"List the phones this credential can use, oldest first: id, name, backend, screen size, status (online/asleep) and whether someone holds a lease. "+
-			"Filter with status, backend and leased (false = free to lease). Page with after = the nextAfter of the previous answer.",
+		"Phones you can use. leased=false: only free ones.",
 		object(nil,
 			prop{"status", `{"type":"string","enum":["online","asleep"],"description":"Only devices in this state."}`},
 			prop{"backend", `{"type":"string","enum":["sim","adb","robot"],"description":"Only devices of this backend kind."}`},
 			prop{"leased", `{"type":"boolean","description":"true: only devices leased now; false: only devices free to lease."}`},
-			prop{"after", `{"type":"string","maxLength":64,"description":"The nextAfter of the previous page."}`},
+			prop{"after", sAfter},
 			prop{"limit", sLimit}),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args listDevicesArgs) (*mcpgo.CallToolResult, error) {
@@ -85,7 +84,7 @@ type deviceArgs struct {
 
 func (s *Server) getDeviceTool() *tool {
 	t := newTool("get_device", "Get a device",
-		"Read one device: name, backend, model, screen width and height in pixels, status, and who holds its lease until when.",
+		"One device: backend, model, screen size, status, lease.",
 		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args deviceArgs) (*mcpgo.CallToolResult, error) {
@@ -107,10 +106,7 @@ type leaseArgs struct {
 
 func (s *Server) acquireLeaseTool() *tool {
 	t := newTool("acquire_lease", "Acquire a lease",
-		"Take exclusive use of a device before acting on it. Returns leaseId (pass it to every action) and expiresAt; renew_lease before then, "+
-			"release_lease when done. A device someone else holds answers device_unavailable with reason already_leased (retryable later); "+
-			"one being reset after a clean hand-over, reason resetting (retry in a second). resetOnRelease=true resets the phone to a fresh one "+
-			"(apps' data cleared) when the lease ends, so the next holder starts clean.",
+		"Take exclusive use of a device; actions need its leaseId.",
 		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}, prop{"ttlSeconds", sTTL},
 			prop{"resetOnRelease", `{"type":"boolean","description":"Reset the phone to its baseline when the lease ends (released or expired); default false."}`}),
 		hints{}, domain.ScopeDevicesLease)
@@ -127,7 +123,7 @@ func (s *Server) acquireLeaseTool() *tool {
 
 func (s *Server) renewLeaseTool() *tool {
 	t := newTool("renew_lease", "Renew a lease",
-		"Extend your lease so it expires ttlSeconds from now. An expired or foreign lease answers lease_mismatch: acquire a new one.",
+		"Extend your lease to ttlSeconds from now.",
 		object([]string{"deviceId", "leaseId"}, prop{"deviceId", sDeviceID}, prop{"leaseId", sLeaseID}, prop{"ttlSeconds", sTTL}),
 		hints{idempotent: true}, domain.ScopeDevicesLease)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
@@ -142,7 +138,7 @@ func (s *Server) renewLeaseTool() *tool {
 
 func (s *Server) releaseLeaseTool() *tool {
 	t := newTool("release_lease", "Release a lease",
-		"Give the device back now, so others can lease it. Your leaseId stops working.",
+		"Give the device back; the leaseId stops working.",
 		object([]string{"deviceId", "leaseId"}, prop{"deviceId", sDeviceID}, prop{"leaseId", sLeaseID}),
 		hints{}, domain.ScopeDevicesLease)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {
@@ -162,9 +158,9 @@ type listLeasesArgs struct {
 
 func (s *Server) listLeasesTool() *tool {
 	t := newTool("list_leases", "List leases",
-		"List the organisation's leases in force: leaseId, deviceId, holder, fencingToken, expiresAt. Use it to find a leaseId you hold.",
+		"Leases in force, e.g. to find a leaseId you hold.",
 		object(nil, prop{"deviceId", sDeviceID},
-			prop{"after", `{"type":"string","maxLength":64,"description":"The nextAfter of the previous page."}`},
+			prop{"after", sAfter},
 			prop{"limit", sLimit}),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args listLeasesArgs) (*mcpgo.CallToolResult, error) {
@@ -183,9 +179,8 @@ type receiptArgs struct {
 
 func (s *Server) getReceiptTool() *tool {
 	t := newTool("get_receipt", "Get a receipt",
-		"Read the receipt of an action by its idempotencyKey: state (pending, committed, failed), what happened, the frames before and after, "+
-			"who did it and when. Use it to learn the outcome of an action whose call was interrupted.",
-		object([]string{"idempotencyKey"}, prop{"idempotencyKey", `{"type":"string","minLength":1,"maxLength":255,"pattern":"^[ -~]+$","description":"The idempotencyKey the action was sent with."}`}),
+		"An action's receipt by idempotencyKey: state, result, frames.",
+		object([]string{"idempotencyKey"}, prop{"idempotencyKey", `{"type":"string","maxLength":255,"pattern":"^[ -~]+$","description":"The idempotencyKey the action was sent with."}`}),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args receiptArgs) (*mcpgo.CallToolResult, error) {
 		r, err := app.Fleet.GetReceipt.Handle(ctx, fleet.GetReceipt{Auth: a, IdempotencyKey: args.IdempotencyKey})
@@ -199,8 +194,7 @@ func (s *Server) getReceiptTool() *tool {
 
 func (s *Server) wakeDeviceTool() *tool {
 	t := newTool("wake_device", "Wake a device",
-		"Turn the screen on. Actions on a sleeping device fail with device_unavailable reason asleep. "+
-			"A device you lease needs your leaseId; one leased by someone else answers already_leased.",
+		"Turn the screen on (leaseId if you hold the lease).",
 		object([]string{"deviceId"}, prop{"deviceId", sDeviceID}, prop{"leaseId", sLeaseID}),
 		hints{idempotent: true}, domain.ScopeDevicesAct)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args leaseArgs) (*mcpgo.CallToolResult, error) {

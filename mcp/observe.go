@@ -343,12 +343,7 @@ func (s *Server) observeTool() *tool {
 	props := append([]prop{{"deviceId", sDeviceID}, {"leaseId", `{"type":"string","pattern":"^lse_[0-9a-f]{32}$","description":"Optional: your lease, checked to be in force. Observing needs no lease."}`}}, observeProps...)
 	props = append(props, prop{"format", sFormat}, prop{"quality", sQuality}, prop{"marks", sMarks})
 	t := newTool("observe", "Observe the screen",
-		"Look at a device's screen now. Returns the screenshot (PNG) and a compact list of the UI elements on screen — ref, class, id, text, "+
-			"bounds [left,top,right,bottom] in device pixels, flags — plus frameId. Act on what you see with tap_element (by ref) or tap "+
-			"(by coordinates), passing observedFrame = frameId so a changed screen is refused rather than tapped blind. "+
-			"To save tokens: maxWidth shrinks the image, format=jpeg encodes it smaller, elements=interactive keeps only what inputs act on, "+
-			"screenshot=false skips the image. marks=true draws numbered boxes on the elements (set-of-marks): box k is the element with mark k "+
-			"(marks lists number → ref).",
+		"Screenshot, UI elements (ref, bounds) and frameId; maxWidth, jpeg, elements, screenshot=false cost less.",
 		object([]string{"deviceId"}, props...),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args observeArgs) (*mcpgo.CallToolResult, error) {
@@ -391,8 +386,7 @@ type frameArgs struct {
 func (s *Server) getFrameTool() *tool {
 	props := append([]prop{{"frameId", sFrameID}}, observeProps...)
 	t := newTool("get_frame", "Get a stored frame",
-		"Read a stored frame — an earlier observation, or the before/after frame of a receipt — as observe returns a live one: "+
-			"screenshot and UI elements as they were then. A frame past retention or not yours answers frame_not_found.",
+		"A stored frame (an earlier observe, a receipt's before or after).",
 		object([]string{"frameId"}, props...),
 		hints{readOnly: true}, domain.ScopeDevicesRead)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args frameArgs) (*mcpgo.CallToolResult, error) {

@@ -24,12 +24,35 @@ import (
 type checker struct {
 	a       agent
 	schemas map[string]*jsonschema.Schema
-	called  map[string]bool
+	// full are the output schemas before compaction (the contract's
+	// shapes, which tools/list no longer spells out): every answer matches
+	// them too.
+	full   map[string]*jsonschema.Schema
+	called map[string]bool
 }
 
 func newChecker(t *testing.T, a agent) *checker {
 	t.Helper()
-	c := &checker{a: a, schemas: map[string]*jsonschema.Schema{}, called: map[string]bool{}}
+	c := &checker{a: a, schemas: map[string]*jsonschema.Schema{}, full: map[string]*jsonschema.Schema{}, called: map[string]bool{}}
+	full, err := mcp.FullOutputSchemas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, raw := range full {
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		comp := jsonschema.NewCompiler()
+		comp.DefaultDraft(jsonschema.Draft2020)
+		url := "mem:///" + name + ".full.json"
+		if err := comp.AddResource(url, doc); err != nil {
+			t.Fatal(err)
+		}
+		if c.full[name], err = comp.Compile(url); err != nil {
+			t.Fatalf("%s: the full output schema does not compile: %v", name, err)
+		}
+	}
 	for _, tl := range a.tools(t) {
 		if tl.OutputSchema == nil {
 			t.Errorf("%s: tools/list shows no outputSchema; want one on every tool", tl.Name)
@@ -81,6 +104,9 @@ func (c *checker) call(t *testing.T, name string, args map[string]any, out any) 
 	}
 	if err := schema.Validate(inst); err != nil {
 		t.Errorf("%s: structuredContent does not validate against the outputSchema: %v\n%s", name, err, raw)
+	}
+	if err := c.full[name].Validate(inst); err != nil {
+		t.Errorf("%s: structuredContent does not validate against the full output schema: %v\n%s", name, err, raw)
 	}
 	var fromText, fromStructured any
 	r.json(t, &fromText)

@@ -46,14 +46,11 @@ type reviewArgs struct {
 	Note           string `json:"note"`
 }
 
-const sReceiptKey = `{"type":"string","minLength":1,"maxLength":255,"pattern":"^[ -~]+$","description":"The idempotencyKey the action was sent with."}`
+const sReceiptKey = `{"type":"string","maxLength":255,"pattern":"^[ -~]+$","description":"The idempotencyKey the action was sent with."}`
 
 func (s *Server) receiptTools() []*tool {
 	list := newTool("list_receipts", "List receipts",
-		"Page through the organisation's receipts, newest first: every action on a device you can see, with its state (pending, "+
-			"committed, failed), who did it, what happened and the frames before and after. Filter by deviceId, agentRunId, status and "+
-			"actor (actorUserId or actorApiKeyId, not both). Page with before = nextBefore and beforeKey = nextBeforeKey of the previous "+
-			"answer, passed back unchanged; the last page has no nextBefore.",
+		"Receipts of actions, newest first, filtered by device, run, status or actor.",
 		object(nil,
 			prop{"deviceId", sDeviceID},
 			prop{"agentRunId", `{"type":"string","minLength":1,"maxLength":255,"description":"Only receipts of this run (exact match)."}`},
@@ -83,9 +80,7 @@ func (s *Server) receiptTools() []*tool {
 	})
 
 	review := newTool("review_receipt", "Review a receipt",
-		"Record that you, a person, reviewed the receipt of an action (with an optional note), and read it back with its reviewed "+
-			"field. Only a signed-in person may review: API keys and OAuth apps cannot. Reviewing again records the newer review; the action "+
-			"itself never changes.",
+		"Record your review of an action's receipt, with an optional note. Signed-in people only.",
 		object([]string{"idempotencyKey"}, prop{"idempotencyKey", sReceiptKey},
 			prop{"note", `{"type":"string","maxLength":2000,"description":"An optional remark kept with the review."}`}),
 		hints{}, domain.ScopeDevicesRead)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"strings"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
@@ -57,13 +56,7 @@ type runArgs struct {
 func (s *Server) runTools() []*tool {
 	states, _ := json.Marshal(domain.RunStates)
 	start := runTool("start_run", "Start a run",
-		"Hand a phone to an autonomous run that works towards goal. executor builtin (default): the service's own agent drives the phone; "+
-			"external: you drive it yourself through the returned vrxBaseUrl (its device surface: GET observe, POST actions, POST finish; "+
-			"the URL is the run's credential, returned this once, valid until the run ends). Without deviceId any free device is taken; a device "+
-			"someone holds answers device_unavailable with reason already_leased. The run ends failed after maxSteps actions (default 50) "+
-			"or deadlineSeconds (default 1800). successCheck is verified on the final screen before succeeded is accepted. "+
-			"script (from a run's exported script) replays steps and stops with stale_frame where the screen differs. "+
-			"Watch it with get_run; end it with cancel_run.",
+		"Hand a phone to an autonomous run working towards goal; executor external returns vrxBaseUrl for you to drive it.",
 		object([]string{"goal"},
 			prop{"deviceId", sDeviceID},
 			prop{"goal", `{"type":"string","minLength":1,"maxLength":4000,"description":"What the run is to achieve, in words."}`},
@@ -88,9 +81,7 @@ func (s *Server) runTools() []*tool {
 	})
 
 	list := runTool("list_runs", "List runs",
-		"List the organisation's runs newest first: state ("+strings.Join(domain.RunStates, ", ")+"), device, goal, steps taken, "+
-			"who started it, why it ended. Filter by state, deviceId and starter (starterUserId or starterApiKeyId, not both). "+
-			"Page with before = the nextBefore of the previous answer.",
+		"The organisation's runs, newest first; filter by state, deviceId, starter. Page: before=nextBefore.",
 		object(nil,
 			prop{"state", `{"type":"string","enum":` + string(states) + `,"description":"Only runs in this state."}`},
 			prop{"deviceId", sDeviceID},
@@ -115,8 +106,7 @@ func (s *Server) runTools() []*tool {
 	})
 
 	get := runTool("get_run", "Get a run",
-		"Read one run by runId or agentRunId: state, steps taken (stepSeq of maxSteps), deadlineAt, and once it ended endedAt, reason and "+
-			"detail; a parked run (awaiting_user) says why in parkedReason and until when in parkDeadlineAt.",
+		"One run by runId or agentRunId: state, steps taken, deadline, why it ended or is parked.",
 		object([]string{"runId"}, prop{"runId", sRunID}), hints{readOnly: true})
 	get.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args runArgs) (*mcpgo.CallToolResult, error) {
 		v, err := app.Runs.GetRun.Handle(ctx, runs.GetRun{Auth: a, RunID: args.RunID})
@@ -127,8 +117,7 @@ func (s *Server) runTools() []*tool {
 	})
 
 	pause := runTool("pause_run", "Pause a run",
-		"Stop a queued or running run between steps (state paused); resume_run continues it. Pausing a paused run changes nothing; "+
-			"an ended or parked run answers invalid_argument with its state.",
+		"Pause a queued or running run between steps; resume_run continues it.",
 		object([]string{"runId"}, prop{"runId", sRunID}), hints{idempotent: true})
 	pause.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args runArgs) (*mcpgo.CallToolResult, error) {
 		v, err := app.Runs.PauseRun.Handle(ctx, runs.PauseRun{Auth: a, RunID: args.RunID})
@@ -139,8 +128,7 @@ func (s *Server) runTools() []*tool {
 	})
 
 	resume := runTool("resume_run", "Resume a run",
-		"Continue a paused run, or a parked one (awaiting_user) once the person is done: the device goes back to the run. "+
-			"Resuming a running run changes nothing; an ended run answers invalid_argument with its state.",
+		"Continue a paused run, or a parked one (awaiting_user) once the person is done.",
 		object([]string{"runId"}, prop{"runId", sRunID}), hints{idempotent: true})
 	resume.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args runArgs) (*mcpgo.CallToolResult, error) {
 		v, err := app.Runs.ResumeRun.Handle(ctx, runs.ResumeRun{Auth: a, RunID: args.RunID})
@@ -151,8 +139,7 @@ func (s *Server) runTools() []*tool {
 	})
 
 	cancel := runTool("cancel_run", "Cancel a run",
-		"End a run cancelled and release its device; its vrxBaseUrl stops working at once. Use it to recall a run started by a key "+
-			"you revoked (revoking does not stop runs). Cancelling an ended run changes nothing.",
+		"End a run (cancelled) and release its device; its vrxBaseUrl stops working.",
 		object([]string{"runId"}, prop{"runId", sRunID}), hints{destructive: true, idempotent: true})
 	cancel.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args runArgs) (*mcpgo.CallToolResult, error) {
 		v, err := app.Runs.CancelRun.Handle(ctx, runs.CancelRun{Auth: a, RunID: args.RunID})
@@ -163,8 +150,7 @@ func (s *Server) runTools() []*tool {
 	})
 
 	frames := runTool("get_run_frames", "List a run's frames",
-		"List the frames a run saw, oldest first: kind observed (it looked), before or after (around one of its actions, with actionId). "+
-			"Read a frame's picture with get_frame. Page with after = the nextAfter of the previous answer.",
+		"The frames a run saw, oldest first (observed, before, after); read one with get_frame. Page: after=nextAfter.",
 		object([]string{"runId"}, prop{"runId", sRunID},
 			prop{"after", `{"type":"string","pattern":"^[0-9]+$","maxLength":19,"description":"The nextAfter of the previous page."}`},
 			prop{"limit", sLimit}),

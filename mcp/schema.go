@@ -10,32 +10,27 @@ import (
 // invalid params before anything runs; whether it names something the
 // caller may use is the handler's question.
 const (
-	sDeviceID = `{"type":"string","pattern":"^dev_[0-9a-f]{32}$",` +
-		`"description":"The device (dev_…)."}`
-	sLeaseID = `{"type":"string","pattern":"^lse_[0-9a-f]{32}$",` +
-		`"description":"Your lease (lse_…) from acquire_lease."}`
-	sObservedFrame = `{"type":"string","pattern":"^frm_[0-9a-f]{32}$",` +
-		`"description":"frameId of the observation you decided on: if the screen changed since, the call is refused (stale_frame) and nothing happens."}`
-	sIdempotencyKey = `{"type":"string","minLength":1,"maxLength":255,"pattern":"^[ -~]+$",` +
-		`"description":"Names this action: a retry with the same key returns the first outcome and never acts twice. Generated and returned when omitted."}`
-	sFrameID = `{"type":"string","pattern":"^frm_[0-9a-f]{32}$","description":"A frame id (frm_…), from observe or a receipt."}`
-	sLimit   = `{"type":"integer","minimum":1,"maximum":200,"description":"Page size (default 50)."}`
-	sTTL     = `{"type":"integer","minimum":10,"maximum":3600,"description":"Seconds until the lease expires unless renewed (default 300)."}`
-	sMaxW    = `{"type":"integer","minimum":32,"maximum":4096,` +
-		`"description":"Shrink the screenshot to at most this many pixels wide (aspect kept) to save tokens, e.g. 400. Coordinates you send stay in device pixels."}`
-	sElements = `{"type":"string","enum":["all","interactive","none"],` +
-		`"description":"UI elements to return: all (default; every element with text, a description or an action), interactive (only what a tap, long press, typing or scroll acts on), none."}`
-	sOnScreen = `{"type":"boolean","description":"Only elements inside the visible screen (default true)."}`
-	sShot     = `{"type":"boolean","description":"Include the screenshot image (default true); false returns the elements alone, the cheapest observation."}`
-	sFormat   = `{"type":"string","enum":["png","jpeg"],"description":"The screenshot's encoding (default png); jpeg is smaller, e.g. with maxWidth 768."}`
-	sQuality  = `{"type":"integer","minimum":1,"maximum":100,"description":"JPEG quality (default 70)."}`
-	sMarks    = `{"type":"boolean","description":"Set-of-marks: draw a numbered box on each listed element (elements=interactive unless all is asked). Box k frames the element whose mark is k; marks lists number → ref. Tap it with tap_element(ref)."}`
-	sDuration = `{"type":"integer","minimum":0,"maximum":10000,"description":"Duration in milliseconds; 0 or omitted means the device's default."}`
+	sDeviceID       = `{"type":"string","pattern":"^dev_[0-9a-f]{32}$"}`
+	sLeaseID        = `{"type":"string","pattern":"^lse_[0-9a-f]{32}$"}`
+	sObservedFrame  = `{"type":"string","pattern":"^frm_[0-9a-f]{32}$"}`
+	sIdempotencyKey = `{"type":"string","maxLength":255,"pattern":"^[ -~]+$"}`
+	sFrameID        = `{"type":"string","pattern":"^frm_[0-9a-f]{32}$"}`
+	sLimit          = `{"type":"integer","minimum":1,"maximum":200}`
+	sAfter          = `{"type":"string","maxLength":64}`
+	sTTL            = `{"type":"integer","minimum":10,"maximum":3600,"description":"Lease lifetime in seconds (default 300)."}`
+	sMaxW           = `{"type":"integer","minimum":32,"maximum":4096,"description":"Shrink the screenshot to this width; coordinates stay in device pixels."}`
+	sElements       = `{"type":"string","enum":["all","interactive","none"],"description":"Default all."}`
+	sOnScreen       = `{"type":"boolean","description":"Only visible elements (default true)."}`
+	sShot           = `{"type":"boolean","description":"Include the screenshot (default true)."}`
+	sFormat         = `{"type":"string","enum":["png","jpeg"]}`
+	sQuality        = `{"type":"integer","minimum":1,"maximum":100,"description":"JPEG quality (default 70)."}`
+	sMarks          = `{"type":"boolean","description":"Draw numbered boxes on the listed elements; marks maps number to ref."}`
+	sDuration       = `{"type":"integer","minimum":0,"maximum":10000,"description":"Milliseconds (0: the device's default)."}`
 )
 
 // coord is the schema of one screen coordinate named what.
-func coord(what string) string {
-	return `{"type":"integer","minimum":0,"maximum":100000,"description":"` + what + `, device pixels."}`
+func coord(string) string {
+	return `{"type":"integer","minimum":0,"maximum":100000}`
 }
 
 // prop is one named property of an arguments object.

@@ -44,6 +44,24 @@
 //
 // The scope check comes before the input schema: a credential that cannot
 // use a tool learns nothing about its arguments.
+//
+// # Which tools a connection chose (toolsets.go)
+//
+// A client may narrow the surface further by the URL it connects to:
+// /mcp?tools=observe,act lists only the tools of those groups (rule 1
+// still applies inside them), and a tools/call of a tool outside them is
+// -32601 as in rule 3: on that connection the tool does not exist. An
+// unknown group is refused (HTTP 400, -32602) on every request.
+// /mcp?tools=meta is the small mode (meta.go): three tools that list,
+// describe and call the others.
+//
+// # What tools/list costs (compact.go)
+//
+// Each tool's words are its description; what every tool shares is said
+// once, in the instructions. Input schemas are published without prose
+// and validate exactly as written; output schemas say the result is an
+// object and name the members every answer carries, the shapes being the
+// REST contract's components (TestToolListSize holds the sizes).
 package mcp
 
 import (
@@ -81,9 +99,17 @@ var ToolSurfaceVersion = contract.Current().Changelog.ToolSurfaceVersion()
 const instructions = `phonefleet controls real and simulated phones. A typical session:
 list_devices → acquire_lease (keep the leaseId) → observe (screenshot + UI elements + frameId) →
 tap_element / tap / swipe / type_text / press_key with leaseId and observedFrame = that frameId →
-wait_for (until the element you expect appears, or the screen is still) or observe again → release_lease. Every action takes an idempotencyKey (generated and returned when
-omitted): retrying a call with the same key never acts twice. An action refused with stale_frame
-did nothing: observe again and decide anew. Failed calls carry a JSON error with a stable "code".`
+wait_for (until the element you expect appears, or the screen is still) or observe again → release_lease.
+Arguments every tool reads alike: deviceId dev_…, leaseId lse_… (from acquire_lease; actions need it,
+observing does not), frameId and observedFrame frm_… (an action given observedFrame is refused with
+stale_frame, doing nothing, if the screen changed since that frame: observe again and decide anew).
+Every action takes an idempotencyKey (generated and returned when omitted): retrying a call with the
+same key returns the first outcome and never acts twice. Coordinates and bounds are device pixels.
+Lists page with limit (1-200, default 50) and the cursor the previous answer returned (after =
+nextAfter, or before = nextBefore and beforeKey = nextBeforeKey). wait_for answers met=false on a
+timeout, not an error. batch_actions' step keys default to <idempotencyKey>.<index>, so resending a
+batch under its key never repeats a step. Results are JSON; their shapes are the REST API's
+(/openapi.json). Failed calls carry a JSON error with a stable "code" and often a "reason".`
 
 // Deps is what the tool surface needs.
 type Deps struct {
@@ -113,8 +139,12 @@ type Server struct {
 	logger *slog.Logger
 	tools  map[string]*tool
 	order  []string
-	mcp    *server.MCPServer
-	http   *server.StreamableHTTPServer
+	// meta are the tools of the small mode (meta.go), served only to a
+	// connection that chose it; handlers are every tool's handler, by name.
+	meta     map[string]*tool
+	handlers map[string]server.ToolHandlerFunc
+	mcp      *server.MCPServer
+	http     *server.StreamableHTTPServer
 	// elements remembers recent element lists (observe, get_frame).
 	elements elementCache
 }
@@ -123,7 +153,8 @@ type Server struct {
 // tool whose input schema does not compile, or that declares no output
 // schema), which the package tests catch.
 func New(deps Deps) (*Server, error) {
-	s := &Server{deps: deps, logger: deps.Logger, tools: map[string]*tool{}}
+	s := &Server{deps: deps, logger: deps.Logger, tools: map[string]*tool{}, meta: map[string]*tool{},
+		handlers: map[string]server.ToolHandlerFunc{}}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -154,8 +185,15 @@ func New(deps Deps) (*Server, error) {
 		if err := t.compile(); err != nil {
 			return nil, err
 		}
-		if t.def.RawOutputSchema, err = comps.outputSchema(t.def.Name); err != nil {
+		full, err := comps.outputSchema(t.def.Name)
+		if err != nil {
 			return nil, err
+		}
+		if t.def.RawOutputSchema, err = compactOutput(full); err != nil {
+			return nil, fmt.Errorf("mcp: tool %s: output schema: %w", t.def.Name, err)
+		}
+		if t.def.RawInputSchema, err = compactInput(t.def.RawInputSchema); err != nil {
+			return nil, fmt.Errorf("mcp: tool %s: input schema: %w", t.def.Name, err)
 		}
 		if _, dup := s.tools[t.def.Name]; dup {
 			return nil, fmt.Errorf("mcp: tool %s is defined twice", t.def.Name)
@@ -164,11 +202,26 @@ func New(deps Deps) (*Server, error) {
 		s.order = append(s.order, t.def.Name)
 	}
 	slices.Sort(s.order)
+	if err := checkToolsets(s.order); err != nil {
+		return nil, err
+	}
 	if err := s.markEvolution(evolution.Registry); err != nil {
 		return nil, err
 	}
 	for _, name := range s.order {
 		t := s.tools[name]
+		s.handlers[name] = s.handle(t)
+		s.mcp.AddTool(t.def, s.handlers[name])
+	}
+	for _, t := range s.metaTools() {
+		if err := t.compile(); err != nil {
+			return nil, err
+		}
+		if t.def.RawInputSchema, err = compactInput(t.def.RawInputSchema); err != nil {
+			return nil, err
+		}
+		t.def.RawOutputSchema = json.RawMessage(metaOutputSchemas[t.def.Name])
+		s.meta[t.def.Name] = t
 		s.mcp.AddTool(t.def, s.handle(t))
 	}
 	s.http = server.NewStreamableHTTPServer(s.mcp,
@@ -227,6 +280,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
+	chosen, chooseErr := parseToolsets(r.URL.Query().Get("tools"))
+	if chosen != nil {
+		r = r.WithContext(context.WithValue(r.Context(), chosenKey{}, chosen))
+	}
 	if r.Method == http.MethodPost && r.Body != nil {
 		body, err := kernel.ReadBody(r)
 		if err != nil {
@@ -241,7 +298,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 				Meta *mcpgo.Meta `json:"_meta"`
 			} `json:"params"`
 		}
-		if json.Unmarshal(body, &head) == nil {
+		err = json.Unmarshal(body, &head)
+		if chooseErr != nil {
+			// An unknown toolset is refused on every request, initialize
+			// included, so a client learns of its typo when it connects.
+			writeRPCErrorStatus(w, head.ID, mcpgo.INVALID_PARAMS, http.StatusBadRequest, chooseErr.Error())
+			return nil
+		}
+		if err == nil {
 			r = r.WithContext(context.WithValue(r.Context(), rpcMethodKey{}, head.Method))
 			modern := mcpgo.IsModernProtocol(r.Header.Get(mcpgo.HeaderProtocolVersion)) ||
 				mcpgo.IsModernProtocol(head.Params.Meta.ProtocolVersion())
@@ -254,8 +318,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 						"(protocol version "+mcpgo.ProtocolVersion20260728+" needs no session)")
 				return nil
 			}
-			if head.Method == string(mcpgo.MethodToolsCall) && len(head.ID) > 0 && s.tools[head.Params.Name] == nil {
+			if head.Method == string(mcpgo.MethodToolsCall) && len(head.ID) > 0 && s.meta[head.Params.Name] != nil && !chosen[head.Params.Name] {
+				writeRPCError(w, r, head.ID, mcpgo.METHOD_NOT_FOUND, fmt.Sprintf("tool %q exists only on a connection to /mcp?tools=meta", head.Params.Name))
+				return nil
+			}
+			if head.Method == string(mcpgo.MethodToolsCall) && len(head.ID) > 0 && s.tools[head.Params.Name] == nil && s.meta[head.Params.Name] == nil {
 				writeRPCError(w, r, head.ID, mcpgo.METHOD_NOT_FOUND, fmt.Sprintf("tool %q does not exist; tools/list names every tool", head.Params.Name))
+				return nil
+			}
+			if head.Method == string(mcpgo.MethodToolsCall) && len(head.ID) > 0 && !chosen.has(head.Params.Name) {
+				writeRPCError(w, r, head.ID, mcpgo.METHOD_NOT_FOUND, fmt.Sprintf(
+					"tool %q is not in the toolsets this connection chose (?tools=%s); tools/list names the tools it has",
+					head.Params.Name, r.URL.Query().Get("tools")))
 				return nil
 			}
 		}
@@ -309,9 +383,13 @@ func (s *Server) filterTools(ctx context.Context, tools []mcpgo.Tool) []mcpgo.To
 		return tools
 	}
 	a, _ := domain.AuthFrom(ctx)
+	chosen := chosenFrom(ctx)
 	out := make([]mcpgo.Tool, 0, len(tools))
 	for _, t := range tools {
-		if def, ok := s.tools[t.Name]; ok && def.permit(a) == nil {
+		if def, ok := s.tools[t.Name]; ok && chosen.has(t.Name) && def.permit(a) == nil {
+			out = append(out, t)
+		}
+		if _, ok := s.meta[t.Name]; ok && chosen[t.Name] {
 			out = append(out, t)
 		}
 	}

@@ -50,8 +50,9 @@ type hints struct {
 func newTool(name, title, description, schema string, h hints, scopes ...domain.Scope) *tool {
 	def := mcpgo.NewToolWithRawSchema(name, description, json.RawMessage(schema))
 	def.Title = title
+	// The title is stated once, in the definition: annotations.title
+	// would repeat it in every tools/list.
 	def.Annotations = mcpgo.ToolAnnotation{
-		Title:           title,
 		ReadOnlyHint:    mcpgo.ToBoolPtr(h.readOnly),
 		DestructiveHint: mcpgo.ToBoolPtr(h.destructive && !h.readOnly),
 		IdempotentHint:  mcpgo.ToBoolPtr(h.idempotent || h.readOnly),

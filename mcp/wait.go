@@ -24,12 +24,7 @@ type waitArgs struct {
 // /v1/devices/{deviceId}/wait, and answers its result as that route does.
 func (s *Server) waitForTool() *tool {
 	t := newTool("wait_for", "Wait for the screen",
-		"Wait until an element appears on a device's screen (until=appears, the default), disappears (until=disappears), or until the "+
-			"screen stops changing for stableMs (until=stable) — instead of observing again and again after an action whose effect "+
-			"takes a moment. Name the element by text (its text or description contains it) and/or resourceId. The wait is bounded by "+
-			fmt.Sprintf("timeoutMs (default %d, at most %d); a timeout is an answer with met=false, not an error. ", fleet.DefaultWaitTimeoutMs, fleet.MaxWaitTimeoutMs)+
-			"Answers met, elapsedMs, the frameId of the last screen seen (pass it as observedFrame) and, when an element appeared, "+
-			"the element with its ref for tap_element. Observing needs no lease.",
+		"Wait until an element (text, resourceId) appears or disappears, or the screen is stable.",
 		object([]string{"deviceId"}, prop{"deviceId", sDeviceID},
 			prop{"until", `{"type":"string","enum":["appears","disappears","stable"],"description":"What to wait for (default appears)."}`},
 			prop{"text", `{"type":"string","minLength":1,"maxLength":200,"description":"An element whose text or description contains this (case-sensitive)."}`},

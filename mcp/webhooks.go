@@ -3,7 +3,6 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"strings"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
@@ -38,7 +37,7 @@ type webhookArgs struct {
 
 func (s *Server) webhookTools() []*tool {
 	list := webhookTool("list_webhooks", "List webhooks",
-		"List the organisation's webhook subscriptions: url, events, enabled, secretHint (last four characters of the signing secret).",
+		"The organisation's webhook subscriptions.",
 		object(nil), hints{readOnly: true})
 	list.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, _ webhookArgs) (*mcpgo.CallToolResult, error) {
 		views, err := app.Webhooks.ListWebhooks.Handle(ctx, webhooks.ListWebhooks{Auth: a})
@@ -50,9 +49,7 @@ func (s *Server) webhookTools() []*tool {
 
 	events, _ := json.Marshal(domain.WebhookEventNames)
 	create := webhookTool("create_webhook", "Create a webhook",
-		"Subscribe an https endpoint to events ("+strings.Join(domain.WebhookEventNames, ", ")+"). The url must be public https without "+
-			"credentials, at most 2000 characters; a refusal is invalid_argument with reason not_a_url, scheme_not_https, has_credentials, "+
-			"private_address, too_long, unknown_event or too_many_webhooks (20 per organisation). The signing secret is returned this once.",
+		"Subscribe a public https url to events; the secret is shown once.",
 		object([]string{"url", "events"},
 			prop{"url", `{"type":"string","minLength":1,"maxLength":2000,"description":"The receiver, https://…"}`},
 			prop{"events", `{"type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":` + string(events) + `}}`}),
@@ -70,7 +67,7 @@ func (s *Server) webhookTools() []*tool {
 	})
 
 	update := webhookTool("update_webhook", "Switch a webhook on or off",
-		"Set enabled. false stops delivery at once and abandons the retries already queued; true resumes with new events.",
+		"Switch a webhook on or off; off drops queued retries.",
 		object([]string{"webhookId", "enabled"}, prop{"webhookId", sWebhookID}, prop{"enabled", `{"type":"boolean"}`}),
 		hints{destructive: true, idempotent: true})
 	update.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args webhookArgs) (*mcpgo.CallToolResult, error) {
@@ -85,7 +82,7 @@ func (s *Server) webhookTools() []*tool {
 	})
 
 	rotate := webhookTool("rotate_webhook_secret", "Rotate a webhook's secret",
-		"Replace the signing secret; the new one is returned this once and the old one stops working immediately (no overlap).",
+		"Replace a webhook's signing secret, shown once; the old one stops.",
 		object([]string{"webhookId"}, prop{"webhookId", sWebhookID}), hints{destructive: true})
 	rotate.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args webhookArgs) (*mcpgo.CallToolResult, error) {
 		secret, err := app.Webhooks.RotateWebhookSecret.Handle(ctx, webhooks.RotateWebhookSecret{Auth: a, WebhookID: args.WebhookID})
@@ -100,8 +97,7 @@ func (s *Server) webhookTools() []*tool {
 	})
 
 	test := webhookTool("test_webhook", "Send a test delivery",
-		"Queue one run.ended delivery with data.test true on the real path (same signature, headers and retries); "+
-			"follow it with list_webhook_deliveries. A disabled webhook answers invalid_argument with state disabled.",
+		"Queue one test run.ended delivery on the real delivery path.",
 		object([]string{"webhookId"}, prop{"webhookId", sWebhookID}), hints{openWorld: true})
 	test.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args webhookArgs) (*mcpgo.CallToolResult, error) {
 		id, err := app.Webhooks.TestWebhook.Handle(ctx, webhooks.TestWebhook{Auth: a, WebhookID: args.WebhookID})
@@ -112,7 +108,7 @@ func (s *Server) webhookTools() []*tool {
 	})
 
 	del := webhookTool("delete_webhook", "Delete a webhook",
-		"Remove the subscription and its delivery records.",
+		"Remove a webhook subscription and its delivery records.",
 		object([]string{"webhookId"}, prop{"webhookId", sWebhookID}), hints{destructive: true})
 	del.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args webhookArgs) (*mcpgo.CallToolResult, error) {
 		if _, err := app.Webhooks.DeleteWebhook.Handle(ctx, webhooks.DeleteWebhook{Auth: a, WebhookID: args.WebhookID}); err != nil {
@@ -122,8 +118,7 @@ func (s *Server) webhookTools() []*tool {
 	})
 
 	deliveries := webhookTool("list_webhook_deliveries", "List a webhook's deliveries",
-		"List deliveries newest first: status (pending, delivered, failed), attempts, responseStatus, error, payloadPreview, "+
-			"lastAttemptAt, nextAttemptAt. Page with nextBefore from the previous answer.",
+		"A webhook's deliveries, newest first: status, attempts, response.",
 		object([]string{"webhookId"}, prop{"webhookId", sWebhookID},
 			prop{"limit", `{"type":"integer","minimum":1,"maximum":100,"description":"Page size (default 50)."}`},
 			prop{"nextBefore", `{"type":"string","pattern":"^[0-9]+_dlv_[0-9a-f]{32}$","description":"The nextBefore of the previous page."}`}),
