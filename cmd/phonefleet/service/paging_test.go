@@ -3,14 +3,11 @@ package service
 import (
 	"encoding/json"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"phonefleet/commands/runs"
 	"phonefleet/domain"
-	"phonefleet/http/apitest"
 	"phonefleet/testutil"
 )
 
@@ -20,26 +17,13 @@ import (
 // (400 invalid_argument naming the field), a limit above the maximum is
 // clamped, and every answer is one the OpenAPI document describes.
 func TestEveryListPagesOneWay(t *testing.T) {
-	dir := t.TempDir()
-	env := map[string]string{"DATABASE_URL": testutil.DatabaseURL(t), "SERVICE_ADDR": "127.0.0.1:0",
-		"SERVICE_DATA_DIR": filepath.Join(dir, "data"), "SERVICE_SIM_DEVICES": "1"}
-	a, base := startApp(t, env)
-	c := &vrxClient{t: t, base: base, v: apitest.FromHandler(t, a.server.Handler())}
-	var devices struct {
-		Devices []struct {
-			DeviceID string `json:"deviceId"`
-		} `json:"devices"`
-	}
-	waitUntil(t, 20*time.Second, "a sim phone", func() (bool, error) {
-		c.json("GET", base+"/v1/devices", "", 200, &devices)
-		return len(devices.Devices) == 1, nil
-	})
+	a, base, c, sims := startWithSims(t, 1)
 	operator, err := a.deps.Auth.Authenticate(httptest.NewRequest("GET", "/v1/devices", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	started, err := a.app.Runs.StartRun.Handle(testutil.Context(t), runs.StartRun{Auth: operator,
-		DeviceID: devices.Devices[0].DeviceID, Goal: "be listed", Executor: domain.ExecutorExternal})
+		DeviceID: sims[0], Goal: "be listed", Executor: domain.ExecutorExternal})
 	if err != nil {
 		t.Fatal(err)
 	}

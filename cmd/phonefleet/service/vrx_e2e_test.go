@@ -146,23 +146,9 @@ type vrxAction struct {
 // application object, and drives them through their vrxBaseUrl only, over
 // real HTTP, every answer checked against the served OpenAPI document.
 func TestExternalWorkerDrivesARunThroughVrx(t *testing.T) {
-	dir := t.TempDir()
-	env := map[string]string{"DATABASE_URL": testutil.DatabaseURL(t), "SERVICE_ADDR": "127.0.0.1:0",
-		"SERVICE_DATA_DIR": filepath.Join(dir, "data"), "SERVICE_SIM_DEVICES": "3"}
-	a, base := startApp(t, env)
+	a, base, c, sims := startWithSims(t, 3)
 	ctx := testutil.Context(t)
-	c := &vrxClient{t: t, base: base, v: apitest.FromHandler(t, a.server.Handler())}
-
-	var devices struct {
-		Devices []struct {
-			DeviceID string `json:"deviceId"`
-		} `json:"devices"`
-	}
-	waitUntil(t, 20*time.Second, "three sim phones", func() (bool, error) {
-		c.json("GET", base+"/v1/devices", "", 200, &devices)
-		return len(devices.Devices) == 3, nil
-	})
-	dev := func(i int) string { return devices.Devices[i].DeviceID }
+	dev := func(i int) string { return sims[i] }
 
 	// The starter: an API key, minted by the local operator, as REST
 	// authenticates it.
@@ -396,6 +382,36 @@ func TestExternalWorkerDrivesARunThroughVrx(t *testing.T) {
 	})
 }
 
+// startWithSims starts the service as `phonefleet serve` does (local
+// mode, n sim phones, the log to logger when one is given) and waits until
+// its n phones are listed; it returns a client checking answers against
+// the served document, and the phones' ids.
+func startWithSims(t *testing.T, n int, logger ...*slog.Logger) (*App, string, *vrxClient, []string) {
+	t.Helper()
+	env := map[string]string{"DATABASE_URL": testutil.DatabaseURL(t), "SERVICE_ADDR": "127.0.0.1:0",
+		"SERVICE_DATA_DIR": filepath.Join(t.TempDir(), "data"), "SERVICE_SIM_DEVICES": fmt.Sprint(n)}
+	log := slog.New(slog.DiscardHandler)
+	if len(logger) > 0 {
+		log = logger[0]
+	}
+	a, base := startAppLogging(t, env, log)
+	c := &vrxClient{t: t, base: base, v: apitest.FromHandler(t, a.server.Handler())}
+	var devices struct {
+		Devices []struct {
+			DeviceID string `json:"deviceId"`
+		} `json:"devices"`
+	}
+	waitUntil(t, 20*time.Second, fmt.Sprintf("%d sim phones", n), func() (bool, error) {
+		c.json("GET", base+"/v1/devices", "", 200, &devices)
+		return len(devices.Devices) == n, nil
+	})
+	ids := make([]string, n)
+	for i, d := range devices.Devices {
+		ids[i] = d.DeviceID
+	}
+	return a, base, c, ids
+}
+
 // TestVrxNamesWhatTheWorkerGotWrong drives the device surface's precise
 // refusals through the real run commands: a point no screen answers is
 // COORDINATE_OUT_OF_REACH (422), a frame of another device as
@@ -404,22 +420,9 @@ func TestExternalWorkerDrivesARunThroughVrx(t *testing.T) {
 // worker's mistake, so nothing is done on the phone and the service logs
 // none of them as its own fault.
 func TestVrxNamesWhatTheWorkerGotWrong(t *testing.T) {
-	dir := t.TempDir()
-	env := map[string]string{"DATABASE_URL": testutil.DatabaseURL(t), "SERVICE_ADDR": "127.0.0.1:0",
-		"SERVICE_DATA_DIR": filepath.Join(dir, "data"), "SERVICE_SIM_DEVICES": "2"}
 	logs := &testutil.SyncBuffer{}
-	a, base := startAppLogging(t, env, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	a, _, c, sims := startWithSims(t, 2, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx := testutil.Context(t)
-	c := &vrxClient{t: t, base: base, v: apitest.FromHandler(t, a.server.Handler())}
-	var devices struct {
-		Devices []struct {
-			DeviceID string `json:"deviceId"`
-		} `json:"devices"`
-	}
-	waitUntil(t, 20*time.Second, "two sim phones", func() (bool, error) {
-		c.json("GET", base+"/v1/devices", "", 200, &devices)
-		return len(devices.Devices) == 2, nil
-	})
 	r := httptest.NewRequest("GET", "/v1/devices", nil)
 	operator, err := a.deps.Auth.Authenticate(r)
 	if err != nil {
@@ -433,7 +436,7 @@ func TestVrxNamesWhatTheWorkerGotWrong(t *testing.T) {
 		}
 		return started.VrxBaseURL
 	}
-	mine, other := vrxBase(devices.Devices[0].DeviceID), vrxBase(devices.Devices[1].DeviceID)
+	mine, other := vrxBase(sims[0]), vrxBase(sims[1])
 	var obs, otherObs vrxObservation
 	c.json("GET", mine+"/v1/observe", "", 200, &obs)
 	c.json("GET", other+"/v1/observe", "", 200, &otherObs)
