@@ -14,6 +14,22 @@ import (
 // recording is not abandoned when the device runtime is asked to stop.
 const recordTimeout = 15 * time.Second
 
+// savedState is a stateful backend's state after a job (a sim phone's, to
+// record with the job's events); nil for a backend that keeps none.
+func savedState(b domain.Backend) ([]byte, error) {
+	if sb, ok := b.(domain.StatefulBackend); ok {
+		return sb.SaveState()
+	}
+	return nil, nil
+}
+
+// recordContext is the context a device job records its outcome in: the
+// request's metadata, not cancelled with the request (the device has
+// acted), bounded by recordTimeout.
+func recordContext(ctx context.Context, meta eventstore.Metadata) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(eventstore.WithMetadata(context.WithoutCancel(ctx), meta), recordTimeout)
+}
+
 // jobResult is what a job queued on a device came to.
 type jobResult struct {
 	// receipt is the action's receipt (action jobs).
@@ -210,8 +226,8 @@ func (o *outcome) record(state string, ev domain.Event, saveState bool, frames .
 		}
 	}
 	var devState []byte
-	if sb, ok := o.backend.(domain.StatefulBackend); ok && saveState {
-		s, err := sb.SaveState()
+	if saveState {
+		s, err := savedState(o.backend)
 		if err != nil {
 			return jobResult{err: err}
 		}

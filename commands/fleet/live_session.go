@@ -2,8 +2,9 @@ package fleet
 
 import (
 	"context"
-	"phonefleet/commands/cqrs"
 	"time"
+
+	"phonefleet/commands/cqrs"
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+
 	"phonefleet/commands/cqrs"
 
 	"phonefleet/domain"

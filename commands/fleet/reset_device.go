@@ -105,13 +105,11 @@ func (j resetJob) run(ctx context.Context) jobResult {
 	if err := backend.Reset(ctx); err != nil {
 		return jobResult{err: err}
 	}
-	var state []byte
-	if sb, ok := backend.(domain.StatefulBackend); ok {
-		if state, err = sb.SaveState(); err != nil {
-			return jobResult{err: err}
-		}
+	state, err := savedState(backend)
+	if err != nil {
+		return jobResult{err: err}
 	}
-	ctx, cancel := context.WithTimeout(eventstore.WithMetadata(context.WithoutCancel(ctx), j.meta), recordTimeout)
+	ctx, cancel := recordContext(ctx, j.meta)
 	defer cancel()
 	now := f.now()
 	_, c, err := f.devices.UpdateWith(ctx, j.deviceID, func(d *domain.Device, u *eventstore.Unit) ([]domain.Event, error) {
