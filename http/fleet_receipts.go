@@ -35,9 +35,6 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	rq.Limit = &n
-	if _, err := timeCursor(q, "before", "nextBefore"); err != nil {
-		return err
-	}
 	page, err := s.app.Fleet.ListReceipts.Handle(r.Context(), fleet.ListReceipts{Auth: a, ReceiptQuery: rq})
 	if err != nil {
 		return err

@@ -180,12 +180,13 @@ func (s *Server) listScheduleFirings(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	limit, err := pageLimit(r.URL.Query(), maxScheduleLimit)
+	params := r.URL.Query()
+	limit, err := pageLimit(params, maxScheduleLimit)
 	if err != nil {
 		return err
 	}
 	q := projections.FiringQuery{Limit: limit}
-	if q.Before, err = timeCursor(r.URL.Query(), "before", "nextBefore"); err != nil {
+	if q.Before, err = timeCursor(params, "before", "nextBefore"); err != nil {
 		return err
 	}
 	page, err := s.app.Schedules.ListScheduleFirings.Handle(r.Context(), schedules.ListScheduleFirings{Auth: authOf(r), ScheduleID: id, FiringQuery: q})

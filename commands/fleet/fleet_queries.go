@@ -188,7 +188,8 @@ func (f *Fleet) listReceipts(ctx context.Context, auth domain.Auth, q ReceiptQue
 	if q.Before != "" {
 		t, err := time.Parse(time.RFC3339Nano, q.Before)
 		if err != nil {
-			return ReceiptPage{}, domain.Errorf(domain.CodeInvalidArgument, "before must be an RFC 3339 date-time, as nextBefore gives it")
+			return ReceiptPage{}, domain.Errorf(domain.CodeInvalidArgument, "before must be an RFC 3339 date-time, as nextBefore gives it").
+				With("field", "before")
 		}
 		filter.Before = t
 	} else if q.BeforeKey != "" {
