@@ -283,11 +283,7 @@ func (s *SimDevice) Act(_ context.Context, a domain.Action) (domain.ActionResult
 	p := s.phone
 	switch a.Type {
 	case domain.ActionTap:
-		if a.Ref != "" {
-			eff, err = p.TapElement(a.Ref)
-		} else {
-			eff, err = p.Tap(a.X, a.Y)
-		}
+		eff, err = p.Tap(a.X, a.Y)
 	case domain.ActionDoubleTap:
 		eff, err = p.DoubleTap(a.X, a.Y)
 	case domain.ActionLongPress:
