@@ -137,4 +137,3 @@ func parseBounds(s string) ([4]int, error) {
 	}
 	return b, nil
 }
-
