@@ -1,6 +1,9 @@
 package domain
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // Whether an action had an effect (ActionEffect.State): the screen
 // changed, it did not, or the device could not tell.
@@ -31,34 +34,66 @@ type EffectSample struct {
 	// ScreenHash is the picture's hash; empty when none was taken.
 	ScreenHash string
 	ScreenOn   bool
+	// Layout is the UI tree's LayoutSignature (what the screen shows
+	// outside the system bars) and Foreground the package in front, when a
+	// tree was taken.
+	Layout     string
+	Foreground string
+}
+
+// SampleOf is what obs shows of the screen (its tree, when it carries one).
+func SampleOf(obs Observation) EffectSample {
+	s := EffectSample{ScreenHash: obs.ScreenHash, ScreenOn: obs.ScreenOn}
+	var root UIElement
+	if len(obs.Snapshot) > 0 && json.Unmarshal(obs.Snapshot, &root) == nil {
+		s.Layout, s.Foreground = LayoutSignature(root), root.Package
+	}
+	return s
 }
 
 // ActionEffect says whether a committed action had an effect, with the
-// evidence it was judged on (the picture's hash before and after the screen
-// settled, and whether the screen was on).
+// evidence it was judged on: the picture's hash and, where the device gave
+// a UI tree on both sides, its layout signature and the app in front,
+// before the action and after the screen settled.
 type ActionEffect struct {
-	State        string `json:"state"`
-	ScreenBefore string `json:"screenBefore,omitempty"`
-	ScreenAfter  string `json:"screenAfter,omitempty"`
+	State            string `json:"state"`
+	ScreenBefore     string `json:"screenBefore,omitempty"`
+	ScreenAfter      string `json:"screenAfter,omitempty"`
+	LayoutBefore     string `json:"layoutBefore,omitempty"`
+	LayoutAfter      string `json:"layoutAfter,omitempty"`
+	ForegroundBefore string `json:"foregroundBefore,omitempty"`
+	ForegroundAfter  string `json:"foregroundAfter,omitempty"`
 	// Why says, for unknown, what kept the device from telling.
 	Why string `json:"why,omitempty"`
 }
 
 // JudgeEffect decides an action's effect from the screen before and after
-// it settled: changed when the picture or the screen's power differs,
-// unchanged when both are equal, unknown when either side has no picture
-// or the screen was off throughout (an off screen shows nothing). Only an
-// equal picture on a lit screen is unchanged, so a retry of an unchanged
-// action never repeats one that showed any effect.
+// it settled. With a UI tree on both sides the layout outside the system
+// bars and the app in front are compared (a clock ticking in the status
+// bar is no effect); otherwise the whole picture. Changed: the screen's
+// power, the app in front or what it shows differs. Unchanged: all equal on
+// a lit screen. Unknown: no picture on one side, or the screen off
+// throughout (an off screen shows nothing). Only equal evidence on a lit
+// screen is unchanged, so an agent retrying an unchanged action never
+// repeats one that showed any effect.
 func JudgeEffect(before, after EffectSample) ActionEffect {
 	e := ActionEffect{ScreenBefore: before.ScreenHash, ScreenAfter: after.ScreenHash}
+	trees := before.Layout != "" && after.Layout != ""
+	if trees {
+		e.LayoutBefore, e.LayoutAfter = before.Layout, after.Layout
+		e.ForegroundBefore, e.ForegroundAfter = before.Foreground, after.Foreground
+	}
 	switch {
 	case before.ScreenHash == "" || after.ScreenHash == "":
 		e.State, e.Why = EffectUnknown, "no picture of the screen on both sides of the action"
-	case before.ScreenOn != after.ScreenOn || before.ScreenHash != after.ScreenHash:
+	case before.ScreenOn != after.ScreenOn:
 		e.State = EffectChanged
 	case !after.ScreenOn:
 		e.State, e.Why = EffectUnknown, "the screen was off before and after the action"
+	case trees && (before.Layout != after.Layout || before.Foreground != after.Foreground):
+		e.State = EffectChanged
+	case !trees && before.ScreenHash != after.ScreenHash:
+		e.State = EffectChanged
 	default:
 		e.State = EffectUnchanged
 	}

@@ -184,8 +184,12 @@ type Capabilities struct {
 	Actions    []ActionType `json:"actions"`
 	Screenshot bool         `json:"screenshot"`
 	UISnapshot bool         `json:"uiSnapshot"`
-	Wake       bool         `json:"wake"`
-	Stop       bool         `json:"stop"`
+	// CheapSnapshot reports that a UI tree costs little beside the picture
+	// (a sim phone's, not an adb dump's seconds): the executor then takes
+	// one on both sides of every action to judge its effect.
+	CheapSnapshot bool `json:"-"`
+	Wake          bool `json:"wake"`
+	Stop          bool `json:"stop"`
 	// Reset reports that the device can be returned to its baseline
 	// (Backend.Reset), which a lease's resetOnRelease needs.
 	Reset bool `json:"reset"`

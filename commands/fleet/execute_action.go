@@ -121,8 +121,8 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 		return o.fail(err, nil)
 	}
 	o.backend, o.d = backend, &d
-	bound := j.action.Ref != ""
-	obs, err := backend.Observe(ctx, domain.ObserveOptions{Replay: true, Snapshot: bound})
+	bound, trees := j.action.Ref != "", backend.Capabilities().CheapSnapshot
+	obs, err := backend.Observe(ctx, domain.ObserveOptions{Replay: true, Snapshot: bound || trees})
 	if err != nil {
 		return o.fail(err, nil)
 	}
@@ -154,8 +154,8 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 			res.TargetText = j.target.ContentDesc
 		}
 	}
-	after, sample := j.settle(ctx, backend, &d, before, obs, res)
-	effect := domain.JudgeEffect(domain.EffectSample{ScreenHash: obs.ScreenHash, ScreenOn: obs.ScreenOn}, sample)
+	after, sample := j.settle(ctx, backend, &d, before, obs, res, trees)
+	effect := domain.JudgeEffect(domain.SampleOf(obs), sample)
 	return o.commit(res, &effect, &after)
 }
 
@@ -187,18 +187,20 @@ const (
 )
 
 // settle returns the frame after the action and what it showed of the
-// screen (no picture when the device could not be looked at).
-func (j *actionJob) settle(ctx context.Context, backend domain.Backend, d *domain.Device, before frameRow, obs domain.Observation, res domain.ActionResult) (frameRow, domain.EffectSample) {
-	if res.ScreenHash != "" && res.ScreenHash == before.ScreenHash {
+// screen (with its tree when trees is set; no picture when the device could
+// not be looked at).
+func (j *actionJob) settle(ctx context.Context, backend domain.Backend, d *domain.Device, before frameRow, obs domain.Observation,
+	res domain.ActionResult, trees bool) (frameRow, domain.EffectSample) {
+	if res.ScreenHash != "" && res.ScreenHash == before.ScreenHash && !trees {
 		return before, domain.EffectSample{ScreenHash: res.ScreenHash, ScreenOn: res.ScreenOn}
 	}
 	after, sample := before, domain.EffectSample{}
 	for look := 1; ; look++ {
-		afterObs, err := backend.Observe(ctx, domain.ObserveOptions{Replay: true})
+		afterObs, err := backend.Observe(ctx, domain.ObserveOptions{Replay: true, Snapshot: trees})
 		if err != nil {
 			return after, domain.EffectSample{}
 		}
-		after, sample = j.f.frameFor(d, afterObs, j.f.now()), domain.EffectSample{ScreenHash: afterObs.ScreenHash, ScreenOn: afterObs.ScreenOn}
+		after, sample = j.f.frameFor(d, afterObs, j.f.now()), domain.SampleOf(afterObs)
 		if res.ScreenHash != "" || afterObs.ScreenHash != obs.ScreenHash || look == settleLooks {
 			return after, sample
 		}

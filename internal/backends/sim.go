@@ -209,7 +209,7 @@ func newSimDevice(p *sim.Phone) *SimDevice {
 	keys := append(sim.Keys(), "BACKSPACE", "RETURN", "RECENTS", "OVERVIEW")
 	return &SimDevice{phone: p, caps: domain.Capabilities{
 		Actions:    domain.ActionTypes,
-		Screenshot: true, UISnapshot: true, Wake: true, Stop: true, Reset: true,
+		Screenshot: true, UISnapshot: true, CheapSnapshot: true, Wake: true, Stop: true, Reset: true,
 		Width: m.Width, Height: m.Height, Keys: keys,
 	}}
 }
