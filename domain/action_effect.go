@@ -34,9 +34,9 @@ type EffectSample struct {
 	// ScreenHash is the picture's hash; empty when none was taken.
 	ScreenHash string
 	ScreenOn   bool
-	// Layout is the UI tree's LayoutSignature (what the screen shows
-	// outside the system bars) and Foreground the package in front, when a
-	// tree was taken.
+	// Layout digests the UI tree as LayoutSignature does (what the screen
+	// shows outside the system bars), with each element's focus, and
+	// Foreground is the package in front, when a tree was taken.
 	Layout     string
 	Foreground string
 }
@@ -46,7 +46,7 @@ func SampleOf(obs Observation) EffectSample {
 	s := EffectSample{ScreenHash: obs.ScreenHash, ScreenOn: obs.ScreenOn}
 	var root UIElement
 	if len(obs.Snapshot) > 0 && json.Unmarshal(obs.Snapshot, &root) == nil {
-		s.Layout, s.Foreground = LayoutSignature(root), root.Package
+		s.Layout, s.Foreground = layoutDigest(root, true), root.Package
 	}
 	return s
 }

@@ -220,6 +220,9 @@ func TestActionEffect(t *testing.T) {
 	_, root := observeTree(t, env, dev)
 	x, y := emptySpot(t, root)
 	check("empty", "tap", fmt.Sprintf(`{"x":%d,"y":%d}`, x, y), domain.EffectUnchanged)
+	// Focusing a field changes no text or bounds, only its focus: an effect.
+	field := findElement(t, root, "note field", func(e domain.UIElement) bool { return e.Focusable && !e.Focused })
+	check("focus", "tap", `{"ref":"`+field.Ref+`"}`, domain.EffectChanged)
 	check("sleep", "key", `{"key":"SLEEP"}`, domain.EffectChanged)
 
 	dark := fleettest.Start(t, fleettest.Options{Devices: 1, Wrap: func(_ *domain.Device, b domain.Backend) domain.Backend { return blind{b} }})
