@@ -371,8 +371,6 @@ func mapSimError(err error) error {
 		return withReason("app_not_installed")
 	case errors.Is(err, sim.ErrNotInCatalog):
 		return withReason("not_in_catalog")
-	case errors.Is(err, sim.ErrElementNotFound):
-		return withReason("element_not_found")
 	case errors.Is(err, sim.ErrScreenOff):
 		return domain.Errorf(domain.CodeDeviceUnavailable, "the screen is off; wake the device first").
 			With("reason", domain.ReasonAsleep).Wrap(err)
