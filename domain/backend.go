@@ -185,8 +185,9 @@ type Capabilities struct {
 	Screenshot bool         `json:"screenshot"`
 	UISnapshot bool         `json:"uiSnapshot"`
 	// CheapSnapshot reports that a UI tree costs little beside the picture
-	// (a sim phone's, not an adb dump's seconds): the executor then takes
-	// one on both sides of every action to judge its effect.
+	// and is redrawn from a frame's replay bytes on demand (a sim phone's,
+	// not an adb dump's seconds): the executor then takes one on both sides
+	// of every action to judge its effect, and stores none.
 	CheapSnapshot bool `json:"-"`
 	Wake          bool `json:"wake"`
 	Stop          bool `json:"stop"`

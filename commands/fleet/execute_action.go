@@ -126,7 +126,7 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 	if err != nil {
 		return o.fail(err, nil)
 	}
-	before := f.frameFor(&d, obs, started)
+	before := f.frameFor(&d, lean(obs, trees), started)
 	o.before = &before
 	if j.observedHash != "" && obs.ScreenHash != j.observedHash && j.seen == nil {
 		return o.fail(domain.Errorf(domain.CodeStaleFrame, "the screen changed since observedFrame %s; observe again and decide anew", req.ObservedFrame).
@@ -157,6 +157,16 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 	after, sample := j.settle(ctx, backend, &d, before, obs, res, trees)
 	effect := domain.JudgeEffect(domain.SampleOf(obs), sample)
 	return o.commit(res, &effect, &after)
+}
+
+// lean is obs as its frame stores it: without the tree taken to judge the
+// effect when the backend redraws it cheaply on demand (trees), so an
+// action writes no more than it did before effects were judged.
+func lean(obs domain.Observation, trees bool) domain.Observation {
+	if trees {
+		obs.Snapshot = nil
+	}
+	return obs
 }
 
 // resolve turns a bound action into a tap at its element's current centre,
@@ -200,7 +210,7 @@ func (j *actionJob) settle(ctx context.Context, backend domain.Backend, d *domai
 		if err != nil {
 			return after, domain.EffectSample{}
 		}
-		after, sample = j.f.frameFor(d, afterObs, j.f.now()), domain.SampleOf(afterObs)
+		after, sample = j.f.frameFor(d, lean(afterObs, trees), j.f.now()), domain.SampleOf(afterObs)
 		if res.ScreenHash != "" || afterObs.ScreenHash != obs.ScreenHash || look == settleLooks {
 			return after, sample
 		}
