@@ -49,7 +49,9 @@ type Action struct {
 	Type ActionType
 	// X and Y locate tap, double_tap and long_press.
 	X, Y int
-	// Ref, for tap, names an element from a UI snapshot instead of X and Y.
+	// Ref, for tap, names an element from a UI snapshot instead of X and
+	// Y: the executor taps the element where it is when the tap is sent,
+	// or refuses (ResolveBound).
 	Ref string
 	// X1, Y1, X2 and Y2 are a swipe's start and end.
 	X1, Y1, X2, Y2 int

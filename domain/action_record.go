@@ -137,6 +137,7 @@ type Receipt struct {
 	Action         ActionType      `json:"action"`
 	Arguments      json.RawMessage `json:"arguments"`
 	Result         *ActionResult   `json:"result,omitempty"`
+	Effect         *ActionEffect   `json:"effect,omitempty"`
 	Error          *ReceiptError   `json:"error,omitempty"`
 	ObservedFrame  string          `json:"observedFrame,omitempty"`
 	Frames         ReceiptFrames   `json:"frames"`
@@ -193,7 +194,7 @@ func (r *ActionRecord) Receipt() Receipt {
 	switch {
 	case r.Committed != nil:
 		res := r.Committed.Result
-		rc.Result = &res
+		rc.Result, rc.Effect = &res, r.Committed.Effect
 		timing(r.Committed.StartedAt, r.Committed.FinishedAt)
 		frames(r.Committed.FrameBefore, r.Committed.FrameAfter)
 	case r.Failed != nil:

@@ -28,10 +28,12 @@ type Backend interface {
 	// asked of a device that has none), invalid_argument (a bad MaxWidth).
 	Observe(ctx context.Context, opts ObserveOptions) (Observation, error)
 
-	// Act performs one action. A refused action changes nothing. Errors:
+	// Act performs one action. It never receives a Ref: the executor
+	// resolves an action bound to an element to the element's current
+	// centre first (ResolveBound). A refused action changes nothing. Errors:
 	// invalid_argument (the device refused the arguments or, with a
-	// reason, the action in its current state: element_not_found,
-	// no_focused_field, app_not_installed, not_in_catalog),
+	// reason, the action in its current state: no_focused_field,
+	// app_not_installed, not_in_catalog),
 	// device_unavailable with reason asleep (the screen is off),
 	// capability_unsupported, device_disconnected (dropped before the
 	// action was dispatched: it did not happen), action_outcome_unknown
@@ -182,8 +184,13 @@ type Capabilities struct {
 	Actions    []ActionType `json:"actions"`
 	Screenshot bool         `json:"screenshot"`
 	UISnapshot bool         `json:"uiSnapshot"`
-	Wake       bool         `json:"wake"`
-	Stop       bool         `json:"stop"`
+	// CheapSnapshot reports that a UI tree costs little beside the picture
+	// and is redrawn from a frame's replay bytes on demand (a sim phone's,
+	// not an adb dump's seconds): the executor then takes one on both sides
+	// of every action to judge its effect, and stores none.
+	CheapSnapshot bool `json:"-"`
+	Wake          bool `json:"wake"`
+	Stop          bool `json:"stop"`
 	// Reset reports that the device can be returned to its baseline
 	// (Backend.Reset), which a lease's resetOnRelease needs.
 	Reset bool `json:"reset"`

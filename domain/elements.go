@@ -71,15 +71,23 @@ const systemUIPackage = "com.android.systemui"
 // tree order. Two phones of one model showing the same screen have the same
 // signature, whatever their clocks and batteries say; a replayed script
 // compares it (a frame's screen hash covers every pixel and differs).
-func LayoutSignature(root UIElement) string {
+func LayoutSignature(root UIElement) string { return layoutDigest(root, false) }
+
+// layoutDigest is LayoutSignature, with each element's focus too when
+// focus is set (an effect's evidence: focusing a field is an effect).
+func layoutDigest(root UIElement, focus bool) string {
 	h := sha256.New()
 	var walk func(e UIElement)
 	walk = func(e UIElement) {
 		if e.Package == systemUIPackage {
 			return
 		}
-		fmt.Fprintf(h, "%s\x1f%s\x1f%s\x1f%s\x1f%t\x1f%t\x1f%d,%d,%d,%d\x1e", e.Class, e.ResourceID, e.Text, e.ContentDesc,
+		fmt.Fprintf(h, "%s\x1f%s\x1f%s\x1f%s\x1f%t\x1f%t\x1f%d,%d,%d,%d", e.Class, e.ResourceID, e.Text, e.ContentDesc,
 			e.Checked, e.Enabled, e.Bounds[0], e.Bounds[1], e.Bounds[2], e.Bounds[3])
+		if focus {
+			fmt.Fprintf(h, "\x1f%t", e.Focused)
+		}
+		h.Write([]byte{0x1e})
 		for _, c := range e.Children {
 			walk(c)
 		}

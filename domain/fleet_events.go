@@ -190,13 +190,16 @@ func (ActionRequested) EventName() string { return "action.requested" }
 
 // ActionCommitted records that the device carried the action out.
 type ActionCommitted struct {
-	ActionID    string       `json:"actionId"`
-	DeviceID    string       `json:"deviceId"`
-	Result      ActionResult `json:"result"`
-	FrameBefore *FrameRef    `json:"frameBefore,omitempty"`
-	FrameAfter  *FrameRef    `json:"frameAfter,omitempty"`
-	StartedAt   time.Time    `json:"startedAt"`
-	FinishedAt  time.Time    `json:"finishedAt"`
+	ActionID string       `json:"actionId"`
+	DeviceID string       `json:"deviceId"`
+	Result   ActionResult `json:"result"`
+	// Effect says whether the action changed the screen (absent from
+	// actions committed before effects were judged).
+	Effect      *ActionEffect `json:"effect,omitempty"`
+	FrameBefore *FrameRef     `json:"frameBefore,omitempty"`
+	FrameAfter  *FrameRef     `json:"frameAfter,omitempty"`
+	StartedAt   time.Time     `json:"startedAt"`
+	FinishedAt  time.Time     `json:"finishedAt"`
 }
 
 // EventName implements Event.

@@ -136,7 +136,7 @@ const sPackage = `{"type":"string","maxLength":255,"pattern":"^[A-Za-z0-9_.]+$",
 
 func (s *Server) tapElementTool() *tool {
 	return s.actionTool("tap_element", "Tap a UI element",
-		"Tap a UI element by its ref from observe, wherever it is now.",
+		"Tap a UI element by its ref from observe; refused if it moved or is gone.",
 		domain.ActionTap, hints{destructive: true, openWorld: true}, []string{"ref"},
 		prop{"ref", fmt.Sprintf(`{"type":"string","maxLength":%d,"pattern":"^[!-~]+$","description":"The element's ref, as observe lists it."}`, domain.MaxElementRef)})
 }

@@ -410,9 +410,9 @@ func TestBatchStopsAtFirstFailure(t *testing.T) {
 	}}
 	for round, wantReplayed := range []bool{false, true} {
 		env := mustFail(t, a, "batch_actions", args)
-		if env["code"] != "invalid_argument" || env["reason"] != "element_not_found" || env["failedStep"] != float64(1) ||
+		if env["code"] != "stale_frame" || env["reason"] != "element_gone" || env["failedStep"] != float64(1) ||
 			env["idempotencyKey"] != "batch-1" {
-			t.Errorf("round %d: got %v; want invalid_argument element_not_found at step 1 of batch-1", round, env)
+			t.Errorf("round %d: got %v; want stale_frame element_gone at step 1 of batch-1", round, env)
 		}
 		steps, _ := env["steps"].([]any)
 		if len(steps) != 3 {

@@ -80,7 +80,7 @@ func (Receipts) Apply(ctx context.Context, tx pgx.Tx, schema string, events []ev
 				e.OrgID, ev.IdempotencyKey, ev.ActionID, ev.DeviceID, nullString(ev.AgentRunID), ev.Actor.Kind, ev.Actor.ID,
 				string(ev.Action), []byte(ev.Arguments), nullString(ev.ObservedFrame), ev.RequestedAt)
 		case domain.ActionCommitted:
-			res, err := json.Marshal(ev.Result)
+			res, err := json.Marshal(storedResult{ev.Result, ev.Effect})
 			if err != nil {
 				return err
 			}
@@ -102,6 +102,15 @@ func (Receipts) Apply(ctx context.Context, tx pgx.Tx, schema string, events []ev
 		}
 		return nil
 	})
+}
+
+// storedResult is what the result column holds: the device's result and,
+// beside its members, the action's effect (absent on actions committed
+// before effects were judged). One column for both keeps the table's shape,
+// so an existing deployment's read model serves effects without a rebuild.
+type storedResult struct {
+	domain.ActionResult
+	Effect *domain.ActionEffect `json:"effect,omitempty"`
 }
 
 func frameID(f *domain.FrameRef) *string {
@@ -239,11 +248,11 @@ func scanReceipt(row pgx.Row) (domain.Receipt, error) {
 	r.Actor = domain.Actor{Kind: actorKind, ID: actorID}.ForReceipt()
 	r.Action, r.Arguments = domain.ActionType(action), args
 	if result != nil {
-		var res domain.ActionResult
+		var res storedResult
 		if err := json.Unmarshal(result, &res); err != nil {
 			return r, err
 		}
-		r.Result = &res
+		r.Result, r.Effect = &res.ActionResult, res.Effect
 	}
 	if code != nil {
 		r.Error = &domain.ReceiptError{Code: domain.Code(*code), Message: str(msg), Reason: str(reason)}

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -87,6 +88,12 @@ type actionJob struct {
 	action domain.Action
 	// observedHash is the screen hash of the action's observedFrame, if any.
 	observedHash string
+	// seen is the element a bound action (one naming a ref) targets as its
+	// observedFrame showed it, when that frame kept a UI tree: the element,
+	// not the whole screen, must then be where it was.
+	seen *domain.UIElement
+	// target is the element a bound action was resolved to.
+	target domain.UIElement
 	// meta is the metadata of the request that queued the action: the
 	// events recording its outcome carry it.
 	meta eventstore.Metadata
@@ -114,19 +121,26 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 		return o.fail(err, nil)
 	}
 	o.backend, o.d = backend, &d
-	obs, err := backend.Observe(ctx, domain.ObserveOptions{Replay: true})
+	bound, trees := j.action.Ref != "", backend.Capabilities().CheapSnapshot
+	obs, err := backend.Observe(ctx, domain.ObserveOptions{Replay: true, Snapshot: bound || trees})
 	if err != nil {
 		return o.fail(err, nil)
 	}
-	before := f.frameFor(&d, obs, started)
+	before := f.frameFor(&d, lean(obs, trees), started)
 	o.before = &before
-	if j.observedHash != "" && obs.ScreenHash != j.observedHash {
+	if j.observedHash != "" && obs.ScreenHash != j.observedHash && j.seen == nil {
 		return o.fail(domain.Errorf(domain.CodeStaleFrame, "the screen changed since observedFrame %s; observe again and decide anew", req.ObservedFrame).
 			With("deviceId", d.ID).With("frameId", before.ID), nil)
 	}
+	action := j.action
+	if bound {
+		if action, err = j.resolve(obs); err != nil {
+			return o.fail(domain.AsError(err).With("deviceId", d.ID).With("frameId", before.ID), nil)
+		}
+	}
 
 	actCtx, cancel := context.WithTimeout(ctx, f.cfg.ActTimeout)
-	res, err := backend.Act(actCtx, j.action)
+	res, err := backend.Act(actCtx, action)
 	cancel()
 	if err != nil {
 		if domain.ErrorCode(err) == domain.CodeActionOutcomeUnknown || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
@@ -134,14 +148,78 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 		}
 		return o.fail(err, nil)
 	}
-	after := before
-	if res.ScreenHash != before.ScreenHash || res.ScreenHash == "" {
-		afterObs, err := backend.Observe(ctx, domain.ObserveOptions{Replay: true})
-		if err == nil {
-			after = f.frameFor(&d, afterObs, f.now())
+	if bound && res.Target == "" {
+		res.Target, res.TargetID, res.TargetText = j.target.Ref, j.target.ResourceID, j.target.Text
+		if res.TargetText == "" {
+			res.TargetText = j.target.ContentDesc
 		}
 	}
-	return o.commit(res, &after)
+	after, sample := j.settle(ctx, backend, &d, before, obs, res, trees)
+	effect := domain.JudgeEffect(domain.SampleOf(obs), sample)
+	return o.commit(res, &effect, &after)
+}
+
+// lean is obs as its frame stores it: without the tree taken to judge the
+// effect when the backend redraws it cheaply on demand (trees), so an
+// action writes no more than it did before effects were judged.
+func lean(obs domain.Observation, trees bool) domain.Observation {
+	if trees {
+		obs.Snapshot = nil
+	}
+	return obs
+}
+
+// resolve turns a bound action into a tap at its element's current centre,
+// found in the tree of the screen now (obs), or refuses it (stale_frame,
+// element_gone or element_moved) before anything is sent.
+func (j *actionJob) resolve(obs domain.Observation) (domain.Action, error) {
+	var tree domain.UIElement
+	if err := json.Unmarshal(obs.Snapshot, &tree); err != nil {
+		return domain.Action{}, domain.Errorf(domain.CodeInternal, "internal error").Wrap(err)
+	}
+	x, y, err := domain.ResolveBound(tree, j.action.Ref, j.seen)
+	if err != nil {
+		return domain.Action{}, err
+	}
+	j.target, _ = tree.Find(j.action.Ref)
+	a := j.action
+	a.Ref, a.X, a.Y = "", x, y
+	return a, nil
+}
+
+// Settling: a backend that does not report the screen after acting (an
+// adb phone, whose app may still be drawing) is looked at again, up to
+// settleLooks times settleDelay apart, while its picture still equals the
+// one before the action; an equal picture is then the settled answer.
+const (
+	settleLooks = 3
+	settleDelay = 150 * time.Millisecond
+)
+
+// settle returns the frame after the action and what it showed of the
+// screen (with its tree when trees is set; no picture when the device could
+// not be looked at).
+func (j *actionJob) settle(ctx context.Context, backend domain.Backend, d *domain.Device, before frameRow, obs domain.Observation,
+	res domain.ActionResult, trees bool) (frameRow, domain.EffectSample) {
+	if res.ScreenHash != "" && res.ScreenHash == before.ScreenHash && !trees {
+		return before, domain.EffectSample{ScreenHash: res.ScreenHash, ScreenOn: res.ScreenOn}
+	}
+	after, sample := before, domain.EffectSample{}
+	for look := 1; ; look++ {
+		afterObs, err := backend.Observe(ctx, domain.ObserveOptions{Replay: true, Snapshot: trees})
+		if err != nil {
+			return after, domain.EffectSample{}
+		}
+		after, sample = j.f.frameFor(d, lean(afterObs, trees), j.f.now()), domain.SampleOf(afterObs)
+		if res.ScreenHash != "" || afterObs.ScreenHash != obs.ScreenHash || look == settleLooks {
+			return after, sample
+		}
+		select {
+		case <-ctx.Done():
+			return after, sample
+		case <-time.After(settleDelay):
+		}
+	}
 }
 
 // abandon records that the action never started, for the reason why: it
@@ -193,8 +271,8 @@ func (o *outcome) unknown(reason string) jobResult {
 	return o.record("unknown", ev, true, o.before, nil)
 }
 
-func (o *outcome) commit(res domain.ActionResult, after *frameRow) jobResult {
-	ev := domain.ActionCommitted{ActionID: o.rec.Requested.ActionID, DeviceID: o.j.req.DeviceID, Result: res,
+func (o *outcome) commit(res domain.ActionResult, effect *domain.ActionEffect, after *frameRow) jobResult {
+	ev := domain.ActionCommitted{ActionID: o.rec.Requested.ActionID, DeviceID: o.j.req.DeviceID, Result: res, Effect: effect,
 		StartedAt: o.started, FinishedAt: o.f.now()}
 	if o.before != nil {
 		ev.FrameBefore = o.before.ref()

@@ -113,6 +113,34 @@ func (f *Fleet) frame(ctx context.Context, auth domain.Auth, frameID string, opt
 	if err := auth.Require(domain.ScopeDevicesRead); err != nil {
 		return Frame{}, err
 	}
+	return f.readFrame(ctx, auth, frameID, opts)
+}
+
+// observedElement returns the element ref as the frame an action was
+// decided on shows it, or nil when that frame kept no UI tree (an adb
+// frame taken without one): the element is then bound to the screen as a
+// whole. A ref the frame does not show is invalid_argument
+// (element_not_found). The frame was checked readable by the caller.
+func (f *Fleet) observedElement(ctx context.Context, auth domain.Auth, frameID, ref string) (*domain.UIElement, error) {
+	fr, err := f.readFrame(ctx, auth, frameID, FrameOptions{Snapshot: true})
+	if err != nil || fr.Snapshot == nil {
+		return nil, err
+	}
+	var tree domain.UIElement
+	if err := json.Unmarshal(fr.Snapshot, &tree); err != nil {
+		return nil, err
+	}
+	el, ok := tree.Find(ref)
+	if !ok {
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "observedFrame %s shows no element %s", frameID, ref).
+			With("reason", "element_not_found").With("ref", ref)
+	}
+	return &el, nil
+}
+
+// readFrame reads a frame as frame does, for a caller whose scope was
+// checked.
+func (f *Fleet) readFrame(ctx context.Context, auth domain.Auth, frameID string, opts FrameOptions) (Frame, error) {
 	if !domain.HasPrefix(frameID, domain.PrefixFrame) {
 		return Frame{}, frameNotFound(frameID)
 	}

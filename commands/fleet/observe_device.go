@@ -171,7 +171,15 @@ func (h ObserveDeviceHandler) Handle(ctx context.Context, cmd ObserveDevice) (Ob
 	row := f.frameFor(&d, obs, now)
 	out.Frame = *row.ref()
 	if row.stored {
-		// Same screen as the last stored frame: name that one.
+		// Same screen as the last stored frame: name that one, keeping the
+		// tree just taken if it kept none (an adb frame around an action),
+		// so that a tap bound to one of its elements is checked against it.
+		if len(obs.Snapshot) > 0 {
+			if _, err := f.pool.Exec(ctx, `UPDATE frames SET snapshot = $2::json WHERE frame_id = $1 AND snapshot IS NULL`,
+				row.ID, string(obs.Snapshot)); err != nil {
+				return Observation{}, err
+			}
+		}
 		return out, nil
 	}
 	if cmd.MaxWidth > 0 && cmd.MaxWidth < obs.Width {

@@ -194,6 +194,12 @@ func (h PerformActionHandler) accept(ctx context.Context, cmd PerformAction, aut
 		}
 		observedHash = m.ScreenHash
 	}
+	var seen *domain.UIElement
+	if action.Ref != "" && cmd.ObservedFrame != "" {
+		if seen, err = f.observedElement(ctx, auth, cmd.ObservedFrame, action.Ref); err != nil {
+			return nil, nil, err
+		}
+	}
 	meta, err := eventstore.MetadataFrom(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -207,7 +213,7 @@ func (h PerformActionHandler) accept(ctx context.Context, cmd PerformAction, aut
 		AgentRunID: cmd.AgentRunID, RunID: auth.RunID, LeaseID: lease.ID, FencingToken: lease.FencingToken,
 		ObservedFrame: cmd.ObservedFrame, RequestedAt: now}
 	host, _ := f.runtime.Locate(&d)
-	return &actionJob{f: f, orgID: auth.OrgID, host: host, req: req, action: action, observedHash: observedHash, meta: meta}, slot, nil
+	return &actionJob{f: f, orgID: auth.OrgID, host: host, req: req, action: action, observedHash: observedHash, seen: seen, meta: meta}, slot, nil
 }
 
 // hand gives the recorded action to its device's queue and waits for its

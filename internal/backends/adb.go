@@ -319,17 +319,8 @@ func (a *ADBDevice) Act(ctx context.Context, act domain.Action) (domain.ActionRe
 	var err error
 	switch act.Type {
 	case domain.ActionTap:
-		x, y := act.X, act.Y
-		if act.Ref != "" {
-			var el domain.UIElement
-			if el, err = a.element(ctx, act.Ref); err != nil {
-				return res, err
-			}
-			x, y = (el.Bounds[0]+el.Bounds[2])/2, (el.Bounds[1]+el.Bounds[3])/2
-			res.Target, res.TargetID, res.TargetText = el.Class, el.ResourceID, firstNonEmpty(el.Text, el.ContentDesc)
-		}
-		err = a.shell(ctx, inputTap(x, y))
-		res.Description = fmt.Sprintf("tapped (%d, %d)", x, y)
+		err = a.shell(ctx, inputTap(act.X, act.Y))
+		res.Description = fmt.Sprintf("tapped (%d, %d)", act.X, act.Y)
 	case domain.ActionDoubleTap:
 		err = a.shell(ctx, inputTap(act.X, act.Y)+"; "+inputTap(act.X, act.Y))
 		res.Description = fmt.Sprintf("double-tapped (%d, %d)", act.X, act.Y)
@@ -372,20 +363,6 @@ func (a *ADBDevice) Act(ctx context.Context, act domain.Action) (domain.ActionRe
 	}
 	res.ScreenOn = a.isScreenOn()
 	return res, nil
-}
-
-// element finds ref in a fresh UI dump.
-func (a *ADBDevice) element(ctx context.Context, ref string) (domain.UIElement, error) {
-	tree, err := a.dumpUI(ctx, a.caps.Width, a.caps.Height)
-	if err != nil {
-		return domain.UIElement{}, err
-	}
-	el, ok := findRef(tree, ref)
-	if !ok {
-		return el, domain.Errorf(domain.CodeInvalidArgument, "no element %s on the screen now; observe again", ref).
-			With("reason", "element_not_found")
-	}
-	return el, nil
 }
 
 func (a *ADBDevice) openApp(ctx context.Context, pkg string) error {

@@ -60,8 +60,8 @@ func TestParseUIDump(t *testing.T) {
 	if m.Children[1].Ref != save.Ref {
 		t.Errorf("save's ref moved with a new sibling before it: %s → %s", save.Ref, m.Children[1].Ref)
 	}
-	if f, ok := findRef(root, other.Ref); !ok || f.Text != "日本語" {
-		t.Errorf("findRef: got %+v, %v", f, ok)
+	if f, ok := root.Find(other.Ref); !ok || f.Text != "日本語" {
+		t.Errorf("Find: got %+v, %v", f, ok)
 	}
 }
 

@@ -137,16 +137,3 @@ func parseBounds(s string) ([4]int, error) {
 	}
 	return b, nil
 }
-
-// findRef returns the element named ref in the tree.
-func findRef(e domain.UIElement, ref string) (domain.UIElement, bool) {
-	if e.Ref == ref {
-		return e, true
-	}
-	for _, c := range e.Children {
-		if f, ok := findRef(c, ref); ok {
-			return f, true
-		}
-	}
-	return domain.UIElement{}, false
-}

@@ -209,7 +209,7 @@ func newSimDevice(p *sim.Phone) *SimDevice {
 	keys := append(sim.Keys(), "BACKSPACE", "RETURN", "RECENTS", "OVERVIEW")
 	return &SimDevice{phone: p, caps: domain.Capabilities{
 		Actions:    domain.ActionTypes,
-		Screenshot: true, UISnapshot: true, Wake: true, Stop: true, Reset: true,
+		Screenshot: true, UISnapshot: true, CheapSnapshot: true, Wake: true, Stop: true, Reset: true,
 		Width: m.Width, Height: m.Height, Keys: keys,
 	}}
 }
@@ -283,11 +283,7 @@ func (s *SimDevice) Act(_ context.Context, a domain.Action) (domain.ActionResult
 	p := s.phone
 	switch a.Type {
 	case domain.ActionTap:
-		if a.Ref != "" {
-			eff, err = p.TapElement(a.Ref)
-		} else {
-			eff, err = p.Tap(a.X, a.Y)
-		}
+		eff, err = p.Tap(a.X, a.Y)
 	case domain.ActionDoubleTap:
 		eff, err = p.DoubleTap(a.X, a.Y)
 	case domain.ActionLongPress:
@@ -375,8 +371,6 @@ func mapSimError(err error) error {
 		return withReason("app_not_installed")
 	case errors.Is(err, sim.ErrNotInCatalog):
 		return withReason("not_in_catalog")
-	case errors.Is(err, sim.ErrElementNotFound):
-		return withReason("element_not_found")
 	case errors.Is(err, sim.ErrScreenOff):
 		return domain.Errorf(domain.CodeDeviceUnavailable, "the screen is off; wake the device first").
 			With("reason", domain.ReasonAsleep).Wrap(err)

@@ -288,7 +288,6 @@ func TestSimRefusals(t *testing.T) {
 		{name: "typing with no field focused", action: domain.Action{Type: domain.ActionTypeText, Text: "hi"}, code: domain.CodeInvalidArgument, reason: "no_focused_field"},
 		{name: "app not installed", action: domain.Action{Type: domain.ActionOpenApp, Package: sim.PkgCounter}, code: domain.CodeInvalidArgument, reason: "app_not_installed"},
 		{name: "app not in the catalog", action: domain.Action{Type: domain.ActionInstallApp, Package: "com.evil.app"}, code: domain.CodeInvalidArgument, reason: "not_in_catalog"},
-		{name: "element gone", action: domain.Action{Type: domain.ActionTap, Ref: "zzzz"}, code: domain.CodeInvalidArgument, reason: "element_not_found"},
 		{name: "asleep", setup: []domain.Action{{Type: domain.ActionKey, Key: "SLEEP"}}, action: domain.Action{Type: domain.ActionTap, X: 10, Y: 10}, code: domain.CodeDeviceUnavailable, reason: "asleep"},
 	}
 	for _, tt := range tests {

@@ -293,7 +293,8 @@ func TestAgentEnrollsServesAndComesBack(t *testing.T) {
 	if !ok {
 		t.Fatal("the notes app shows no field")
 	}
-	act(t, ctx, p, "sim-1", domain.Action{Type: domain.ActionTap, Ref: field.Ref})
+	fx, fy := field.Centre()
+	act(t, ctx, p, "sim-1", domain.Action{Type: domain.ActionTap, X: fx, Y: fy})
 	res := act(t, ctx, p, "sim-1", domain.Action{Type: domain.ActionTypeText, Text: "hello gateway"})
 	if !res.Changed {
 		t.Errorf("type_text: got %+v; want a change", res)

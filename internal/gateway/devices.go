@@ -268,6 +268,12 @@ func (s *agentDevices) handle(ctx context.Context, method string, params json.Ra
 		if err != nil {
 			return nil, err
 		}
+		if a.Ref != "" {
+			// The control plane's executor resolves an element to its
+			// current centre before sending; a ref reaching a phone would be
+			// a tap at (0, 0).
+			return nil, domain.Errorf(domain.CodeInvalidArgument, "a device action names coordinates, not an element ref").With("ref", a.Ref)
+		}
 		return s.run(ctx, p.Device, method, func(d *agentDevice) (any, error) {
 			if d.sim != nil && s.simLatency > 0 {
 				// A slow phone: the input lands only after the delay.
