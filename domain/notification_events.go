@@ -163,9 +163,60 @@ func NotificationTriggerStream(key string) string { return "notification-trigger
 // NotificationEmailStream is the stream of one notification's e-mail attempts.
 func NotificationEmailStream(id string) string { return "notification-email-" + id }
 
-// NotificationPersonStream is one person's preferences and reads in an organisation.
-func NotificationPersonStream(orgID, userID string) string {
-	return "notification-person-" + orgID + "-" + userID
+// NotificationPersonID names one person of an organisation to
+// notifications (the NotificationPerson aggregate's id).
+func NotificationPersonID(orgID, userID string) string { return orgID + "/" + userID }
+
+// NotificationPersonStream is one person's stream: who they are to
+// notifications and their preferences.
+func NotificationPersonStream(id string) string { return "notification-person-" + id }
+
+// NotificationReadsStream is one person's reads of their notifications.
+func NotificationReadsStream(orgID, userID string) string {
+	return "notification-reads-" + NotificationPersonID(orgID, userID)
+}
+
+// NotificationPerson is one person of an organisation as notifications
+// know them: their role when last seen and their preferences.
+type NotificationPerson struct {
+	OrgID, UserID string
+	Known         bool
+	Role          string
+	Preferences   NotificationPreferences
+}
+
+// NewNotificationPerson is the state of a person not seen yet.
+func NewNotificationPerson(id string) *NotificationPerson {
+	org, user, _ := strings.Cut(id, "/")
+	return &NotificationPerson{OrgID: org, UserID: user}
+}
+
+// Apply folds one event into the person.
+func (p *NotificationPerson) Apply(e Event) {
+	switch e := e.(type) {
+	case NotificationPersonSeen:
+		p.Known, p.Role = true, e.Role
+	case NotificationPreferencesSet:
+		p.Known, p.Role, p.Preferences = true, e.Role, e.NotificationPreferences
+	}
+}
+
+// Seen records the person with role unless they are known with it.
+func (p *NotificationPerson) Seen(role string, at time.Time) []Event {
+	if p.Known && p.Role == role {
+		return nil
+	}
+	return []Event{NotificationPersonSeen{UserID: p.UserID, Role: role, At: at}}
+}
+
+// SetPreferences applies a change of preferences made by the person
+// holding role.
+func (p *NotificationPerson) SetPreferences(role string, c NotificationPreferencesChange, at time.Time) ([]Event, error) {
+	next, err := p.Preferences.Apply(c)
+	if err != nil {
+		return nil, err
+	}
+	return []Event{NotificationPreferencesSet{UserID: p.UserID, Role: role, NotificationPreferences: next, At: at}}, nil
 }
 
 // NotificationEmailKey is the idempotency key every e-mail of a
@@ -370,3 +421,47 @@ type APIKeyExpiryNoticeDue struct {
 
 // EventName implements Event.
 func (APIKeyExpiryNoticeDue) EventName() string { return "notification.api_key_expiry_due" }
+
+// NotificationMessageFor says what a trigger of kind with its facts tells
+// a person. Subject keeps the ids a client links to.
+func NotificationMessageFor(kind string, f map[string]string) NotificationMessage {
+	m := NotificationMessage{Kind: kind, Subject: map[string]string{}}
+	for _, k := range []string{"runId", "agentRunId", "deviceId", "gatewayId", "keyId", "followupId", "fulfilmentId"} {
+		if f[k] != "" {
+			m.Subject[k] = f[k]
+		}
+	}
+	switch kind {
+	case NotifyRunNeedsUser:
+		m.Title = "A run needs you"
+		m.Body = fmt.Sprintf("Run %s on device %s is waiting for a person: %s (goal: %s).", f["runId"], f["deviceId"], f["reason"], f["goal"])
+	case NotifyRunEnded:
+		m.Title = "Run " + f["state"]
+		m.Body = fmt.Sprintf("Run %s on device %s ended %s (goal: %s).", f["runId"], f["deviceId"], f["state"], f["goal"])
+		if f["reason"] != "" {
+			m.Body += " Reason: " + f["reason"] + "."
+		}
+	case NotifyPaymentFollowupFailed:
+		m.Title = "A payment follow-up needs an admin"
+		what := "the subscription could not be cancelled"
+		if f["action"] == FollowupRefund {
+			what = fmt.Sprintf("%s %s could not be refunded", f["amount"], strings.ToUpper(f["currency"]))
+		}
+		m.Body = fmt.Sprintf("For fulfilment %s, %s: the payment provider %s (%s). Settle it with the provider by hand.",
+			f["fulfilmentId"], what, map[string]string{FollowupRefused: "refused", FollowupGaveUp: "stayed unavailable"}[f["outcome"]], f["error"])
+	case NotifyGatewayGone:
+		m.Title = "A gateway is gone"
+		m.Body = fmt.Sprintf("Gateway %s lost its connection (%s); its phones are unreachable until it reconnects.", f["gatewayId"], f["reason"])
+	case NotifyAPIKeyExpiring:
+		left := "a week"
+		if f["threshold"] == KeyExpiryDay {
+			left = "a day"
+		}
+		m.Title = "An API key expires within " + left
+		m.Body = fmt.Sprintf("API key %q (%s) expires at %s. Renew or rotate it before then.", f["name"], f["keyId"], f["expiresAt"])
+	case NotifyDeviceOffline:
+		m.Title = "A device went offline"
+		m.Body = fmt.Sprintf("Device %s went offline (%s).", f["deviceId"], f["state"])
+	}
+	return m
+}
