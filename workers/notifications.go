@@ -254,7 +254,7 @@ func (r *emailReaction) Act(ctx context.Context, c Claimed[notificationEmail]) d
 		return decide(domain.EmailResult{Unconfirmed: true, Error: "an earlier try sent the whole message; its answer was lost with its instance"})
 	}
 	msg := smtpmail.Message{To: e.Email, Subject: "[phonefleet] " + e.Title,
-		Body: e.Body + "\n\nSee your notifications in the phonefleet console; switch this e-mail off in its notification preferences.\n",
+		Body:      e.Body + "\n\nSee your notifications in the phonefleet console; switch this e-mail off in its notification preferences.\n",
 		MessageID: domain.NotificationEmailKey(c.Key)}
 	err = r.cfg.Mail.Send(ctx, msg, r.cfg.Now(), func() error {
 		if _, err := r.cfg.Pool.Exec(ctx, `INSERT INTO notification_email_sends (notification_id, attempt, holder, marked_at)
