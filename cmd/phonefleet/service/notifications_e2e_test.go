@@ -13,6 +13,7 @@ import (
 	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
 	"phonefleet/internal/identity/identitytest"
+	"phonefleet/projections"
 	"phonefleet/testutil"
 	"phonefleet/testutil/smtptest"
 )
@@ -292,4 +293,44 @@ func TestNotificationsEndToEnd(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("the read model rebuilds equal", func(t *testing.T) {
+		before := notificationRows(t, a)
+		if len(before) < 10 {
+			t.Fatalf("only %d rows to compare", len(before))
+		}
+		if err := a.runner.Rebuild(ctx, projections.NotificationsName, nil); err != nil {
+			t.Fatal(err)
+		}
+		if after := notificationRows(t, a); strings.Join(before, "\n") != strings.Join(after, "\n") {
+			t.Fatalf("rebuild changed the read model:\nbefore %v\nafter  %v", before, after)
+		}
+		// Nothing was raised or sent again by the rebuild.
+		if n := len(mail.Messages()); n != 4 {
+			t.Fatalf("after the rebuild the SMTP server holds %d messages; want the 4 sent before", n)
+		}
+	})
+}
+
+// notificationRows dumps the notifications read model as text.
+func notificationRows(t *testing.T, a *App) []string {
+	t.Helper()
+	var out []string
+	for _, q := range []string{`SELECT t::text FROM notification_triggers t ORDER BY trigger_key`,
+		`SELECT n::text FROM notifications n ORDER BY notification_id`,
+		`SELECT p::text FROM notification_people p ORDER BY org_id, user_id`} {
+		rows, err := a.db.Pool.Query(testutil.Context(t), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, s)
+		}
+		rows.Close()
+	}
+	return out
 }
