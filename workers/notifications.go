@@ -229,9 +229,6 @@ func emailSource() claims.Source[notificationEmail] {
 type emailReaction struct {
 	*claims.Claims[notificationEmail]
 	cfg NotificationsConfig
-	// committing, when set, runs after the send is marked and before the
-	// message's end is sent (the restart test stops an instance there).
-	committing func(id string)
 }
 
 // Act sends the message unless an earlier try of this very attempt got as
@@ -257,14 +254,9 @@ func (r *emailReaction) Act(ctx context.Context, c Claimed[notificationEmail]) d
 		Body:      e.Body + "\n\nSee your notifications in the phonefleet console; switch this e-mail off in its notification preferences.\n",
 		MessageID: domain.NotificationEmailKey(c.Key)}
 	err = r.cfg.Mail.Send(ctx, msg, r.cfg.Now(), func() error {
-		if _, err := r.cfg.Pool.Exec(ctx, `INSERT INTO notification_email_sends (notification_id, attempt, holder, marked_at)
-			VALUES ($1, $2, $3, now())`, c.Key, c.Attempt, r.cfg.ID); err != nil {
-			return err
-		}
-		if r.committing != nil {
-			r.committing(c.Key)
-		}
-		return nil
+		_, err := r.cfg.Pool.Exec(ctx, `INSERT INTO notification_email_sends (notification_id, attempt, holder, marked_at)
+			VALUES ($1, $2, $3, now())`, c.Key, c.Attempt, r.cfg.ID)
+		return err
 	})
 	var se *smtpmail.Error
 	switch {
