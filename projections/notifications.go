@@ -400,7 +400,7 @@ func (q NotificationQueries) RecentDeviceUsers(ctx context.Context, orgID, devic
 					CASE WHEN l.holder_kind = 'run' THEN r.starter_id ELSE l.holder_id END AS id
 					FROM (SELECT NULL) x LEFT JOIN runs r ON l.holder_kind = 'run' AND r.run_id = l.holder_id) a
 			WHERE l.org_id = $1 AND l.device_id = $2 AND l.acquired_at <= $3
-			  AND coalesce(l.ended_at, l.expires_at) >= $3 - interval '7 days') w
+			  AND coalesce(l.ended_at, l.expires_at) >= $3::timestamptz - interval '7 days') w
 		WHERE who IS NOT NULL AND who <> '' ORDER BY who`, orgID, deviceID, at)
 	if err != nil {
 		return nil, err
@@ -443,12 +443,12 @@ type ExpiringKey struct {
 // before, domain.KeyExpiryThreshold) is not raised yet.
 func (q NotificationQueries) KeysExpiring(ctx context.Context, now time.Time, limit int) ([]ExpiringKey, error) {
 	rows, err := q.DB.Query(ctx, `SELECT k.org_id, k.key_id, k.name, k.minted_by, k.expires_at,
-			CASE WHEN k.expires_at <= $1 + interval '1 day' THEN 'day' ELSE 'week' END AS threshold
+			CASE WHEN k.expires_at <= $1::timestamptz + interval '1 day' THEN 'day' ELSE 'week' END AS threshold
 		FROM api_keys k
-		WHERE k.revoked_at IS NULL AND k.expires_at > $1 AND k.expires_at <= $1 + interval '7 days'
+		WHERE k.revoked_at IS NULL AND k.expires_at > $1::timestamptz AND k.expires_at <= $1::timestamptz + interval '7 days'
 		  AND NOT EXISTS (SELECT 1 FROM notification_triggers t WHERE t.kind = $2 AND t.org_id = k.org_id
 			AND t.facts->>'keyId' = k.key_id AND t.facts->>'expiresAt' = to_char(k.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
-			AND t.facts->>'threshold' = CASE WHEN k.expires_at <= $1 + interval '1 day' THEN 'day' ELSE 'week' END)
+			AND t.facts->>'threshold' = CASE WHEN k.expires_at <= $1::timestamptz + interval '1 day' THEN 'day' ELSE 'week' END)
 		ORDER BY k.expires_at, k.key_id LIMIT $3`, now, domain.NotifyAPIKeyExpiring, limit)
 	if err != nil {
 		return nil, err

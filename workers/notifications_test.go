@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,12 +38,12 @@ type notifyEnv struct {
 	admin  string
 }
 
-func newNotifyEnv(t *testing.T) *notifyEnv {
+func newNotifyEnv(t *testing.T, also ...projections.Projection) *notifyEnv {
 	t.Helper()
 	url := testutil.DatabaseURL(t)
 	pool := smallPool(t, url, 6)
 	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
-	runner, err := projections.NewRunner(store, quiet, []projections.Projection{projections.Notifications{}}, projections.WithPollInterval(20*time.Millisecond))
+	runner, err := projections.NewRunner(store, quiet, append([]projections.Projection{projections.Notifications{}}, also...), projections.WithPollInterval(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,5 +295,157 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// append records ev in the environment's organisation (or org).
+func (e *notifyEnv) append(t *testing.T, org string, ev domain.Event) {
+	t.Helper()
+	news, err := eventstore.Encode(domain.Events, org, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Append(testutil.Context(t), "test-"+domain.NewID("x"), eventstore.NoStream, news...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fanout runs the fan-out until nothing is due and returns, per person,
+// the kinds of the notifications they got, sorted.
+func (e *notifyEnv) fanout(t *testing.T, w *workers.Notifications) map[string][]string {
+	t.Helper()
+	for {
+		e.catchUp(t)
+		got, err := w.FanoutOnce(testutil.Context(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range got {
+			if g.Error != "" {
+				t.Fatalf("fan-out of %s failed: %s", g.Kind, g.Error)
+			}
+		}
+		if len(got) == 0 {
+			break
+		}
+	}
+	e.catchUp(t)
+	rows, err := e.pool.Query(testutil.Context(t), `SELECT org_id || '/' || user_id, kind FROM notifications ORDER BY created_at, notification_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string][]string{}
+	for rows.Next() {
+		var who, kind string
+		if err := rows.Scan(&who, &kind); err != nil {
+			t.Fatal(err)
+		}
+		out[who] = append(out[who], kind)
+	}
+	for _, ks := range out {
+		slices.Sort(ks)
+	}
+	return out
+}
+
+// TestNotificationFanoutReachesThePeopleConcerned: each kind reaches the
+// people it concerns and nobody else — a run's starter (a key's minter
+// when a key started it; not the person who ended it themselves), every
+// admin of the organisation for a gateway gone, the device's users of the
+// past week when it goes offline, a key's minter a week and a day before
+// it expires (the sweep on an injected clock, once per threshold).
+func TestNotificationFanoutReachesThePeopleConcerned(t *testing.T) {
+	e := newNotifyEnv(t, projections.APIKeys{}, projections.Leases{}, projections.Runs{})
+	ctx := testutil.Context(t)
+	other := domain.NewID(domain.PrefixOrganisation)
+	seen := func(org, user, role string) {
+		e.append(t, org, domain.NotificationPersonSeen{UserID: user, Role: role, At: e.clock.Now()})
+	}
+	seen(e.org, "m1", domain.RoleMember)
+	seen(e.org, "m2", domain.RoleMember)
+	seen(other, "a9", domain.RoleAdmin)
+	w := workers.NewNotifications(workers.NotificationsConfig{Pool: e.pool, App: e.app, ID: "t", Now: e.clock.Now, Logger: quiet})
+	now := e.clock.Now()
+	who := func(u string) string { return e.org + "/" + u }
+
+	// A key minted by m1, expiring in ten days.
+	key := domain.NewID(domain.PrefixAPIKey)
+	e.append(t, e.org, domain.APIKeyMinted{KeyID: key, OrgID: e.org, Name: "ci", Scopes: []domain.Scope{domain.ScopeDevicesRead},
+		MintedBy: "m1", MintedByRole: domain.RoleMember, SecretHash: []byte{1}, MintedAt: now, ExpiresAt: now.Add(10 * 24 * time.Hour)})
+	// Runs: one started by the key (m1's), parked; one started by m2 and
+	// ended by the service; one started by m1 and cancelled by m1.
+	r1, r2, r3, dev := domain.NewID(domain.PrefixRun), domain.NewID(domain.PrefixRun), domain.NewID(domain.PrefixRun), domain.NewID(domain.PrefixDevice)
+	for _, r := range []struct {
+		id      string
+		starter domain.Actor
+	}{{r1, domain.Actor{Kind: "api_key", ID: key}}, {r2, domain.Actor{Kind: "user", ID: "m2"}}, {r3, domain.Actor{Kind: "user", ID: "m1"}}} {
+		e.append(t, e.org, domain.RunStarted{RunID: r.id, AgentRunID: domain.NewID(domain.PrefixAgentRun), DeviceID: dev, Goal: "g",
+			Executor: domain.ExecutorExternal, MaxSteps: 5, DeadlineAt: now.Add(time.Hour), Starter: r.starter, LeaseID: domain.NewID(domain.PrefixLease), StartedAt: now})
+	}
+	e.append(t, e.org, domain.RunParked{RunID: r1, DeviceID: dev, Goal: "g", Reason: "captcha", DeadlineAt: now.Add(time.Hour), At: now})
+	e.append(t, e.org, domain.RunEnded{RunID: r2, DeviceID: dev, Goal: "g", State: domain.RunStateFailed, EndedAt: now})
+	e.append(t, e.org, domain.RunEnded{RunID: r3, DeviceID: dev, Goal: "g", State: domain.RunStateCancelled, By: &domain.Actor{Kind: "user", ID: "m1"}, EndedAt: now})
+	// The device: leased by m2 an hour ago, by r1 (so m1) now, by m3 nine
+	// days ago; then it goes offline.
+	lease := func(holder domain.Actor, at time.Time) {
+		e.append(t, e.org, domain.LeaseAcquired{DeviceID: dev, LeaseID: domain.NewID(domain.PrefixLease), FencingToken: 1, Holder: holder,
+			AcquiredAt: at, ExpiresAt: at.Add(10 * time.Minute)})
+	}
+	lease(domain.Actor{Kind: "user", ID: "m2"}, now.Add(-time.Hour))
+	lease(domain.Actor{Kind: domain.ActorRun, ID: r1}, now)
+	lease(domain.Actor{Kind: "user", ID: "m3"}, now.Add(-9*24*time.Hour))
+	e.append(t, e.org, domain.DeviceWentOffline{DeviceID: dev, State: "gone", At: now})
+	// Gateways: one lost, one replaced (routine); and one lost elsewhere.
+	e.append(t, e.org, domain.GatewayDisconnected{GatewayID: "gw_1", Reason: domain.GatewayReasonHeartbeatLost, At: now})
+	e.append(t, e.org, domain.GatewayDisconnected{GatewayID: "gw_1", Reason: domain.GatewayReasonReplaced, At: now})
+	e.append(t, other, domain.GatewayDisconnected{GatewayID: "gw_2", Reason: domain.GatewayReasonConnectionLost, At: now})
+
+	got := e.fanout(t, w)
+	want := map[string][]string{
+		who("m1"):     {domain.NotifyDeviceOffline, domain.NotifyRunNeedsUser},
+		who("m2"):     {domain.NotifyDeviceOffline, domain.NotifyRunEnded},
+		who(e.admin):  {domain.NotifyGatewayGone},
+		other + "/a9": {domain.NotifyGatewayGone},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("notifications per person:\n got  %v\n want %v", got, want)
+	}
+
+	// The key-expiry sweep on the injected clock: nothing ten days out,
+	// the week's notice at six days, once; the day's at twelve hours, once.
+	if n, err := w.SweepOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("ten days before expiry: %d notices (%v); want none", n, err)
+	}
+	e.clock.Advance(4 * 24 * time.Hour)
+	if n, err := w.SweepOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("six days before expiry: %d notices (%v); want 1", n, err)
+	}
+	e.fanout(t, w)
+	if n, err := w.SweepOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("the week's notice again: %d notices (%v); want none", n, err)
+	}
+	e.clock.Advance(5*24*time.Hour + 12*time.Hour)
+	if n, err := w.SweepOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("twelve hours before expiry: %d notices (%v); want 1", n, err)
+	}
+	got = e.fanout(t, w)
+	if n, err := w.SweepOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("the day's notice again: %d notices (%v); want none", n, err)
+	}
+	want[who("m1")] = []string{domain.NotifyAPIKeyExpiring, domain.NotifyAPIKeyExpiring, domain.NotifyDeviceOffline, domain.NotifyRunNeedsUser}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("notifications per person after the sweeps:\n got  %v\n want %v", got, want)
+	}
+	var bodies []string
+	rows, _ := e.pool.Query(ctx, `SELECT title FROM notifications WHERE kind = $1 ORDER BY created_at`, domain.NotifyAPIKeyExpiring)
+	for rows.Next() {
+		var s string
+		_ = rows.Scan(&s)
+		bodies = append(bodies, s)
+	}
+	rows.Close()
+	if fmt.Sprint(bodies) != "[An API key expires within a week An API key expires within a day]" {
+		t.Fatalf("the notices: %v", bodies)
 	}
 }
