@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"phonefleet/commands/fleet"
+	"phonefleet/commands/provisioning"
 	"phonefleet/commands/runs"
 	"phonefleet/domain"
-	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
 	"phonefleet/internal/identity/identitytest"
 	"phonefleet/projections"
@@ -60,23 +60,23 @@ func ofKind(ns []map[string]any, kind string) []map[string]any {
 	return out
 }
 
-// refusedFollowup records, as the payment follow-up reaction does, that the
-// payment provider refused a refund in org.
+// refusedFollowup records, through the application's command the payment
+// follow-up reaction records with, the domain's decision on a refund the
+// payment provider refused (what the reaction records when the provider
+// answers 4xx).
 func refusedFollowup(t *testing.T, a *App, org string) string {
 	t.Helper()
-	id := "pfu_" + strings.TrimPrefix(domain.NewID("x"), "x_")
-	ev := domain.PaymentFollowupAttempted{PaymentFollowup: domain.PaymentFollowup{FollowupID: id,
+	f := domain.PaymentFollowup{OrgID: org, FollowupID: "pfu_" + strings.TrimPrefix(domain.NewID("x"), "x_"),
 		FulfilmentID: domain.NewID(domain.PrefixFulfilment), Action: domain.FollowupRefund, PaymentIntentID: "pi_123",
-		Amount: 4900, Currency: "eur"}, Attempt: 1, Outcome: domain.FollowupRefused,
-		IdempotencyKey: domain.PaymentFollowupKey(id), Error: "charge already refunded", At: time.Now().UTC()}
-	news, err := eventstore.Encode(domain.Events, org, domain.Event(ev))
-	if err != nil {
+		Amount: 4900, Currency: "eur"}
+	ev := domain.DecidePaymentFollowup(f, 1, time.Now(), domain.FollowupResult{Refused: true, Error: "charge already refunded"})
+	if ev.Outcome != domain.FollowupRefused {
+		t.Fatalf("decision %+v; want refused", ev)
+	}
+	if _, err := a.app.Provisioning.RecordPaymentFollowup.Handle(testutil.Context(t), provisioning.RecordPaymentFollowup{OrgID: org, Event: ev}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.store.Append(testutil.Context(t), domain.PaymentFollowupStream(id), eventstore.NoStream, news...); err != nil {
-		t.Fatal(err)
-	}
-	return ev.FulfilmentID
+	return f.FulfilmentID
 }
 
 // TestNotificationsEndToEnd drives the whole service: a run a member
