@@ -3,7 +3,13 @@ package service
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -333,4 +339,88 @@ func notificationRows(t *testing.T, a *App) []string {
 		rows.Close()
 	}
 	return out
+}
+
+// TestRefusedRefundReachesEveryAdminByEmail drives the whole chain with
+// the real payment provider's API (stripe-mock) behind a proxy that
+// refuses refunds as Stripe does (400, charge already refunded): an admin
+// returns a paid day pass, the payment follow-up reaction asks for the
+// refund and records it refused, and every admin of the organisation —
+// and nobody else — is told once, in the console and by e-mail to a real
+// SMTP server.
+func TestRefusedRefundReachesEveryAdminByEmail(t *testing.T) {
+	mock, err := url.Parse(testutil.StripeMock(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refunds atomic.Int32
+	forward := httputil.NewSingleHostReverseProxy(mock)
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/refunds" {
+			refunds.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":{"type":"invalid_request_error","code":"charge_already_refunded","message":"Charge ch_1 has already been refunded."}}`))
+			return
+		}
+		forward.ServeHTTP(w, r)
+	}))
+	t.Cleanup(provider.Close)
+	catalogFile := filepath.Join(t.TempDir(), "catalog.json")
+	if err := os.WriteFile(catalogFile, []byte(e2eCatalog), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mail := smtptest.Start(t)
+	idp := identitytest.New(t)
+	a, base := startApp(t, map[string]string{
+		"SERVICE_MODE": "hosted", "SERVICE_ADDR": "127.0.0.1:0", "DATABASE_URL": testutil.DatabaseURL(t),
+		"SERVICE_DATA_DIR": t.TempDir(), "SERVICE_PUBLIC_URL": "http://tenancy.test", "SERVICE_OAUTH_ISSUER": idp.Issuer,
+		"SERVICE_OAUTH_JWKS_URL": idp.JWKSURL, "SERVICE_OAUTH_ROLE_URL": idp.RoleURL,
+		"SERVICE_RATE_LIMIT_AUTHENTICATED": "100000", "SERVICE_RATE_LIMIT_ANONYMOUS": "100000", "SERVICE_SIM_DEVICES": "0",
+		"SERVICE_STRIPE_SECRET_KEY": "sk_test_notify", "SERVICE_STRIPE_API_BASE": provider.URL,
+		"SERVICE_STRIPE_WEBHOOK_SECRET": e2eStripeSecret, "SERVICE_CATALOG_FILE": catalogFile,
+		"SERVICE_SMTP_URL": mail.URL("phonefleet@notify.test"),
+	})
+	call := checkedCaller(t, apitest.FromHandler(t, a.server.Handler()), base)
+	aud := "http://tenancy.test/mcp"
+	people := []struct{ token, addr string }{
+		{idp.Console(t, aud, "user_alice", "org_n", "admin"), "alice@example.com"},
+		{idp.Console(t, aud, "user_carol", "org_n", "admin"), "carol@example.com"},
+		{idp.Console(t, aud, "user_bob", "org_n", "member"), "bob@example.com"},
+		{idp.Console(t, aud, "user_dave", "org_m", "admin"), "dave@example.com"},
+	}
+	for _, p := range people {
+		call(p.token, "PATCH", "/v1/me/notification-preferences", fmt.Sprintf(`{"email":%q}`, p.addr), http.StatusOK)
+	}
+	ctx := testutil.Context(t)
+	order, ful := openTestOrder(t, a, "org_n", domain.PurchaseChoice{Sku: domain.SkuEmulator, Billing: domain.BillingDay})
+	if r, err := a.app.Provisioning.ReceiveProviderEvent.Handle(ctx, signed(t, paidSessionEvent(t, "org_n", order), e2eStripeSecret)); err != nil ||
+		r.Outcome != provisioning.ProviderEventApplied {
+		t.Fatalf("payment: %+v, %v", r, err)
+	}
+	call(people[0].token, "POST", "/v1/fulfilments/"+ful+"/return", "", http.StatusOK)
+
+	for _, p := range people[:2] {
+		waitUntil(t, 30*time.Second, p.addr+"'s e-mail", func() (bool, error) { return len(mail.To(p.addr)) == 1, nil })
+		ns := ofKind(notificationsOf(call, p.token, ""), domain.NotifyPaymentFollowupFailed)
+		if len(ns) != 1 || ns[0]["subject"].(map[string]any)["fulfilmentId"] != ful || !strings.Contains(ns[0]["body"].(string), "refused") {
+			t.Fatalf("%s's notifications: %v", p.addr, ns)
+		}
+	}
+	waitUntil(t, 10*time.Second, "every e-mail recorded", func() (bool, error) {
+		var pending int
+		err := a.db.Pool.QueryRow(ctx, `SELECT count(*) FROM notifications WHERE email_status = 'pending'`).Scan(&pending)
+		return pending == 0, err
+	})
+	if n := refunds.Load(); n != 1 {
+		t.Fatalf("the provider was asked for %d refunds; want 1 (a refusal is not retried)", n)
+	}
+	if n := len(mail.Messages()); n != 2 {
+		t.Fatalf("the SMTP server holds %d messages; want one for each admin", n)
+	}
+	for _, p := range people[2:] {
+		if ns := notificationsOf(call, p.token, ""); len(ns) != 0 {
+			t.Fatalf("%s (a member, or another organisation's admin) got %v", p.addr, ns)
+		}
+	}
 }
