@@ -130,11 +130,13 @@ func TestNotificationsEndToEnd(t *testing.T) {
 		if _, err := a.app.Runs.RunNeedsUser.Handle(ctx, runs.RunNeedsUser{Access: runs.RunAccess{Token: tok}, Reason: "captcha"}); err != nil {
 			t.Fatal(err)
 		}
+		parkedAt := time.Now()
 		var parked []map[string]any
 		waitUntil(t, 10*time.Second, "bob's run_needs_user notification", func() (bool, error) {
 			parked = ofKind(notificationsOf(call, bob, ""), domain.NotifyRunNeedsUser)
 			return len(parked) == 1, nil
 		})
+		t.Logf("the starter's list showed the parked run %v after it was parked (a figure, not a bound)", time.Since(parkedAt).Round(time.Millisecond))
 		n := parked[0]
 		subject := n["subject"].(map[string]any)
 		if subject["runId"] != started["runId"] || subject["deviceId"] != ids[0] || n["read"] != false || n["readAt"] != nil ||
