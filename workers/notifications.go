@@ -34,8 +34,9 @@ type NotificationsConfig struct {
 	Now func() time.Time
 	// ID names this instance in claims and event metadata; empty: random.
 	ID string
-	// Poll is how often the reactions look for due items when nothing wakes
-	// them; zero means 50 ms (a parked run's starter hears of it at once).
+	// Poll is how often the fan-out looks for due triggers when nothing
+	// wakes it; zero means 250 ms (a parked run's starter hears of it within
+	// a second). The e-mail reaction looks four times less often.
 	Poll time.Duration
 	// Lease is how long a claim is held; zero means one minute.
 	Lease time.Duration
@@ -65,6 +66,9 @@ func NewNotifications(cfg NotificationsConfig) *Notifications {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 250 * time.Millisecond
+	}
 	q := projections.NotificationQueries{DB: cfg.Pool}
 	w := &Notifications{cfg: cfg}
 	w.fanout = NewReactor[notificationTrigger, domain.NotificationsRaised](&fanoutReaction{
@@ -75,7 +79,7 @@ func NewNotifications(cfg NotificationsConfig) *Notifications {
 		w.email = NewReactor[notificationEmail, domain.NotificationEmailAttempted](&emailReaction{
 			Claims: claims.New(cfg.Pool, emailSource()), cfg: cfg},
 			ReactorConfig[notificationEmail, domain.NotificationEmailAttempted]{Name: notifications.EmailReaction, ID: cfg.ID, Now: cfg.Now,
-				Poll: cfg.Poll, Lease: cfg.Lease, Concurrency: 4, Logger: cfg.Logger})
+				Poll: 4 * cfg.Poll, Lease: cfg.Lease, Concurrency: 4, Logger: cfg.Logger})
 	}
 	w.sweep = Sweep[int]{Worker: "notification-key-expiry", Interval: cfg.SweepInterval, Default: time.Hour, AtOnce: true,
 		Logger: cfg.Logger, Pass: func(ctx context.Context) (int, error) {

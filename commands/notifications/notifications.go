@@ -7,6 +7,7 @@ package notifications
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"phonefleet/commands/cqrs"
@@ -35,6 +36,10 @@ type Capability struct {
 	// EmailOffered says whether the deployment sends e-mail (SMTP is
 	// configured); without it only the console channel is offered.
 	EmailOffered bool
+
+	// persons is the one repository of people's streams (its cache is
+	// shared by every handler), made by Handlers.
+	persons *eventstore.Repository[*domain.NotificationPerson, domain.Event]
 }
 
 func (c *Capability) now() time.Time {
@@ -45,9 +50,7 @@ func (c *Capability) now() time.Time {
 }
 
 func (c *Capability) people() *eventstore.Repository[*domain.NotificationPerson, domain.Event] {
-	r := eventstore.NewRepository(c.Store, personAggregate)
-	r.Now = c.now
-	return r
+	return c.persons
 }
 
 func (c *Capability) wait(ctx context.Context, a eventstore.Appended) error {
@@ -85,6 +88,8 @@ type Handlers struct {
 
 // Handlers returns the capability's entry points, each behind d.
 func (c *Capability) Handlers(d cqrs.Decorator) Handlers {
+	c.persons = eventstore.NewRepository(c.Store, personAggregate)
+	c.persons.Now = c.now
 	return Handlers{
 		ListNotifications:          cqrs.Serve(d, ListNotificationsHandler{c}),
 		MarkNotificationsRead:      cqrs.Serve(d, MarkNotificationsReadHandler{c}),
@@ -105,4 +110,11 @@ var personAggregate = eventstore.Aggregate[*domain.NotificationPerson, domain.Ev
 		(*p).Apply(e)
 	},
 	OrgID: func(p **domain.NotificationPerson) string { return (*p).OrgID },
+	// Every visit to one's notifications loads the person (the bell looks
+	// every few seconds): kept in memory, caught up on each load.
+	Clone: func(p *domain.NotificationPerson) *domain.NotificationPerson {
+		c := *p
+		c.Preferences.Kinds = maps.Clone(p.Preferences.Kinds)
+		return &c
+	},
 }
