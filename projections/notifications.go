@@ -66,7 +66,9 @@ func (Notifications) Setup(ctx context.Context, tx pgx.Tx, schema string) error 
 		attempts     integer NOT NULL DEFAULT 0,
 		due_at       timestamptz NOT NULL,
 		last_error   text NOT NULL DEFAULT '',
-		created_at   timestamptz NOT NULL
+		created_at   timestamptz NOT NULL,
+		source_tx    text NOT NULL,
+		source_pos   bigint NOT NULL
 	);
 	CREATE INDEX ON `+schema+`.notification_triggers (due_at, trigger_key) WHERE status = 'pending';
 	CREATE TABLE `+schema+`.notifications (
@@ -151,9 +153,10 @@ func applyNotification(ctx context.Context, tx pgx.Tx, schema string, e eventsto
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO `+schema+`.notification_triggers (trigger_key, org_id, kind, facts, status, due_at, created_at)
-			VALUES ($1, $2, $3, $4, 'pending', $5, $5) ON CONFLICT DO NOTHING`,
-			domain.NotificationTriggerKey(e.ID), e.OrgID, kind, b, at)
+		_, err = tx.Exec(ctx, `INSERT INTO `+schema+`.notification_triggers (trigger_key, org_id, kind, facts, status, due_at, created_at,
+				source_tx, source_pos)
+			VALUES ($1, $2, $3, $4, 'pending', $5, $5, $6, $7) ON CONFLICT DO NOTHING`,
+			domain.NotificationTriggerKey(e.ID), e.OrgID, kind, b, at, strconv.FormatUint(e.TransactionID, 10), e.Position)
 		return err
 	}
 	switch ev := ev.(type) {
@@ -358,6 +361,23 @@ func (q NotificationQueries) Person(ctx context.Context, orgID, userID string) (
 // ErrNotYetKnown is returned by a recipient query whose source read model
 // has not caught up yet (the reaction tries again).
 var ErrNotYetKnown = errors.New("not yet in the read model")
+
+// CaughtUp returns ErrNotYetKnown unless every named read model has applied
+// the event at (tx, pos) of the feed: recipients are read as the read
+// models stood at the trigger at least, never before it.
+func (q NotificationQueries) CaughtUp(ctx context.Context, tx string, pos int64, names ...string) error {
+	var behind []string
+	err := q.DB.QueryRow(ctx, `SELECT coalesce(array_agg(n ORDER BY n), '{}') FROM unnest($3::text[]) n
+		WHERE NOT EXISTS (SELECT 1 FROM projection_checkpoints c JOIN projection_registry g ON c.consumer_group = g.name || '@' || g.active_version
+			WHERE g.name = n AND (c.last_transaction_id, c.last_position) >= ($1::text::xid8, $2))`, tx, pos, names).Scan(&behind)
+	if err != nil {
+		return err
+	}
+	if len(behind) > 0 {
+		return fmt.Errorf("%w: %v", ErrNotYetKnown, behind)
+	}
+	return nil
+}
 
 // personOf maps an actor to the person it stands for: a person is
 // themselves, a key is the person who minted it; "" for anything else.

@@ -135,15 +135,20 @@ type notificationTrigger struct {
 	OrgID, Kind string
 	Facts       map[string]string
 	CreatedAt   time.Time
+	// SourceTx and SourcePos place the trigger's event in the feed.
+	SourceTx  string
+	SourcePos int64
 }
 
 func fanoutSource() claims.Source[notificationTrigger] {
 	return claims.Source[notificationTrigger]{
 		Reaction: notifications.FanoutReaction,
 		Items:    `SELECT trigger_key AS key, attempts FROM notification_triggers`,
-		Due: `SELECT t.trigger_key AS key, t.attempts, t.due_at, t.org_id, t.kind, t.facts, t.created_at
+		Due: `SELECT t.trigger_key AS key, t.attempts, t.due_at, t.org_id, t.kind, t.facts, t.created_at, t.source_tx, t.source_pos
 			FROM notification_triggers t WHERE t.status = 'pending'`,
-		Scan: func(t *notificationTrigger) []any { return []any{&t.OrgID, &t.Kind, &t.Facts, &t.CreatedAt} },
+		Scan: func(t *notificationTrigger) []any {
+			return []any{&t.OrgID, &t.Kind, &t.Facts, &t.CreatedAt, &t.SourceTx, &t.SourcePos}
+		},
 	}
 }
 
@@ -184,6 +189,19 @@ func (r *fanoutReaction) recipients(ctx context.Context, t notificationTrigger) 
 			return nil, err
 		}
 		return []string{who}, nil
+	}
+	// The read models recipients are found in must have seen the trigger.
+	var sources []string
+	switch t.Kind {
+	case domain.NotifyRunNeedsUser, domain.NotifyRunEnded:
+		sources = []string{projections.RunsName, projections.APIKeysName}
+	case domain.NotifyDeviceOffline:
+		sources = []string{projections.LeasesName, projections.RunsName, projections.APIKeysName}
+	}
+	if len(sources) > 0 {
+		if err := r.q.CaughtUp(ctx, t.SourceTx, t.SourcePos, sources...); err != nil {
+			return nil, err
+		}
 	}
 	switch t.Kind {
 	case domain.NotifyRunNeedsUser:
@@ -270,6 +288,18 @@ func (r *emailReaction) Act(ctx context.Context, c Claimed[notificationEmail]) d
 		return decide(domain.EmailResult{Temporary: se.Temporary, Permanent: !se.Temporary, Error: se.Error()})
 	}
 	return decide(domain.EmailResult{Temporary: true, Error: err.Error()})
+}
+
+// Cleanup implements ClaimCleaner: the claims' cleanup, and the send
+// marks of attempts the read model shows recorded (a recorded attempt is
+// never taken over, so its mark is never read again).
+func (r *emailReaction) Cleanup(ctx context.Context, now time.Time) error {
+	if err := r.Claims.Cleanup(ctx, now); err != nil {
+		return err
+	}
+	_, err := r.cfg.Pool.Exec(ctx, `DELETE FROM notification_email_sends s WHERE EXISTS (SELECT 1 FROM notifications n
+		WHERE n.notification_id = s.notification_id AND n.email_attempts >= s.attempt)`)
+	return err
 }
 
 // Record implements Reaction.

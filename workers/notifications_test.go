@@ -33,9 +33,11 @@ type notifyEnv struct {
 	store  *eventstore.Store
 	runner *projections.Runner
 	clock  *testutil.Clock
-	app    notifications.Handlers
-	org    string
-	admin  string
+	// names are the read models running.
+	names []string
+	app   notifications.Handlers
+	org   string
+	admin string
 }
 
 func newNotifyEnv(t *testing.T, also ...projections.Projection) *notifyEnv {
@@ -54,7 +56,11 @@ func newNotifyEnv(t *testing.T, also ...projections.Projection) *notifyEnv {
 	done := make(chan struct{})
 	go func() { runner.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	e := &notifyEnv{pool: pool, url: url, store: store, runner: runner, clock: newClock(),
+	names := []string{projections.NotificationsName}
+	for _, p := range also {
+		names = append(names, p.Name())
+	}
+	e := &notifyEnv{pool: pool, url: url, store: store, runner: runner, clock: newClock(), names: names,
 		org: domain.NewID(domain.PrefixOrganisation), admin: "user_" + domain.NewID("x")[2:10]}
 	e.app = notifyApp(pool, store, runner, e.clock.Now)
 	_, err = e.app.SetNotificationPreferences.Handle(testutil.Context(t), notifications.SetNotificationPreferences{
@@ -90,8 +96,10 @@ func (e *notifyEnv) catchUp(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(testutil.Context(t), 20*time.Second)
 	defer cancel()
-	if err := e.runner.WaitFor(ctx, projections.NotificationsName, last); err != nil {
-		t.Fatal(err)
+	for _, n := range e.names {
+		if err := e.runner.WaitFor(ctx, n, last); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -166,6 +174,12 @@ func TestNotificationEmailRetriesThenSendsOnce(t *testing.T) {
 	e.clock.Advance(time.Hour)
 	if got, _ := w.EmailOnce(ctx); len(got) != 0 {
 		t.Fatalf("after it was sent: %+v; want nothing", got)
+	}
+	if marks := e.marks(t, id); marks != 2 {
+		t.Fatalf("send marks before the cleanup: %d; want one per attempt that reached DATA's end", marks)
+	}
+	if err := workers.CleanupEmail(ctx, w, e.clock.Now()); err != nil || e.marks(t, id) != 0 {
+		t.Fatalf("send marks after the cleanup: %d (%v); want none (both attempts recorded)", e.marks(t, id), err)
 	}
 	ms := mail.Messages()
 	if len(ms) != 1 || ms[0].Header.Get("Message-Id") != "<"+id+"@phonefleet>" || ms[0].To[0] != e.admin+"@example.com" {
@@ -277,6 +291,12 @@ func TestNotificationEmailNeverTwiceAcrossARestartMidSend(t *testing.T) {
 	}
 	if st, n := e.emailStatus(t, id); st != domain.EmailSent || n != 1 {
 		t.Fatalf("got %s after %d attempts; want sent after 1", st, n)
+	}
+	if marks := e.marks(t, id); marks != 1 {
+		t.Fatalf("send marks: %d; want the child's", marks)
+	}
+	if err := workers.CleanupEmail(ctx, w, e.clock.Now()); err != nil || e.marks(t, id) != 0 {
+		t.Fatalf("send marks after the cleanup: %d (%v); want none", e.marks(t, id), err)
 	}
 	e.clock.Advance(24 * time.Hour)
 	if got, _ := w.EmailOnce(ctx); len(got) != 0 {
@@ -448,4 +468,14 @@ func TestNotificationFanoutReachesThePeopleConcerned(t *testing.T) {
 	if fmt.Sprint(bodies) != "[An API key expires within a week An API key expires within a day]" {
 		t.Fatalf("the notices: %v", bodies)
 	}
+}
+
+// marks counts a notification's e-mail send marks.
+func (e *notifyEnv) marks(t *testing.T, id string) int {
+	t.Helper()
+	var n int
+	if err := e.pool.QueryRow(testutil.Context(t), `SELECT count(*) FROM notification_email_sends WHERE notification_id = $1`, id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
