@@ -8,7 +8,7 @@ import (
 
 func TestParseURL(t *testing.T) {
 	for raw, want := range map[string]Config{
-		"smtp://mail.test?from=a@b.test":                  {Addr: "mail.test:25", From: "a@b.test", TLS: "none"},
+		"smtp://mail.test?from=a@b.test":                   {Addr: "mail.test:25", From: "a@b.test", TLS: "none"},
 		"smtp+starttls://u:p%40ss@mail.test?from=a@b.test": {Addr: "mail.test:587", From: "a@b.test", TLS: "starttls", Username: "u", Password: "p@ss"},
 		"smtps://mail.test:2465?from=a@b.test&helo=me":     {Addr: "mail.test:2465", From: "a@b.test", TLS: "implicit", HelloName: "me"},
 	} {
