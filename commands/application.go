@@ -8,6 +8,7 @@ import (
 	"phonefleet/commands/fleet"
 	"phonefleet/commands/gateways"
 	"phonefleet/commands/keys"
+	"phonefleet/commands/notifications"
 	"phonefleet/commands/provisioning"
 	"phonefleet/commands/runs"
 	"phonefleet/commands/schedules"
@@ -31,6 +32,8 @@ type Application struct {
 	Provisioning provisioning.Handlers
 	Gateways     gateways.Handlers
 	Console      console.Handlers
+	// Notifications: a person's notifications and preferences.
+	Notifications notifications.Handlers
 }
 
 // Capabilities are what the application object is built from. A
@@ -53,6 +56,9 @@ type Capabilities struct {
 	// Console is CLI sign-in (it mints keys through the application's key
 	// commands), the console's telemetry and the operator views.
 	Console *console.Console
+	// Notifications is a person's notifications, their preferences and
+	// the records of the reactions that raise and e-mail them.
+	Notifications *notifications.Capability
 	// Logger receives one debug line per command and query (name, time
 	// taken, error code); nil discards.
 	Logger *slog.Logger
@@ -86,6 +92,9 @@ func NewApplication(c Capabilities) Application {
 	}
 	if c.Console != nil {
 		app.Console = c.Console.Handlers(d, console.KeyMinter{Mint: app.Keys.MintAPIKey, Revoke: app.Keys.RevokeAPIKey})
+	}
+	if c.Notifications != nil {
+		app.Notifications = c.Notifications.Handlers(d)
 	}
 	return app
 }

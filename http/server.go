@@ -173,6 +173,7 @@ func New(deps Deps) *Server {
 	s.registerPoolRoutes(s.v1)
 	s.registerFleetRoutes(s.v1)
 	s.registerWebhookRoutes(s.v1)
+	s.registerNotificationRoutes(s.v1)
 	s.registerTimeRoutes(s.v1)
 	s.registerRunRoutes(s.v1)
 	s.registerScheduleRoutes(s.v1)

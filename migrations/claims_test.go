@@ -28,7 +28,7 @@ func TestClaimsMigrationMovesEveryClaim(t *testing.T) {
 	for _, m := range all {
 		sql[m.Version] = m.SQL
 	}
-	if _, err := pool.Exec(ctx, `DROP TABLE claims; DELETE FROM schema_migrations WHERE version >= 9`); err != nil {
+	if _, err := pool.Exec(ctx, `DROP TABLE claims; DELETE FROM schema_migrations WHERE version = 9`); err != nil {
 		t.Fatal(err)
 	}
 	for _, v := range []int{4, 7} {

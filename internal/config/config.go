@@ -117,6 +117,12 @@ type Config struct {
 	// hold at once (SERVICE_PAYG_DEVICE_LIMIT).
 	PAYGDeviceLimit int
 
+	// SMTPURL is the SMTP server notifications are e-mailed through
+	// (SERVICE_SMTP_URL: smtp://[user:password@]host[:port]?from=addr,
+	// smtp+starttls://… or smtps://…); empty: notifications reach the
+	// console only.
+	SMTPURL string
+
 	raw raw
 }
 
@@ -173,6 +179,7 @@ func (c *Config) settings() []Setting {
 		{"SERVICE_CATALOG_FILE", "catalog-file", "", "price list (JSON); unset: the embedded default", &c.CatalogFile},
 		{"SERVICE_REQUIRE_REVERIFICATION", "require-reverification", "false", "checkout and managed-proxy financial actions need an identity check within the last 10 minutes (header x-service-step-up)", &c.raw.requireReverification},
 		{"SERVICE_REFUSE_OUT_OF_STOCK", "refuse-out-of-stock", "false", "refuse with 409 out_of_stock a purchase that cannot be fulfilled now, instead of accepting it as awaiting provisioning", &c.raw.refuseOutOfStock},
+		{"SERVICE_SMTP_URL", "smtp-url", "", "SMTP server notifications are e-mailed through: smtp://[user:password@]host[:port]?from=sender@example.com (or smtp+starttls://, smtps://); unset: notifications reach the console only", &c.SMTPURL},
 		{"SERVICE_PAYG_DEVICE_LIMIT", "payg-device-limit", "2", "devices a pay-as-you-go organisation may hold at once", &c.raw.paygDeviceLimit},
 	}
 }

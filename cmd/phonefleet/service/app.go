@@ -28,6 +28,7 @@ import (
 	"phonefleet/internal/gateway"
 	"phonefleet/internal/payments"
 	"phonefleet/internal/pgembed"
+	"phonefleet/internal/smtpmail"
 	"phonefleet/migrations"
 	"phonefleet/projections"
 	"phonefleet/workers"
@@ -40,7 +41,7 @@ var Version = "0.1.0-dev"
 // each capability's read models (identity.go, fleet.go, webhooks.go).
 func Projections() []projections.Projection {
 	return slices.Concat([]projections.Projection{projections.Audit{}},
-		identityProjections(), fleetProjections(), webhookProjections(), runProjections(), scheduleProjections(), provisioningProjections(), consoleProjections(), gatewayProjections(), gatewayHubProjections())
+		identityProjections(), fleetProjections(), webhookProjections(), runProjections(), scheduleProjections(), provisioningProjections(), consoleProjections(), gatewayProjections(), gatewayHubProjections(), notificationProjections())
 }
 
 // DB is an open database: the pool, and the embedded cluster behind it
@@ -160,6 +161,10 @@ type App struct {
 	// workers run beside the server until shutdown (lease expiry, webhook
 	// dispatch, …); each returns when its context ends.
 	workers []func(ctx context.Context)
+	// mail is the SMTP server notifications are e-mailed through (nil:
+	// none), notifications their workers (notifications.go).
+	mail          *smtpmail.Config
+	notifications *workers.Notifications
 }
 
 // New opens the database, prepares projections and the HTTP edge, and binds
@@ -193,12 +198,12 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 		// and the parts below them (identity, the way to the other
 		// instances, the device runtime).
 		a.wireIdentity, a.dialCluster, a.wireFleet, a.startADBSims, a.wireWebhooks, a.wireRuns, a.wireSchedules, a.wireProvisioning,
-		a.wireConsole, a.wireGateways,
+		a.wireConsole, a.wireGateways, a.wireNotifications,
 		// The application object, composed once.
 		a.wireApplication,
 		// Everything that receives it: the device runtime's takeovers, the
 		// workers and the surfaces.
-		a.serveFleet, a.serveWebhooks, a.serveRuns, a.serveSchedules, a.serveProvisioning, a.wireMCP, a.wireVRX, a.serveCluster,
+		a.serveFleet, a.serveWebhooks, a.serveRuns, a.serveSchedules, a.serveProvisioning, a.serveNotifications, a.wireMCP, a.wireVRX, a.serveCluster,
 	} {
 		if err == nil {
 			err = wire(ctx)
