@@ -381,7 +381,7 @@ func cmdScreencap(e *cmdEnv, args []string) int {
 		}
 		b := img.Bounds()
 		head := []uint32{uint32(b.Dx()), uint32(b.Dy()), 1}
-		if sdkOf(e.d.phone.Model().AndroidVersion) >= 31 {
+		if sim.APILevel(e.d.phone.Model().AndroidVersion) >= 31 {
 			head = append(head, 0x08810000) // sRGB
 		}
 		for _, v := range head {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"image/png"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -362,7 +363,7 @@ func (a *ADBDevice) Act(ctx context.Context, act domain.Action) (domain.ActionRe
 		err = a.openApp(ctx, act.Package)
 		res.Description, res.Foreground = "opened "+act.Package, act.Package
 	case domain.ActionInstallApp:
-		err = a.install(ctx, act.Package)
+		err = a.install(ctx, act.Package, act.APK)
 		res.Description = "installed " + act.Package
 	default:
 		return res, domain.Errorf(domain.CodeCapabilityUnsupported, "an adb device cannot %s", act.Type).With("capability", string(act.Type))
@@ -402,8 +403,13 @@ func (a *ADBDevice) openApp(ctx context.Context, pkg string) error {
 	return nil
 }
 
-func (a *ADBDevice) install(ctx context.Context, pkg string) error {
+// install streams an APK to the device: file, the app store's (already
+// checked against its SHA-256), or the backend's catalog build of pkg.
+func (a *ADBDevice) install(ctx context.Context, pkg string, file *domain.APK) error {
 	apk, ok := a.catalog(pkg)
+	if file != nil {
+		apk, ok = file.Data, true
+	}
 	if !ok || !validPackage(pkg) {
 		return domain.Errorf(domain.CodeInvalidArgument, "%s is not in the catalog", pkg).With("reason", "not_in_catalog")
 	}
@@ -415,9 +421,62 @@ func (a *ADBDevice) install(ctx context.Context, pkg string) error {
 		if len(out) == 0 {
 			return a.outcomeUnknown("cmd package install")
 		}
+		if m := installFailure.FindSubmatch(out); m != nil {
+			// The package manager's own words: the reason an installation
+			// reports.
+			return domain.Errorf(domain.CodeInvalidArgument, "the device refused the APK: %s", m[1]).
+				With("reason", "install_failed").With("deviceSays", string(m[1]))
+		}
 		return commandFailed("cmd package install")
 	}
 	return nil
+}
+
+// installFailure is the package manager's refusal: Failure [CODE: detail].
+var installFailure = regexp.MustCompile(`Failure \[([^\]\n]{1,300})\]`)
+
+// Software implements domain.SoftwareReader: the release, API level and
+// ABIs from the system properties, the packages from the package manager
+// (system and third-party apart). The device's package list carries no
+// version names, and no storage figure is read.
+func (a *ADBDevice) Software(ctx context.Context) (domain.DeviceSoftware, error) {
+	prop := func(name string) (string, error) {
+		out, err := a.client.Shell(ctx, a.serial, "getprop "+name)
+		if err != nil {
+			return "", a.mapErr(err, "getprop", false)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	release, err := prop("ro.build.version.release")
+	if err != nil {
+		return domain.DeviceSoftware{}, err
+	}
+	abis, err := prop("ro.product.cpu.abilist")
+	if err != nil {
+		return domain.DeviceSoftware{}, err
+	}
+	sw := domain.DeviceSoftware{OSVersion: release, SDK: a.sdk, ABIs: []string{}, Apps: []domain.InstalledApp{},
+		CanInstall: slices.Contains(a.caps.Actions, domain.ActionInstallApp)}
+	for _, abi := range strings.Split(abis, ",") {
+		if abi = strings.TrimSpace(abi); abi != "" {
+			sw.ABIs = append(sw.ABIs, abi)
+		}
+	}
+	for _, kind := range []struct {
+		flag   string
+		system bool
+	}{{"-s", true}, {"-3", false}} {
+		out, err := a.client.Shell(ctx, a.serial, "pm list packages "+kind.flag)
+		if err != nil {
+			return domain.DeviceSoftware{}, a.mapErr(err, "pm list packages", false)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if pkg, ok := strings.CutPrefix(strings.TrimSpace(line), "package:"); ok && pkg != "" {
+				sw.Apps = append(sw.Apps, domain.InstalledApp{Package: pkg, System: kind.system})
+			}
+		}
+	}
+	return sw, nil
 }
 
 // Wake implements domain.Backend.
