@@ -115,15 +115,12 @@ type AppDeviceWorkFinished struct {
 // EventName implements Event.
 func (AppDeviceWorkFinished) EventName() string { return "app.device_work_finished" }
 
-// AppDeviceSoftwareRead records what a device reported of its software;
-// Managed names the catalog apps the store installed on it (package to
-// version), so the inventory can tell them apart.
+// AppDeviceSoftwareRead records what a device reported of its software.
 type AppDeviceSoftwareRead struct {
-	DeviceID string            `json:"deviceId"`
-	OrgID    string            `json:"orgId"`
-	Software DeviceSoftware    `json:"software"`
-	Managed  map[string]string `json:"managed,omitempty"`
-	ReadAt   time.Time         `json:"readAt"`
+	DeviceID string         `json:"deviceId"`
+	OrgID    string         `json:"orgId"`
+	Software DeviceSoftware `json:"software"`
+	ReadAt   time.Time      `json:"readAt"`
 }
 
 // EventName implements Event.
