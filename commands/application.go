@@ -3,6 +3,7 @@ package commands
 import (
 	"log/slog"
 
+	"phonefleet/commands/apps"
 	"phonefleet/commands/console"
 	"phonefleet/commands/cqrs"
 	"phonefleet/commands/fleet"
@@ -31,6 +32,7 @@ type Application struct {
 	Provisioning provisioning.Handlers
 	Gateways     gateways.Handlers
 	Console      console.Handlers
+	Apps         apps.Handlers
 }
 
 // Capabilities are what the application object is built from. A
@@ -53,6 +55,9 @@ type Capabilities struct {
 	// Console is CLI sign-in (it mints keys through the application's key
 	// commands), the console's telemetry and the operator views.
 	Console *console.Console
+	// Apps is the app store (catalog, installations) and the app library
+	// (device capabilities, inventory, refreshes).
+	Apps *apps.Apps
 	// Logger receives one debug line per command and query (name, time
 	// taken, error code); nil discards.
 	Logger *slog.Logger
@@ -86,6 +91,9 @@ func NewApplication(c Capabilities) Application {
 	}
 	if c.Console != nil {
 		app.Console = c.Console.Handlers(d, console.KeyMinter{Mint: app.Keys.MintAPIKey, Revoke: app.Keys.RevokeAPIKey})
+	}
+	if c.Apps != nil {
+		app.Apps = c.Apps.Handlers(d)
 	}
 	return app
 }

@@ -257,7 +257,6 @@ func (d *Daemon) props() map[string]string {
 	}
 }
 
-
 // readFile and writeFile are the device's small file system
 // (/sdcard/window_dump.xml, APKs for pm install, redirections).
 func (d *Daemon) readFile(path string) ([]byte, bool) {

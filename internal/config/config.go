@@ -106,6 +106,9 @@ type Config struct {
 	StripeWebhookSecret string
 	// CatalogFile is the price list, JSON (SERVICE_CATALOG_FILE); empty: the embedded default.
 	CatalogFile string
+	// AppCatalogFile is the app store's catalog, JSON
+	// (SERVICE_APP_CATALOG_FILE); empty: the embedded default.
+	AppCatalogFile string
 	// RequireReverification makes checkout and managed-proxy financial actions
 	// need a recent identity check (SERVICE_REQUIRE_REVERIFICATION).
 	RequireReverification bool
@@ -171,6 +174,7 @@ func (c *Config) settings() []Setting {
 		{"SERVICE_STRIPE_API_BASE", "stripe-api-base", "", "payment provider API base URL (stripe-mock in tests and development); unset: Stripe's real API", &c.StripeAPIBase},
 		{"SERVICE_STRIPE_WEBHOOK_SECRET", "stripe-webhook-secret", "", "whsec_ secret Stripe signs POST /webhooks/stripe with", &c.StripeWebhookSecret},
 		{"SERVICE_CATALOG_FILE", "catalog-file", "", "price list (JSON); unset: the embedded default", &c.CatalogFile},
+		{"SERVICE_APP_CATALOG_FILE", "app-catalog-file", "", "app store catalog (JSON: apps, versions, APK location and SHA-256); unset: the embedded default", &c.AppCatalogFile},
 		{"SERVICE_REQUIRE_REVERIFICATION", "require-reverification", "false", "checkout and managed-proxy financial actions need an identity check within the last 10 minutes (header x-service-step-up)", &c.raw.requireReverification},
 		{"SERVICE_REFUSE_OUT_OF_STOCK", "refuse-out-of-stock", "false", "refuse with 409 out_of_stock a purchase that cannot be fulfilled now, instead of accepting it as awaiting provisioning", &c.raw.refuseOutOfStock},
 		{"SERVICE_PAYG_DEVICE_LIMIT", "payg-device-limit", "2", "devices a pay-as-you-go organisation may hold at once", &c.raw.paygDeviceLimit},
