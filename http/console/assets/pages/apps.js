@@ -148,17 +148,30 @@ function inventorySection(main, inventory) {
   return h('section', { 'aria-labelledby': 'apps-inventory-title' },
     h('h2', { id: 'apps-inventory-title' }, 'On each phone'),
     h('div', { class: 'form-actions' }, refresh), status,
-    inventory.devices.map((d) => h('div', { class: 'panel app-inventory', 'data-device-id': d.deviceId },
-      h('h3', {}, d.name),
-      d.apps === null ? h('p', { class: 'muted' }, 'Not read yet.') : [
-        h('p', { class: 'muted small' }, 'Read ', h('time', { datetime: d.readAt }, fmtTime(d.readAt))),
-        h('div', { class: 'table-wrap' }, h('table', { 'aria-label': 'Apps on ' + d.name },
-          h('thead', {}, h('tr', {}, ['App', 'Version', 'Kind'].map((c) => h('th', { scope: 'col' }, c)))),
-          h('tbody', {}, d.apps.map((a) => h('tr', { 'data-package': a.package, 'data-managed': String(a.managed) },
-            h('th', { scope: 'row' }, h('code', {}, a.package)),
-            h('td', {}, a.version || '—'),
-            h('td', {}, a.managed ? h('span', { class: 'badge ok' }, 'managed ' + (a.managedVersion || '')) :
-              a.system ? h('span', { class: 'badge off' }, 'system') : h('span', { class: 'badge off' }, 'not managed')))))))]))));
+    inventory.devices.map((d) => inventoryPanel(d)));
+}
+
+function appRow(a) {
+  const kind = a.managed ? h('span', { class: 'badge ok' }, 'managed ' + (a.managedVersion || '')) :
+    h('span', { class: 'badge off' }, a.system ? 'system' : 'not managed');
+  return h('tr', { 'data-package': a.package, 'data-managed': String(a.managed) },
+    h('th', { scope: 'row' }, h('code', {}, a.package)),
+    h('td', {}, a.version || '—'),
+    h('td', {}, kind));
+}
+
+function inventoryPanel(d) {
+  const panel = h('div', { class: 'panel app-inventory', 'data-device-id': d.deviceId }, h('h3', {}, d.name));
+  if (d.apps === null) {
+    panel.append(h('p', { class: 'muted' }, 'Not read yet.'));
+    return panel;
+  }
+  const table = h('table', { 'aria-label': 'Apps on ' + d.name },
+    h('thead', {}, h('tr', {}, ['App', 'Version', 'Kind'].map((c) => h('th', { scope: 'col' }, c)))),
+    h('tbody', {}, d.apps.map(appRow)));
+  panel.append(h('p', { class: 'muted small' }, 'Read ', h('time', { datetime: d.readAt }, fmtTime(d.readAt))),
+    h('div', { class: 'table-wrap' }, table));
+  return panel;
 }
 
 route('/apps', async (main) => {
