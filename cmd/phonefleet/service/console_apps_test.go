@@ -63,6 +63,9 @@ func TestConsoleAppsInstallsOnChosenPhones(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#app-install button[type=submit]`)))
 	admPoll[bool](t, wait, "progress shown", `document.querySelectorAll('.app-install-progress tr[data-device-id]').length === 2`)
 	admPoll[bool](t, wait, "both phones installed", `document.querySelectorAll('.app-install-progress tr[data-state="installed"]').length === 2`)
+	admPoll[bool](t, wait, "the page's catalog and inventory follow the install",
+		`document.querySelectorAll('.app-inventory tr[data-package="com.example.calculator"][data-managed="true"]').length === 2 &&
+		[...document.querySelectorAll('tr[data-package="com.example.calculator"] li')].filter((li) => li.textContent.includes('installed 8.4')).length === 2`)
 	admCheckA11y(t, wait, "apps page, installed")
 	testutil.Screenshot(t, ctx, "apps-installed")
 

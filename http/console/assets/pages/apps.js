@@ -68,7 +68,7 @@ function catalogSection(catalog, names) {
       h('tbody', {}, rows))));
 }
 
-function installForm(main, catalog, devices, names) {
+function installForm(main, catalog, devices, names, refreshed) {
   const problem = h('div', { class: 'form-problem' });
   const progress = h('div', { class: 'app-install-progress', 'aria-live': 'polite' });
   const choice = h('select', { id: 'app-version', name: 'version' }, catalog.apps.flatMap((a) => a.versions.map((v) =>
@@ -113,6 +113,7 @@ function installForm(main, catalog, devices, names) {
           progressTable(r, names)));
       const failed = done.devices.filter((d) => d.state === 'failed').length;
       toast(done.title + ' ' + done.version + ': ' + (done.devices.length - failed) + ' installed, ' + failed + ' failed.', failed ? 'error' : 'ok');
+      await refreshed();
     } catch (e) {
       problem.replaceChildren(apiProblem(e));
     } finally {
@@ -178,10 +179,22 @@ route('/apps', async (main) => {
   const [catalog, inventory] = await Promise.all([api.get('/v1/app-store/catalog'), api.get('/v1/app-library/inventory')]);
   const names = {};
   for (const d of inventory.devices) names[d.deviceId] = d.name;
+  let catalogPart = catalogSection(catalog, names);
+  let inventoryPart = inventorySection(main, inventory);
+  // refreshed shows the catalog and the phones' apps as they are after an
+  // install, keeping the form and its progress.
+  async function refreshed() {
+    const [c, inv] = await Promise.all([api.get('/v1/app-store/catalog'), api.get('/v1/app-library/inventory')]);
+    const nextCatalog = catalogSection(c, names), nextInventory = inventorySection(main, inv);
+    catalogPart.replaceWith(nextCatalog);
+    inventoryPart.replaceWith(nextInventory);
+    catalogPart = nextCatalog;
+    inventoryPart = nextInventory;
+  }
   main.append(h('h1', {}, 'Apps'),
     h('p', { class: 'muted' }, 'Install the deployment\'s managed apps on your phones. Each install takes the phone\'s lease ' +
       '(waiting while someone holds it), checks the app\'s file against its SHA-256 and leaves a receipt.'),
-    catalogSection(catalog, names),
-    inventory.devices.length ? installForm(main, catalog, inventory.devices, names) : h('p', {}, 'No phones yet.'),
-    inventorySection(main, inventory));
+    catalogPart,
+    inventory.devices.length ? installForm(main, catalog, inventory.devices, names, refreshed) : h('p', {}, 'No phones yet.'),
+    inventoryPart);
 });
