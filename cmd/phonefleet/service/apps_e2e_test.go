@@ -27,6 +27,8 @@ type appsClient struct {
 	t    *testing.T
 	base string
 	v    *apitest.Validator
+	// token, when set, is sent as the bearer (an API key).
+	token string
 }
 
 func (c appsClient) do(method, path string, body any) (int, map[string]any) {
@@ -44,6 +46,9 @@ func (c appsClient) do(method, path string, body any) (int, map[string]any) {
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -318,6 +323,33 @@ func TestAppStoreInstallsOnASimAndAnADBPhone(t *testing.T) {
 	if list := page["installations"].([]any); len(list) != 2 || list[0].(map[string]any)["requestKey"] != "install-waits" || page["nextBefore"] == nil {
 		t.Fatalf("installations page: got %v; want the two newest and a cursor", page)
 	}
+	// Scopes (spec 5.4): reading needs apps:read, installing apps:write.
+	key := func(scopes ...string) appsClient {
+		m := c.must(http.MethodPost, "/v1/api-keys", map[string]any{"name": "apps scopes", "scopes": scopes}, http.StatusCreated)
+		k := c
+		k.token = str(t, m, "token")
+		return k
+	}
+	for _, tc := range []struct {
+		c            appsClient
+		method, path string
+		body         any
+		scope        string
+	}{
+		{key("devices:read"), http.MethodGet, "/v1/app-store/catalog", nil, "apps:read"},
+		{key("devices:read"), http.MethodGet, "/v1/app-library/inventory", nil, "apps:read"},
+		{key("apps:read"), http.MethodPost, "/v1/app-store/installations", body, "apps:write"},
+		{key("apps:read"), http.MethodPost, "/v1/app-library/inventory/refreshes", map[string]any{"requestKey": "r"}, "apps:write"},
+	} {
+		st, m := tc.c.do(tc.method, tc.path, tc.body)
+		if e, _ := m["error"].(map[string]any); st != http.StatusForbidden || e["code"] != "permission_denied" || e["scope"] != tc.scope {
+			t.Errorf("%s %s: got %d %v; want 403 permission_denied naming %s", tc.method, tc.path, st, m, tc.scope)
+		}
+	}
+	if got := key("apps:read").must(http.MethodGet, "/v1/app-store/installations/"+id, nil, http.StatusOK); got["installationId"] != id {
+		t.Errorf("an apps:read key reads the installation: got %v", got)
+	}
+
 	for _, tc := range []struct {
 		method, path string
 		body         any
