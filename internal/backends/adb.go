@@ -432,13 +432,29 @@ func (a *ADBDevice) install(ctx context.Context, pkg string, file *domain.APK) e
 	return nil
 }
 
+// parseDFAvailable reads the Available column (1K blocks) of df's line
+// for /data, in bytes; nil when there is none.
+func parseDFAvailable(out string) *int64 {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 6 && f[len(f)-1] == "/data" {
+			if kb, err := strconv.ParseInt(f[3], 10, 64); err == nil {
+				b := kb * 1024
+				return &b
+			}
+		}
+	}
+	return nil
+}
+
 // installFailure is the package manager's refusal: Failure [CODE: detail].
 var installFailure = regexp.MustCompile(`Failure \[([^\]\n]{1,300})\]`)
 
 // Software implements domain.SoftwareReader: the release, API level and
 // ABIs from the system properties, the packages from the package manager
-// (system and third-party apart). The device's package list carries no
-// version names, and no storage figure is read.
+// (system and third-party apart), the free space of /data from df. The
+// device's package list carries no version names; a df the adapter cannot
+// read leaves the storage unknown.
 func (a *ADBDevice) Software(ctx context.Context) (domain.DeviceSoftware, error) {
 	prop := func(name string) (string, error) {
 		out, err := a.client.Shell(ctx, a.serial, "getprop "+name)
@@ -461,6 +477,9 @@ func (a *ADBDevice) Software(ctx context.Context) (domain.DeviceSoftware, error)
 		if abi = strings.TrimSpace(abi); abi != "" {
 			sw.ABIs = append(sw.ABIs, abi)
 		}
+	}
+	if out, err := a.client.Shell(ctx, a.serial, "df -k /data"); err == nil {
+		sw.StorageFreeBytes = parseDFAvailable(string(out))
 	}
 	for _, kind := range []struct {
 		flag   string

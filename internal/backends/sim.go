@@ -325,11 +325,12 @@ func (s *SimDevice) Act(_ context.Context, a domain.Action) (domain.ActionResult
 }
 
 // Software implements domain.SoftwareReader: the phone's model says its
-// Android release; the sim reports no storage figure.
+// Android release, the phone its free storage and apps.
 func (s *SimDevice) Software(context.Context) (domain.DeviceSoftware, error) {
 	m := s.phone.Model()
+	_, free := s.phone.Storage()
 	sw := domain.DeviceSoftware{OSVersion: m.AndroidVersion, SDK: sim.APILevel(m.AndroidVersion), ABIs: sim.ABIs(),
-		CanInstall: slices.Contains(s.caps.Actions, domain.ActionInstallApp), Apps: []domain.InstalledApp{}}
+		StorageFreeBytes: &free, CanInstall: slices.Contains(s.caps.Actions, domain.ActionInstallApp), Apps: []domain.InstalledApp{}}
 	for _, a := range s.phone.InstalledApps() {
 		sw.Apps = append(sw.Apps, domain.InstalledApp{Package: a.Package, Version: a.Version, System: a.System})
 	}

@@ -212,6 +212,10 @@ func TestAppStoreInstallsOnASimAndAnADBPhone(t *testing.T) {
 			!slices.Contains(m["abis"].([]any), any("x86_64")) {
 			t.Fatalf("capabilities: got %v; want Android 14 (API 34), x86_64, can install", m)
 		}
+		// Both phones are Pixel 7s (128 GiB, 9 of them the system's).
+		if free, _ := m["storageFreeBytes"].(float64); free != float64(119<<30) {
+			t.Fatalf("capabilities of %s: storageFreeBytes %v; want %d (the phone's df /data, or the sim's own figure)", m["deviceId"], m["storageFreeBytes"], int64(119<<30))
+		}
 		var installable []string
 		for _, i := range m["installable"].([]any) {
 			installable = append(installable, i.(map[string]any)["package"].(string))
