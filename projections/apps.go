@@ -65,7 +65,7 @@ func (Apps) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
 		updated_at      timestamptz NOT NULL,
 		PRIMARY KEY (org_id, request_key, device_id)
 	);
-	CREATE INDEX ON `+schema+`.app_request_devices (state) WHERE state = 'queued';
+	CREATE INDEX ON `+schema+`.app_request_devices (state, updated_at);
 	CREATE TABLE `+schema+`.app_software (
 		device_id          text PRIMARY KEY,
 		org_id             text NOT NULL,

@@ -17,12 +17,20 @@ import (
 // inventory refreshes) still have queued, oldest first, and sends
 // RunDeviceWork for each. A device leased by someone else stays queued
 // and is tried again at the next pass, so an installation waits for the
-// lease as an action would. Two instances may both send for one device:
+// lease as an action would. A device left installing or reading for
+// StaleAfter (by the injected clock: a process stopped midway) is sent
+// again with Resume. Two instances may both send for one device:
 // the request's stream records its start once, and the install action's
 // idempotency key acts once.
 type AppWork struct {
 	Work cqrs.Handler[apps.RunDeviceWork, string]
 	Pool *pgxpool.Pool
+	// Now is the clock that decides what is stale; nil means time.Now.
+	Now func() time.Time
+	// StaleAfter is how long a device may stay installing or reading
+	// before its work is resumed; zero means ten minutes (an install
+	// holds its lease for five).
+	StaleAfter time.Duration
 	// Interval between passes; zero means half a second.
 	Interval time.Duration
 	Logger   *slog.Logger
@@ -48,14 +56,22 @@ func (w AppWork) RunOnce(ctx context.Context) (AppWorkDone, error) { return w.sw
 
 func (w AppWork) pass(ctx context.Context) (AppWorkDone, error) {
 	var done AppWorkDone
-	rows, err := w.Pool.Query(ctx, `SELECT org_id, request_key, device_id FROM public.app_request_devices
-		WHERE state = 'queued' ORDER BY updated_at, request_key, position LIMIT $1`, sweepBatch)
+	now, stale := time.Now, w.StaleAfter
+	if w.Now != nil {
+		now = w.Now
+	}
+	if stale <= 0 {
+		stale = 10 * time.Minute
+	}
+	rows, err := w.Pool.Query(ctx, `SELECT org_id, request_key, device_id, state <> 'queued' FROM public.app_request_devices
+		WHERE state = 'queued' OR (state IN ('installing', 'reading') AND updated_at < $2)
+		ORDER BY updated_at, request_key, position LIMIT $1`, sweepBatch, now().Add(-stale))
 	if err != nil {
 		return done, err
 	}
 	due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (apps.RunDeviceWork, error) {
 		var c apps.RunDeviceWork
-		err := r.Scan(&c.OrgID, &c.RequestKey, &c.DeviceID)
+		err := r.Scan(&c.OrgID, &c.RequestKey, &c.DeviceID, &c.Resume)
 		return c, err
 	})
 	if err != nil {

@@ -18,6 +18,11 @@ type RunDeviceWork struct {
 	OrgID      string
 	RequestKey string
 	DeviceID   string
+	// Resume re-drives a device left installing or reading by a process
+	// that stopped midway (the worker sends it once the state is stale):
+	// the install's action key makes the device act at most once, and a
+	// recorded outcome is answered as it was.
+	Resume bool
 }
 
 // Outcomes of RunDeviceWork besides the device states: the device is
@@ -47,7 +52,9 @@ func (h RunDeviceWorkHandler) Handle(ctx context.Context, cmd RunDeviceWork) (st
 	if !r.Exists() || r.OrgID != cmd.OrgID {
 		return "", nil
 	}
-	if state := r.States[cmd.DeviceID]; state != domain.AppDeviceQueued {
+	state := r.States[cmd.DeviceID]
+	working := state == domain.AppDeviceInstalling || state == domain.AppDeviceReading
+	if state != domain.AppDeviceQueued && !(cmd.Resume && working) {
 		return state, nil
 	}
 	auth := r.Auth()
@@ -61,7 +68,7 @@ func (h RunDeviceWorkHandler) Handle(ctx context.Context, cmd RunDeviceWork) (st
 			}
 		}
 	}
-	w := work{a: a, r: r, stream: stream, deviceID: cmd.DeviceID, auth: auth}
+	w := work{a: a, r: r, stream: stream, deviceID: cmd.DeviceID, auth: auth, resumed: working}
 	if r.Kind == domain.AppRequestRefresh {
 		return w.refresh(ctx)
 	}
@@ -74,6 +81,9 @@ type work struct {
 	stream   string
 	deviceID string
 	auth     domain.Auth
+	// resumed is work a stopped process had started: it is not started
+	// again.
+	resumed bool
 }
 
 func (w work) refresh(ctx context.Context) (string, error) {
@@ -174,8 +184,11 @@ func (w work) read(ctx context.Context) (domain.DeviceSoftware, error) {
 }
 
 // start moves the device from queued to working; false when another
-// worker did first.
+// worker did first. Resumed work is started already.
 func (w work) start(ctx context.Context) (bool, error) {
+	if w.resumed {
+		return true, nil
+	}
 	_, c, err := w.a.repo.Update(ctx, w.stream, func(r **domain.AppRequest) ([]domain.Event, error) {
 		return (*r).Start(w.deviceID, w.a.cfg.Now()), nil
 	})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"phonefleet/domain"
+	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
 	"phonefleet/internal/adbsim"
 	"phonefleet/internal/sim"
@@ -148,7 +149,9 @@ func appsCatalogFile(t *testing.T) string {
 // Counter APK fails on the adb phone with apk_hash_mismatch and nothing
 // reaches it; an app needing a newer Android fails with os_too_old, as
 // the catalog said beforehand; a device leased by someone waits queued and
-// installs once the lease is given back.
+// installs once the lease is given back; a device a stopped process left
+// installing is resumed once stale and ends installed. Keys without the
+// apps scopes are refused naming them; every answer matches the contract.
 func TestAppStoreInstallsOnASimAndAnADBPhone(t *testing.T) {
 	server := testutil.ADBServer(t)
 	phone, err := sim.New(sim.DefaultModel, "apps-adb-1")
@@ -322,9 +325,37 @@ func TestAppStoreInstallsOnASimAndAnADBPhone(t *testing.T) {
 		t.Fatalf("after the lease was given back: got %v; want installed", d)
 	}
 
+	// A device a stopped process left installing is taken up again once
+	// its state is stale (by the worker's clock), and ends installed.
+	lease = c.must(http.MethodPost, "/v1/devices/"+simDev+"/lease", map[string]any{}, http.StatusCreated)
+	c.must(http.MethodPost, "/v1/app-store/installations", map[string]any{"requestKey": "install-stuck", "package": "com.example.calculator",
+		"version": "8.4", "devices": []string{simDev}}, http.StatusAccepted)
+	news, err := eventstore.Encode(domain.Events, app.orgID, domain.Event(domain.AppDeviceWorkStarted{RequestKey: "install-stuck",
+		DeviceID: simDev, State: domain.AppDeviceInstalling, At: time.Now()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.store.Append(testutil.Context(t), domain.AppRequestStream(app.orgID, "install-stuck"), eventstore.AnyVersion, news...); err != nil {
+		t.Fatal(err)
+	}
+	c.must(http.MethodDelete, "/v1/devices/"+simDev+"/lease?leaseId="+str(t, lease, "leaseId"), nil, http.StatusNoContent)
+	waitUntil(t, time.Minute, "the stuck device shown installing", func() (bool, error) {
+		got := c.must(http.MethodGet, "/v1/app-store/installations/by-request/install-stuck", nil, http.StatusOK)
+		return deviceOf(t, got, simDev)["state"] == "installing", nil
+	})
+	later := app.appWorker()
+	later.Now = func() time.Time { return time.Now().Add(time.Hour) }
+	if _, err := later.RunOnce(testutil.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	stuck := c.must(http.MethodGet, "/v1/app-store/installations/by-request/install-stuck", nil, http.StatusOK)
+	if d := deviceOf(t, stuck, simDev); d["state"] != "installed" || d["receiptIdempotencyKey"] == nil {
+		t.Fatalf("the resumed install: got %v; want installed, with its receipt", d)
+	}
+
 	// Lists and refusals.
 	page := c.must(http.MethodGet, "/v1/app-store/installations?limit=2", nil, http.StatusOK)
-	if list := page["installations"].([]any); len(list) != 2 || list[0].(map[string]any)["requestKey"] != "install-waits" || page["nextBefore"] == nil {
+	if list := page["installations"].([]any); len(list) != 2 || list[0].(map[string]any)["requestKey"] != "install-stuck" || page["nextBefore"] == nil {
 		t.Fatalf("installations page: got %v; want the two newest and a cursor", page)
 	}
 	// Scopes (spec 5.4): reading needs apps:read, installing apps:write.
