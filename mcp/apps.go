@@ -33,7 +33,7 @@ func appTool(name, title, description, schema string, h hints, scopes ...domain.
 	return t
 }
 
-const sRequestKey = `{"type":"string","minLength":1,"maxLength":255,"pattern":"^[!-~]+$","description":"Names the installation; reuse it only to retry it."}`
+const sRequestKey = `{"type":"string","pattern":"^[A-Za-z0-9._~:-]{1,255}$","description":"Names the installation; reuse it only to retry it."}`
 
 func (s *Server) appTools() []*tool {
 	catalog := appTool("get_app_catalog", "Get the app catalog",

@@ -244,9 +244,9 @@ func TestEveryToolAnswersItsOutputSchema(t *testing.T) {
 
 			// The app store.
 			c.call(t, "get_app_catalog", nil, nil)
-			c.call(t, "create_app_installation", map[string]any{"requestKey": key("install"), "package": "com.example.calculator",
+			c.call(t, "create_app_installation", map[string]any{"requestKey": strings.ReplaceAll(key("install"), "/", "-"), "package": "com.example.calculator",
 				"version": "8.4", "devices": []string{dev}}, nil)
-			c.call(t, "get_app_installation", map[string]any{"requestKey": key("install")}, nil)
+			c.call(t, "get_app_installation", map[string]any{"requestKey": strings.ReplaceAll(key("install"), "/", "-")}, nil)
 			c.call(t, "get_app_inventory", map[string]any{"deviceId": dev}, nil)
 
 			for _, name := range listed {

@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -187,17 +188,17 @@ type deviceRow struct {
 	ID, Name, Backend, Status string
 }
 
+// requestKeyPattern is what a requestKey may hold: it is a path segment
+// of the routes that read a request back, so only characters that need
+// no escaping there.
+var requestKeyPattern = regexp.MustCompile(`^[A-Za-z0-9._~:-]{1,255}$`)
+
 // checkRequestKey refuses a key that is empty, longer than 255 characters
-// or not printable ASCII.
+// or holds other characters than letters, digits and . _ ~ : -.
 func checkRequestKey(key string) error {
-	if key == "" || len(key) > domain.MaxIdempotencyKey {
-		return domain.Errorf(domain.CodeInvalidArgument, "requestKey is required: 1 to 255 printable ASCII characters, new for each request and reused only to retry it").
-			With("field", "requestKey")
-	}
-	for _, c := range key {
-		if c < 0x21 || c > 0x7e {
-			return domain.Errorf(domain.CodeInvalidArgument, "requestKey must be printable ASCII without spaces").With("field", "requestKey")
-		}
+	if !requestKeyPattern.MatchString(key) {
+		return domain.Errorf(domain.CodeInvalidArgument, "requestKey is required: 1 to 255 letters, digits and . _ ~ : -, "+
+			"new for each request and reused only to retry it").With("field", "requestKey")
 	}
 	return nil
 }

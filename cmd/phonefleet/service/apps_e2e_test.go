@@ -395,6 +395,8 @@ func TestAppStoreInstallsOnASimAndAnADBPhone(t *testing.T) {
 			"devices": []string{simDev}}, 400, "invalid_argument"},
 		{http.MethodPost, "/v1/app-store/installations", map[string]any{"requestKey": "", "package": "com.example.calculator", "version": "8.4",
 			"devices": []string{simDev}}, 400, "invalid_argument"},
+		{http.MethodPost, "/v1/app-store/installations", map[string]any{"requestKey": "a/b", "package": "com.example.calculator", "version": "8.4",
+			"devices": []string{simDev}}, 400, "invalid_argument"},
 		{http.MethodPost, "/v1/app-store/installations", map[string]any{"requestKey": "y", "package": "com.example.calculator", "version": "8.4",
 			"devices": []string{domain.NewID(domain.PrefixDevice)}}, 409, "device_unavailable"},
 		{http.MethodGet, "/v1/app-store/installations/" + domain.NewID(domain.PrefixInstallation), nil, 404, "not_found"},
