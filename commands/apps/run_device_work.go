@@ -103,6 +103,13 @@ func (w work) install(ctx context.Context) (string, error) {
 		return w.fail(ctx, domain.Errorf(domain.CodeInvalidArgument, "%s %s is no longer in the catalog", r.Package, r.Version).
 			With("reason", "not_in_catalog"))
 	}
+	// A device someone holds waits, queued, before anything is asked of
+	// it: each pass looks at its lease only.
+	if d, err := a.cfg.Devices.Visible(ctx, w.auth, w.deviceID); err != nil {
+		return w.fail(ctx, err)
+	} else if d.ActiveLease(a.cfg.Now()) != nil {
+		return WorkWaiting, nil
+	}
 	sw, err := w.read(ctx)
 	if err != nil {
 		return w.fail(ctx, err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"phonefleet/commands/apps"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/apitest"
@@ -316,8 +317,9 @@ func TestAppStoreInstallsOnASimAndAnADBPhone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.must(http.MethodGet, "/v1/app-store/installations/by-request/install-waits", nil, http.StatusOK); deviceOf(t, got, simDev)["state"] != "queued" {
-		t.Fatalf("while leased: got %v (the pass said %v); want queued", got, pass.States)
+	if got := c.must(http.MethodGet, "/v1/app-store/installations/by-request/install-waits", nil, http.StatusOK); deviceOf(t, got, simDev)["state"] != "queued" ||
+		!slices.Contains(pass.States, apps.WorkWaiting) {
+		t.Fatalf("while leased: got %v (the pass said %v); want queued, waiting for the lease", got, pass.States)
 	}
 	c.must(http.MethodDelete, "/v1/devices/"+simDev+"/lease?leaseId="+str(t, lease, "leaseId"), nil, http.StatusNoContent)
 	wait = c.waitFinished("/v1/app-store/installations/" + str(t, wait, "installationId"))
