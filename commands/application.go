@@ -3,6 +3,7 @@ package commands
 import (
 	"log/slog"
 
+	"phonefleet/commands/apps"
 	"phonefleet/commands/console"
 	"phonefleet/commands/cqrs"
 	"phonefleet/commands/fleet"
@@ -34,6 +35,7 @@ type Application struct {
 	Console      console.Handlers
 	// Notifications: a person's notifications and preferences.
 	Notifications notifications.Handlers
+	Apps          apps.Handlers
 }
 
 // Capabilities are what the application object is built from. A
@@ -59,6 +61,9 @@ type Capabilities struct {
 	// Notifications is a person's notifications, their preferences and
 	// the records of the reactions that raise and e-mail them.
 	Notifications *notifications.Capability
+	// Apps is the app store (catalog, installations) and the app library
+	// (device capabilities, inventory, refreshes).
+	Apps *apps.Apps
 	// Logger receives one debug line per command and query (name, time
 	// taken, error code); nil discards.
 	Logger *slog.Logger
@@ -95,6 +100,9 @@ func NewApplication(c Capabilities) Application {
 	}
 	if c.Notifications != nil {
 		app.Notifications = c.Notifications.Handlers(d)
+	}
+	if c.Apps != nil {
+		app.Apps = c.Apps.Handlers(d)
 	}
 	return app
 }

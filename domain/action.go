@@ -61,6 +61,10 @@ type Action struct {
 	Text       string
 	Key        string
 	Package    string
+	// APK, for install_app, is the file to install, from the app store's
+	// catalog; nil installs the backend's own build of Package. The fleet
+	// checks it against its SHA-256 before anything is sent (APK.Verify).
+	APK *APK
 }
 
 // argument names allowed per action type; required ones are checked below.

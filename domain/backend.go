@@ -57,6 +57,15 @@ type Backend interface {
 	Reset(ctx context.Context) error
 }
 
+// SoftwareReader is a Backend that can say what software its device runs
+// (the app library's capabilities and inventory): its Android release and
+// API level, ABIs, free storage and installed apps. Errors:
+// device_disconnected, backend_command_failed. A backend that is not one
+// cannot report its software (capability_unsupported).
+type SoftwareReader interface {
+	Software(ctx context.Context) (DeviceSoftware, error)
+}
+
 // StatefulBackend is a Backend whose whole device state can be saved, so
 // that it survives a restart of the service (the sim). The executor saves
 // it in the same transaction that records an action's outcome.

@@ -19,6 +19,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"phonefleet/commands"
+	"phonefleet/commands/apps"
 	"phonefleet/commands/keys"
 	"phonefleet/commands/webhooks"
 	"phonefleet/domain"
@@ -72,7 +73,7 @@ func startServiceEvolving(t testing.TB, opts fleettest.Options, ev *contract.Evo
 		t.Fatal(err)
 	}
 	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
-	runner, err := projections.NewRunner(store, fleettest.Quiet, []projections.Projection{projections.APIKeys{}, projections.Webhooks{}},
+	runner, err := projections.NewRunner(store, fleettest.Quiet, []projections.Projection{projections.APIKeys{}, projections.Webhooks{}, projections.Apps{}},
 		projections.WithPollInterval(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +99,8 @@ func startServiceEvolving(t testing.TB, opts fleettest.Options, ev *contract.Evo
 	}
 	base := webhooks.Webhooks{Store: store, Box: box, ReadModels: testutil.ReadModels{RM: runner}}
 	app := commands.NewApplication(commands.Capabilities{Fleet: fe.Fleet, Runs: fe.Runs,
-		Webhooks: &webhooks.Capability{Webhooks: base, Queries: projections.WebhookQueries{DB: pool}}})
+		Webhooks: &webhooks.Capability{Webhooks: base, Queries: projections.WebhookQueries{DB: pool}},
+		Apps:     apps.New(apps.Config{Store: store, Devices: fe.Fleet, ReadModels: testutil.ReadModels{RM: runner}})})
 	tools, err := mcp.New(mcp.Deps{App: &app, Mode: "local", Contract: ev})
 	if err != nil {
 		t.Fatal(err)

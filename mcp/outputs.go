@@ -133,6 +133,11 @@ var outputSchemas = map[string]string{
 	"resume_run":     ref("Run"),
 	"cancel_run":     ref("Run"),
 	"get_run_frames": ref("RunFramePage"),
+
+	"get_app_catalog":         ref("AppCatalog"),
+	"create_app_installation": ref("AppRequest"),
+	"get_app_installation":    ref("AppRequest"),
+	"get_app_inventory":       ref("AppInventory"),
 }
 
 // components are the contract's schemas, by name (openapi_components.json).

@@ -242,6 +242,13 @@ func TestEveryToolAnswersItsOutputSchema(t *testing.T) {
 			c.call(t, "get_run_frames", map[string]any{"runId": run.RunID}, nil)
 			c.call(t, "cancel_run", map[string]any{"runId": run.RunID}, nil)
 
+			// The app store.
+			c.call(t, "get_app_catalog", nil, nil)
+			c.call(t, "create_app_installation", map[string]any{"requestKey": strings.ReplaceAll(key("install"), "/", "-"), "package": "com.example.calculator",
+				"version": "8.4", "devices": []string{dev}}, nil)
+			c.call(t, "get_app_installation", map[string]any{"requestKey": strings.ReplaceAll(key("install"), "/", "-")}, nil)
+			c.call(t, "get_app_inventory", map[string]any{"deviceId": dev}, nil)
+
 			for _, name := range listed {
 				if !c.called[name] {
 					t.Errorf("%s: listed but never called; add it to this test", name)

@@ -180,7 +180,7 @@ func New(deps Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	defs := slices.Concat(s.fleetTools(), s.receiptTools(), s.deviceTools(), s.webhookTools(), s.runTools())
+	defs := slices.Concat(s.fleetTools(), s.receiptTools(), s.deviceTools(), s.webhookTools(), s.runTools(), s.appTools())
 	for _, t := range defs {
 		if err := t.compile(); err != nil {
 			return nil, err

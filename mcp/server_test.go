@@ -32,8 +32,8 @@ func newTestServer(t *testing.T) *Server {
 // behaviour annotations, a closed object schema, and at least one scope.
 func TestToolDefinitions(t *testing.T) {
 	s := newTestServer(t)
-	if got := len(s.ToolNames()); got != 40 {
-		t.Errorf("got %d tools; want 40", got)
+	if got := len(s.ToolNames()); got != 44 {
+		t.Errorf("got %d tools; want 44", got)
 	}
 	snake := regexp.MustCompile(`^[a-z]+(_[a-z]+)*$`)
 	for _, name := range s.ToolNames() {
@@ -93,6 +93,9 @@ func TestToolVisibility(t *testing.T) {
 				"list_leases", "list_receipts", "list_webhook_deliveries", "list_webhooks", "observe", "rename_device", "rotate_webhook_secret",
 				"test_webhook", "update_webhook", "wait_for"},
 			refusal: func(tool string) map[string]any {
+				if m := appToolRefusal(tool); m != nil {
+					return m
+				}
 				if tool == "review_receipt" {
 					return map[string]any{"scope": nil, "where": nil} // a person's act: no scope lacks, no app
 				}
@@ -110,6 +113,9 @@ func TestToolVisibility(t *testing.T) {
 			auth: domain.Auth{OrgID: "org_1", Kind: domain.PrincipalAPIKey, APIKeyID: "key_2"},
 			see:  nil,
 			refusal: func(tool string) map[string]any {
+				if m := appToolRefusal(tool); m != nil {
+					return m
+				}
 				return map[string]any{"scope": string(s.tools[tool].scopes[0])}
 			},
 		},
@@ -120,6 +126,9 @@ func TestToolVisibility(t *testing.T) {
 				"install_catalog_app", "list_devices", "list_leases", "long_press", "observe", "open_app", "press_key", "release_lease",
 				"renew_lease", "swipe", "tap", "tap_element", "type_text", "wait_for", "wake_device"},
 			refusal: func(tool string) map[string]any {
+				if m := appToolRefusal(tool); m != nil {
+					return m
+				}
 				switch {
 				case slices.Contains(runTools, tool):
 					return map[string]any{"scope": "runs:start"}
@@ -142,6 +151,9 @@ func TestToolVisibility(t *testing.T) {
 				"long_press", "open_app", "pause_run", "press_key", "resume_run", "start_run", "swipe", "tap", "tap_element", "type_text",
 				"wake_device"},
 			refusal: func(tool string) map[string]any {
+				if m := appToolRefusal(tool); m != nil {
+					return m
+				}
 				if slices.Contains([]string{"acquire_lease", "renew_lease", "release_lease"}, tool) {
 					return map[string]any{"scope": "devices:lease"}
 				}
@@ -156,6 +168,9 @@ func TestToolVisibility(t *testing.T) {
 			auth: domain.Auth{OrgID: "org_1", Kind: domain.PrincipalAPIKey, APIKeyID: "key_3", Scopes: []domain.Scope{runs}},
 			see:  nil,
 			refusal: func(tool string) map[string]any {
+				if m := appToolRefusal(tool); m != nil {
+					return m
+				}
 				if slices.Contains(runTools, tool) {
 					return map[string]any{"scope": "devices:act"}
 				}
@@ -388,4 +403,16 @@ func TestPanicIsAToolFailure(t *testing.T) {
 	if want := `{"code":"internal_error","message":"internal error","name":"boom","retryable":false}`; text != want {
 		t.Errorf("got %s; want %s", text, want)
 	}
+}
+
+// appToolRefusal is the refusal of an app store tool to a credential
+// without the apps scopes: the first scope it lacks.
+func appToolRefusal(tool string) map[string]any {
+	switch tool {
+	case "create_app_installation":
+		return map[string]any{"scope": "apps:write"}
+	case "get_app_catalog", "get_app_installation", "get_app_inventory":
+		return map[string]any{"scope": "apps:read"}
+	}
+	return nil
 }

@@ -34,6 +34,7 @@ var toolsets = map[string][]string{
 	"receipts": {"get_receipt", "list_receipts", "review_receipt"},
 	"webhooks": {"list_webhooks", "create_webhook", "update_webhook", "rotate_webhook_secret", "test_webhook", "delete_webhook", "list_webhook_deliveries"},
 	"runs":     {"start_run", "list_runs", "get_run", "pause_run", "resume_run", "cancel_run", "get_run_frames"},
+	"apps":     {"get_app_catalog", "create_app_installation", "get_app_installation", "get_app_inventory"},
 }
 
 // toolsetNames are the group names, sorted, for messages and docs.

@@ -180,6 +180,8 @@ type Handlers struct {
 	// LiveFrame is sent by the instance that does not drive a device, for
 	// a live screen opened there (a forwarded call).
 	LiveFrame cqrs.Handler[LiveFrame, LiveFrameAnswer]
+	// ReadSoftware is asked by the app library for a device's software.
+	ReadSoftware cqrs.Handler[ReadSoftware, domain.DeviceSoftware]
 	// Live sessions: join (or open) in a role, end.
 	JoinLiveSession cqrs.Handler[JoinLiveSession, JoinedLiveSession]
 	EndLiveSession  cqrs.Handler[EndLiveSession, cqrs.Done]
@@ -209,6 +211,7 @@ func (f *Fleet) Handlers(d cqrs.Decorator) Handlers {
 		ExpireLease:            cqrs.Serve(d, f.ExpireLease()),
 		ResetDevice:            cqrs.Serve(d, f.ResetDevice()),
 		PerformAction:          cqrs.Serve(d, f.PerformAction()),
+		ReadSoftware:           cqrs.Serve(d, f.ReadSoftware()),
 		ObserveDevice:          cqrs.Serve(d, f.ObserveDevice()),
 		WaitFor:                cqrs.Serve(d, f.WaitFor()),
 		PowerDevice:            cqrs.Serve(d, f.PowerDevice()),

@@ -6,6 +6,7 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/projections"
 )
 
 // What the other capabilities use of the fleet. Runs hold a device for a
@@ -74,4 +75,20 @@ func (f *Fleet) Frame(ctx context.Context, q GetFrame) (Frame, error) {
 // Register registers devices as RegisterDevices does.
 func (f *Fleet) Register(ctx context.Context, cmd RegisterDevices) ([]string, error) {
 	return f.RegisterDevices().Handle(ctx, cmd)
+}
+
+// Lease takes a device's lease as AcquireLease does.
+func (f *Fleet) Lease(ctx context.Context, cmd AcquireLease) (projections.LeaseView, error) {
+	return f.AcquireLease().Handle(ctx, cmd)
+}
+
+// Release gives a lease back as ReleaseLease does.
+func (f *Fleet) Release(ctx context.Context, cmd ReleaseLease) error {
+	_, err := f.ReleaseLease().Handle(ctx, cmd)
+	return err
+}
+
+// Software reads a device's software as ReadSoftware does.
+func (f *Fleet) Software(ctx context.Context, q ReadSoftware) (domain.DeviceSoftware, error) {
+	return f.ReadSoftware().Handle(ctx, q)
 }

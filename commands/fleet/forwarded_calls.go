@@ -26,6 +26,7 @@ const (
 	OpResetDevice   = "reset_device"
 	OpAcquireLease  = "acquire_lease"
 	OpLiveFrame     = "live_frame"
+	OpReadSoftware  = "read_software"
 )
 
 // forwardTimeouts bounds each call when the caller's context does not
@@ -38,6 +39,7 @@ var forwardTimeouts = map[string]time.Duration{
 	OpResetDevice:   60 * time.Second,
 	OpAcquireLease:  10 * time.Second,
 	OpLiveFrame:     5 * time.Second,
+	OpReadSoftware:  30 * time.Second,
 }
 
 // ServedCalls are the device calls this process runs for the instances
@@ -52,6 +54,7 @@ func ServedCalls(h Handlers) map[string]func(ctx context.Context, cmd json.RawMe
 		OpResetDevice:   served(h.ResetDevice),
 		OpAcquireLease:  served(h.AcquireLease),
 		OpLiveFrame:     served(h.LiveFrame),
+		OpReadSoftware:  served(h.ReadSoftware),
 	}
 }
 

@@ -32,6 +32,10 @@ type PerformAction struct {
 	ObservedFrame string
 	// AgentRunID attributes the action to a run.
 	AgentRunID string
+	// APK, for install_app, is the file to install (the app store's
+	// installations); it must hash to its SHA-256, checked before anything
+	// is recorded or sent.
+	APK *domain.APK
 	// Also, when set, appends events that commit with the action's
 	// request or not at all (a run's step). A stream that moved on from
 	// the version it expects fails the request with eventstore.ErrConflict
@@ -86,6 +90,15 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 	action, err := domain.ParseAction(cmd.Action, cmd.Arguments)
 	if err != nil {
 		return ActOutcome{}, err
+	}
+	if cmd.APK != nil {
+		if action.Type != domain.ActionInstallApp || cmd.APK.Package != action.Package {
+			return ActOutcome{}, domain.Errorf(domain.CodeInvalidArgument, "an APK goes with install_app of its own package")
+		}
+		if err := cmd.APK.Verify(); err != nil {
+			return ActOutcome{}, err
+		}
+		action.APK = cmd.APK
 	}
 	fp := action.Fingerprint(cmd.DeviceID)
 	// refuse answers a refusal, unless the key was used before: then the

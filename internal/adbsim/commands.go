@@ -42,6 +42,7 @@ func init() {
 		"grep": cmdGrep, "id": cmdID, "whoami": func(e *cmdEnv, _ []string) int { e.out("shell\n"); return 0 },
 		"date":      cmdDate,
 		"getprop":   cmdGetprop,
+		"df":        cmdDf,
 		"wm":        cmdWm,
 		"screencap": cmdScreencap, "uiautomator": cmdUIAutomator,
 		"input": cmdInput, "am": cmdAm, "monkey": cmdMonkey,
@@ -307,6 +308,23 @@ func cmdDate(e *cmdEnv, args []string) int {
 	return 0
 }
 
+// cmdDf reports the data partition as toybox df does (1K blocks; -k and
+// -h are accepted, -h printed as 1K blocks too). Other mount points are
+// not the device's to report.
+func cmdDf(e *cmdEnv, args []string) int {
+	total, free := e.d.phone.Storage()
+	e.out("Filesystem      1K-blocks     Used Available Use%% Mounted on\n")
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") && a != "/data" {
+			e.err("df: %s: No such file or directory\n", a)
+			return 1
+		}
+	}
+	used := total - free
+	e.out("/dev/block/dm-5 %9d %8d %9d %3d%% /data\n", total/1024, used/1024, free/1024, used*100/total)
+	return 0
+}
+
 func cmdGetprop(e *cmdEnv, args []string) int {
 	props := e.d.props()
 	if len(args) > 0 {
@@ -381,7 +399,7 @@ func cmdScreencap(e *cmdEnv, args []string) int {
 		}
 		b := img.Bounds()
 		head := []uint32{uint32(b.Dx()), uint32(b.Dy()), 1}
-		if sdkOf(e.d.phone.Model().AndroidVersion) >= 31 {
+		if sim.APILevel(e.d.phone.Model().AndroidVersion) >= 31 {
 			head = append(head, 0x08810000) // sRGB
 		}
 		for _, v := range head {

@@ -223,15 +223,15 @@ func (d *Daemon) banner() string {
 func (d *Daemon) props() map[string]string {
 	m := d.phone.Model()
 	name := strings.ToLower(m.Name)
-	sdk := sdkOf(m.AndroidVersion)
+	sdk := sim.APILevel(m.AndroidVersion)
 	return map[string]string{
 		"ro.product.model":                m.DisplayName,
 		"ro.product.manufacturer":         m.Manufacturer,
 		"ro.product.brand":                strings.ToLower(m.Manufacturer),
 		"ro.product.name":                 name,
 		"ro.product.device":               name,
-		"ro.product.cpu.abi":              "x86_64",
-		"ro.product.cpu.abilist":          "x86_64,arm64-v8a",
+		"ro.product.cpu.abi":              sim.ABIs()[0],
+		"ro.product.cpu.abilist":          strings.Join(sim.ABIs(), ","),
 		"ro.build.version.release":        m.AndroidVersion,
 		"ro.build.version.sdk":            strconv.Itoa(sdk),
 		"ro.build.type":                   "user",
@@ -255,15 +255,6 @@ func (d *Daemon) props() map[string]string {
 		"ro.adb.secure":                   "1",
 		"ro.build.version.security_patch": "2025-01-05",
 	}
-}
-
-// sdkOf maps an Android release to its API level.
-func sdkOf(release string) int {
-	levels := map[string]int{"10": 29, "11": 30, "12": 31, "13": 33, "14": 34, "15": 35}
-	if l, ok := levels[release]; ok {
-		return l
-	}
-	return 34
 }
 
 // readFile and writeFile are the device's small file system

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"image/png"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -353,7 +354,7 @@ func (a *ADBDevice) Act(ctx context.Context, act domain.Action) (domain.ActionRe
 		err = a.openApp(ctx, act.Package)
 		res.Description, res.Foreground = "opened "+act.Package, act.Package
 	case domain.ActionInstallApp:
-		err = a.install(ctx, act.Package)
+		err = a.install(ctx, act.Package, act.APK)
 		res.Description = "installed " + act.Package
 	default:
 		return res, domain.Errorf(domain.CodeCapabilityUnsupported, "an adb device cannot %s", act.Type).With("capability", string(act.Type))
@@ -379,8 +380,13 @@ func (a *ADBDevice) openApp(ctx context.Context, pkg string) error {
 	return nil
 }
 
-func (a *ADBDevice) install(ctx context.Context, pkg string) error {
+// install streams an APK to the device: file, the app store's (already
+// checked against its SHA-256), or the backend's catalog build of pkg.
+func (a *ADBDevice) install(ctx context.Context, pkg string, file *domain.APK) error {
 	apk, ok := a.catalog(pkg)
+	if file != nil {
+		apk, ok = file.Data, true
+	}
 	if !ok || !validPackage(pkg) {
 		return domain.Errorf(domain.CodeInvalidArgument, "%s is not in the catalog", pkg).With("reason", "not_in_catalog")
 	}
@@ -392,9 +398,81 @@ func (a *ADBDevice) install(ctx context.Context, pkg string) error {
 		if len(out) == 0 {
 			return a.outcomeUnknown("cmd package install")
 		}
+		if m := installFailure.FindSubmatch(out); m != nil {
+			// The package manager's own words: the reason an installation
+			// reports.
+			return domain.Errorf(domain.CodeInvalidArgument, "the device refused the APK: %s", m[1]).
+				With("reason", "install_failed").With("deviceSays", string(m[1]))
+		}
 		return commandFailed("cmd package install")
 	}
 	return nil
+}
+
+// parseDFAvailable reads the Available column (1K blocks) of df's line
+// for /data, in bytes; nil when there is none.
+func parseDFAvailable(out string) *int64 {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 6 && f[len(f)-1] == "/data" {
+			if kb, err := strconv.ParseInt(f[3], 10, 64); err == nil {
+				b := kb * 1024
+				return &b
+			}
+		}
+	}
+	return nil
+}
+
+// installFailure is the package manager's refusal: Failure [CODE: detail].
+var installFailure = regexp.MustCompile(`Failure \[([^\]\n]{1,300})\]`)
+
+// Software implements domain.SoftwareReader: the release, API level and
+// ABIs from the system properties, the packages from the package manager
+// (system and third-party apart), the free space of /data from df. The
+// device's package list carries no version names; a df the adapter cannot
+// read leaves the storage unknown.
+func (a *ADBDevice) Software(ctx context.Context) (domain.DeviceSoftware, error) {
+	prop := func(name string) (string, error) {
+		out, err := a.client.Shell(ctx, a.serial, "getprop "+name)
+		if err != nil {
+			return "", a.mapErr(err, "getprop", false)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	release, err := prop("ro.build.version.release")
+	if err != nil {
+		return domain.DeviceSoftware{}, err
+	}
+	abis, err := prop("ro.product.cpu.abilist")
+	if err != nil {
+		return domain.DeviceSoftware{}, err
+	}
+	sw := domain.DeviceSoftware{OSVersion: release, SDK: a.sdk, ABIs: []string{}, Apps: []domain.InstalledApp{},
+		CanInstall: slices.Contains(a.caps.Actions, domain.ActionInstallApp)}
+	for _, abi := range strings.Split(abis, ",") {
+		if abi = strings.TrimSpace(abi); abi != "" {
+			sw.ABIs = append(sw.ABIs, abi)
+		}
+	}
+	if out, err := a.client.Shell(ctx, a.serial, "df -k /data"); err == nil {
+		sw.StorageFreeBytes = parseDFAvailable(string(out))
+	}
+	for _, kind := range []struct {
+		flag   string
+		system bool
+	}{{"-s", true}, {"-3", false}} {
+		out, err := a.client.Shell(ctx, a.serial, "pm list packages "+kind.flag)
+		if err != nil {
+			return domain.DeviceSoftware{}, a.mapErr(err, "pm list packages", false)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if pkg, ok := strings.CutPrefix(strings.TrimSpace(line), "package:"); ok && pkg != "" {
+				sw.Apps = append(sw.Apps, domain.InstalledApp{Package: pkg, System: kind.system})
+			}
+		}
+	}
+	return sw, nil
 }
 
 // Wake implements domain.Backend.

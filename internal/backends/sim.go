@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -297,7 +298,16 @@ func (s *SimDevice) Act(_ context.Context, a domain.Action) (domain.ActionResult
 	case domain.ActionOpenApp:
 		eff, err = p.OpenApp(a.Package)
 	case domain.ActionInstallApp:
-		eff, err = p.InstallApp(a.Package)
+		pkg := a.Package
+		if a.APK != nil {
+			// The phone installs what the file names, as a real one does.
+			if pkg, err = sim.ParseCatalogAPK(a.APK.Data); err == nil && pkg != a.Package {
+				return domain.ActionResult{}, domain.Errorf(domain.CodeInvalidArgument, "the APK installs %s, not %s", pkg, a.Package)
+			}
+		}
+		if err == nil {
+			eff, err = p.InstallApp(pkg)
+		}
 	default:
 		return domain.ActionResult{}, domain.Errorf(domain.CodeCapabilityUnsupported, "a sim phone cannot %s", a.Type).
 			With("capability", string(a.Type))
@@ -308,6 +318,19 @@ func (s *SimDevice) Act(_ context.Context, a domain.Action) (domain.ActionResult
 	return domain.ActionResult{Description: eff.Description, Target: eff.Target, TargetID: eff.TargetID,
 		TargetText: eff.TargetText, Changed: eff.Changed, Foreground: eff.Foreground, ScreenHash: eff.ScreenHash,
 		ScreenOn: p.ScreenOn()}, nil
+}
+
+// Software implements domain.SoftwareReader: the phone's model says its
+// Android release, the phone its free storage and apps.
+func (s *SimDevice) Software(context.Context) (domain.DeviceSoftware, error) {
+	m := s.phone.Model()
+	_, free := s.phone.Storage()
+	sw := domain.DeviceSoftware{OSVersion: m.AndroidVersion, SDK: sim.APILevel(m.AndroidVersion), ABIs: sim.ABIs(),
+		StorageFreeBytes: &free, CanInstall: slices.Contains(s.caps.Actions, domain.ActionInstallApp), Apps: []domain.InstalledApp{}}
+	for _, a := range s.phone.InstalledApps() {
+		sw.Apps = append(sw.Apps, domain.InstalledApp{Package: a.Package, Version: a.Version, System: a.System})
+	}
+	return sw, nil
 }
 
 // Wake implements domain.Backend.

@@ -106,6 +106,9 @@ type Config struct {
 	StripeWebhookSecret string
 	// CatalogFile is the price list, JSON (SERVICE_CATALOG_FILE); empty: the embedded default.
 	CatalogFile string
+	// AppCatalogFile is the app store's catalog, JSON
+	// (SERVICE_APP_CATALOG_FILE); empty: the embedded default.
+	AppCatalogFile string
 	// RequireReverification makes checkout and managed-proxy financial actions
 	// need a recent identity check (SERVICE_REQUIRE_REVERIFICATION).
 	RequireReverification bool
@@ -177,6 +180,7 @@ func (c *Config) settings() []Setting {
 		{"SERVICE_STRIPE_API_BASE", "stripe-api-base", "", "payment provider API base URL (stripe-mock in tests and development); unset: Stripe's real API", &c.StripeAPIBase},
 		{"SERVICE_STRIPE_WEBHOOK_SECRET", "stripe-webhook-secret", "", "whsec_ secret Stripe signs POST /webhooks/stripe with", &c.StripeWebhookSecret},
 		{"SERVICE_CATALOG_FILE", "catalog-file", "", "price list (JSON); unset: the embedded default", &c.CatalogFile},
+		{"SERVICE_APP_CATALOG_FILE", "app-catalog-file", "", "app store catalog (JSON: apps, versions, APK location and SHA-256); unset: the embedded default", &c.AppCatalogFile},
 		{"SERVICE_REQUIRE_REVERIFICATION", "require-reverification", "false", "checkout and managed-proxy financial actions need an identity check within the last 10 minutes (header x-service-step-up)", &c.raw.requireReverification},
 		{"SERVICE_REFUSE_OUT_OF_STOCK", "refuse-out-of-stock", "false", "refuse with 409 out_of_stock a purchase that cannot be fulfilled now, instead of accepting it as awaiting provisioning", &c.raw.refuseOutOfStock},
 		{"SERVICE_SMTP_URL", "smtp-url", "", "SMTP server notifications are e-mailed through: smtp://[user:password@]host[:port]?from=sender@example.com (or smtp+starttls://, smtps://); unset: notifications reach the console only", &c.SMTPURL},

@@ -48,3 +48,16 @@ func LookupModel(name string) (Model, error) {
 	}
 	return Model{}, fmt.Errorf("%w: %q", ErrUnknownModel, name)
 }
+
+// APILevel maps an Android release to its API level (34 for a release it
+// does not know).
+func APILevel(release string) int {
+	levels := map[string]int{"10": 29, "11": 30, "12": 31, "13": 33, "14": 34, "15": 35}
+	if l, ok := levels[release]; ok {
+		return l
+	}
+	return 34
+}
+
+// ABIs are the native ABIs every sim phone reports, preferred first.
+func ABIs() []string { return []string{"x86_64", "arm64-v8a"} }

@@ -311,3 +311,31 @@ func (p *Phone) ScreenshotScaled(maxWidth int) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// Storage sizes of the data partition.
+const (
+	systemBytes = 9 << 30  // what the system and its apps take
+	appBytes    = 48 << 20 // what each installed catalog app takes
+)
+
+// storageBytes is the data partition's size by model.
+var storageBytes = map[string]int64{"Pixel7": 128 << 30, "Generic": 64 << 30, "Compact": 32 << 30}
+
+// Storage returns the data partition's size and its free space, in bytes:
+// the model's capacity less what the system and each installed catalog
+// app take.
+func (p *Phone) Storage() (total, free int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	total = storageBytes[p.model.Name]
+	if total == 0 {
+		total = 64 << 30
+	}
+	free = total - systemBytes
+	for _, pkg := range p.st.Installed {
+		if a, ok := appByPkg(pkg); ok && !a.info.System {
+			free -= appBytes
+		}
+	}
+	return total, free
+}

@@ -63,9 +63,10 @@ func TestServeOffersTheToolSurface(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 33 device, receipt and webhook tools and the 7 run tools (every scope).
-	if got := len(list.Tools); got != 40 {
-		t.Errorf("got %d tools for the local operator; want 40", got)
+	// 33 device, receipt and webhook tools, the 7 run tools and the 4 app
+	// store tools (every scope).
+	if got := len(list.Tools); got != 44 {
+		t.Errorf("got %d tools for the local operator; want 44", got)
 	}
 	var devices struct {
 		Devices []struct {
@@ -128,5 +129,39 @@ func TestServeOffersTheToolSurface(t *testing.T) {
 		"test_webhook", "update_webhook", "wait_for"}
 	if !slices.Equal(names, want) {
 		t.Errorf("got tools %v for a devices:read key; want %v", names, want)
+	}
+
+	// A key with apps:read alone sees the app store's reading tools, not
+	// the installing one (spec 5.5), and calling that one names the scope.
+	resp, err = http.Post(base+"/v1/api-keys", "application/json", strings.NewReader(`{"name":"apps","scopes":["apps:read"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&minted)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("mint: got %d, %v", resp.StatusCode, err)
+	}
+	apps, err := sdk.NewClient(&sdk.Implementation{Name: "apps-test", Version: "1"}, nil).Connect(cctx,
+		&sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{minted.Token}}, MaxRetries: -1},
+		&sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer apps.Close()
+	if tools, err = apps.ListTools(cctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	names = nil
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+	}
+	if want := []string{"get_app_catalog", "get_app_installation", "get_app_inventory"}; !slices.Equal(names, want) {
+		t.Errorf("got tools %v for an apps:read key; want %v", names, want)
+	}
+	called, err := apps.CallTool(cctx, &sdk.CallToolParams{Name: "create_app_installation", Arguments: map[string]any{
+		"requestKey": "k", "package": "com.example.calculator", "version": "8.4", "devices": []string{devices.Devices[0].DeviceID}}})
+	if err != nil || !called.IsError || !strings.Contains(called.Content[0].(*sdk.TextContent).Text, `"scope":"apps:write"`) {
+		t.Errorf("create_app_installation with apps:read: got %v %+v; want permission_denied naming apps:write", err, called)
 	}
 }

@@ -39,6 +39,7 @@ func TestEveryListPagesOneWay(t *testing.T) {
 		{"/v1/runs/" + started.Run.RunID + "/frames", "after"},
 		{"/v1/schedules", "after"},
 		{"/v1/console/events", "before"},
+		{"/v1/app-store/installations", "before"},
 	}
 	for _, l := range lists {
 		t.Run(strings.TrimPrefix(l.path, "/v1/"), func(t *testing.T) {
