@@ -332,6 +332,16 @@ func (s *SimDevice) Reset(context.Context) error {
 	return mapSimError(s.phone.Reset())
 }
 
+// SetNetworkProxy implements domain.NetworkProxyConfigurer: the phone's
+// network settings (Settings › Network & internet › Proxy), which its
+// browser loads pages through.
+func (s *SimDevice) SetNetworkProxy(_ context.Context, p *domain.NetworkProxy) error {
+	if p == nil {
+		return mapSimError(s.phone.SetNetworkProxy(nil))
+	}
+	return mapSimError(s.phone.SetNetworkProxy(&sim.NetworkProxy{Host: p.Host, Port: p.Port, Username: p.Username, Password: p.Password}))
+}
+
 // SaveState implements domain.StatefulBackend.
 func (s *SimDevice) SaveState() ([]byte, error) { return s.phone.State() }
 
