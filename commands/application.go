@@ -9,6 +9,7 @@ import (
 	"phonefleet/commands/gateways"
 	"phonefleet/commands/keys"
 	"phonefleet/commands/provisioning"
+	"phonefleet/commands/proxies"
 	"phonefleet/commands/runs"
 	"phonefleet/commands/schedules"
 	"phonefleet/commands/webhooks"
@@ -31,6 +32,7 @@ type Application struct {
 	Provisioning provisioning.Handlers
 	Gateways     gateways.Handlers
 	Console      console.Handlers
+	Proxies      proxies.Handlers
 }
 
 // Capabilities are what the application object is built from. A
@@ -53,6 +55,9 @@ type Capabilities struct {
 	// Console is CLI sign-in (it mints keys through the application's key
 	// commands), the console's telemetry and the operator views.
 	Console *console.Console
+	// Proxies is managed proxies: products, quotes, orders, the proxies
+	// paid orders issue and the operations on them.
+	Proxies *proxies.Proxies
 	// Logger receives one debug line per command and query (name, time
 	// taken, error code); nil discards.
 	Logger *slog.Logger
@@ -86,6 +91,9 @@ func NewApplication(c Capabilities) Application {
 	}
 	if c.Console != nil {
 		app.Console = c.Console.Handlers(d, console.KeyMinter{Mint: app.Keys.MintAPIKey, Revoke: app.Keys.RevokeAPIKey})
+	}
+	if c.Proxies != nil {
+		app.Proxies = c.Proxies.Handlers(d)
 	}
 	return app
 }

@@ -363,3 +363,9 @@ func (a *ProxyAccount) RequestOperation(req ProxyOperationRequested) ([]Event, e
 	}
 	return []Event{req}, nil
 }
+
+// ProxyEndpoint is where a supplier's proxy listens.
+type ProxyEndpoint struct {
+	Host string
+	Port int
+}

@@ -14,9 +14,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"phonefleet/domain"
 )
 
 // Authenticator checks a username and password; it returns the proxy they
@@ -45,7 +48,10 @@ type Config struct {
 	// such destinations are refused with 403, so the proxy is no way into
 	// the deployment's own network.
 	AllowPrivate bool
-	Logger       *slog.Logger
+	// AdvertiseHost is the host devices reach the proxy at; empty means
+	// the listener's own.
+	AdvertiseHost string
+	Logger        *slog.Logger
 }
 
 // Server is the forward proxy.
@@ -240,3 +246,27 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, proxyID, user s
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
 }
+
+// Issue implements the managed proxies' supplier port: every proxy of the
+// local supplier is this listener, told apart by its credentials, which
+// the Authenticator checks against the service's records (so nothing is
+// kept here).
+func (s *Server) Issue(_ context.Context, _ string, _ domain.ProxyProduct, _, _ string) (domain.ProxyEndpoint, error) {
+	host, port, err := net.SplitHostPort(s.Addr())
+	if err != nil {
+		return domain.ProxyEndpoint{}, err
+	}
+	if s.cfg.AdvertiseHost != "" {
+		host = s.cfg.AdvertiseHost
+	}
+	n, err := strconv.Atoi(port)
+	return domain.ProxyEndpoint{Host: host, Port: n}, err
+}
+
+// Rotate implements the supplier port: the new credentials are checked
+// from the service's records as soon as they are recorded.
+func (s *Server) Rotate(context.Context, string, string, string) error { return nil }
+
+// Revoke implements the supplier port: a revoked proxy's credentials stop
+// matching an active proxy in the service's records.
+func (s *Server) Revoke(context.Context, string) error { return nil }
