@@ -139,6 +139,9 @@ type Proxy struct {
 	ProxyIssued
 	State   string
 	Devices []string
+	// Revealed is set once the password was shown (revealed after issue,
+	// or answered by a rotation).
+	Revealed bool
 }
 
 // ProxyOperation is one operation as its events left it.
@@ -252,7 +255,11 @@ func (a *ProxyAccount) Apply(e Event) {
 		}
 	case ProxyCredentialsRotated:
 		if p, ok := a.Proxy(e.ProxyID); ok {
-			p.Username, p.SealedPassword = e.Username, e.SealedPassword
+			p.Username, p.SealedPassword, p.Revealed = e.Username, e.SealedPassword, true
+		}
+	case ProxyCredentialsRevealed:
+		if p, ok := a.Proxy(e.ProxyID); ok {
+			p.Revealed = true
 		}
 	}
 }

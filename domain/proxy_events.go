@@ -20,6 +20,7 @@ var proxyEvents = []EventDef{
 	Def[ProxyAssigned](1, nil),
 	Def[ProxyUnassigned](1, nil),
 	Def[ProxyCredentialsRotated](1, nil),
+	Def[ProxyCredentialsRevealed](1, nil),
 }
 
 // ProxyStream is the stream of an organisation's managed proxies.
@@ -191,3 +192,15 @@ type ProxyCredentialsRotated struct {
 
 // EventName implements Event.
 func (ProxyCredentialsRotated) EventName() string { return "proxy.credentials_rotated" }
+
+// ProxyCredentialsRevealed records that an issued proxy's password was
+// shown, its one showing: later reads never show it (a rotation shows the
+// new one, once, in its answer).
+type ProxyCredentialsRevealed struct {
+	ProxyID string    `json:"proxyId"`
+	By      Actor     `json:"by"`
+	At      time.Time `json:"at"`
+}
+
+// EventName implements Event.
+func (ProxyCredentialsRevealed) EventName() string { return "proxy.credentials_revealed" }

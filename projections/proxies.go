@@ -75,7 +75,8 @@ func (Proxies) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
 		sealed_password bytea NOT NULL,
 		state           text NOT NULL,
 		issued_at       timestamptz NOT NULL,
-		rotated_at      timestamptz
+		rotated_at      timestamptz,
+		revealed        boolean NOT NULL DEFAULT false
 	);
 	CREATE INDEX ON `+schema+`.proxies (org_id, issued_at DESC, proxy_id DESC);
 	CREATE TABLE `+schema+`.proxy_assignments (
@@ -169,8 +170,10 @@ func applyProxyEvent(ctx context.Context, tx pgx.Tx, s, org string, de domain.Ev
 	case domain.ProxyUnassigned:
 		_, err = tx.Exec(ctx, `DELETE FROM `+s+`.proxy_assignments WHERE device_id = $1 AND proxy_id = $2`, e.DeviceID, e.ProxyID)
 	case domain.ProxyCredentialsRotated:
-		_, err = tx.Exec(ctx, `UPDATE `+s+`.proxies SET username = $2, sealed_password = $3, rotated_at = $4 WHERE proxy_id = $1`,
-			e.ProxyID, e.Username, e.SealedPassword, e.At)
+		_, err = tx.Exec(ctx, `UPDATE `+s+`.proxies SET username = $2, sealed_password = $3, rotated_at = $4, revealed = true
+			WHERE proxy_id = $1`, e.ProxyID, e.Username, e.SealedPassword, e.At)
+	case domain.ProxyCredentialsRevealed:
+		_, err = tx.Exec(ctx, `UPDATE `+s+`.proxies SET revealed = true WHERE proxy_id = $1`, e.ProxyID)
 	}
 	return err
 }
@@ -239,16 +242,18 @@ type ProxyView struct {
 	Devices                            []string
 	IssuedAt                           time.Time
 	RotatedAt                          *time.Time
+	// Revealed reports whether the password was shown already.
+	Revealed bool
 }
 
 const proxyColumns = `p.proxy_id, p.org_id, p.order_id, p.product_id, p.kind, p.country, p.protocol, p.host, p.port, p.username,
 	p.state, coalesce((SELECT array_agg(a.device_id ORDER BY a.device_id) FROM proxy_assignments a WHERE a.proxy_id = p.proxy_id), '{}'),
-	p.issued_at, p.rotated_at`
+	p.issued_at, p.rotated_at, p.revealed`
 
 func scanProxy(row pgx.Row) (ProxyView, error) {
 	var v ProxyView
 	err := row.Scan(&v.ProxyID, &v.OrgID, &v.OrderID, &v.ProductID, &v.Kind, &v.Country, &v.Protocol, &v.Host, &v.Port, &v.Username,
-		&v.State, &v.Devices, &v.IssuedAt, &v.RotatedAt)
+		&v.State, &v.Devices, &v.IssuedAt, &v.RotatedAt, &v.Revealed)
 	return v, err
 }
 

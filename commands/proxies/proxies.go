@@ -121,6 +121,8 @@ type Handlers struct {
 	ReceiveProviderEvent cqrs.Handler[ReceiveProviderEvent, ProviderEventOutcome]
 	ListProxies          cqrs.Handler[ListProxies, []projections.ProxyView]
 	GetProxy             cqrs.Handler[GetProxy, projections.ProxyView]
+	// RevealProxyCredentials shows an issued proxy's password, once.
+	RevealProxyCredentials cqrs.Handler[RevealProxyCredentials, ProxyCredentials]
 	// RequestProxyOperation records an operation (POST
 	// /v1/proxy-operations); PerformProxyOperations is the worker's pass.
 	RequestProxyOperation  cqrs.Handler[RequestProxyOperation, RequestedOperation]
@@ -145,6 +147,7 @@ func (p *Proxies) Handlers(d cqrs.Decorator) Handlers {
 		ReceiveProviderEvent:   cqrs.Serve(d, ReceiveProviderEventHandler{p}),
 		ListProxies:            cqrs.Serve(d, ListProxiesHandler{p}),
 		GetProxy:               cqrs.Serve(d, GetProxyHandler{p}),
+		RevealProxyCredentials: cqrs.Serve(d, RevealProxyCredentialsHandler{p}),
 		RequestProxyOperation:  cqrs.Serve(d, RequestProxyOperationHandler{p}),
 		PerformProxyOperations: cqrs.Serve(d, PerformProxyOperationsHandler{p}),
 		ListProxyOperations:    cqrs.Serve(d, ListProxyOperationsHandler{p}),
