@@ -90,6 +90,7 @@ func (s *Server) placeProxyOrder(w http.ResponseWriter, r *http.Request) error {
 	if placed.Replayed {
 		w.Header().Set(headerIdempotentReplayed, "true")
 	}
+	w.Header().Set("Cache-Control", "no-store")
 	return kernel.WriteJSON(w, http.StatusOK, wire.NewProxyOrder(placed.Order))
 }
 
