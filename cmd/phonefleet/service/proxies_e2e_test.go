@@ -15,6 +15,7 @@ import (
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
 	"phonefleet/internal/forwardproxy"
+	"phonefleet/internal/identity/identitytest"
 	"phonefleet/internal/payments"
 	"phonefleet/testutil"
 )
@@ -396,4 +397,128 @@ func uiTexts(e domain.UIElement) string {
 		}
 	}
 	return s
+}
+
+// TestProxyPermissionsReverificationTenancyHosted runs proxy orders on a
+// hosted deployment that requires reverification: reading is for any
+// member, ordering for admins (a fresh identity check asked of a person,
+// never of a key holding orders:place); a member, a key without
+// orders:place and an OAuth app (told to use the console) are refused;
+// the provider's signed event over POST /webhooks/stripe issues the
+// proxy; cancelling stops renewal and the subscription's end revokes it;
+// another organisation sees none of it, answered as missing.
+func TestProxyPermissionsReverificationTenancyHosted(t *testing.T) {
+	idp := identitytest.New(t)
+	a, base := checkoutService(t, idp, map[string]string{"SERVICE_REQUIRE_REVERIFICATION": "true",
+		"SERVICE_STRIPE_WEBHOOK_SECRET": proxyStripeSecret})
+	c := checkoutCall{t: t, base: base, v: apitest.FromHandler(t, a.server.Handler())}
+	aud := "http://checkout.test/mcp"
+	admin := idp.Console(t, aud, "user_a", "org_a", "admin")
+	member := idp.Console(t, aud, "user_m", "org_a", "member")
+	idp.SetRole("user_a", "org_a", "admin")
+	idp.SetRole("user_m", "org_a", "member")
+	app := idp.App(t, aud, "user_a", "org_a", "third-party")
+	adminB := idp.Console(t, aud, "user_b", "org_b", "admin")
+	idp.SetRole("user_b", "org_b", "admin")
+	stepUp := func(authTime time.Time) string {
+		claims := idp.Claims(aud, "user_a", "org_a", time.Now())
+		claims["azp"], claims["auth_time"] = "console", authTime.Unix()
+		return idp.Sign(t, claims)
+	}
+	mint := func(scopes string) string {
+		t.Helper()
+		return c.do(admin, "POST", "/v1/api-keys", `{"name":"proxies","scopes":`+scopes+`}`).want(t, http.StatusCreated, "").body["token"].(string)
+	}
+	order := `{"productId":"de-fixed"}`
+
+	c.do(member, "GET", "/v1/proxy-products", "").want(t, http.StatusOK, "")
+	c.do(member, "POST", "/v1/proxy-orders", order).want(t, http.StatusForbidden, "permission_denied")
+	denied := c.do(app, "GET", "/v1/proxies", "").want(t, http.StatusForbidden, "permission_denied")
+	if e := denied.body["error"].(map[string]any); e["where"] != "the console's Proxies page" {
+		t.Errorf("an app's refusal %v; want it to name the console's Proxies page", e)
+	}
+	c.do(app, "POST", "/v1/proxy-orders", order).want(t, http.StatusForbidden, "permission_denied")
+	c.do(mint(`["devices:read"]`), "POST", "/v1/proxy-orders", order).want(t, http.StatusForbidden, "permission_denied")
+
+	// Reverification: refused without a fresh check, accepted with one; never asked of a key.
+	r := c.do(admin, "POST", "/v1/proxy-orders", order).want(t, http.StatusForbidden, "reverification_required")
+	if e := r.body["error"].(map[string]any); e["retryable"] != true || e["maxAgeMinutes"] != float64(10) {
+		t.Errorf("got %v; want retryable with maxAgeMinutes 10", e)
+	}
+	c.do(admin, "POST", "/v1/proxy-orders", order, "x-service-step-up", stepUp(time.Now().Add(-11*time.Minute))).
+		want(t, http.StatusForbidden, "reverification_required")
+	placed := c.do(admin, "POST", "/v1/proxy-orders", order, "x-service-step-up", stepUp(time.Now().Add(-time.Minute))).
+		want(t, http.StatusOK, "").body
+	byKey := c.do(mint(`["orders:place"]`), "POST", "/v1/proxy-orders", order).want(t, http.StatusOK, "").body
+	if byKey["createdBy"].(map[string]any)["kind"] == placed["createdBy"].(map[string]any)["kind"] {
+		t.Errorf("the key's order %v names the same kind of actor as the admin's %v", byKey["createdBy"], placed["createdBy"])
+	}
+
+	// The provider's signed event, over the hosted webhook route.
+	orderID, proxyID := placed["orderId"].(string), placed["proxyId"].(string)
+	ev := paidProxyEvent(t, "org_a", orderID, proxyID, "evt_hosted_paid_"+orderID)
+	req, _ := http.NewRequest("POST", base+"/webhooks/stripe", strings.NewReader(string(ev.Payload)))
+	req.Header.Set("Stripe-Signature", ev.Signature)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&got)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || got["outcome"] != "applied" {
+		t.Fatalf("webhook: %d %v; want applied", resp.StatusCode, got)
+	}
+	px := c.do(member, "GET", "/v1/proxies/"+proxyID, "").want(t, http.StatusOK, "").body
+	if px["country"] != "DE" || px["state"] != "active" {
+		t.Fatalf("proxy %v", px)
+	}
+	c.do(member, "POST", "/v1/proxies/"+proxyID+"/credentials", "").want(t, http.StatusForbidden, "permission_denied")
+	creds := c.do(admin, "POST", "/v1/proxies/"+proxyID+"/credentials", "").want(t, http.StatusOK, "").body
+
+	// Another organisation: every id answers as a missing one.
+	for _, path := range []string{"/v1/proxy-orders/" + orderID, "/v1/proxies/" + proxyID} {
+		theirs := c.do(adminB, "GET", path, "").want(t, http.StatusNotFound, "not_found")
+		id := path[strings.LastIndex(path, "/")+1:]
+		missing := c.do(adminB, "GET", strings.Replace(path, id, id+"x", 1), "").want(t, http.StatusNotFound, "not_found")
+		if fmt.Sprint(theirs.body) != strings.Replace(fmt.Sprint(missing.body), id+"x", id, 1) {
+			t.Errorf("%s: another organisation's answer %v differs from a missing one's %v", path, theirs.body, missing.body)
+		}
+	}
+	c.do(adminB, "POST", "/v1/proxies/"+proxyID+"/credentials", "").want(t, http.StatusNotFound, "not_found")
+	c.do(adminB, "POST", "/v1/proxy-orders/"+orderID+"/cancel", "").want(t, http.StatusNotFound, "not_found")
+	c.do(adminB, "POST", "/v1/proxy-operations", `{"proxyId":"`+proxyID+`","kind":"rotate"}`).want(t, http.StatusNotFound, "not_found")
+	for _, path := range []string{"/v1/proxy-orders", "/v1/proxies", "/v1/proxy-operations"} {
+		for k, v := range c.do(adminB, "GET", path, "").want(t, http.StatusOK, "").body {
+			if l, _ := v.([]any); len(l) != 0 {
+				t.Errorf("organisation B's %s lists %s %v", path, k, l)
+			}
+		}
+	}
+
+	// Cancel at the period's end; the subscription's end revokes the proxy.
+	c.do(admin, "POST", "/v1/proxy-orders/"+byKey["orderId"].(string)+"/cancel", "").want(t, http.StatusConflict, "wrong_state")
+	cancelled := c.do(admin, "POST", "/v1/proxy-orders/"+orderID+"/cancel", "").want(t, http.StatusOK, "").body
+	if cancelled["cancelAtPeriodEnd"] != true || cancelled["state"] != "paid" {
+		t.Fatalf("cancelled %v; want paid until the period ends", cancelled)
+	}
+	if got := proxyStatus(t, a.forwardProxy.Addr(), creds["username"].(string), creds["password"].(string), base+"/healthz"); got != http.StatusForbidden {
+		// Hosted: a private destination is refused, but only after the credentials passed.
+		t.Fatalf("live proxy to a private address: got %d; want 403", got)
+	}
+	obj, _ := json.Marshal(map[string]any{"id": "sub_" + orderID, "object": "subscription", "status": "canceled",
+		"metadata": map[string]any{payments.MetaOrgID: "org_a", payments.MetaOrderID: orderID, proxies.MetaKind: proxies.MetaKindProxy}})
+	end := signed(t, payments.Event{ID: "evt_hosted_end_" + orderID, Type: payments.EventSubscriptionDeleted, Created: time.Now(), Object: obj}, proxyStripeSecret)
+	if r, err := a.app.Proxies.ReceiveProviderEvent.Handle(testutil.Context(t), proxies.ReceiveProviderEvent{Payload: end.Payload, Signature: end.Signature}); err != nil || r.Outcome != proxies.OutcomeApplied {
+		t.Fatalf("subscription end: %+v, %v", r, err)
+	}
+	if o := c.do(admin, "GET", "/v1/proxy-orders/"+orderID, "").want(t, http.StatusOK, "").body; o["state"] != "ended" || o["endedReason"] != "subscription_ended" {
+		t.Fatalf("order after the subscription ended %v", o)
+	}
+	if p := c.do(admin, "GET", "/v1/proxies/"+proxyID, "").want(t, http.StatusOK, "").body; p["state"] != "revoked" {
+		t.Fatalf("proxy after the subscription ended %v", p)
+	}
+	if got := proxyStatus(t, a.forwardProxy.Addr(), creds["username"].(string), creds["password"].(string), base+"/healthz"); got != http.StatusProxyAuthRequired {
+		t.Fatalf("revoked proxy's credentials: got %d; want 407", got)
+	}
 }
