@@ -286,6 +286,9 @@ func TestProxyOrderedPaidAssignedRotatedUnassigned(t *testing.T) {
 	if px := c.do("", "GET", "/v1/proxies/"+proxyID, "").want(t, http.StatusOK, "").body; fmt.Sprint(px["devices"]) != "["+device+"]" {
 		t.Fatalf("proxy devices %v; want [%s]", px["devices"], device)
 	}
+	if d := c.do("", "GET", "/v1/devices/"+device, "").want(t, http.StatusOK, "").body; d["proxyId"] != proxyID {
+		t.Fatalf("device %v; want it behind %s", d, proxyID)
+	}
 
 	lease := str(t, ac.must("POST", "/v1/devices/"+device+"/lease", map[string]any{"ttlSeconds": 600}, http.StatusCreated, nil).body, "leaseId")
 	b := &simBrowser{t: t, c: ac, device: device, lease: lease}
@@ -341,6 +344,9 @@ func TestProxyOrderedPaidAssignedRotatedUnassigned(t *testing.T) {
 	if title := b.load(page.srv.URL + "/direct"); title != "Served /direct" || !page.hit("/direct") || len(a.forwardProxy.Seen()) != seen {
 		t.Fatalf("unassigned: the browser shows %q, the page was hit %v, the proxy saw %d more", title, page.hit("/direct"),
 			len(a.forwardProxy.Seen())-seen)
+	}
+	if d := c.do("", "GET", "/v1/devices/"+device, "").want(t, http.StatusOK, "").body; d["proxyId"] != nil {
+		t.Fatalf("device %v; want it direct", d)
 	}
 	if px := c.do("", "GET", "/v1/proxies/"+proxyID, "").want(t, http.StatusOK, "").body; fmt.Sprint(px["devices"]) != "[]" {
 		t.Fatalf("proxy devices after unassign %v", px["devices"])
