@@ -14,6 +14,7 @@ import (
 	"phonefleet/commands/proxies"
 	"phonefleet/domain"
 	"phonefleet/http/apitest"
+	"phonefleet/internal/adb"
 	"phonefleet/internal/forwardproxy"
 	"phonefleet/internal/identity/identitytest"
 	"phonefleet/internal/payments"
@@ -526,5 +527,76 @@ func TestProxyPermissionsReverificationTenancyHosted(t *testing.T) {
 	}
 	if got := proxyStatus(t, a.forwardProxy.Addr(), creds["username"].(string), creds["password"].(string), base+"/healthz"); got != http.StatusProxyAuthRequired {
 		t.Fatalf("revoked proxy's credentials: got %d; want 407", got)
+	}
+}
+
+// TestProxyAssignedToAnADBPhoneSetsItsGlobalProxy assigns a paid proxy to
+// a phone served over a real adb server (the adb sim): the operation sets
+// Android's global HTTP proxy, which `settings get global http_proxy`
+// answers through adb as the proxy's endpoint; unassigning clears it.
+func TestProxyAssignedToAnADBPhoneSetsItsGlobalProxy(t *testing.T) {
+	server := testutil.ADBServer(t)
+	env := localEnv(t, testutil.DatabaseURL(t), 0)
+	env["SERVICE_ADB_SIM_DEVICES"], env["SERVICE_ADB_ADDR"] = "1", server
+	env["SERVICE_STRIPE_SECRET_KEY"], env["SERVICE_STRIPE_API_BASE"] = "sk_test_proxiesadb", testutil.StripeMock(t)
+	env["SERVICE_STRIPE_WEBHOOK_SECRET"] = proxyStripeSecret
+	a, base := startApp(t, env)
+	c := checkoutCall{t: t, base: base, v: apitest.FromHandler(t, a.server.Handler())}
+	ctx := testutil.Context(t)
+	var device string
+	waitUntil(t, time.Minute, "the adb phone", func() (bool, error) {
+		list, _ := c.do("", "GET", "/v1/devices", "").body["devices"].([]any)
+		for _, d := range list {
+			if m := d.(map[string]any); m["backend"] == "adb" && m["status"] == "online" {
+				device = m["deviceId"].(string)
+			}
+		}
+		return device != "", nil
+	})
+	client := adb.New(server)
+	infos, err := client.Devices(ctx)
+	if err != nil || len(infos) != 1 {
+		t.Fatalf("adb devices: %v, %v", infos, err)
+	}
+	globalProxy := func() string {
+		t.Helper()
+		out, err := client.Shell(ctx, infos[0].Serial, "settings get global http_proxy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got := globalProxy(); got != "null" {
+		t.Fatalf("global proxy before: %q; want null", got)
+	}
+
+	o := c.do("", "POST", "/v1/proxy-orders", `{"productId":"us-rotating"}`).want(t, http.StatusOK, "").body
+	order, proxyID := o["orderId"].(string), o["proxyId"].(string)
+	if r, err := a.app.Proxies.ReceiveProviderEvent.Handle(ctx, paidProxyEvent(t, a.orgID, order, proxyID, "evt_adb_"+order)); err != nil || r.Outcome != proxies.OutcomeApplied {
+		t.Fatalf("payment: %+v, %v", r, err)
+	}
+	run := func(kind string) {
+		t.Helper()
+		id := c.do("", "POST", "/v1/proxy-operations", `{"proxyId":"`+proxyID+`","kind":"`+kind+`","deviceIds":["`+device+`"]}`).
+			want(t, http.StatusAccepted, "").body["operationId"].(string)
+		var v map[string]any
+		waitUntil(t, 30*time.Second, kind+" finished", func() (bool, error) {
+			v = c.do("", "GET", "/v1/proxy-operations/"+id, "").want(t, http.StatusOK, "").body
+			return v["state"] != "pending", nil
+		})
+		if v["state"] != "succeeded" {
+			t.Fatalf("%s: %v; want succeeded", kind, v)
+		}
+	}
+	run("assign")
+	if got := globalProxy(); got != a.forwardProxy.Addr() {
+		t.Fatalf("global proxy after assigning: %q; want %s", got, a.forwardProxy.Addr())
+	}
+	if d := c.do("", "GET", "/v1/devices/"+device, "").want(t, http.StatusOK, "").body; d["proxyId"] != proxyID {
+		t.Fatalf("device %v; want it behind %s", d, proxyID)
+	}
+	run("unassign")
+	if got := globalProxy(); got != "null" {
+		t.Fatalf("global proxy after unassigning: %q; want null (cleared)", got)
 	}
 }
