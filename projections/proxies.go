@@ -27,7 +27,7 @@ func (Proxies) Name() string { return ProxiesName }
 
 // Tables implements Projection.
 func (Proxies) Tables() []string {
-	return []string{"proxy_orders", "proxies", "proxy_assignments", "proxy_operations"}
+	return []string{"proxy_orders", "proxies", "proxy_assignments", "proxy_assignment_history", "proxy_operations"}
 }
 
 // EventTypes implements Selective.
@@ -86,6 +86,14 @@ func (Proxies) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
 		assigned_at timestamptz NOT NULL
 	);
 	CREATE INDEX ON `+schema+`.proxy_assignments (proxy_id, device_id);
+	CREATE TABLE `+schema+`.proxy_assignment_history (
+		device_id  text NOT NULL,
+		proxy_id   text NOT NULL,
+		org_id     text NOT NULL,
+		from_at    timestamptz NOT NULL,
+		to_at      timestamptz,
+		PRIMARY KEY (device_id, from_at)
+	);
 	CREATE TABLE `+schema+`.proxy_operations (
 		operation_id text PRIMARY KEY,
 		org_id       text NOT NULL,
@@ -167,8 +175,19 @@ func applyProxyEvent(ctx context.Context, tx pgx.Tx, s, org string, de domain.Ev
 		_, err = tx.Exec(ctx, `INSERT INTO `+s+`.proxy_assignments (device_id, proxy_id, org_id, assigned_at) VALUES ($1,$2,$3,$4)
 			ON CONFLICT (device_id) DO UPDATE SET proxy_id = excluded.proxy_id, assigned_at = excluded.assigned_at`,
 			e.DeviceID, e.ProxyID, org, e.At)
+		if err == nil {
+			_, err = tx.Exec(ctx, `UPDATE `+s+`.proxy_assignment_history SET to_at = $2 WHERE device_id = $1 AND to_at IS NULL`, e.DeviceID, e.At)
+		}
+		if err == nil {
+			_, err = tx.Exec(ctx, `INSERT INTO `+s+`.proxy_assignment_history (device_id, proxy_id, org_id, from_at) VALUES ($1,$2,$3,$4)
+				ON CONFLICT DO NOTHING`, e.DeviceID, e.ProxyID, org, e.At)
+		}
 	case domain.ProxyUnassigned:
 		_, err = tx.Exec(ctx, `DELETE FROM `+s+`.proxy_assignments WHERE device_id = $1 AND proxy_id = $2`, e.DeviceID, e.ProxyID)
+		if err == nil {
+			_, err = tx.Exec(ctx, `UPDATE `+s+`.proxy_assignment_history SET to_at = $3 WHERE device_id = $1 AND proxy_id = $2 AND to_at IS NULL`,
+				e.DeviceID, e.ProxyID, e.At)
+		}
 	case domain.ProxyCredentialsRotated:
 		_, err = tx.Exec(ctx, `UPDATE `+s+`.proxies SET username = $2, sealed_password = $3, rotated_at = $4, revealed = true
 			WHERE proxy_id = $1`, e.ProxyID, e.Username, e.SealedPassword, e.At)
@@ -286,6 +305,41 @@ func (q ProxyQueries) ProxyOfDevice(ctx context.Context, orgID, deviceID string)
 		return "", nil
 	}
 	return id, err
+}
+
+// DeviceAt is a device at a moment (a receipt's device and time).
+type DeviceAt struct {
+	DeviceID string
+	At       time.Time
+}
+
+// ProxiesAt names, for each device at its moment, the proxy it was behind
+// then ("" when it connected directly), in the order asked.
+func (q ProxyQueries) ProxiesAt(ctx context.Context, orgID string, at []DeviceAt) ([]string, error) {
+	out := make([]string, len(at))
+	if len(at) == 0 {
+		return out, nil
+	}
+	devices, times := make([]string, len(at)), make([]time.Time, len(at))
+	for i, d := range at {
+		devices[i], times[i] = d.DeviceID, d.At
+	}
+	rows, err := q.DB.Query(ctx, `SELECT x.i, h.proxy_id FROM unnest($2::text[], $3::timestamptz[]) WITH ORDINALITY AS x(device_id, at, i)
+		JOIN proxy_assignment_history h ON h.org_id = $1 AND h.device_id = x.device_id AND h.from_at <= x.at AND (h.to_at IS NULL OR h.to_at > x.at)`,
+		orgID, devices, times)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var i int64
+		var id string
+		if err := rows.Scan(&i, &id); err != nil {
+			return nil, err
+		}
+		out[i-1] = id
+	}
+	return out, rows.Err()
 }
 
 // ProxyCredentials are a live proxy's credentials, sealed, found by

@@ -108,6 +108,11 @@ func TestProxiesReadModel(t *testing.T) {
 	if op.State != domain.ProxyOpFailed || op.Code != "device_unavailable" || op.Reason != "dev_b is offline" || op.FinishedAt == nil {
 		t.Errorf("failed operation %+v", op)
 	}
+	at, err := q.ProxiesAt(ctx, "org_a", []projections.DeviceAt{{DeviceID: "dev_a", At: t0}, {DeviceID: "dev_a", At: t0.Add(6 * time.Minute)},
+		{DeviceID: "dev_a", At: t0.Add(20 * time.Minute)}, {DeviceID: "dev_b", At: t0.Add(20 * time.Minute)}})
+	if err != nil || strings.Join(at, ",") != ",prx_1,prx_2," {
+		t.Errorf("proxies at: %q, %v; want none, prx_1, prx_2, none", at, err)
+	}
 	pending, err := q.PendingProxyOperations(ctx, 10)
 	if err != nil || len(pending) != 1 || pending[0].OperationID != "pxop_4" {
 		t.Errorf("pending %+v, %v; want pxop_4", pending, err)
@@ -117,8 +122,8 @@ func TestProxiesReadModel(t *testing.T) {
 	}
 
 	rows := proxyRowsText(t, ctx, pool)
-	if n := strings.Count(rows, "\n"); n != 10 {
-		t.Fatalf("rows:\n%s\nwant 3 orders, 2 proxies, 1 assignment and 4 operations", rows)
+	if n := strings.Count(rows, "\n"); n != 12 {
+		t.Fatalf("rows:\n%s\nwant 3 orders, 2 proxies, 1 assignment, 2 periods behind a proxy and 4 operations", rows)
 	}
 	if err := r.Rebuild(ctx, projections.ProxiesName, nil); err != nil {
 		t.Fatal(err)
@@ -132,7 +137,7 @@ func proxyRowsText(t *testing.T, ctx context.Context, pool *pgxpool.Pool) string
 	t.Helper()
 	var b strings.Builder
 	for _, q := range []string{`SELECT o::text FROM proxy_orders o ORDER BY order_id`, `SELECT p::text FROM proxies p ORDER BY proxy_id`,
-		`SELECT a::text FROM proxy_assignments a ORDER BY device_id`, `SELECT o::text FROM proxy_operations o ORDER BY operation_id`} {
+		`SELECT a::text FROM proxy_assignments a ORDER BY device_id`, `SELECT h::text FROM proxy_assignment_history h ORDER BY device_id, from_at`, `SELECT o::text FROM proxy_operations o ORDER BY operation_id`} {
 		rows, err := pool.Query(ctx, q)
 		if err != nil {
 			t.Fatal(err)

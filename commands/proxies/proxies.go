@@ -133,6 +133,9 @@ type Handlers struct {
 	AuthenticateProxy cqrs.Handler[AuthenticateProxy, string]
 	// DeviceProxy names the proxy a device is behind (the device views).
 	DeviceProxy cqrs.Handler[DeviceProxy, string]
+	// ProxiesAt names the proxy each receipt's device was behind when it
+	// acted.
+	ProxiesAt cqrs.Handler[ProxiesAt, []string]
 }
 
 // Handlers returns the entry points, each behind d.
@@ -154,6 +157,7 @@ func (p *Proxies) Handlers(d cqrs.Decorator) Handlers {
 		GetProxyOperation:      cqrs.Serve(d, GetProxyOperationHandler{p}),
 		AuthenticateProxy:      cqrs.Serve(d, AuthenticateProxyHandler{p}),
 		DeviceProxy:            cqrs.Serve(d, DeviceProxyHandler{p}),
+		ProxiesAt:              cqrs.Serve(d, ProxiesAtHandler{p}),
 	}
 }
 

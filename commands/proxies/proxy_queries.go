@@ -94,3 +94,19 @@ func (h DeviceProxyHandler) Handle(ctx context.Context, q DeviceProxy) (string, 
 	}
 	return h.queries.ProxyOfDevice(ctx, q.Auth.OrgID, q.DeviceID)
 }
+
+// ProxiesAt names the proxy each receipt's device was behind when it
+// acted (the receipt views add it); "" for a device that connected
+// directly. The caller read the receipts already.
+type ProxiesAt struct {
+	Auth domain.Auth
+	At   []projections.DeviceAt
+}
+
+// ProxiesAtHandler handles ProxiesAt.
+type ProxiesAtHandler struct{ *Proxies }
+
+// Handle reads the assignment history of the caller's organisation.
+func (h ProxiesAtHandler) Handle(ctx context.Context, q ProxiesAt) ([]string, error) {
+	return h.queries.ProxiesAt(ctx, q.Auth.OrgID, q.At)
+}

@@ -315,6 +315,15 @@ func TestProxyOrderedPaidAssignedRotatedUnassigned(t *testing.T) {
 		t.Fatalf("the proxy did not forward the phone's request with %s's credentials: %+v", proxyID, a.forwardProxy.Seen())
 	}
 
+	// Its receipts say the phone was behind the proxy when it acted.
+	behind := c.do("", "GET", "/v1/receipts?deviceId="+device+"&limit=1", "").want(t, http.StatusOK, "").body["receipts"].([]any)[0].(map[string]any)
+	if behind["proxyId"] != proxyID {
+		t.Fatalf("the latest receipt %v; want it behind %s", behind, proxyID)
+	}
+	if one := c.do("", "GET", "/v1/receipts/"+behind["idempotencyKey"].(string), "").want(t, http.StatusOK, "").body; one["proxyId"] != proxyID {
+		t.Fatalf("the receipt %v; want it behind %s", one, proxyID)
+	}
+
 	// Rotate: new credentials shown once; the old ones refused; the phone on the new ones.
 	rot := c.do("", "POST", "/v1/proxy-operations", `{"proxyId":"`+proxyID+`","kind":"rotate"}`).want(t, http.StatusAccepted, "")
 	newCreds := rot.body["credentials"].(map[string]any)
@@ -349,6 +358,13 @@ func TestProxyOrderedPaidAssignedRotatedUnassigned(t *testing.T) {
 	if d := c.do("", "GET", "/v1/devices/"+device, "").want(t, http.StatusOK, "").body; d["proxyId"] != nil {
 		t.Fatalf("device %v; want it direct", d)
 	}
+	direct := c.do("", "GET", "/v1/receipts?deviceId="+device+"&limit=1", "").want(t, http.StatusOK, "").body["receipts"].([]any)[0].(map[string]any)
+	if direct["proxyId"] != nil {
+		t.Fatalf("the latest receipt %v; want it direct", direct)
+	}
+	if old := c.do("", "GET", "/v1/receipts/"+behind["idempotencyKey"].(string), "").want(t, http.StatusOK, "").body; old["proxyId"] != proxyID {
+		t.Fatalf("an earlier receipt %v; want it still naming %s", old, proxyID)
+	}
 	if px := c.do("", "GET", "/v1/proxies/"+proxyID, "").want(t, http.StatusOK, "").body; fmt.Sprint(px["devices"]) != "[]" {
 		t.Fatalf("proxy devices after unassign %v", px["devices"])
 	}
@@ -377,6 +393,7 @@ func proxyRows(t *testing.T, a *App) string {
 		`SELECT order_id, state, proxy_id, cancel_at_period_end, coalesce(subscription_id, ''), created_at, paid_at FROM proxy_orders ORDER BY order_id`,
 		`SELECT proxy_id, username, state, encode(sealed_password, 'hex'), revealed, issued_at, rotated_at FROM proxies ORDER BY proxy_id`,
 		`SELECT device_id, proxy_id, assigned_at FROM proxy_assignments ORDER BY device_id`,
+		`SELECT device_id, proxy_id, from_at, to_at FROM proxy_assignment_history ORDER BY device_id, from_at`,
 		`SELECT operation_id, kind, device_ids, state, coalesce(code, ''), requested_at, finished_at FROM proxy_operations ORDER BY operation_id`,
 	} {
 		rows, err := a.db.Pool.Query(testutil.Context(t), q)
