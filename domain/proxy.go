@@ -113,6 +113,9 @@ const (
 	ProxyOpAssign   = "assign"
 	ProxyOpUnassign = "unassign"
 	ProxyOpRotate   = "rotate"
+	// ProxyOpRenew withdraws a cancellation scheduled at the period's end
+	// (it costs money: admins only).
+	ProxyOpRenew = "renew"
 
 	ProxyOpPending   = "pending"
 	ProxyOpSucceeded = "succeeded"
@@ -226,6 +229,10 @@ func (a *ProxyAccount) Apply(e Event) {
 	case ProxyOrderCancelScheduled:
 		if o, ok := a.Order(e.OrderID); ok {
 			o.CancelAtPeriodEnd = true
+		}
+	case ProxyOrderRenewed:
+		if o, ok := a.Order(e.OrderID); ok {
+			o.CancelAtPeriodEnd = false
 		}
 	case ProxyOrderEnded:
 		if o, ok := a.Order(e.OrderID); ok {
@@ -361,12 +368,16 @@ func (a *ProxyAccount) RequestOperation(req ProxyOperationRequested) ([]Event, e
 				}
 			}
 		}
-	case ProxyOpRotate:
+	case ProxyOpRotate, ProxyOpRenew:
 		if len(req.DeviceIDs) > 0 {
-			return nil, Errorf(CodeInvalidArgument, "rotate names no devices").With("field", "deviceIds")
+			return nil, Errorf(CodeInvalidArgument, "%s names no devices", req.Kind).With("field", "deviceIds")
+		}
+		if o, ok := a.Order(p.OrderID); req.Kind == ProxyOpRenew && (!ok || !o.CancelAtPeriodEnd) {
+			return nil, Errorf(CodeWrongState, "proxy %s renews already; renew withdraws a cancellation at the period's end", p.ProxyID).
+				With("state", "renewing")
 		}
 	default:
-		return nil, Errorf(CodeInvalidArgument, "kind must be assign, unassign or rotate").With("field", "kind")
+		return nil, Errorf(CodeInvalidArgument, "kind must be assign, unassign, rotate or renew").With("field", "kind")
 	}
 	return []Event{req}, nil
 }

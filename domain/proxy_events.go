@@ -21,6 +21,7 @@ var proxyEvents = []EventDef{
 	Def[ProxyUnassigned](1, nil),
 	Def[ProxyCredentialsRotated](1, nil),
 	Def[ProxyCredentialsRevealed](1, nil),
+	Def[ProxyOrderRenewed](1, nil),
 }
 
 // ProxyStream is the stream of an organisation's managed proxies.
@@ -204,3 +205,14 @@ type ProxyCredentialsRevealed struct {
 
 // EventName implements Event.
 func (ProxyCredentialsRevealed) EventName() string { return "proxy.credentials_revealed" }
+
+// ProxyOrderRenewed records that a cancellation scheduled at the period's
+// end was withdrawn at the provider: the order renews again.
+type ProxyOrderRenewed struct {
+	OrderID     string    `json:"orderId"`
+	OperationID string    `json:"operationId"`
+	At          time.Time `json:"at"`
+}
+
+// EventName implements Event.
+func (ProxyOrderRenewed) EventName() string { return "proxy.order_renewed" }

@@ -58,8 +58,19 @@ func TestProxyAssignmentsMoveAndRevoke(t *testing.T) {
 	if _, err := a.RequestOperation(ProxyOperationRequested{ProxyID: "prx_1", Kind: ProxyOpUnassign, DeviceIDs: []string{"dev_a"}}); ErrorCode(err) != CodeWrongState {
 		t.Fatalf("unassigning a device not behind the proxy: %v; want wrong_state", err)
 	}
-	if _, err := a.RequestOperation(ProxyOperationRequested{ProxyID: "prx_1", Kind: "renew"}); ErrorCode(err) != CodeInvalidArgument {
+	if _, err := a.RequestOperation(ProxyOperationRequested{ProxyID: "prx_1", Kind: "reboot"}); ErrorCode(err) != CodeInvalidArgument {
 		t.Fatalf("unknown kind: %v; want invalid_argument", err)
+	}
+	if _, err := a.RequestOperation(ProxyOperationRequested{ProxyID: "prx_1", Kind: ProxyOpRenew}); ErrorCode(err) != CodeWrongState {
+		t.Fatalf("renewing an order not cancelled: %v; want wrong_state", err)
+	}
+	a.Apply(ProxyOrderCancelScheduled{OrderID: "pxo_1"})
+	if evs, err := a.RequestOperation(ProxyOperationRequested{ProxyID: "prx_1", Kind: ProxyOpRenew}); err != nil || len(evs) != 1 {
+		t.Fatalf("renewing a cancelled order: %v, %v", evs, err)
+	}
+	a.Apply(ProxyOrderRenewed{OrderID: "pxo_1"})
+	if o, _ := a.Order("pxo_1"); o.CancelAtPeriodEnd {
+		t.Fatal("a renewed order still ends at the period's end")
 	}
 	a.Apply(ProxyOrderEnded{OrderID: "pxo_2", Reason: "subscription_ended"})
 	if _, err := a.RequestOperation(ProxyOperationRequested{ProxyID: "prx_2", Kind: ProxyOpRotate}); ErrorCode(err) != CodeWrongState {

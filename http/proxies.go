@@ -168,7 +168,7 @@ func (s *Server) requestProxyOperation(w http.ResponseWriter, r *http.Request) e
 		return err
 	}
 	op, err := s.app.Proxies.RequestProxyOperation.Handle(r.Context(), proxies.RequestProxyOperation{Auth: authOf(r),
-		ProxyID: req.ProxyID, Kind: req.Kind, DeviceIDs: req.DeviceIDs, IdempotencyKey: key})
+		ProxyID: req.ProxyID, Kind: req.Kind, DeviceIDs: req.DeviceIDs, IdempotencyKey: key, StepUp: r.Header.Get(headerStepUp)})
 	if err != nil {
 		return err
 	}

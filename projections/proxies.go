@@ -154,6 +154,8 @@ func applyProxyEvent(ctx context.Context, tx pgx.Tx, s, org string, de domain.Ev
 			domain.ProxyActive, e.At)
 	case domain.ProxyOrderCancelScheduled:
 		_, err = tx.Exec(ctx, `UPDATE `+s+`.proxy_orders SET cancel_at_period_end = true WHERE order_id = $1`, e.OrderID)
+	case domain.ProxyOrderRenewed:
+		_, err = tx.Exec(ctx, `UPDATE `+s+`.proxy_orders SET cancel_at_period_end = false WHERE order_id = $1`, e.OrderID)
 	case domain.ProxyOrderEnded:
 		_, err = tx.Exec(ctx, `UPDATE `+s+`.proxy_orders SET state = $2, ended_reason = $3 WHERE order_id = $1`,
 			e.OrderID, domain.ProxyOrderEndedState, e.Reason)

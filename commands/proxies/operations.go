@@ -24,6 +24,9 @@ type RequestProxyOperation struct {
 	// IdempotencyKey is the Idempotency-Key header ("" when none): a
 	// repeat within 24 hours answers the first operation.
 	IdempotencyKey string
+	// StepUp is the x-service-step-up header (renew, where reverification
+	// is configured).
+	StepUp string
 }
 
 // ProxyCredentials are a proxy's credentials in clear: answered once,
@@ -57,7 +60,16 @@ func (h RequestProxyOperationHandler) Handle(ctx context.Context, cmd RequestPro
 	if err := a.DenyApp("proxy operations", "the console's Proxies page"); err != nil {
 		return RequestedOperation{}, err
 	}
-	if err := a.Require(domain.ScopeDevicesAct); err != nil {
+	if cmd.Kind == domain.ProxyOpRenew {
+		// Renewing costs money: who may pay, with a fresh identity check
+		// where configured.
+		if err := mayPay(a, "renew proxies"); err != nil {
+			return RequestedOperation{}, err
+		}
+		if err := h.reverified(ctx, a, cmd.StepUp); err != nil {
+			return RequestedOperation{}, err
+		}
+	} else if err := a.Require(domain.ScopeDevicesAct); err != nil {
 		return RequestedOperation{}, err
 	}
 	devices := slices.Clone(cmd.DeviceIDs)
@@ -269,6 +281,22 @@ func (h PerformProxyOperationsHandler) perform(ctx context.Context, orgID, opID 
 				failure = err
 				break
 			}
+		}
+	case op.Kind == domain.ProxyOpRenew:
+		o, _ := acct.Order(p.OrderID)
+		switch {
+		case o == nil || !o.CancelAtPeriodEnd:
+			// Nothing to withdraw any more (renewed meanwhile).
+		case h.cfg.Payments == nil:
+			failure = domain.Errorf(domain.CodeServiceUnavailable, "this deployment has no payment provider configured")
+		default:
+			if o.SubscriptionID != "" {
+				if err := h.cfg.Payments.ResumeSubscription(ctx, o.SubscriptionID, "phonefleet-proxy-renew-"+opID); err != nil {
+					failure = domain.Errorf(domain.CodeServiceUnavailable, "the payment provider did not take the renewal: %v", err)
+					break
+				}
+			}
+			evs = append(evs, domain.ProxyOrderRenewed{OrderID: o.OrderID, OperationID: opID, At: h.now()})
 		}
 	}
 	fin := domain.ProxyOperationFinished{OperationID: opID, State: domain.ProxyOpSucceeded}

@@ -526,6 +526,24 @@ func TestProxyPermissionsReverificationTenancyHosted(t *testing.T) {
 	if cancelled["cancelAtPeriodEnd"] != true || cancelled["state"] != "paid" {
 		t.Fatalf("cancelled %v; want paid until the period ends", cancelled)
 	}
+	// Renew withdraws the cancellation: it costs money, so a member is
+	// refused and a person needs a fresh identity check.
+	renew := `{"proxyId":"` + proxyID + `","kind":"renew"}`
+	c.do(member, "POST", "/v1/proxy-operations", renew).want(t, http.StatusForbidden, "permission_denied")
+	c.do(admin, "POST", "/v1/proxy-operations", renew).want(t, http.StatusForbidden, "reverification_required")
+	op := c.do(admin, "POST", "/v1/proxy-operations", renew, "x-service-step-up", stepUp(time.Now())).want(t, http.StatusAccepted, "").body
+	waitUntil(t, 20*time.Second, "the renewal", func() (bool, error) {
+		v := c.do(admin, "GET", "/v1/proxy-operations/"+op["operationId"].(string), "").want(t, http.StatusOK, "").body
+		if v["state"] == "failed" {
+			t.Fatalf("renewal failed: %v", v)
+		}
+		return v["state"] == "succeeded", nil
+	})
+	if o := c.do(admin, "GET", "/v1/proxy-orders/"+orderID, "").want(t, http.StatusOK, "").body; o["cancelAtPeriodEnd"] != false {
+		t.Fatalf("order after renewal %v; want it renewing again", o)
+	}
+	c.do(admin, "POST", "/v1/proxy-operations", renew, "x-service-step-up", stepUp(time.Now())).want(t, http.StatusConflict, "wrong_state")
+	c.do(admin, "POST", "/v1/proxy-orders/"+orderID+"/cancel", "").want(t, http.StatusOK, "")
 	if got := proxyStatus(t, a.forwardProxy.Addr(), creds["username"].(string), creds["password"].(string), base+"/healthz"); got != http.StatusForbidden {
 		// Hosted: a private destination is refused, but only after the credentials passed.
 		t.Fatalf("live proxy to a private address: got %d; want 403", got)
