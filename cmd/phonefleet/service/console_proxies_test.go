@@ -19,7 +19,8 @@ import (
 // once (in a dialog, gone after it closes; the button then goes away);
 // assigning it to the phone runs an operation that the page follows to
 // succeeded, the phone listed behind the proxy; rotating shows the new
-// credentials once, and the forward proxy refuses the old ones. The page
+// credentials once, and the forward proxy refuses the old ones; the
+// order is cancelled at its period's end and renewed again. The page
 // passes the accessibility basics; screenshots of the page (wide and at a
 // phone's width) and of the credentials dialog.
 func TestConsoleProxiesBuyAssignRotate(t *testing.T) {
@@ -132,5 +133,19 @@ func TestConsoleProxiesBuyAssignRotate(t *testing.T) {
 	}
 	if got := proxyStatus(t, endpoint, newUser, newPass, base+"/healthz"); got != 200 {
 		t.Fatalf("new credentials from the dialog: %d; want 200", got)
+	}
+
+	// Cancel at the period's end, then renew.
+	orderRow := `table.proxy-orders tr[data-order-id="` + order + `"]`
+	admDo(t, wait, "cancel the order",
+		chromedp.Click(chromedp.CSS(orderRow+` button[aria-label^="Cancel the order"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog.confirm-dialog`)),
+		chromedp.Click(chromedp.CSS(`dialog.confirm-dialog button[value=confirm]`)),
+		chromedp.WaitVisible(chromedp.CSS(orderRow+` button[aria-label^="Renew the order"]`)))
+	admDo(t, wait, "renew the order",
+		chromedp.Click(chromedp.CSS(orderRow+` button[aria-label^="Renew the order"]`)))
+	admPoll[bool](t, wait, "the order renewing again", `!!document.querySelector('`+orderRow+` button[aria-label^="Cancel the order"]')`)
+	if o := c.must("GET", "/v1/proxy-orders/"+order, nil, 200, nil).body; o["cancelAtPeriodEnd"] != false {
+		t.Fatalf("order after renewing %v", o)
 	}
 }

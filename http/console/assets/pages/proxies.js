@@ -84,7 +84,14 @@ function ordersTable(orders) {
             await api.post('/v1/proxy-orders/' + encodeURIComponent(o.orderId) + '/cancel');
             toast('The proxy stops at the end of its period.', 'ok');
             await reload();
-          }) } }, 'Cancel') : null)))))));
+          }) } }, 'Cancel') : null,
+        o.state === 'paid' && o.cancelAtPeriodEnd ? h('button', { type: 'button', 'aria-label': 'Renew the order ' + o.orderId,
+          on: { click: busy(async () => {
+            const op = await api.post('/v1/proxy-operations', { proxyId: o.proxyId, kind: 'renew' },
+              Object.assign({ 'Idempotency-Key': 'console-op-renew-' + o.orderId + '-' + Date.now() }, stepUpHeaders()));
+            toast('Renewing: ' + op.operationId + '.', 'ok');
+            await reload();
+          }) } }, 'Renew') : null)))))));
 }
 
 async function operation(body) {
