@@ -2,6 +2,10 @@ package proxies_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"testing"
 	"time"
 
@@ -10,6 +14,7 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/forwardproxy"
+	"phonefleet/internal/payments"
 	"phonefleet/projections"
 	"phonefleet/testutil"
 )
@@ -97,5 +102,74 @@ func TestOperationThatCannotConfigureItsDeviceFails(t *testing.T) {
 	}
 	if _, err := h.GetProxy.Handle(ctx, proxies.GetProxy{Auth: domain.LocalOperator("org_other"), ProxyID: "prx_t"}); domain.ErrorCode(err) != domain.CodeNotFound {
 		t.Fatalf("another organisation: %v; want not_found", err)
+	}
+}
+
+// gate is stripe-mock behind a door that holds checkout-session requests
+// until opened: a provider slow to open a payment page.
+type gate struct {
+	url     string
+	arrived chan struct{}
+	open    chan struct{}
+}
+
+func newGate(t *testing.T) *gate {
+	t.Helper()
+	target, err := url.Parse(testutil.StripeMock(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gate{arrived: make(chan struct{}, 8), open: make(chan struct{})}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/checkout/sessions" {
+			g.arrived <- struct{}{}
+			<-g.open
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	g.url = srv.URL
+	return g
+}
+
+// TestOrderKeyWhileTheFirstAttemptRuns: with the provider still opening
+// the first attempt's page, the same request under its Idempotency-Key is
+// idempotency_conflict, retryable; once the page is open the repeat is the
+// first answer, replayed.
+func TestOrderKeyWhileTheFirstAttemptRuns(t *testing.T) {
+	pool := testutil.FreshPool(t)
+	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
+	g := newGate(t)
+	fp, err := forwardproxy.Listen("127.0.0.1:0", forwardproxy.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, _ := domain.NewSecretBox(make([]byte, 32))
+	h := proxies.New(proxies.Config{Store: store, Supplier: fp, Devices: unreachable{}, Box: box, PublicURL: "http://proxies.test",
+		Payments: payments.New(payments.Config{SecretKey: "sk_test_gate", APIBase: g.url})}).Handlers(cqrs.Decorator{})
+	ctx := testutil.Context(t)
+	cmd := proxies.PlaceProxyOrder{Auth: domain.LocalOperator("org_k"), ProductID: "de-fixed", IdempotencyKey: "k-running"}
+	first := make(chan proxies.PlacedOrder, 1)
+	go func() {
+		o, err := h.PlaceProxyOrder.Handle(ctx, cmd)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- o
+	}()
+	<-g.arrived
+	_, err = h.PlaceProxyOrder.Handle(ctx, cmd)
+	if e := domain.AsError(err); e.Code != domain.CodeIdempotencyConflict || e.Retryable == nil || !*e.Retryable {
+		t.Fatalf("while the first runs: %v; want a retryable idempotency_conflict", err)
+	}
+	close(g.open)
+	o := <-first
+	if o.Order.State != domain.ProxyOrderAwaitingPayment || o.Replayed {
+		t.Fatalf("first: %+v", o)
+	}
+	again, err := h.PlaceProxyOrder.Handle(ctx, cmd)
+	if err != nil || !again.Replayed || again.Order.OrderID != o.Order.OrderID || again.Order.CheckoutURL != o.Order.CheckoutURL {
+		t.Fatalf("repeat: %+v, %v; want the first order replayed", again, err)
 	}
 }
