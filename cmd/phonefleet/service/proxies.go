@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"net"
+	"net/url"
 
 	"phonefleet/commands/proxies"
 	"phonefleet/domain"
@@ -40,7 +41,16 @@ func (a *App) wireProxies(context.Context) error {
 		}
 		addr = net.JoinHostPort(host, "0")
 	}
+	// Devices reach the proxy at the listener's host, or, where it listens
+	// on every address, at the deployment's public host.
+	advertise := ""
+	if host, _, err := net.SplitHostPort(addr); err == nil && (host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified()) {
+		if u, err := url.Parse(a.baseURL()); err == nil {
+			advertise = u.Hostname()
+		}
+	}
 	fp, err := forwardproxy.Listen(addr, forwardproxy.Config{
+		AdvertiseHost: advertise,
 		Auth: func(ctx context.Context, user, pass string) (string, bool, error) {
 			id, err := a.app.Proxies.AuthenticateProxy.Handle(ctx, proxies.AuthenticateProxy{Username: user, Password: pass})
 			return id, id != "", err
