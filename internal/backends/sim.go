@@ -40,6 +40,13 @@ type SimHost struct {
 
 	mu     sync.Mutex
 	phones map[string]*SimDevice
+
+	// DirectLoopback lets the phones' browsers load loopback pages
+	// directly, with no network proxy set (local mode: pages a developer
+	// or a test serves on this machine). Off, a browser without a proxy
+	// makes every page up and never reaches the service's own machine.
+	// Set before the host drives any phone.
+	DirectLoopback bool
 }
 
 // NewSimHost returns a host over pool that drives nothing until TryHost
@@ -159,6 +166,7 @@ func (h *SimHost) Device(ctx context.Context, d *domain.Device) (*SimDevice, err
 	if err != nil {
 		return nil, domain.Errorf(domain.CodeInternal, "sim device %s cannot be loaded", d.ID).Wrap(err)
 	}
+	p.AllowDirectLoopback(h.DirectLoopback)
 	s := newSimDevice(p)
 	h.phones[d.ID] = s
 	return s, nil

@@ -76,9 +76,19 @@ type fetchedPage struct {
 	Via    string `json:"via,omitempty"`
 }
 
+// AllowDirectLoopback lets the browser load loopback pages directly when
+// no network proxy is set (the host's policy, not part of the state:
+// local mode allows it).
+func (p *Phone) AllowDirectLoopback(allow bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.directLoopback = allow
+}
+
 // fetchesOverNetwork says whether the browser loads raw from the network
 // rather than making the page up: with a network proxy set, every http(s)
-// address; without, only loopback ones (pages a test serves on this
+// address (the proxy decides where it may go); without, only loopback
+// ones, and only where the host allows it (pages a test serves on this
 // machine). Everything else is made up from its address as before.
 func (p *Phone) fetchesOverNetwork(raw string) bool {
 	u, err := url.Parse(raw)
@@ -87,6 +97,9 @@ func (p *Phone) fetchesOverNetwork(raw string) bool {
 	}
 	if p.st.Settings.Proxy != nil {
 		return true
+	}
+	if !p.directLoopback {
+		return false
 	}
 	h := u.Hostname()
 	if h == "localhost" {

@@ -11,7 +11,8 @@ import (
 // TestNetworkProxySettingIsKeptAndUsed: the setting is refused without a
 // host or port, survives a save and restore, is shown by Settings and used
 // by the browser for loopback pages too (the proxy answers 407 here: the
-// page says so); without it, a loopback page is fetched directly.
+// page says so); without it, a loopback page is fetched directly where the
+// host allows it, and made up where it does not.
 func TestNetworkProxySettingIsKeptAndUsed(t *testing.T) {
 	p, err := New(DefaultModel, "net-1")
 	if err != nil {
@@ -38,6 +39,7 @@ func TestNetworkProxySettingIsKeptAndUsed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	q.AllowDirectLoopback(true)
 	if got := q.NetworkProxySetting(); got == nil || got.Addr() != host || got.Username != "u" {
 		t.Fatalf("restored setting %+v; want %s", got, host)
 	}
@@ -59,5 +61,14 @@ func TestNetworkProxySettingIsKeptAndUsed(t *testing.T) {
 	q.mu.Unlock()
 	if direct.title != "Direct" || len(direct.paras) != 1 || direct.paras[0] != "body text" || made.title != "Example — Home" {
 		t.Fatalf("direct: %+v; made up: %q", direct, made.title)
+	}
+	// A host that does not allow it: no proxy, no network, even for loopback.
+	q.AllowDirectLoopback(false)
+	q.mu.Lock()
+	q.navigate(page.URL + "/z")
+	invented := q.page(page.URL + "/z")
+	q.mu.Unlock()
+	if invented.title == "Direct" {
+		t.Fatal("without a proxy and without leave, the browser reached a loopback page")
 	}
 }
