@@ -155,18 +155,21 @@ func (f *Fleet) loadVisible(ctx context.Context, auth domain.Auth, deviceID stri
 
 // Handlers are the fleet's entry points of the application object.
 type Handlers struct {
-	AcquireLease    cqrs.Handler[AcquireLease, projections.LeaseView]
-	RenewLease      cqrs.Handler[RenewLease, projections.LeaseView]
-	ReleaseLease    cqrs.Handler[ReleaseLease, cqrs.Done]
-	ExpireLease     cqrs.Handler[ExpireLease, bool]
-	ResetDevice     cqrs.Handler[ResetDevice, bool]
-	PerformAction   cqrs.Handler[PerformAction, ActOutcome]
-	ObserveDevice   cqrs.Handler[ObserveDevice, Observation]
-	WaitFor         cqrs.Handler[WaitFor, WaitResult]
-	PowerDevice     cqrs.Handler[PowerDevice, projections.DeviceView]
-	RenameDevice    cqrs.Handler[RenameDevice, projections.DeviceView]
-	ReviewReceipt   cqrs.Handler[ReviewReceipt, domain.Receipt]
-	RegisterDevices cqrs.Handler[RegisterDevices, []string]
+	AcquireLease cqrs.Handler[AcquireLease, projections.LeaseView]
+	RenewLease   cqrs.Handler[RenewLease, projections.LeaseView]
+	ReleaseLease cqrs.Handler[ReleaseLease, cqrs.Done]
+	ExpireLease  cqrs.Handler[ExpireLease, bool]
+	ResetDevice  cqrs.Handler[ResetDevice, bool]
+	// SetDeviceNetworkProxy applies a device's network proxy setting
+	// (managed proxies; forwarded to the device's holder).
+	SetDeviceNetworkProxy cqrs.Handler[SetDeviceNetworkProxy, cqrs.Done]
+	PerformAction         cqrs.Handler[PerformAction, ActOutcome]
+	ObserveDevice         cqrs.Handler[ObserveDevice, Observation]
+	WaitFor               cqrs.Handler[WaitFor, WaitResult]
+	PowerDevice           cqrs.Handler[PowerDevice, projections.DeviceView]
+	RenameDevice          cqrs.Handler[RenameDevice, projections.DeviceView]
+	ReviewReceipt         cqrs.Handler[ReviewReceipt, domain.Receipt]
+	RegisterDevices       cqrs.Handler[RegisterDevices, []string]
 	// RecordDeviceConnection is sent by device discovery.
 	RecordDeviceConnection cqrs.Handler[RecordDeviceConnection, bool]
 	// RegisterGatewayDevices is sent by the gateway hub for the devices a
@@ -208,6 +211,7 @@ func (f *Fleet) Handlers(d cqrs.Decorator) Handlers {
 		ReleaseLease:           cqrs.Serve(d, f.ReleaseLease()),
 		ExpireLease:            cqrs.Serve(d, f.ExpireLease()),
 		ResetDevice:            cqrs.Serve(d, f.ResetDevice()),
+		SetDeviceNetworkProxy:  cqrs.Serve(d, f.SetDeviceNetworkProxy()),
 		PerformAction:          cqrs.Serve(d, f.PerformAction()),
 		ObserveDevice:          cqrs.Serve(d, f.ObserveDevice()),
 		WaitFor:                cqrs.Serve(d, f.WaitFor()),

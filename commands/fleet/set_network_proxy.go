@@ -3,50 +3,76 @@ package fleet
 import (
 	"context"
 
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 )
 
-// SetNetworkProxy puts a device behind a network proxy, or takes it off
-// (p nil), through the device's queue, so it never races an action; a sim
-// phone's changed state is saved with it. It is a system command: the
-// capability that sends it (managed proxies) checked the caller. Errors:
-// device_unavailable (not registered, or hosted by another process),
-// capability_unsupported (the backend has no network proxy setting), the
-// backend's errors, and the database's.
+// SetDeviceNetworkProxy puts a device behind a network proxy, or takes it
+// off (Proxy nil). It is a system command: the capability that sends it
+// (managed proxies, through SetNetworkProxy) checked the caller. A device
+// another process holds is reached there (OpSetNetworkProxy), so the
+// setting is applied on the holder's queue.
+type SetDeviceNetworkProxy struct {
+	DeviceID string
+	Proxy    *domain.NetworkProxy
+}
+
+// SetDeviceNetworkProxyHandler handles SetDeviceNetworkProxy.
+type SetDeviceNetworkProxyHandler struct{ f *Fleet }
+
+// SetDeviceNetworkProxy returns the handler of SetDeviceNetworkProxy.
+func (f *Fleet) SetDeviceNetworkProxy() SetDeviceNetworkProxyHandler {
+	return SetDeviceNetworkProxyHandler{f}
+}
+
+// SetNetworkProxy sets a device's network proxy as SetDeviceNetworkProxy
+// does (the managed proxies' port, proxies.Devices).
 func (f *Fleet) SetNetworkProxy(ctx context.Context, deviceID string, p *domain.NetworkProxy) error {
-	d, _, err := f.devices.Load(ctx, deviceID)
+	_, err := f.SetDeviceNetworkProxy().Handle(ctx, SetDeviceNetworkProxy{DeviceID: deviceID, Proxy: p})
+	return err
+}
+
+// Handle applies the setting through the device's queue, so it never races
+// an action; a sim phone's changed state is saved with it. Errors:
+// device_unavailable (not registered; offline), capability_unsupported
+// (the backend has no network proxy setting), the backend's errors, and
+// the database's.
+func (h SetDeviceNetworkProxyHandler) Handle(ctx context.Context, cmd SetDeviceNetworkProxy) (cqrs.Done, error) {
+	f := h.f
+	d, _, err := f.devices.Load(ctx, cmd.DeviceID)
 	if err != nil {
-		return err
+		return cqrs.Done{}, err
 	}
 	if !d.Registered() {
-		return domain.Errorf(domain.CodeDeviceUnavailable, "device %s is not registered", deviceID).With("reason", domain.ReasonNotFound)
+		return cqrs.Done{}, domain.Errorf(domain.CodeDeviceUnavailable, "device %s is not registered", cmd.DeviceID).
+			With("reason", domain.ReasonNotFound)
 	}
-	if _, remote, err := f.runtime.Route(ctx, &d); err != nil {
-		return err
+	if host, remote, err := f.runtime.Route(ctx, &d); err != nil {
+		return cqrs.Done{}, err
 	} else if remote {
-		return domain.Errorf(domain.CodeDeviceUnavailable, "device %s is hosted by another instance; its network proxy is set there", deviceID).
-			With("reason", domain.ReasonOffline).WithRetryable(true)
+		return forwardDeviceCall[SetDeviceNetworkProxy, cqrs.Done](ctx, f, host, OpSetNetworkProxy, d.ID, cmd)
 	}
 	backend, err := f.runtime.Resolve(ctx, &d)
 	if err != nil {
-		return err
+		return cqrs.Done{}, err
 	}
 	cfg, ok := backend.(domain.NetworkProxyConfigurer)
 	if !ok {
-		return domain.Errorf(domain.CodeCapabilityUnsupported, "this device has no network proxy setting").With("capability", "networkProxy")
+		return cqrs.Done{}, domain.Errorf(domain.CodeCapabilityUnsupported, "this device has no network proxy setting").
+			With("capability", "networkProxy")
 	}
 	slot, err := f.runtime.Reserve(d.ID)
 	if err != nil {
-		return err
+		return cqrs.Done{}, err
 	}
 	meta, err := eventstore.MetadataFrom(ctx)
 	if err != nil {
 		slot.Cancel()
-		return err
+		return cqrs.Done{}, err
 	}
 	done := submit(slot, func(ctx context.Context) jobResult {
-		if err := cfg.SetNetworkProxy(ctx, p); err != nil {
+		if err := cfg.SetNetworkProxy(ctx, cmd.Proxy); err != nil {
 			return jobResult{err: err}
 		}
 		state, err := savedState(backend)
@@ -64,5 +90,5 @@ func (f *Fleet) SetNetworkProxy(ctx context.Context, deviceID string, p *domain.
 	if err == nil {
 		err = res.err
 	}
-	return err
+	return cqrs.Done{}, err
 }

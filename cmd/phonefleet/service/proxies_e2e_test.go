@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"phonefleet/internal/forwardproxy"
 	"phonefleet/internal/identity/identitytest"
 	"phonefleet/internal/payments"
+	"phonefleet/internal/sim"
 	"phonefleet/testutil"
 )
 
@@ -633,5 +635,72 @@ func TestProxyAssignedToAnADBPhoneSetsItsGlobalProxy(t *testing.T) {
 	run("unassign")
 	if got := globalProxy(); got != "null" {
 		t.Fatalf("global proxy after unassigning: %q; want null (cleared)", got)
+	}
+}
+
+// TestProxySettingReachesThePhoneThroughAnotherInstance runs two
+// instances on one database and one NATS server: the instance that does
+// not hold the sim phone applies its network proxy setting (as its
+// proxy-operations worker would) and the call is carried to the holder,
+// whose phone then has the setting; taking it off clears it there.
+func TestProxySettingReachesThePhoneThroughAnotherInstance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping in -short mode")
+	}
+	var logs testutil.SyncBuffer
+	env := map[string]string{
+		"DATABASE_URL": testutil.DatabaseURL(t), "SERVICE_NATS_URL": testutil.NATS(t),
+		"SERVICE_ADDR": "127.0.0.1:0", "SERVICE_DATA_DIR": filepath.Join(t.TempDir(), "data"),
+		"SERVICE_MODE": "local", "SERVICE_SIM_DEVICES": "1",
+	}
+	first := startInstance(t, "first", env, &logs)
+	second := startInstance(t, "second", env, &logs)
+	h, n := first, second
+	if second.holdsSim() {
+		h, n = second, first
+	}
+	if !h.holdsSim() || n.holdsSim() {
+		t.Fatalf("want one instance holding the sim host")
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("the instances' logs:\n%s", logs.String())
+		}
+	}()
+	var deviceID string
+	waitUntil(t, time.Minute, "the sim phone listed online", func() (bool, error) {
+		list, _ := n.c.must("GET", "/v1/devices", nil, http.StatusOK, nil).body["devices"].([]any)
+		if len(list) != 1 {
+			return false, nil
+		}
+		d := list[0].(map[string]any)
+		deviceID = d["deviceId"].(string)
+		return d["status"] == "online", nil
+	})
+	phone := func() *sim.Phone {
+		t.Helper()
+		d, _, err := h.app.capabilities.Fleet.State(testutil.Context(t), deviceID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := h.app.devices.Sim.Device(testutil.Context(t), &d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Phone()
+	}
+	ctx := testutil.Context(t)
+	np := &domain.NetworkProxy{ProxyID: "prx_x", Host: "127.0.0.1", Port: 3128, Username: "u", Password: "p"}
+	if err := n.app.capabilities.Fleet.SetNetworkProxy(ctx, deviceID, np); err != nil {
+		t.Fatalf("through %s: %v", n.name, err)
+	}
+	if got := phone().NetworkProxySetting(); got == nil || got.Addr() != "127.0.0.1:3128" || got.Username != "u" {
+		t.Fatalf("the holder's phone has %+v; want the proxy", got)
+	}
+	if err := n.app.capabilities.Fleet.SetNetworkProxy(ctx, deviceID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := phone().NetworkProxySetting(); got != nil {
+		t.Fatalf("the holder's phone has %+v; want none", got)
 	}
 }
