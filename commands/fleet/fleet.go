@@ -155,23 +155,23 @@ func (f *Fleet) loadVisible(ctx context.Context, auth domain.Auth, deviceID stri
 
 // Handlers are the fleet's entry points of the application object.
 type Handlers struct {
-	AcquireLease cqrs.Handler[AcquireLease, projections.LeaseView]
-	RenewLease   cqrs.Handler[RenewLease, projections.LeaseView]
-	ReleaseLease cqrs.Handler[ReleaseLease, cqrs.Done]
-	ExpireLease  cqrs.Handler[ExpireLease, bool]
-	ResetDevice  cqrs.Handler[ResetDevice, bool]
+	AcquireLease    cqrs.Handler[AcquireLease, projections.LeaseView]
+	RenewLease      cqrs.Handler[RenewLease, projections.LeaseView]
+	ReleaseLease    cqrs.Handler[ReleaseLease, cqrs.Done]
+	ExpireLease     cqrs.Handler[ExpireLease, bool]
+	ResetDevice     cqrs.Handler[ResetDevice, bool]
+	PerformAction   cqrs.Handler[PerformAction, ActOutcome]
+	ObserveDevice   cqrs.Handler[ObserveDevice, Observation]
+	WaitFor         cqrs.Handler[WaitFor, WaitResult]
+	PowerDevice     cqrs.Handler[PowerDevice, projections.DeviceView]
+	RenameDevice    cqrs.Handler[RenameDevice, projections.DeviceView]
+	ReviewReceipt   cqrs.Handler[ReviewReceipt, domain.Receipt]
+	RegisterDevices cqrs.Handler[RegisterDevices, []string]
+	// RecordDeviceConnection is sent by device discovery.
+	RecordDeviceConnection cqrs.Handler[RecordDeviceConnection, bool]
 	// SetDeviceNetworkProxy applies a device's network proxy setting
 	// (managed proxies; forwarded to the device's holder).
 	SetDeviceNetworkProxy cqrs.Handler[SetDeviceNetworkProxy, cqrs.Done]
-	PerformAction         cqrs.Handler[PerformAction, ActOutcome]
-	ObserveDevice         cqrs.Handler[ObserveDevice, Observation]
-	WaitFor               cqrs.Handler[WaitFor, WaitResult]
-	PowerDevice           cqrs.Handler[PowerDevice, projections.DeviceView]
-	RenameDevice          cqrs.Handler[RenameDevice, projections.DeviceView]
-	ReviewReceipt         cqrs.Handler[ReviewReceipt, domain.Receipt]
-	RegisterDevices       cqrs.Handler[RegisterDevices, []string]
-	// RecordDeviceConnection is sent by device discovery.
-	RecordDeviceConnection cqrs.Handler[RecordDeviceConnection, bool]
 	// RegisterGatewayDevices is sent by the gateway hub for the devices a
 	// gateway reports.
 	RegisterGatewayDevices cqrs.Handler[RegisterGatewayDevices, map[string]string]

@@ -26,6 +26,7 @@ const (
 	OpResetDevice   = "reset_device"
 	OpAcquireLease  = "acquire_lease"
 	OpLiveFrame     = "live_frame"
+
 	// OpSetNetworkProxy applies a device's network proxy setting (managed
 	// proxies).
 	OpSetNetworkProxy = "set_network_proxy"
@@ -35,12 +36,13 @@ const (
 // bound it sooner: an action may wait behind a full queue and then take
 // its ActTimeout; the others are shorter.
 var forwardTimeouts = map[string]time.Duration{
-	OpPerformAction:   75 * time.Second,
-	OpObserveDevice:   30 * time.Second,
-	OpPowerDevice:     60 * time.Second,
-	OpResetDevice:     60 * time.Second,
-	OpAcquireLease:    10 * time.Second,
-	OpLiveFrame:       5 * time.Second,
+	OpPerformAction: 75 * time.Second,
+	OpObserveDevice: 30 * time.Second,
+	OpPowerDevice:   60 * time.Second,
+	OpResetDevice:   60 * time.Second,
+	OpAcquireLease:  10 * time.Second,
+	OpLiveFrame:     5 * time.Second,
+
 	OpSetNetworkProxy: 60 * time.Second,
 }
 
@@ -50,12 +52,13 @@ var forwardTimeouts = map[string]time.Duration{
 // as a local call would, on the holder's queue for the device.
 func ServedCalls(h Handlers) map[string]func(ctx context.Context, cmd json.RawMessage) (any, error) {
 	return map[string]func(context.Context, json.RawMessage) (any, error){
-		OpPerformAction:   served(h.PerformAction),
-		OpObserveDevice:   served(h.ObserveDevice),
-		OpPowerDevice:     served(poweredHandler{h.PowerDevice}),
-		OpResetDevice:     served(h.ResetDevice),
-		OpAcquireLease:    served(h.AcquireLease),
-		OpLiveFrame:       served(h.LiveFrame),
+		OpPerformAction: served(h.PerformAction),
+		OpObserveDevice: served(h.ObserveDevice),
+		OpPowerDevice:   served(poweredHandler{h.PowerDevice}),
+		OpResetDevice:   served(h.ResetDevice),
+		OpAcquireLease:  served(h.AcquireLease),
+		OpLiveFrame:     served(h.LiveFrame),
+
 		OpSetNetworkProxy: served(h.SetDeviceNetworkProxy),
 	}
 }
