@@ -11,6 +11,7 @@ import (
 	"phonefleet/commands/keys"
 	"phonefleet/commands/notifications"
 	"phonefleet/commands/provisioning"
+	"phonefleet/commands/proxies"
 	"phonefleet/commands/runs"
 	"phonefleet/commands/schedules"
 	"phonefleet/commands/webhooks"
@@ -36,6 +37,7 @@ type Application struct {
 	// Notifications: a person's notifications and preferences.
 	Notifications notifications.Handlers
 	Apps          apps.Handlers
+	Proxies       proxies.Handlers
 }
 
 // Capabilities are what the application object is built from. A
@@ -64,6 +66,9 @@ type Capabilities struct {
 	// Apps is the app store (catalog, installations) and the app library
 	// (device capabilities, inventory, refreshes).
 	Apps *apps.Apps
+	// Proxies is managed proxies: products, quotes, orders, the proxies
+	// paid orders issue and the operations on them.
+	Proxies *proxies.Proxies
 	// Logger receives one debug line per command and query (name, time
 	// taken, error code); nil discards.
 	Logger *slog.Logger
@@ -103,6 +108,9 @@ func NewApplication(c Capabilities) Application {
 	}
 	if c.Apps != nil {
 		app.Apps = c.Apps.Handlers(d)
+	}
+	if c.Proxies != nil {
+		app.Proxies = c.Proxies.Handlers(d)
 	}
 	return app
 }

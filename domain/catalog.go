@@ -60,6 +60,9 @@ type Catalog struct {
 	Skus    []CatalogSku   `json:"skus"`
 	// Pool is the shared pay-as-you-go pool; nil means none.
 	Pool *CatalogPool `json:"pool,omitempty"`
+	// Proxies are the managed proxy products (proxy.go); none means the
+	// deployment sells no proxy.
+	Proxies []ProxyProduct `json:"proxies,omitempty"`
 }
 
 // CatalogChoice names a sku and billing pair.
@@ -156,6 +159,9 @@ func ParseCatalog(b []byte) (*Catalog, error) {
 func (c *Catalog) check() error {
 	if len(c.Currency) != 3 {
 		return fmt.Errorf("currency must be a three-letter code")
+	}
+	if err := checkProxyProducts(c.Proxies); err != nil {
+		return err
 	}
 	seen := map[string]bool{}
 	for _, s := range c.Skus {

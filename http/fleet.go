@@ -8,6 +8,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"phonefleet/commands/fleet"
+	"phonefleet/commands/proxies"
 	"phonefleet/domain"
 	"phonefleet/http/kernel"
 	"phonefleet/http/wire"
@@ -71,7 +72,13 @@ func (s *Server) getDevice(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return kernel.WriteJSON(w, http.StatusOK, wire.NewDevice(d))
+	out := wire.NewDevice(d)
+	if s.app.Proxies.DeviceProxy.Served() {
+		if out.ProxyID, err = s.app.Proxies.DeviceProxy.Handle(r.Context(), proxies.DeviceProxy{Auth: a, DeviceID: d.DeviceID}); err != nil {
+			return err
+		}
+	}
+	return kernel.WriteJSON(w, http.StatusOK, out)
 }
 
 // renameRequest is the body of PATCH /v1/devices/{deviceId}.

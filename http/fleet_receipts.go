@@ -6,6 +6,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"phonefleet/commands/fleet"
+	"phonefleet/commands/proxies"
 	"phonefleet/domain"
 	"phonefleet/http/kernel"
 	"phonefleet/projections"
@@ -13,9 +14,9 @@ import (
 
 // receiptPage is the receipt page of spec 2.5.
 type receiptPage struct {
-	Receipts      []domain.Receipt `json:"receipts"`
-	NextBefore    string           `json:"nextBefore,omitempty"`
-	NextBeforeKey string           `json:"nextBeforeKey,omitempty"`
+	Receipts      []receipt `json:"receipts"`
+	NextBefore    string    `json:"nextBefore,omitempty"`
+	NextBeforeKey string    `json:"nextBeforeKey,omitempty"`
 }
 
 func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) error {
@@ -39,7 +40,11 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := receiptPage{Receipts: page.Receipts}
+	rs, err := s.withProxies(r, a, page.Receipts...)
+	if err != nil {
+		return err
+	}
+	out := receiptPage{Receipts: rs}
 	if !page.NextBefore.IsZero() {
 		out.NextBefore, out.NextBeforeKey = cursorTime(page.NextBefore), page.NextBeforeKey
 	}
@@ -52,7 +57,11 @@ func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return kernel.WriteJSON(w, http.StatusOK, rc)
+	rs, err := s.withProxies(r, a, rc)
+	if err != nil {
+		return err
+	}
+	return kernel.WriteJSON(w, http.StatusOK, rs[0])
 }
 
 // reviewRequest is the optional body of POST /v1/receipts/{key}/reviewed.
@@ -72,4 +81,32 @@ func (s *Server) reviewReceipt(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return kernel.WriteJSON(w, http.StatusOK, rc)
+}
+
+// receipt is a receipt as REST answers it: with, when the device was
+// behind a managed proxy when the action was asked for, that proxy's id.
+type receipt struct {
+	domain.Receipt
+	ProxyID string `json:"proxyId,omitempty"`
+}
+
+// withProxies adds to each receipt the proxy its device was behind then
+// (where the deployment serves managed proxies).
+func (s *Server) withProxies(r *http.Request, a domain.Auth, rcs ...domain.Receipt) ([]receipt, error) {
+	out := make([]receipt, len(rcs))
+	at := make([]projections.DeviceAt, len(rcs))
+	for i, rc := range rcs {
+		out[i].Receipt, at[i] = rc, projections.DeviceAt{DeviceID: rc.DeviceID, At: rc.Timestamp}
+	}
+	if !s.app.Proxies.ProxiesAt.Served() {
+		return out, nil
+	}
+	ids, err := s.app.Proxies.ProxiesAt.Handle(r.Context(), proxies.ProxiesAt{Auth: a, At: at})
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].ProxyID = ids[i]
+	}
+	return out, nil
 }

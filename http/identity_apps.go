@@ -74,6 +74,8 @@ var appDenials = []struct{ prefix, what, where string }{
 	{"/v1/gateways", "gateways", "the console (an organisation admin)"},
 	{"/v1/app-store", "managing apps", "the console's Apps page"},
 	{"/v1/app-library", "managing apps", "the console's Apps page"},
+	{"/v1/proxies", "managed proxies", "the console's Proxies page"},
+	{"/v1/proxy-", "managed proxies", "the console's Proxies page"},
 	{"/v1/devices/{}/live-session", "live video sessions", "the console"},
 	{"/v1/devices/{}/stream", "live video sessions", "the console"},
 	{"/v1/devices/{}", "renaming or stopping a device", "the console's device page"},

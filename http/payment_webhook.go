@@ -7,6 +7,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"phonefleet/commands/provisioning"
+	"phonefleet/commands/proxies"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/kernel"
@@ -36,6 +37,15 @@ func (s *Server) receivePaymentWebhook(w http.ResponseWriter, r *http.Request) e
 		return domain.Errorf(domain.CodeInvalidEvent, "the request body could not be read")
 	}
 	ctx := eventstore.WithActor(r.Context(), "system", "payment-webhook")
+	if proxies.IsProxyEvent(body) {
+		// An event about a proxy order (its metadata says so; the
+		// capability verifies the signature before acting on it).
+		rc, err := s.app.Proxies.ReceiveProviderEvent.Handle(ctx, proxies.ReceiveProviderEvent{Payload: body, Signature: r.Header.Get("Stripe-Signature")})
+		if err != nil {
+			return err
+		}
+		return kernel.WriteJSON(w, http.StatusOK, wire.ProviderEventReceived{Received: true, EventID: rc.EventID, Type: rc.Type, Outcome: rc.Outcome})
+	}
 	rc, err := s.app.Provisioning.ReceiveProviderEvent.Handle(ctx,
 		provisioning.ReceiveProviderEvent{Payload: body, Signature: r.Header.Get("Stripe-Signature")})
 	if err != nil {

@@ -169,6 +169,9 @@ type Handlers struct {
 	RegisterDevices cqrs.Handler[RegisterDevices, []string]
 	// RecordDeviceConnection is sent by device discovery.
 	RecordDeviceConnection cqrs.Handler[RecordDeviceConnection, bool]
+	// SetDeviceNetworkProxy applies a device's network proxy setting
+	// (managed proxies; forwarded to the device's holder).
+	SetDeviceNetworkProxy cqrs.Handler[SetDeviceNetworkProxy, cqrs.Done]
 	// RegisterGatewayDevices is sent by the gateway hub for the devices a
 	// gateway reports.
 	RegisterGatewayDevices cqrs.Handler[RegisterGatewayDevices, map[string]string]
@@ -210,6 +213,7 @@ func (f *Fleet) Handlers(d cqrs.Decorator) Handlers {
 		ReleaseLease:           cqrs.Serve(d, f.ReleaseLease()),
 		ExpireLease:            cqrs.Serve(d, f.ExpireLease()),
 		ResetDevice:            cqrs.Serve(d, f.ResetDevice()),
+		SetDeviceNetworkProxy:  cqrs.Serve(d, f.SetDeviceNetworkProxy()),
 		PerformAction:          cqrs.Serve(d, f.PerformAction()),
 		ReadSoftware:           cqrs.Serve(d, f.ReadSoftware()),
 		ObserveDevice:          cqrs.Serve(d, f.ObserveDevice()),

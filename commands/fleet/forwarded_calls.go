@@ -27,19 +27,23 @@ const (
 	OpAcquireLease  = "acquire_lease"
 	OpLiveFrame     = "live_frame"
 	OpReadSoftware  = "read_software"
+	// OpSetNetworkProxy applies a device's network proxy setting (managed
+	// proxies).
+	OpSetNetworkProxy = "set_network_proxy"
 )
 
 // forwardTimeouts bounds each call when the caller's context does not
 // bound it sooner: an action may wait behind a full queue and then take
 // its ActTimeout; the others are shorter.
 var forwardTimeouts = map[string]time.Duration{
-	OpPerformAction: 75 * time.Second,
-	OpObserveDevice: 30 * time.Second,
-	OpPowerDevice:   60 * time.Second,
-	OpResetDevice:   60 * time.Second,
-	OpAcquireLease:  10 * time.Second,
-	OpLiveFrame:     5 * time.Second,
-	OpReadSoftware:  30 * time.Second,
+	OpPerformAction:   75 * time.Second,
+	OpObserveDevice:   30 * time.Second,
+	OpPowerDevice:     60 * time.Second,
+	OpResetDevice:     60 * time.Second,
+	OpAcquireLease:    10 * time.Second,
+	OpLiveFrame:       5 * time.Second,
+	OpReadSoftware:    30 * time.Second,
+	OpSetNetworkProxy: 60 * time.Second,
 }
 
 // ServedCalls are the device calls this process runs for the instances
@@ -48,13 +52,14 @@ var forwardTimeouts = map[string]time.Duration{
 // as a local call would, on the holder's queue for the device.
 func ServedCalls(h Handlers) map[string]func(ctx context.Context, cmd json.RawMessage) (any, error) {
 	return map[string]func(context.Context, json.RawMessage) (any, error){
-		OpPerformAction: served(h.PerformAction),
-		OpObserveDevice: served(h.ObserveDevice),
-		OpPowerDevice:   served(poweredHandler{h.PowerDevice}),
-		OpResetDevice:   served(h.ResetDevice),
-		OpAcquireLease:  served(h.AcquireLease),
-		OpLiveFrame:     served(h.LiveFrame),
-		OpReadSoftware:  served(h.ReadSoftware),
+		OpPerformAction:   served(h.PerformAction),
+		OpObserveDevice:   served(h.ObserveDevice),
+		OpPowerDevice:     served(poweredHandler{h.PowerDevice}),
+		OpResetDevice:     served(h.ResetDevice),
+		OpAcquireLease:    served(h.AcquireLease),
+		OpLiveFrame:       served(h.LiveFrame),
+		OpReadSoftware:    served(h.ReadSoftware),
+		OpSetNetworkProxy: served(h.SetDeviceNetworkProxy),
 	}
 }
 

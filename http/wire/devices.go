@@ -22,6 +22,9 @@ type Device struct {
 	Lease        *DeviceLease `json:"lease,omitempty"`
 	RegisteredAt time.Time    `json:"registeredAt"`
 	UpdatedAt    time.Time    `json:"updatedAt"`
+	// ProxyID is the managed proxy the device is behind (GET
+	// /v1/devices/{deviceId} only).
+	ProxyID string `json:"proxyId,omitempty"`
 }
 
 // DeviceLease is who holds a device and until when. The lease id is not

@@ -47,6 +47,7 @@ func init() {
 		"screencap": cmdScreencap, "uiautomator": cmdUIAutomator,
 		"input": cmdInput, "am": cmdAm, "monkey": cmdMonkey,
 		"pm": cmdPm, "cmd": cmdCmd, "dumpsys": cmdDumpsys,
+		"settings": cmdSettings,
 	}
 }
 
@@ -361,6 +362,36 @@ func cmdWm(e *cmdEnv, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// cmdSettings is Android's settings command for the one setting the sim
+// phone keeps: global http_proxy (host:port; ":0" clears it), which is
+// the phone's network proxy setting (no credentials: Android's global
+// proxy carries none). get prints null when none is set.
+func cmdSettings(e *cmdEnv, args []string) int {
+	switch {
+	case len(args) == 3 && args[0] == "get" && args[1] == "global" && args[2] == "http_proxy":
+		if n := e.d.phone.NetworkProxySetting(); n != nil {
+			e.out("%s\n", n.Addr())
+		} else {
+			e.out("null\n")
+		}
+		return 0
+	case len(args) == 4 && args[0] == "put" && args[1] == "global" && args[2] == "http_proxy":
+		if args[3] == ":0" {
+			_ = e.d.phone.SetNetworkProxy(nil)
+			return 0
+		}
+		host, port, ok := strings.Cut(args[3], ":")
+		n, err := strconv.Atoi(port)
+		if !ok || err != nil || e.d.phone.SetNetworkProxy(&sim.NetworkProxy{Host: host, Port: n}) != nil {
+			e.err("settings: invalid http_proxy %q\n", args[3])
+			return 1
+		}
+		return 0
+	}
+	e.err("usage: settings get|put global http_proxy [host:port]\n")
+	return 1
 }
 
 // cmdScreencap writes the screen: a PNG with -p (byte-identical to

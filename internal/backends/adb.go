@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"image/png"
+	"net"
 	"regexp"
 	"slices"
 	"strconv"
@@ -516,6 +517,22 @@ func (a *ADBDevice) Reset(ctx context.Context) error {
 	}
 	a.setScreenOn(true)
 	return nil
+}
+
+// SetNetworkProxy implements domain.NetworkProxyConfigurer with Android's
+// global HTTP proxy setting (`settings put global http_proxy host:port`;
+// `:0` clears it). Android's setting carries no credentials: the phone
+// reaches the proxy by its address alone (docs/decisions.md, "Managed
+// proxies").
+func (a *ADBDevice) SetNetworkProxy(ctx context.Context, p *domain.NetworkProxy) error {
+	value := ":0"
+	if p != nil {
+		if p.Host == "" || p.Port <= 0 || p.Port > 65535 || strings.ContainsAny(p.Host, " ;'\"&|$`") {
+			return domain.Errorf(domain.CodeInvalidArgument, "a network proxy needs a host and a port 1-65535")
+		}
+		value = net.JoinHostPort(p.Host, strconv.Itoa(p.Port))
+	}
+	return a.shell(ctx, "settings put global http_proxy "+value)
 }
 
 // run runs one command line in the kept shell (or, with PerCommand, a

@@ -41,6 +41,13 @@ type SimHost struct {
 
 	mu     sync.Mutex
 	phones map[string]*SimDevice
+
+	// DirectLoopback lets the phones' browsers load loopback pages
+	// directly, with no network proxy set (local mode: pages a developer
+	// or a test serves on this machine). Off, a browser without a proxy
+	// makes every page up and never reaches the service's own machine.
+	// Set before the host drives any phone.
+	DirectLoopback bool
 }
 
 // NewSimHost returns a host over pool that drives nothing until TryHost
@@ -160,6 +167,7 @@ func (h *SimHost) Device(ctx context.Context, d *domain.Device) (*SimDevice, err
 	if err != nil {
 		return nil, domain.Errorf(domain.CodeInternal, "sim device %s cannot be loaded", d.ID).Wrap(err)
 	}
+	p.AllowDirectLoopback(h.DirectLoopback)
 	s := newSimDevice(p)
 	h.phones[d.ID] = s
 	return s, nil
@@ -349,6 +357,16 @@ func (s *SimDevice) Stop(context.Context) error {
 // model and serial.
 func (s *SimDevice) Reset(context.Context) error {
 	return mapSimError(s.phone.Reset())
+}
+
+// SetNetworkProxy implements domain.NetworkProxyConfigurer: the phone's
+// network settings (Settings › Network & internet › Proxy), which its
+// browser loads pages through.
+func (s *SimDevice) SetNetworkProxy(_ context.Context, p *domain.NetworkProxy) error {
+	if p == nil {
+		return mapSimError(s.phone.SetNetworkProxy(nil))
+	}
+	return mapSimError(s.phone.SetNetworkProxy(&sim.NetworkProxy{Host: p.Host, Port: p.Port, Username: p.Username, Password: p.Password}))
 }
 
 // SaveState implements domain.StatefulBackend.

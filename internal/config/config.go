@@ -112,6 +112,9 @@ type Config struct {
 	// RequireReverification makes checkout and managed-proxy financial actions
 	// need a recent identity check (SERVICE_REQUIRE_REVERIFICATION).
 	RequireReverification bool
+	// ProxyAddr is where the managed proxies' forward proxy listens
+	// (SERVICE_PROXY_ADDR); empty: the host of Addr, a free port.
+	ProxyAddr string
 	// RefuseOutOfStock refuses, with 409 out_of_stock, a purchase that cannot
 	// be fulfilled immediately instead of accepting it as awaiting provisioning
 	// (SERVICE_REFUSE_OUT_OF_STOCK).
@@ -182,6 +185,7 @@ func (c *Config) settings() []Setting {
 		{"SERVICE_CATALOG_FILE", "catalog-file", "", "price list (JSON); unset: the embedded default", &c.CatalogFile},
 		{"SERVICE_APP_CATALOG_FILE", "app-catalog-file", "", "app store catalog (JSON: apps, versions, APK location and SHA-256); unset: the embedded default", &c.AppCatalogFile},
 		{"SERVICE_REQUIRE_REVERIFICATION", "require-reverification", "false", "checkout and managed-proxy financial actions need an identity check within the last 10 minutes (header x-service-step-up)", &c.raw.requireReverification},
+		{"SERVICE_PROXY_ADDR", "proxy-addr", "", "host:port the managed proxies' forward proxy listens on; unset: the host of SERVICE_ADDR, a free port", &c.ProxyAddr},
 		{"SERVICE_REFUSE_OUT_OF_STOCK", "refuse-out-of-stock", "false", "refuse with 409 out_of_stock a purchase that cannot be fulfilled now, instead of accepting it as awaiting provisioning", &c.raw.refuseOutOfStock},
 		{"SERVICE_SMTP_URL", "smtp-url", "", "SMTP server notifications are e-mailed through: smtp://[user:password@]host[:port]?from=sender@example.com (or smtp+starttls://, smtps://); unset: notifications reach the console only", &c.SMTPURL},
 		{"SERVICE_PAYG_DEVICE_LIMIT", "payg-device-limit", "2", "devices a pay-as-you-go organisation may hold at once", &c.raw.paygDeviceLimit},

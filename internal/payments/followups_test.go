@@ -72,6 +72,24 @@ func TestCancelSubscription(t *testing.T) {
 	}
 }
 
+// TestResumeSubscription withdraws a cancellation at the period's end:
+// cancel_at_period_end=false, with the idempotency key.
+func TestResumeSubscription(t *testing.T) {
+	base, sent := recordingMock(t)
+	p := New(Config{SecretKey: "sk_test_phonefleet", APIBase: base})
+	if err := p.ResumeSubscription(context.Background(), "sub_back", "key-back"); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	got := sent()
+	if len(got) != 1 || got[0].method != http.MethodPost || got[0].path != "/v1/subscriptions/sub_back" || got[0].key != "key-back" ||
+		got[0].form.Get("cancel_at_period_end") != "false" {
+		t.Fatalf("resume sent %+v; want POST cancel_at_period_end=false with key-back", got)
+	}
+	if err := p.ResumeSubscription(context.Background(), "", "k"); err == nil {
+		t.Fatal("a resume without a subscription id was sent")
+	}
+}
+
 func TestRefund(t *testing.T) {
 	base, sent := recordingMock(t)
 	p := New(Config{SecretKey: "sk_test_phonefleet", APIBase: base})

@@ -76,6 +76,11 @@ type Provider interface {
 	// Stripe's Idempotency-Key, so a repeat of the same follow-up performs
 	// it once. Errors: ErrUnavailable, *RefusedError.
 	CancelSubscription(ctx context.Context, subscriptionID string, atPeriodEnd bool, idempotencyKey string) error
+	// ResumeSubscription withdraws a cancellation scheduled at the period's
+	// end (cancel_at_period_end=false): the subscription renews again.
+	// idempotencyKey is sent as Stripe's Idempotency-Key. Errors:
+	// ErrUnavailable, *RefusedError.
+	ResumeSubscription(ctx context.Context, subscriptionID, idempotencyKey string) error
 	// Refund refunds amount (the smallest currency unit; 0 is the whole
 	// payment) of a payment intent and returns the refund's id.
 	// idempotencyKey is sent as Stripe's Idempotency-Key. Errors:

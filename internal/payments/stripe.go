@@ -526,6 +526,25 @@ func (s *Stripe) CancelSubscription(ctx context.Context, subscriptionID string, 
 	return nil
 }
 
+// ResumeSubscription clears cancel_at_period_end.
+func (s *Stripe) ResumeSubscription(ctx context.Context, subscriptionID, idempotencyKey string) error {
+	if err := s.configured(); err != nil {
+		return err
+	}
+	if subscriptionID == "" {
+		return errors.New("payments: resume subscription: no subscription id")
+	}
+	p := &stripe.SubscriptionParams{CancelAtPeriodEnd: stripe.Bool(false)}
+	p.Context = ctx
+	if idempotencyKey != "" {
+		p.SetIdempotencyKey(idempotencyKey)
+	}
+	if _, err := s.api.Subscriptions.Update(subscriptionID, p); err != nil {
+		return classify(ctx, "resume subscription", err)
+	}
+	return nil
+}
+
 // Refund refunds amount of a payment intent (0: all of it).
 func (s *Stripe) Refund(ctx context.Context, paymentIntentID string, amount int64, idempotencyKey string) (string, error) {
 	if err := s.configured(); err != nil {

@@ -181,6 +181,9 @@ func (p *Phone) navigate(to string) {
 	b := &p.st.Browser
 	b.History = append(b.History, histEntry{URL: b.URL, Scroll: b.Scroll})
 	b.URL, b.Scroll = to, 0
+	if p.fetchesOverNetwork(to) {
+		b.Fetched = p.fetch(to)
+	}
 }
 
 func (p *Phone) loadDraft() string {
@@ -191,7 +194,7 @@ func (p *Phone) loadDraft() string {
 	}
 	p.navigate(to)
 	p.st.Focus, b.Draft, b.SelectAll = "", "", false
-	return fmt.Sprintf("loaded %s (%s)", to, pageFor(to).title)
+	return fmt.Sprintf("loaded %s (%s)", to, p.page(to).title)
 }
 
 func (p *Phone) browserBack() (string, bool) {
@@ -206,7 +209,7 @@ func (p *Phone) browserBack() (string, bool) {
 	last := b.History[len(b.History)-1]
 	b.History = b.History[:len(b.History)-1]
 	b.URL, b.Scroll = last.URL, last.Scroll
-	return "went back to " + pageFor(b.URL).title, true
+	return "went back to " + p.page(b.URL).title, true
 }
 
 func (p *Phone) browserView(c image.Rectangle) (*node, color.RGBA) {
@@ -266,7 +269,7 @@ func (p *Phone) browserView(c image.Rectangle) (*node, color.RGBA) {
 	bar.add(ub)
 	v.add(bar)
 
-	pg := pageFor(b.URL)
+	pg := p.page(b.URL)
 	page := newNode(classWebView, PkgBrowser, PkgBrowser+":id/page", image.Rect(0, barB, W, c.Max.Y))
 	page.el.Text = pg.title
 	pad := p.d(56)
@@ -316,7 +319,7 @@ func (p *Phone) browserView(c image.Rectangle) (*node, color.RGBA) {
 		n.onTap = func() (string, error) {
 			p.navigate(to)
 			p.st.Focus, b.Draft, b.SelectAll = "", "", false
-			return fmt.Sprintf("followed a link to %s (%s)", to, pageFor(to).title), nil
+			return fmt.Sprintf("followed a link to %s (%s)", to, p.page(to).title), nil
 		}
 		page.add(n)
 		y += p.d(104)

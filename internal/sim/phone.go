@@ -38,6 +38,10 @@ type Phone struct {
 	// "after" frame of one action is the "before" frame of the next.
 	pngHash string
 	pngData []byte
+
+	// directLoopback lets the browser load loopback pages with no proxy
+	// set (AllowDirectLoopback; not part of the state).
+	directLoopback bool
 }
 
 // Effect reports what an accepted input did.

@@ -192,7 +192,7 @@ func (p *Phone) rows(page string) []settingsRow {
 	case "network":
 		rows = []settingsRow{p.toggleRow(toggleWifi, "Wi-Fi"), p.toggleRow(toggleMobileData, "Mobile data"),
 			p.toggleRow(toggleHotspot, "Hotspot & tethering"), p.toggleRow(toggleAirplane, "Airplane mode"),
-			info("ip", "IP address", p.ipAddress())}
+			info("ip", "IP address", p.ipAddress()), info("proxy", "Proxy", p.proxySummary())}
 	case "connected":
 		rows = []settingsRow{p.toggleRow(toggleBluetooth, "Bluetooth"), p.toggleRow(toggleNFC, "NFC"),
 			info("paired", "Previously connected devices", "None")}

@@ -72,6 +72,8 @@ type settingsState struct {
 	Toggles       map[string]bool `json:"toggles"`
 	Stack         []pageState     `json:"stack"`
 	AirplaneSaved []string        `json:"airplaneSaved,omitempty"`
+	// Proxy is the network proxy setting (network.go); nil: direct.
+	Proxy *NetworkProxy `json:"proxy,omitempty"`
 }
 
 type noteItem struct {
@@ -98,6 +100,8 @@ type browserState struct {
 	History   []histEntry `json:"history"`
 	Draft     string      `json:"draft"`
 	SelectAll bool        `json:"selectAll,omitempty"`
+	// Fetched is the page last loaded over the network (network.go).
+	Fetched *fetchedPage `json:"fetched,omitempty"`
 }
 
 type calcState struct {

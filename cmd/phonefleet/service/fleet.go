@@ -21,6 +21,9 @@ func fleetProjections() []projections.Projection { return projections.Fleet() }
 func (a *App) wireFleet(context.Context) error {
 	a.devices = devices.Assemble(devices.AssembleConfig{Pool: a.db.Pool, ADBAddr: a.cfg.ADBAddr, Gateways: a.newGatewayHub(),
 		Transport: a.transport(), Logger: a.logger})
+	// A local deployment's sim browsers load pages served on this machine
+	// directly; a hosted one's never reach it.
+	a.devices.Sim.DirectLoopback = a.cfg.Mode == "local"
 	a.capabilities.Fleet = fleet.New(fleet.Config{Store: a.store, ReadModels: a.runner, Runtime: a.devices.Runtime,
 		NewSimState: backends.NewSimState})
 	return nil

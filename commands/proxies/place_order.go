@@ -1,0 +1,204 @@
+package proxies
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/url"
+	"strings"
+
+	"phonefleet/domain"
+	"phonefleet/internal/payments"
+)
+
+// PlaceProxyOrder orders one proxy of a product (POST /v1/proxy-orders):
+// it opens a hosted payment page; the proxy is issued only once the
+// provider's signed event says the order was paid.
+type PlaceProxyOrder struct {
+	Auth      domain.Auth
+	ProductID string
+	// QuoteID, when sent, must be the product's current quote
+	// (quote_changed otherwise), as checkout's is.
+	QuoteID *string
+	// IdempotencyKey is the Idempotency-Key header ("" when none).
+	IdempotencyKey string
+	// StepUp is the x-service-step-up header.
+	StepUp string
+}
+
+// PlacedOrder is an order started (or, Replayed, the first answer to its
+// Idempotency-Key).
+type PlacedOrder struct {
+	Order    domain.ProxyOrder
+	Replayed bool
+}
+
+// PlaceProxyOrderHandler handles PlaceProxyOrder.
+type PlaceProxyOrderHandler struct{ *Proxies }
+
+// Metadata the payment page carries so the provider's events about it find
+// their way back here (and not to provisioning's checkout).
+const (
+	MetaKind       = "kind"
+	MetaKindProxy  = "proxy_order"
+	MetaProxyID    = "proxy_id"
+	ProxiesConsole = "/#/proxies"
+)
+
+// Handle checks, in order: the Idempotency-Key's shape (400); the caller
+// (403: a member, an app, a key without orders:place); reverification
+// where configured (403 reverification_required); the key's earlier order
+// (replayed; 409 idempotency_conflict, retryable while it runs); the
+// provider (503 checkout_unavailable); the product (400) and the quote
+// (409 quote_changed). Nothing is recorded before the order starts, so
+// every refusal leaves the key free.
+func (h PlaceProxyOrderHandler) Handle(ctx context.Context, cmd PlaceProxyOrder) (PlacedOrder, error) {
+	if cmd.IdempotencyKey != "" {
+		if err := domain.CheckCheckoutKey(cmd.IdempotencyKey); err != nil {
+			return PlacedOrder{}, err
+		}
+	}
+	a := cmd.Auth
+	if err := mayPay(a, "buy proxies"); err != nil {
+		return PlacedOrder{}, err
+	}
+	if err := h.reverified(ctx, a, cmd.StepUp); err != nil {
+		return PlacedOrder{}, err
+	}
+	now := h.now()
+	key, digest := domain.DigestKey(cmd.IdempotencyKey), orderDigest(cmd)
+	acct, _, err := h.accounts.Load(ctx, a.OrgID)
+	if err != nil {
+		return PlacedOrder{}, storeDown(err)
+	}
+	if o, use, err := acct.UseOrderKey(key, digest, now); err != nil {
+		return PlacedOrder{}, err
+	} else if use == domain.ProxyKeyReplay {
+		return PlacedOrder{Order: *o, Replayed: true}, nil
+	} else if use == domain.ProxyKeyRetake {
+		return h.proceed(ctx, a.OrgID, o.OrderID)
+	}
+	if h.cfg.Payments == nil {
+		return PlacedOrder{}, domain.Errorf(domain.CodeCheckoutUnavailable, "this deployment has no payment provider configured").WithRetryable(false)
+	}
+	q, err := h.quote(cmd.ProductID)
+	if err != nil {
+		return PlacedOrder{}, err
+	}
+	if cmd.QuoteID != nil && *cmd.QuoteID != q.QuoteID {
+		return PlacedOrder{}, domain.Errorf(domain.CodeQuoteChanged,
+			"the price has changed since that quote; ask POST /v1/proxy-quotes again and send its quoteId").
+			WithRetryable(false).With("quoteId", q.QuoteID)
+	}
+	orderID := domain.NewID(domain.PrefixProxyOrder)
+	started := domain.ProxyOrderStarted{OrgID: a.OrgID, OrderID: orderID, ProxyID: domain.NewID(domain.PrefixProxy), Product: q.Product,
+		Currency: q.Currency, QuoteID: q.QuoteID, IdempotencyKey: key, RequestDigest: digest, By: domain.ActorOf(a), At: now}
+	var earlier *domain.ProxyOrder
+	var use domain.ProxyKeyUse
+	if _, _, err := h.accounts.Update(ctx, a.OrgID, func(acct *domain.ProxyAccount) ([]domain.Event, error) {
+		o, u, err := acct.UseOrderKey(key, digest, now)
+		if err != nil || u != domain.ProxyKeyUnused {
+			earlier, use = o, u
+			return nil, err
+		}
+		return []domain.Event{started}, nil
+	}); err != nil {
+		return PlacedOrder{}, storeDown(err)
+	}
+	switch use {
+	case domain.ProxyKeyReplay:
+		return PlacedOrder{Order: *earlier, Replayed: true}, nil
+	case domain.ProxyKeyRetake:
+		return h.proceed(ctx, a.OrgID, earlier.OrderID)
+	}
+	return h.proceed(ctx, a.OrgID, orderID)
+}
+
+// orderDigest identifies what an order asks for, so a key reused for
+// another order is told apart.
+func orderDigest(cmd PlaceProxyOrder) string {
+	q := "\x00"
+	if cmd.QuoteID != nil {
+		q = *cmd.QuoteID
+	}
+	s := sha256.Sum256([]byte("proxy-order\x00" + cmd.ProductID + "\x00" + q))
+	return hex.EncodeToString(s[:])
+}
+
+// proceed opens the payment page of a running order this request holds;
+// it runs to the end even if the caller goes away.
+func (h PlaceProxyOrderHandler) proceed(ctx context.Context, orgID, orderID string) (PlacedOrder, error) {
+	ctx = context.WithoutCancel(ctx)
+	acct, _, err := h.accounts.Load(ctx, orgID)
+	if err != nil {
+		return PlacedOrder{}, storeDown(err)
+	}
+	o, ok := acct.Order(orderID)
+	if !ok {
+		return PlacedOrder{}, domain.Errorf(domain.CodeInternal, "proxy order %s vanished", orderID)
+	}
+	if o.State != domain.ProxyOrderRunning {
+		return PlacedOrder{Order: *o}, nil
+	}
+	provider := h.cfg.Payments
+	if provider == nil {
+		return PlacedOrder{}, h.fail(ctx, orgID, orderID, domain.Errorf(domain.CodeCheckoutUnavailable,
+			"this deployment has no payment provider configured").WithRetryable(false))
+	}
+	customer, err := provider.EnsureCustomer(ctx, orgID, "")
+	if err != nil {
+		return PlacedOrder{}, h.fail(ctx, orgID, orderID, providerRefusal(err))
+	}
+	expires := o.At.Add(domain.CheckoutPageLifetime)
+	back := strings.TrimRight(h.cfg.PublicURL, "/") + ProxiesConsole + "?order=" + url.QueryEscape(orderID)
+	s, err := provider.CreateCheckoutSession(ctx, payments.CheckoutRequest{
+		OrgID: orgID, OrderID: orderID, CustomerID: customer, Mode: payments.ModeSubscription, Currency: o.Currency,
+		UnitAmount: o.Product.MonthlyPrice, Quantity: 1, Interval: domain.ProxyBillingPeriod,
+		ProductName: "Managed proxy: " + o.Product.Name, SuccessURL: back + "&checkout=complete", CancelURL: back + "&checkout=cancelled",
+		ExpiresAt: expires, IdempotencyKey: "phonefleet-proxy-order-" + orderID,
+		Metadata: map[string]string{MetaKind: MetaKindProxy, MetaProxyID: o.ProxyID},
+	})
+	if err == nil && (s.ID == "" || s.URL == "") {
+		err = errors.New("payments: the provider answered a checkout session without an id or url")
+	}
+	if err != nil {
+		return PlacedOrder{}, h.fail(ctx, orgID, orderID, providerRefusal(err))
+	}
+	if !s.ExpiresAt.IsZero() {
+		expires = s.ExpiresAt.UTC()
+	}
+	after, err := h.decide(ctx, orgID, func(acct *domain.ProxyAccount) ([]domain.Event, error) {
+		if o, ok := acct.Order(orderID); !ok || o.State != domain.ProxyOrderRunning {
+			return nil, nil
+		}
+		return []domain.Event{domain.ProxyOrderOpened{OrderID: orderID, SessionID: s.ID, CheckoutURL: s.URL, CustomerID: customer,
+			ExpiresAt: expires, At: h.now()}}, nil
+	})
+	if err != nil {
+		return PlacedOrder{}, storeDown(err)
+	}
+	opened, _ := after.Order(orderID)
+	return PlacedOrder{Order: *opened}, nil
+}
+
+// fail records that an order made no payable page (its key is free again)
+// and returns refusal.
+func (h PlaceProxyOrderHandler) fail(ctx context.Context, orgID, orderID string, refusal *domain.Error) error {
+	if _, err := h.decide(ctx, orgID, func(acct *domain.ProxyAccount) ([]domain.Event, error) {
+		return []domain.Event{domain.ProxyOrderFailed{OrderID: orderID, Code: string(refusal.Code), Message: refusal.Message, At: h.now()}}, nil
+	}); err != nil {
+		return errors.Join(refusal, err)
+	}
+	return refusal
+}
+
+// providerRefusal is the answer to a provider error, as checkout's.
+func providerRefusal(err error) *domain.Error {
+	if errors.Is(err, payments.ErrUnavailable) {
+		return domain.Errorf(domain.CodeCheckoutUnavailable, "the payment provider did not answer; nothing was charged, try again").
+			WithRetryable(true).Wrap(err)
+	}
+	return domain.Errorf(domain.CodeCheckoutUnavailable, "the payment provider refused to open a checkout; nothing was charged").
+		WithRetryable(false).Wrap(err)
+}
