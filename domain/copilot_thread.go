@@ -64,7 +64,7 @@ func (t *CopilotThread) VisibleTo(a Auth) bool {
 // ErrCopilotThreadNotFound is the one answer for a thread that is not the
 // caller's to see, whoever's it is.
 func ErrCopilotThreadNotFound(id string) *Error {
-	return NotFound("no copilot thread " + id).With("threadId", id)
+	return NotFound("no copilot thread "+id).With("threadId", id)
 }
 
 // CheckCopilotMessage checks a person's message.

@@ -31,7 +31,9 @@ type Copilot struct{}
 func (Copilot) Name() string { return CopilotName }
 
 // Tables implements Projection.
-func (Copilot) Tables() []string { return []string{"copilot_threads", "copilot_items", "copilot_tokens"} }
+func (Copilot) Tables() []string {
+	return []string{"copilot_threads", "copilot_items", "copilot_tokens"}
+}
 
 // EventTypes implements Selective.
 func (Copilot) EventTypes() []string { return []string{"copilot.%"} }
