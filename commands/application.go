@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"phonefleet/commands/console"
+	"phonefleet/commands/copilot"
 	"phonefleet/commands/cqrs"
 	"phonefleet/commands/fleet"
 	"phonefleet/commands/gateways"
@@ -31,6 +32,7 @@ type Application struct {
 	Provisioning provisioning.Handlers
 	Gateways     gateways.Handlers
 	Console      console.Handlers
+	Copilot      copilot.Handlers
 }
 
 // Capabilities are what the application object is built from. A
@@ -53,6 +55,9 @@ type Capabilities struct {
 	// Console is CLI sign-in (it mints keys through the application's key
 	// commands), the console's telemetry and the operator views.
 	Console *console.Console
+	// Copilot is the person's chat-driven device control; it acts through
+	// the application's fleet entry points.
+	Copilot *copilot.Copilot
 	// Logger receives one debug line per command and query (name, time
 	// taken, error code); nil discards.
 	Logger *slog.Logger
@@ -86,6 +91,11 @@ func NewApplication(c Capabilities) Application {
 	}
 	if c.Console != nil {
 		app.Console = c.Console.Handlers(d, console.KeyMinter{Mint: app.Keys.MintAPIKey, Revoke: app.Keys.RevokeAPIKey})
+	}
+	if c.Copilot != nil {
+		f := app.Fleet
+		app.Copilot = c.Copilot.Handlers(d, copilot.Devices{GetDevice: f.GetDevice, ListLeases: f.ListLeases,
+			AcquireLease: f.AcquireLease, ReleaseLease: f.ReleaseLease, Observe: f.ObserveDevice, Act: f.PerformAction})
 	}
 	return app
 }

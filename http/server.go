@@ -186,6 +186,7 @@ func New(deps Deps) *Server {
 	s.registerConsoleEventRoutes(s.v1)
 	s.registerOperatorRoutes(s.v1)
 	s.registerGatewayRoutes(s.v1)
+	s.registerCopilotRoutes(s.v1)
 	s.registerMCPRoutes(s.router)
 	if deps.VRX != nil {
 		s.router.PathPrefix("/vrx/").Handler(deps.VRX)

@@ -40,7 +40,7 @@ var Version = "0.1.0-dev"
 // each capability's read models (identity.go, fleet.go, webhooks.go).
 func Projections() []projections.Projection {
 	return slices.Concat([]projections.Projection{projections.Audit{}},
-		identityProjections(), fleetProjections(), webhookProjections(), runProjections(), scheduleProjections(), provisioningProjections(), consoleProjections(), gatewayProjections(), gatewayHubProjections())
+		identityProjections(), fleetProjections(), webhookProjections(), runProjections(), scheduleProjections(), provisioningProjections(), consoleProjections(), gatewayProjections(), gatewayHubProjections(), copilotProjections())
 }
 
 // DB is an open database: the pool, and the embedded cluster behind it
@@ -193,12 +193,12 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 		// and the parts below them (identity, the way to the other
 		// instances, the device runtime).
 		a.wireIdentity, a.dialCluster, a.wireFleet, a.startADBSims, a.wireWebhooks, a.wireRuns, a.wireSchedules, a.wireProvisioning,
-		a.wireConsole, a.wireGateways,
+		a.wireConsole, a.wireGateways, a.wireCopilot,
 		// The application object, composed once.
 		a.wireApplication,
 		// Everything that receives it: the device runtime's takeovers, the
 		// workers and the surfaces.
-		a.serveFleet, a.serveWebhooks, a.serveRuns, a.serveSchedules, a.serveProvisioning, a.wireMCP, a.wireVRX, a.serveCluster,
+		a.serveFleet, a.serveWebhooks, a.serveRuns, a.serveSchedules, a.serveProvisioning, a.serveCopilot, a.wireMCP, a.wireVRX, a.serveCluster,
 	} {
 		if err == nil {
 			err = wire(ctx)
