@@ -108,6 +108,14 @@ func (c *Copilot) Run(ctx context.Context) {
 	c.wg.Wait()
 }
 
+// Running reports whether this process is running a turn of the thread.
+func (c *Copilot) Running(threadID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.running[threadID]
+	return ok
+}
+
 // Handlers are the copilot's entry points of the application object.
 type Handlers struct {
 	PostMessage  cqrs.Handler[PostMessage, PostedMessage]

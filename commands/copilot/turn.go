@@ -60,8 +60,13 @@ func (r *turn) run(ctx context.Context) {
 			return
 		}
 		if comp.Usage != (chat.Usage{}) {
-			if err := r.append(ctx, domain.CopilotTokensUsed{ThreadID: r.threadID, TurnID: r.turnID, UserID: r.auth.UserID,
-				Model: r.c.cfg.ModelName, InputTokens: comp.Usage.InputTokens, OutputTokens: comp.Usage.OutputTokens, At: r.c.now()}); err != nil {
+			used := domain.CopilotTokensUsed{ThreadID: r.threadID, TurnID: r.turnID, UserID: r.auth.UserID,
+				Model: r.c.cfg.ModelName, InputTokens: comp.Usage.InputTokens, OutputTokens: comp.Usage.OutputTokens, At: r.c.now()}
+			if err := r.append(ctx, used); err != nil {
+				if errors.Is(err, errTurnOver) {
+					// The provider spent them even so: they are the person's.
+					r.settleAfterStop(ctx, used)
+				}
 				r.failed(ctx, err)
 				return
 			}
@@ -236,13 +241,17 @@ func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 		return string(out), nil
 	}
 
+	// A turn stopped meanwhile takes no lease either.
+	if err := r.reload(ctx); err != nil {
+		return "", err
+	}
 	if err := r.takeLease(ctx); err != nil {
 		if err := r.append(ctx, called); err != nil {
 			return "", err
 		}
 		return r.completeFailed(ctx, callID, "", err)
 	}
-	key := "copilot/" + callID
+	key := "copilot-" + callID
 	called.IdempotencyKey, called.ObservedFrame = key, r.frame
 	news, err := eventstore.Encode(domain.Events, r.auth.OrgID, domain.Event(called))
 	if err != nil {
@@ -251,10 +260,10 @@ func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 	// An action once sent settles as usual, whatever happens to the turn
 	// meanwhile: it is awaited apart from the turn's cancellation.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), actionWait)
+	defer cancel()
 	out, err := r.dev.Act.Handle(actx, fleet.PerformAction{Auth: r.auth, DeviceID: r.deviceID, Action: string(cl.action.Type),
 		Arguments: cl.action.ArgumentsJSON(), IdempotencyKey: key, LeaseID: r.lease, ObservedFrame: r.frame,
 		Also: &fleet.StreamAppend{StreamID: domain.CopilotThreadStream(r.threadID), Expected: r.version, Events: news}})
-	cancel()
 	// Whether the call was recorded (with the action's request) is the
 	// thread's to say: load it again.
 	t, v, lerr := r.c.threads.Load(actx, r.threadID)
@@ -304,10 +313,11 @@ func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 	return string(res), nil
 }
 
-// settleAfterStop records what an action sent before the stop came to,
-// after the turn's end.
-func (r *turn) settleAfterStop(ctx context.Context, done domain.CopilotToolCompleted) {
-	news, err := eventstore.Encode(domain.Events, r.auth.OrgID, domain.Event(done))
+// settleAfterStop records, after the turn's end, what an action sent
+// before the stop came to, or the tokens an answer took: facts of the
+// past, which nothing follows.
+func (r *turn) settleAfterStop(ctx context.Context, ev domain.Event) {
+	news, err := eventstore.Encode(domain.Events, r.auth.OrgID, ev)
 	if err != nil {
 		return
 	}
