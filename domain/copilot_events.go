@@ -18,6 +18,11 @@ var copilotEvents = []EventDef{
 	Def[CopilotTokensUsed](1, nil),
 	Def[CopilotStopRequested](1, nil),
 	Def[CopilotTurnEnded](1, nil),
+	Def[CopilotApprovalRequested](1, nil),
+	Def[CopilotApprovalGranted](1, nil),
+	Def[CopilotApprovalDenied](1, nil),
+	Def[CopilotApprovalExpired](1, nil),
+	Def[CopilotApprovalRefused](1, nil),
 }
 
 // CopilotThreadStarted records a new thread: a person's conversation
@@ -26,10 +31,14 @@ type CopilotThreadStarted struct {
 	ThreadID string `json:"threadId"`
 	OrgID    string `json:"orgId"`
 	// UserID is the person whose thread it is; only they read it.
-	UserID   string    `json:"userId"`
-	DeviceID string    `json:"deviceId"`
-	Title    string    `json:"title"`
-	At       time.Time `json:"at"`
+	UserID   string `json:"userId"`
+	DeviceID string `json:"deviceId"`
+	Title    string `json:"title"`
+	// ApproveEveryAction is the person's choice for the thread: every
+	// device action waits for their yes, not only those the deployment's
+	// policy names.
+	ApproveEveryAction bool      `json:"approveEveryAction,omitempty"`
+	At                 time.Time `json:"at"`
 }
 
 // EventName implements Event.
@@ -97,6 +106,8 @@ type CopilotToolCompleted struct {
 	CallID   string `json:"callId"`
 	// State is succeeded or failed.
 	State string `json:"state"`
+	// ApprovalID names the approval the action ran under.
+	ApprovalID string `json:"approvalId,omitempty"`
 	// ActionID and ReceiptState are the device action's receipt.
 	ActionID       string `json:"actionId,omitempty"`
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
@@ -144,9 +155,12 @@ func (CopilotStopRequested) EventName() string { return "copilot.stop_requested"
 
 // Outcomes of a copilot turn.
 const (
-	CopilotTurnCompleted = "completed"
-	CopilotTurnStopped   = "stopped"
-	CopilotTurnFailed    = "failed"
+	// CopilotTurnAwaitingApproval: the turn asked the person to approve
+	// an action and ended; the action runs when they approve it.
+	CopilotTurnAwaitingApproval = "awaiting_approval"
+	CopilotTurnCompleted        = "completed"
+	CopilotTurnStopped          = "stopped"
+	CopilotTurnFailed           = "failed"
 )
 
 // CopilotTurnEnded records the end of a turn: completed (the model
@@ -164,3 +178,84 @@ type CopilotTurnEnded struct {
 
 // EventName implements Event.
 func (CopilotTurnEnded) EventName() string { return "copilot.turn_ended" }
+
+// CopilotApprovalRequested records that an action waits for the person's
+// yes: the exact action and arguments, the frame it was decided on and the
+// fencing token of the lease it would run under, bound by Digest
+// (CopilotActionDigest). It runs only while all four still match.
+type CopilotApprovalRequested struct {
+	ThreadID     string          `json:"threadId"`
+	TurnID       string          `json:"turnId"`
+	CallID       string          `json:"callId"`
+	ApprovalID   string          `json:"approvalId"`
+	DeviceID     string          `json:"deviceId"`
+	Action       string          `json:"action"`
+	Arguments    json.RawMessage `json:"arguments"`
+	Frame        string          `json:"frame"`
+	LeaseID      string          `json:"leaseId"`
+	FencingToken int64           `json:"fencingToken"`
+	Digest       string          `json:"digest"`
+	// Reason says why it needs approval: the deployment's policy (policy)
+	// or the thread's choice (every_action).
+	Reason    string    `json:"reason"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	At        time.Time `json:"at"`
+}
+
+// EventName implements Event.
+func (CopilotApprovalRequested) EventName() string { return "copilot.approval_requested" }
+
+// CopilotApprovalGranted records the person's yes; it is recorded with the
+// action's request (the action's receipt follows as copilot.tool_completed
+// naming the approval).
+type CopilotApprovalGranted struct {
+	ThreadID   string    `json:"threadId"`
+	ApprovalID string    `json:"approvalId"`
+	By         Actor     `json:"by"`
+	At         time.Time `json:"at"`
+}
+
+// EventName implements Event.
+func (CopilotApprovalGranted) EventName() string { return "copilot.approval_granted" }
+
+// CopilotApprovalDenied records the person's no: the action never runs.
+type CopilotApprovalDenied struct {
+	ThreadID   string    `json:"threadId"`
+	ApprovalID string    `json:"approvalId"`
+	By         Actor     `json:"by"`
+	At         time.Time `json:"at"`
+}
+
+// EventName implements Event.
+func (CopilotApprovalDenied) EventName() string { return "copilot.approval_denied" }
+
+// CopilotApprovalExpired records an approval that was not decided in time.
+type CopilotApprovalExpired struct {
+	ThreadID   string    `json:"threadId"`
+	ApprovalID string    `json:"approvalId"`
+	At         time.Time `json:"at"`
+}
+
+// EventName implements Event.
+func (CopilotApprovalExpired) EventName() string { return "copilot.approval_expired" }
+
+// Reasons an approved action was refused as stale.
+const (
+	ApprovalStaleDigest = "digest_mismatch"
+	ApprovalStaleLease  = "lease_changed"
+	ApprovalStaleFrame  = "screen_changed"
+)
+
+// CopilotApprovalRefused records a yes that came too late for what was
+// approved: the action, its arguments, the screen or the lease changed
+// (Reason). Nothing ran; the copilot must ask again.
+type CopilotApprovalRefused struct {
+	ThreadID   string    `json:"threadId"`
+	ApprovalID string    `json:"approvalId"`
+	Reason     string    `json:"reason"`
+	Detail     string    `json:"detail"`
+	At         time.Time `json:"at"`
+}
+
+// EventName implements Event.
+func (CopilotApprovalRefused) EventName() string { return "copilot.approval_refused" }

@@ -1,6 +1,9 @@
 package domain
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -8,9 +11,50 @@ import (
 
 // ID prefixes of the copilot: threads and turns.
 const (
-	PrefixCopilotThread = "cth"
-	PrefixCopilotTurn   = "ctn"
+	PrefixCopilotThread   = "cth"
+	PrefixCopilotTurn     = "ctn"
+	PrefixCopilotApproval = "apv"
 )
+
+// CopilotApprovalTTL is how long an approval may be decided.
+const CopilotApprovalTTL = 5 * time.Minute
+
+// Approval states.
+const (
+	ApprovalPending = "pending"
+	ApprovalGranted = "granted"
+	ApprovalDenied  = "denied"
+	ApprovalExpired = "expired"
+	ApprovalRefused = "refused"
+)
+
+// CopilotApproval is an approval as the thread sees it.
+type CopilotApproval struct {
+	CopilotApprovalRequested
+	State string
+}
+
+// CopilotActionDigest binds an approval to exactly what will happen: the
+// action, its arguments (as the action reads them), the frame it was
+// decided on and the fencing token of the lease it runs under.
+func CopilotActionDigest(action string, arguments json.RawMessage, frame string, fencingToken int64) string {
+	b, _ := json.Marshal([]any{action, arguments, frame, fencingToken})
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// CopilotNeedsApproval says why an action needs the person's yes, or ""
+// when it does not: the deployment's policy (installing an app) or the
+// thread's choice (every action).
+func CopilotNeedsApproval(action ActionType, everyAction bool) string {
+	switch {
+	case action == ActionInstallApp:
+		return "policy"
+	case everyAction:
+		return "every_action"
+	}
+	return ""
+}
 
 // MaxCopilotMessage bounds a person's message, in characters.
 const MaxCopilotMessage = 4000
@@ -29,6 +73,10 @@ type CopilotThread struct {
 	Turn string
 	// Calls are the tool calls recorded in the turn in flight.
 	Calls map[string]bool
+	// ApproveEveryAction is the thread's choice.
+	ApproveEveryAction bool
+	// Approvals are the thread's approvals by id.
+	Approvals map[string]*CopilotApproval
 }
 
 // NewCopilotThread returns the state of a thread with no events.
@@ -41,7 +89,20 @@ func (t *CopilotThread) Exists() bool { return t.OrgID != "" }
 func (t *CopilotThread) Apply(e Event) {
 	switch e := e.(type) {
 	case CopilotThreadStarted:
-		t.OrgID, t.UserID, t.DeviceID = e.OrgID, e.UserID, e.DeviceID
+		t.OrgID, t.UserID, t.DeviceID, t.ApproveEveryAction = e.OrgID, e.UserID, e.DeviceID, e.ApproveEveryAction
+	case CopilotApprovalRequested:
+		if t.Approvals == nil {
+			t.Approvals = map[string]*CopilotApproval{}
+		}
+		t.Approvals[e.ApprovalID] = &CopilotApproval{CopilotApprovalRequested: e, State: ApprovalPending}
+	case CopilotApprovalGranted:
+		t.setApproval(e.ApprovalID, ApprovalGranted)
+	case CopilotApprovalDenied:
+		t.setApproval(e.ApprovalID, ApprovalDenied)
+	case CopilotApprovalExpired:
+		t.setApproval(e.ApprovalID, ApprovalExpired)
+	case CopilotApprovalRefused:
+		t.setApproval(e.ApprovalID, ApprovalRefused)
 	case CopilotMessagePosted:
 		t.Turn, t.Calls = e.TurnID, map[string]bool{}
 	case CopilotToolCalled:
@@ -53,6 +114,37 @@ func (t *CopilotThread) Apply(e Event) {
 			t.Turn, t.Calls = "", nil
 		}
 	}
+}
+
+func (t *CopilotThread) setApproval(id, state string) {
+	if a := t.Approvals[id]; a != nil {
+		a.State = state
+	}
+}
+
+// Pending returns the approval id if it waits for a decision at now:
+// not_found for an id the thread does not hold, wrong_state (with state)
+// for one decided, expired (with the event recording so) for one whose
+// time ran out.
+func (t *CopilotThread) Pending(id string, now time.Time) (*CopilotApproval, []Event, error) {
+	a := t.Approvals[id]
+	if a == nil {
+		return nil, nil, ErrCopilotApprovalNotFound(id)
+	}
+	if a.State == ApprovalPending && !now.Before(a.ExpiresAt) {
+		return a, []Event{CopilotApprovalExpired{ThreadID: t.ID, ApprovalID: id, At: now}}, nil
+	}
+	if a.State != ApprovalPending {
+		return nil, nil, Errorf(CodeWrongState, "approval %s is %s; only a pending approval is decided", id, a.State).
+			With("state", a.State).With("approvalId", id)
+	}
+	return a, nil, nil
+}
+
+// ErrCopilotApprovalNotFound is the one answer for an approval that is not
+// the caller's to decide, whoever's it is.
+func ErrCopilotApprovalNotFound(id string) *Error {
+	return NotFound("no copilot approval "+id).With("approvalId", id)
 }
 
 // VisibleTo reports whether a may read the thread: the person who
@@ -82,14 +174,15 @@ func CheckCopilotMessage(text string) (string, error) {
 // Post records the person's message, starting a turn (and the thread,
 // when it has no events yet). A thread with a turn in flight refuses a new
 // message with wrong_state: stop it or wait for its end.
-func (t *CopilotThread) Post(a Auth, deviceID, turnID, text string, now time.Time) ([]Event, error) {
+func (t *CopilotThread) Post(a Auth, deviceID, turnID, text string, everyAction bool, now time.Time) ([]Event, error) {
 	var evs []Event
 	if !t.Exists() {
 		title := text
 		if r := []rune(title); len(r) > 80 {
 			title = string(r[:80]) + "…"
 		}
-		evs = append(evs, CopilotThreadStarted{ThreadID: t.ID, OrgID: a.OrgID, UserID: a.UserID, DeviceID: deviceID, Title: title, At: now})
+		evs = append(evs, CopilotThreadStarted{ThreadID: t.ID, OrgID: a.OrgID, UserID: a.UserID, DeviceID: deviceID, Title: title,
+			ApproveEveryAction: everyAction, At: now})
 	} else if t.Turn != "" {
 		return nil, Errorf(CodeWrongState, "copilot thread %s is still answering; stop its turn or wait for its end", t.ID).
 			With("state", "working").With("threadId", t.ID).With("turnId", t.Turn)

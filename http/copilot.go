@@ -26,12 +26,47 @@ func (s *Server) registerCopilotRoutes(r *mux.Router) {
 	r.Handle("/copilot/threads/{threadId}", kernel.HandlerFunc(s.getCopilotThread)).Methods(http.MethodGet)
 	r.Handle("/copilot/threads/{threadId}/stream", kernel.HandlerFunc(s.streamCopilotThread)).Methods(http.MethodGet)
 	r.Handle("/copilot/threads/{threadId}/stop", kernel.HandlerFunc(s.stopCopilotTurn)).Methods(http.MethodPost)
+	r.Handle("/copilot/approvals", kernel.HandlerFunc(s.listCopilotApprovals)).Methods(http.MethodGet)
+	r.Handle("/copilot/approvals", kernel.HandlerFunc(s.decideCopilotApproval)).Methods(http.MethodPost)
+}
+
+func (s *Server) listCopilotApprovals(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	limit, err := intParam(q.Get("limit"), "limit")
+	if err != nil {
+		return err
+	}
+	vs, err := s.app.Copilot.ListApprovals.Handle(r.Context(), copilot.ListApprovals{Auth: authOf(r), State: q.Get("state"), Limit: limit})
+	if err != nil {
+		return err
+	}
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewCopilotApprovalList(vs))
+}
+
+type copilotDecisionRequest struct {
+	ApprovalID string `json:"approvalId"`
+	Decision   string `json:"decision"`
+	Digest     string `json:"digest"`
+}
+
+func (s *Server) decideCopilotApproval(w http.ResponseWriter, r *http.Request) error {
+	var req copilotDecisionRequest
+	if err := kernel.DecodeJSON(r, &req); err != nil {
+		return err
+	}
+	d, err := s.app.Copilot.DecideApproval.Handle(r.Context(), copilot.DecideApproval{Auth: authOf(r), ApprovalID: req.ApprovalID,
+		Decision: req.Decision, Digest: req.Digest})
+	if err != nil {
+		return err
+	}
+	return kernel.WriteJSON(w, http.StatusOK, wire.CopilotDecision{ApprovalID: d.ApprovalID, ThreadID: d.ThreadID, State: d.State, Receipt: d.Receipt})
 }
 
 type copilotMessageRequest struct {
-	ThreadID string `json:"threadId"`
-	DeviceID string `json:"deviceId"`
-	Message  string `json:"message"`
+	ThreadID           string `json:"threadId"`
+	DeviceID           string `json:"deviceId"`
+	Message            string `json:"message"`
+	ApproveEveryAction bool   `json:"approveEveryAction"`
 }
 
 func (s *Server) postCopilotMessage(w http.ResponseWriter, r *http.Request) error {
@@ -40,7 +75,7 @@ func (s *Server) postCopilotMessage(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	p, err := s.app.Copilot.PostMessage.Handle(r.Context(), copilot.PostMessage{Auth: authOf(r), ThreadID: req.ThreadID,
-		DeviceID: req.DeviceID, Message: req.Message})
+		DeviceID: req.DeviceID, Message: req.Message, ApproveEveryAction: req.ApproveEveryAction})
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ func (Copilot) Name() string { return CopilotName }
 
 // Tables implements Projection.
 func (Copilot) Tables() []string {
-	return []string{"copilot_threads", "copilot_items", "copilot_tokens"}
+	return []string{"copilot_threads", "copilot_items", "copilot_tokens", "copilot_approvals"}
 }
 
 // EventTypes implements Selective.
@@ -74,24 +74,53 @@ func (Copilot) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
 		output_tokens bigint NOT NULL,
 		at            timestamptz NOT NULL
 	);
-	CREATE INDEX ON `+schema+`.copilot_tokens (org_id, at);`)
+	CREATE INDEX ON `+schema+`.copilot_tokens (org_id, at);
+	CREATE TABLE `+schema+`.copilot_approvals (
+		approval_id    text PRIMARY KEY,
+		thread_id      text NOT NULL,
+		org_id         text NOT NULL,
+		call_id        text NOT NULL,
+		device_id      text NOT NULL,
+		action         text NOT NULL,
+		arguments      jsonb NOT NULL,
+		frame          text NOT NULL,
+		fencing_token  bigint NOT NULL,
+		digest         text NOT NULL,
+		reason         text NOT NULL,
+		state          text NOT NULL,
+		refused_reason text,
+		expires_at     timestamptz NOT NULL,
+		requested_at   timestamptz NOT NULL,
+		decided_at     timestamptz
+	);
+	CREATE INDEX ON `+schema+`.copilot_approvals (org_id, state, requested_at);`)
 	return err
 }
 
 var copilotEventTypes = typeSet(nameOf(domain.CopilotThreadStarted{}), nameOf(domain.CopilotMessagePosted{}),
 	nameOf(domain.CopilotTextStreamed{}), nameOf(domain.CopilotToolCalled{}), nameOf(domain.CopilotToolCompleted{}),
-	nameOf(domain.CopilotTokensUsed{}), nameOf(domain.CopilotStopRequested{}), nameOf(domain.CopilotTurnEnded{}))
+	nameOf(domain.CopilotTokensUsed{}), nameOf(domain.CopilotStopRequested{}), nameOf(domain.CopilotTurnEnded{}),
+	nameOf(domain.CopilotApprovalRequested{}), nameOf(domain.CopilotApprovalGranted{}), nameOf(domain.CopilotApprovalDenied{}),
+	nameOf(domain.CopilotApprovalExpired{}), nameOf(domain.CopilotApprovalRefused{}))
 
 // Kinds of copilot items.
 const (
 	CopilotItemMessage  = "message"
 	CopilotItemToolCall = "tool_call"
 	CopilotItemTurnEnd  = "turn_ended"
+	CopilotItemApproval = "approval"
 )
 
 // Apply implements Projection.
 func (Copilot) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eventstore.Event) error {
 	threads, items, tokens := schema+`.copilot_threads`, schema+`.copilot_items`, schema+`.copilot_tokens`
+	approvals := schema + `.copilot_approvals`
+	decided := func(b *pgx.Batch, threadID, approvalID, state, reason string, at time.Time) {
+		b.Queue(`UPDATE `+approvals+` SET state = $2, refused_reason = $3, decided_at = $4 WHERE approval_id = $1`,
+			approvalID, state, nullString(reason), at)
+		b.Queue(`UPDATE `+items+` SET data = data || jsonb_build_object('state', $3::text, 'decidedAt', $4::timestamptz, 'refusedReason', $5::text)
+			WHERE thread_id = $1 AND item_key = $2`, threadID, "approval:"+approvalID, state, at, nullString(reason))
+	}
 	return applyBatch(ctx, tx, events, copilotEventTypes, func(b *pgx.Batch, e eventstore.Event, ev domain.Event) error {
 		touch := func(threadID string, at time.Time) {
 			b.Queue(`UPDATE `+threads+` SET updated_at = greatest(updated_at, $2), version = $3 WHERE thread_id = $1`, threadID, at, e.StreamVersion)
@@ -142,6 +171,29 @@ func (Copilot) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eve
 			b.Queue(`UPDATE `+threads+` SET input_tokens = input_tokens + $2, output_tokens = output_tokens + $3, version = $4
 				WHERE thread_id = $1`, ev.ThreadID, ev.InputTokens, ev.OutputTokens, e.StreamVersion)
 		case domain.CopilotStopRequested:
+			touch(ev.ThreadID, ev.At)
+		case domain.CopilotApprovalRequested:
+			b.Queue(`INSERT INTO `+approvals+` (approval_id, thread_id, org_id, call_id, device_id, action, arguments, frame,
+					fencing_token, digest, reason, state, expires_at, requested_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13) ON CONFLICT DO NOTHING`,
+				ev.ApprovalID, ev.ThreadID, e.OrgID, ev.CallID, ev.DeviceID, ev.Action, ev.Arguments, ev.Frame, ev.FencingToken,
+				ev.Digest, ev.Reason, ev.ExpiresAt, ev.At)
+			touch(ev.ThreadID, ev.At)
+			return item(ev.ThreadID, "approval:"+ev.ApprovalID, CopilotItemApproval, ev.TurnID, map[string]any{
+				"approvalId": ev.ApprovalID, "callId": ev.CallID, "action": ev.Action, "arguments": ev.Arguments, "frame": ev.Frame,
+				"fencingToken": ev.FencingToken, "digest": ev.Digest, "reason": ev.Reason, "state": domain.ApprovalPending,
+				"expiresAt": ev.ExpiresAt, "at": ev.At})
+		case domain.CopilotApprovalGranted:
+			decided(b, ev.ThreadID, ev.ApprovalID, domain.ApprovalGranted, "", ev.At)
+			touch(ev.ThreadID, ev.At)
+		case domain.CopilotApprovalDenied:
+			decided(b, ev.ThreadID, ev.ApprovalID, domain.ApprovalDenied, "", ev.At)
+			touch(ev.ThreadID, ev.At)
+		case domain.CopilotApprovalExpired:
+			decided(b, ev.ThreadID, ev.ApprovalID, domain.ApprovalExpired, "", ev.At)
+			touch(ev.ThreadID, ev.At)
+		case domain.CopilotApprovalRefused:
+			decided(b, ev.ThreadID, ev.ApprovalID, domain.ApprovalRefused, ev.Reason, ev.At)
 			touch(ev.ThreadID, ev.At)
 		case domain.CopilotTurnEnded:
 			b.Queue(`UPDATE `+threads+` SET turn_id = NULL, last_outcome = $3 WHERE thread_id = $1 AND turn_id = $2`,
@@ -244,4 +296,61 @@ func (q CopilotQueries) TokensUsed(ctx context.Context, orgID string, from, to t
 	err := q.DB.QueryRow(ctx, `SELECT coalesce(sum(input_tokens + output_tokens), 0) FROM public.copilot_tokens
 		WHERE org_id = $1 AND at >= $2 AND at < $3`, orgID, from, to).Scan(&n)
 	return n, err
+}
+
+// CopilotApprovalView is an approval as the read model shows it.
+type CopilotApprovalView struct {
+	ApprovalID    string
+	ThreadID      string
+	CallID        string
+	DeviceID      string
+	Action        string
+	Arguments     json.RawMessage
+	Frame         string
+	FencingToken  int64
+	Digest        string
+	Reason        string
+	State         string
+	RefusedReason string
+	ExpiresAt     time.Time
+	RequestedAt   time.Time
+	DecidedAt     *time.Time
+}
+
+const copilotApprovalColumns = `a.approval_id, a.thread_id, a.call_id, a.device_id, a.action, a.arguments, a.frame, a.fencing_token,
+	a.digest, a.reason, a.state, coalesce(a.refused_reason, ''), a.expires_at, a.requested_at, a.decided_at`
+
+// Approvals lists the person's approvals in orgID in state (all when
+// empty), newest first, at most limit, within devices (nil: all).
+func (q CopilotQueries) Approvals(ctx context.Context, orgID, userID string, devices []string, state string, limit int) ([]CopilotApprovalView, error) {
+	rows, err := q.DB.Query(ctx, `SELECT `+copilotApprovalColumns+` FROM public.copilot_approvals a
+		JOIN public.copilot_threads t ON t.thread_id = a.thread_id
+		WHERE a.org_id = $1 AND t.user_id = $2 AND ($3::text[] IS NULL OR a.device_id = ANY($3)) AND ($4 = '' OR a.state = $4)
+		ORDER BY a.requested_at DESC, a.approval_id DESC LIMIT $5`, orgID, userID, devices, state, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []CopilotApprovalView{}
+	for rows.Next() {
+		var v CopilotApprovalView
+		if err := rows.Scan(&v.ApprovalID, &v.ThreadID, &v.CallID, &v.DeviceID, &v.Action, &v.Arguments, &v.Frame, &v.FencingToken,
+			&v.Digest, &v.Reason, &v.State, &v.RefusedReason, &v.ExpiresAt, &v.RequestedAt, &v.DecidedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// ApprovalThread names the thread of one of the person's approvals in
+// orgID; found is false for any other.
+func (q CopilotQueries) ApprovalThread(ctx context.Context, orgID, userID, approvalID string) (string, bool, error) {
+	var id string
+	err := q.DB.QueryRow(ctx, `SELECT a.thread_id FROM public.copilot_approvals a JOIN public.copilot_threads t ON t.thread_id = a.thread_id
+		WHERE a.org_id = $1 AND t.user_id = $2 AND a.approval_id = $3`, orgID, userID, approvalID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	return id, err == nil, err
 }

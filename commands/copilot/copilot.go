@@ -123,6 +123,9 @@ type Handlers struct {
 	ListThreads  cqrs.Handler[ListThreads, []projections.CopilotThreadView]
 	GetThread    cqrs.Handler[GetThread, Thread]
 	StreamThread cqrs.Handler[StreamThread, *ThreadEvents]
+
+	ListApprovals  cqrs.Handler[ListApprovals, []projections.CopilotApprovalView]
+	DecideApproval cqrs.Handler[DecideApproval, DecidedApproval]
 }
 
 // Handlers returns the copilot's entry points, each behind d, acting on
@@ -135,6 +138,9 @@ func (c *Copilot) Handlers(d cqrs.Decorator, dev Devices) Handlers {
 		ListThreads:  cqrs.Serve(d, ListThreadsHandler{c}),
 		GetThread:    cqrs.Serve(d, GetThreadHandler{c}),
 		StreamThread: cqrs.Serve(d, StreamThreadHandler{c}),
+
+		ListApprovals:  cqrs.Serve(d, ListApprovalsHandler{c}),
+		DecideApproval: cqrs.Serve(d, DecideApprovalHandler{c}),
 	}
 }
 

@@ -15,6 +15,9 @@ type PostMessage struct {
 	ThreadID string
 	DeviceID string
 	Message  string
+	// ApproveEveryAction, for a new thread, makes every device action of
+	// the thread wait for the person's yes.
+	ApproveEveryAction bool
 }
 
 // PostedMessage names the thread and the turn the message started.
@@ -71,7 +74,7 @@ func (h PostMessageHandler) Handle(ctx context.Context, cmd PostMessage) (Posted
 		if (*t).Exists() && !(*t).VisibleTo(a) {
 			return nil, domain.ErrCopilotThreadNotFound(threadID)
 		}
-		return (*t).Post(a, deviceID, turnID, text, c.now())
+		return (*t).Post(a, deviceID, turnID, text, cmd.ApproveEveryAction, c.now())
 	})
 	if err != nil {
 		return PostedMessage{}, err
@@ -93,7 +96,8 @@ func (c *Copilot) start(ctx context.Context, a domain.Auth, t *domain.CopilotThr
 	c.mu.Lock()
 	c.running[t.ID] = runningTurn{turnID: turnID, cancel: cancel}
 	c.mu.Unlock()
-	r := &turn{c: c, auth: a, threadID: t.ID, deviceID: t.DeviceID, turnID: turnID, message: text, version: version, dev: c.devices}
+	r := &turn{c: c, auth: a, threadID: t.ID, deviceID: t.DeviceID, turnID: turnID, message: text, version: version, dev: c.devices,
+		everyAction: t.ApproveEveryAction}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()

@@ -38,6 +38,8 @@ var actionTools = []struct {
 		`{"type":"object","properties":{"key":{"type":"string"}},"required":["key"],"additionalProperties":false}`},
 	{domain.ActionOpenApp, "Open an installed app by its Android package name.",
 		`{"type":"object","properties":{"package":{"type":"string"}},"required":["package"],"additionalProperties":false}`},
+	{domain.ActionInstallApp, "Install an app by its Android package name; it waits for the person's approval.",
+		`{"type":"object","properties":{"package":{"type":"string"}},"required":["package"],"additionalProperties":false}`},
 }
 
 // toolsFor are the tools the person's credential allows: observing needs

@@ -39,8 +39,13 @@ type turn struct {
 	frame string
 	// lease is the lease actions go under; acquired is true when this
 	// turn took it (and so gives it back at the end).
-	lease    string
-	acquired bool
+	lease      string
+	leaseToken int64
+	acquired   bool
+	// everyAction is the thread's choice that every action waits for the
+	// person's yes; awaiting is set once the turn asked for one.
+	everyAction bool
+	awaiting    bool
 }
 
 func (r *turn) run(ctx context.Context) {
@@ -94,6 +99,13 @@ func (r *turn) run(ctx context.Context) {
 				return
 			}
 			msgs = append(msgs, chat.Message{Role: "tool", ToolCallID: cl.id, Content: result})
+			if r.awaiting {
+				// What the model asked for after it waits for the person too:
+				// the turn ends here, and the approved action runs on their yes.
+				r.end(ctx, domain.CopilotTurnAwaitingApproval, "awaiting_approval",
+					fmt.Sprintf("waiting for the person to approve %s; nothing after it was done", cl.tool))
+				return
+			}
 		}
 	}
 	r.end(ctx, domain.CopilotTurnFailed, "too_many_steps",
@@ -196,6 +208,16 @@ func (r *turn) history(ctx context.Context) ([]chat.Message, error) {
 			} else {
 				fmt.Fprintf(&answer, " → %s", ev.State)
 			}
+		case domain.CopilotApprovalRequested:
+			fmt.Fprintf(&answer, " (approval %s asked for)", ev.ApprovalID)
+		case domain.CopilotApprovalGranted:
+			fmt.Fprintf(&answer, "\n(the person approved %s; it ran)", ev.ApprovalID)
+		case domain.CopilotApprovalDenied:
+			fmt.Fprintf(&answer, "\n(the person denied %s; it did not run)", ev.ApprovalID)
+		case domain.CopilotApprovalExpired:
+			fmt.Fprintf(&answer, "\n(approval %s expired; it did not run)", ev.ApprovalID)
+		case domain.CopilotApprovalRefused:
+			fmt.Fprintf(&answer, "\n(approval %s came too late: %s; it did not run)", ev.ApprovalID, ev.Detail)
 		case domain.CopilotTurnEnded:
 			if ev.Outcome != domain.CopilotTurnCompleted {
 				fmt.Fprintf(&answer, "\n(turn %s: %s)", ev.Outcome, clip(ev.Detail, 200))
@@ -244,6 +266,9 @@ func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 	// A turn stopped meanwhile takes no lease either.
 	if err := r.reload(ctx); err != nil {
 		return "", err
+	}
+	if why := domain.CopilotNeedsApproval(cl.action.Type, r.everyAction); why != "" {
+		return r.askApproval(ctx, cl, called, why)
 	}
 	if err := r.takeLease(ctx); err != nil {
 		if err := r.append(ctx, called); err != nil {
@@ -313,6 +338,46 @@ func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 	return string(res), nil
 }
 
+// askApproval records that the action waits for the person's yes, bound
+// to its digest (action, arguments, the frame it is decided on, the
+// lease's fencing token), and keeps the lease for it.
+func (r *turn) askApproval(ctx context.Context, cl call, called domain.CopilotToolCalled, why string) (string, error) {
+	if err := r.takeLease(ctx); err != nil {
+		if err := r.append(ctx, called); err != nil {
+			return "", err
+		}
+		return r.completeFailed(ctx, called.CallID, "", err)
+	}
+	if r.frame == "" {
+		obs, err := r.dev.Observe.Handle(ctx, fleet.ObserveDevice{Auth: r.auth, DeviceID: r.deviceID, Elements: domain.ElementsNone})
+		if err != nil {
+			if err := r.append(ctx, called); err != nil {
+				return "", err
+			}
+			return r.completeFailed(ctx, called.CallID, "", err)
+		}
+		r.frame = obs.Frame.FrameID
+	}
+	now := r.c.now()
+	args := cl.action.ArgumentsJSON()
+	id := domain.NewID(domain.PrefixCopilotApproval)
+	req := domain.CopilotApprovalRequested{ThreadID: r.threadID, TurnID: r.turnID, CallID: called.CallID, ApprovalID: id,
+		DeviceID: r.deviceID, Action: string(cl.action.Type), Arguments: args, Frame: r.frame, LeaseID: r.lease,
+		FencingToken: r.leaseToken, Digest: domain.CopilotActionDigest(string(cl.action.Type), args, r.frame, r.leaseToken),
+		Reason: why, ExpiresAt: now.Add(domain.CopilotApprovalTTL), At: now}
+	called.ObservedFrame = r.frame
+	if err := r.append(ctx, called, req, domain.CopilotToolCompleted{ThreadID: r.threadID, TurnID: r.turnID, CallID: called.CallID,
+		State: "awaiting_approval", ApprovalID: id, At: now}); err != nil {
+		return "", err
+	}
+	// The lease is kept for the approved action (its fencing token is
+	// part of what was approved); it runs out by itself otherwise.
+	r.acquired, r.awaiting = false, true
+	out, _ := json.Marshal(map[string]any{"approval": "requested", "approvalId": id, "digest": req.Digest,
+		"note": "the person must approve this action; it runs on their yes"})
+	return string(out), nil
+}
+
 // settleAfterStop records, after the turn's end, what an action sent
 // before the stop came to, or the tokens an answer took: facts of the
 // past, which nothing follows.
@@ -361,7 +426,7 @@ func (r *turn) takeLease(ctx context.Context) error {
 	}
 	for _, l := range page.Leases {
 		if l.DeviceID == r.deviceID && l.Holder.UserID == r.auth.UserID && l.Holder.RunID == "" {
-			r.lease = l.LeaseID
+			r.lease, r.leaseToken = l.LeaseID, l.FencingToken
 			return nil
 		}
 	}
@@ -369,7 +434,7 @@ func (r *turn) takeLease(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.lease, r.acquired = l.LeaseID, true
+	r.lease, r.leaseToken, r.acquired = l.LeaseID, l.FencingToken, true
 	return nil
 }
 

@@ -83,3 +83,44 @@ type CopilotPosted struct {
 	ThreadID string `json:"threadId"`
 	TurnID   string `json:"turnId"`
 }
+
+// CopilotApproval is an approval as the API shows it: the exact action,
+// its arguments, the frame it was decided on, the fencing token and the
+// digest that binds them.
+type CopilotApproval struct {
+	ApprovalID    string          `json:"approvalId"`
+	ThreadID      string          `json:"threadId"`
+	DeviceID      string          `json:"deviceId"`
+	Action        string          `json:"action"`
+	Arguments     json.RawMessage `json:"arguments"`
+	Frame         string          `json:"frame"`
+	FencingToken  int64           `json:"fencingToken"`
+	Digest        string          `json:"digest"`
+	Reason        string          `json:"reason"`
+	State         string          `json:"state"`
+	RefusedReason *string         `json:"refusedReason"`
+	ExpiresAt     string          `json:"expiresAt"`
+	RequestedAt   string          `json:"requestedAt"`
+	DecidedAt     *string         `json:"decidedAt"`
+}
+
+// NewCopilotApprovalList returns GET /v1/copilot/approvals's answer.
+func NewCopilotApprovalList(vs []projections.CopilotApprovalView) map[string][]CopilotApproval {
+	out := make([]CopilotApproval, len(vs))
+	for i, v := range vs {
+		out[i] = CopilotApproval{ApprovalID: v.ApprovalID, ThreadID: v.ThreadID, DeviceID: v.DeviceID, Action: v.Action,
+			Arguments: v.Arguments, Frame: v.Frame, FencingToken: v.FencingToken, Digest: v.Digest, Reason: v.Reason, State: v.State,
+			RefusedReason: scheduleOptional(v.RefusedReason), ExpiresAt: domain.FormatWebhookTime(v.ExpiresAt),
+			RequestedAt: domain.FormatWebhookTime(v.RequestedAt), DecidedAt: optionalTime(v.DecidedAt)}
+	}
+	return map[string][]CopilotApproval{"approvals": out}
+}
+
+// CopilotDecision is POST /v1/copilot/approvals's answer: the approval's
+// state and, for an approved action, its receipt.
+type CopilotDecision struct {
+	ApprovalID string          `json:"approvalId"`
+	ThreadID   string          `json:"threadId"`
+	State      string          `json:"state"`
+	Receipt    *domain.Receipt `json:"receipt,omitempty"`
+}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"phonefleet/commands/cqrs"
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
@@ -109,6 +110,10 @@ func items(thread map[string]any, kind string) []map[string]any {
 
 // receiptCount is how many receipts the device has.
 func (s *copilotService) receiptCount() int {
+	// Every receipt recorded so far, once the receipts read model has it.
+	if err := cqrs.AwaitAll(testutil.Context(s.t), s.a.store, s.a.runner, projections.ReceiptsName); err != nil {
+		s.t.Fatal(err)
+	}
 	page := s.call(s.person, "GET", "/v1/receipts?deviceId="+s.device+"&limit=100", "", http.StatusOK)
 	rs, _ := page["receipts"].([]any)
 	return len(rs)
@@ -440,8 +445,16 @@ func TestCopilotStopsMidTurn(t *testing.T) {
 	// The abandoned answer reported no tokens; the one that came after the
 	// other instance's stop did, and they are recorded: the provider spent
 	// them.
-	if u := head["usage"].(map[string]any); u["inputTokens"] != float64(10) || u["outputTokens"] != float64(5) {
-		t.Errorf("usage %v; want the second answer's 10 in, 5 out", u)
+	// (Recorded after the turn's end, they reach the read model last.)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		u := head["usage"].(map[string]any)
+		if u["inputTokens"] == float64(10) && u["outputTokens"] == float64(5) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("usage %v; want the second answer's 10 in, 5 out", u)
+		}
+		head = s.call(s.person, "GET", "/v1/copilot/threads/"+threadID, "", http.StatusOK)["thread"].(map[string]any)
 	}
 }
 
@@ -567,6 +580,16 @@ func TestCopilotIsForPeople(t *testing.T) {
 		e = s.call(app, r.method, r.path, r.body, http.StatusForbidden)["error"].(map[string]any)
 		if e["code"] != "permission_denied" || !strings.Contains(fmt.Sprint(e["message"]), "console") {
 			t.Errorf("OAuth app, %s %s: %v; want permission_denied naming the console", r.method, r.path, e)
+		}
+	}
+	for _, r := range []struct{ method, path, body string }{
+		{"GET", "/v1/copilot/approvals", ""},
+		{"POST", "/v1/copilot/approvals", `{"approvalId":"` + domain.NewID(domain.PrefixCopilotApproval) + `","decision":"deny"}`},
+	} {
+		for _, tok := range []string{key, app} {
+			if e := s.call(tok, r.method, r.path, r.body, http.StatusForbidden)["error"].(map[string]any); e["code"] != "permission_denied" {
+				t.Errorf("%s %s: %v; want permission_denied", r.method, r.path, e)
+			}
 		}
 	}
 	for _, who := range []string{otherOrg, otherPerson} {
