@@ -28,6 +28,25 @@ func (s *Server) registerCopilotRoutes(r *mux.Router) {
 	r.Handle("/copilot/threads/{threadId}/stop", kernel.HandlerFunc(s.stopCopilotTurn)).Methods(http.MethodPost)
 	r.Handle("/copilot/approvals", kernel.HandlerFunc(s.listCopilotApprovals)).Methods(http.MethodGet)
 	r.Handle("/copilot/approvals", kernel.HandlerFunc(s.decideCopilotApproval)).Methods(http.MethodPost)
+	r.Handle("/copilot/commands", kernel.HandlerFunc(s.runCopilotCommand)).Methods(http.MethodPost)
+}
+
+type copilotCommandRequest struct {
+	DeviceID string `json:"deviceId"`
+	Command  string `json:"command"`
+}
+
+// runCopilotCommand carries out one direct command (command mode).
+func (s *Server) runCopilotCommand(w http.ResponseWriter, r *http.Request) error {
+	var req copilotCommandRequest
+	if err := kernel.DecodeJSON(r, &req); err != nil {
+		return err
+	}
+	res, err := s.app.Copilot.RunCommand.Handle(r.Context(), copilot.RunCommand{Auth: authOf(r), DeviceID: req.DeviceID, Command: req.Command})
+	if err != nil {
+		return err
+	}
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewCopilotCommandResult(res.Command.Verb, res.Command.Arg, res.Receipts, res.FrameID))
 }
 
 func (s *Server) listCopilotApprovals(w http.ResponseWriter, r *http.Request) error {

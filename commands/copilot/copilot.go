@@ -126,6 +126,9 @@ type Handlers struct {
 
 	ListApprovals  cqrs.Handler[ListApprovals, []projections.CopilotApprovalView]
 	DecideApproval cqrs.Handler[DecideApproval, DecidedApproval]
+
+	// RunCommand is command mode: served with or without a model.
+	RunCommand cqrs.Handler[RunCommand, CommandResult]
 }
 
 // Handlers returns the copilot's entry points, each behind d, acting on
@@ -141,6 +144,8 @@ func (c *Copilot) Handlers(d cqrs.Decorator, dev Devices) Handlers {
 
 		ListApprovals:  cqrs.Serve(d, ListApprovalsHandler{c}),
 		DecideApproval: cqrs.Serve(d, DecideApprovalHandler{c}),
+
+		RunCommand: cqrs.Serve(d, RunCommandHandler{c}),
 	}
 }
 

@@ -124,3 +124,26 @@ type CopilotDecision struct {
 	State      string          `json:"state"`
 	Receipt    *domain.Receipt `json:"receipt,omitempty"`
 }
+
+// CopilotCommandResult is POST /v1/copilot/commands's answer: the command
+// as read, the receipts of the actions it took and the frame it ended on.
+type CopilotCommandResult struct {
+	Command  CopilotParsedCommand `json:"command"`
+	Receipts []domain.Receipt     `json:"receipts"`
+	FrameID  *string              `json:"frameId"`
+}
+
+// CopilotParsedCommand is a command as it was read.
+type CopilotParsedCommand struct {
+	Verb string  `json:"verb"`
+	Arg  *string `json:"argument"`
+}
+
+// NewCopilotCommandResult returns the answer.
+func NewCopilotCommandResult(verb, arg string, receipts []domain.Receipt, frameID string) CopilotCommandResult {
+	if receipts == nil {
+		receipts = []domain.Receipt{}
+	}
+	return CopilotCommandResult{Command: CopilotParsedCommand{Verb: verb, Arg: scheduleOptional(arg)}, Receipts: receipts,
+		FrameID: scheduleOptional(frameID)}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -585,6 +586,7 @@ func TestCopilotIsForPeople(t *testing.T) {
 	for _, r := range []struct{ method, path, body string }{
 		{"GET", "/v1/copilot/approvals", ""},
 		{"POST", "/v1/copilot/approvals", `{"approvalId":"` + domain.NewID(domain.PrefixCopilotApproval) + `","decision":"deny"}`},
+		{"POST", "/v1/copilot/commands", `{"deviceId":"` + s.device + `","command":"home"}`},
 	} {
 		for _, tok := range []string{key, app} {
 			if e := s.call(tok, r.method, r.path, r.body, http.StatusForbidden)["error"].(map[string]any); e["code"] != "permission_denied" {
@@ -612,11 +614,12 @@ func TestCopilotIsForPeople(t *testing.T) {
 }
 
 // TestCopilotWithoutAModel: a deployment with no model answers the chat
-// routes 503 service_unavailable without Retry-After, and still reads
-// threads.
+// routes 503 service_unavailable without Retry-After, still reads threads,
+// and still carries out direct commands (command mode), parsed without a
+// model, each action the fleet's own as the person.
 func TestCopilotWithoutAModel(t *testing.T) {
 	a, base := startApp(t, map[string]string{
-		"DATABASE_URL": testutil.DatabaseURL(t), "SERVICE_ADDR": "127.0.0.1:0", "SERVICE_DATA_DIR": t.TempDir(), "SERVICE_SIM_DEVICES": "0",
+		"DATABASE_URL": testutil.DatabaseURL(t), "SERVICE_ADDR": "127.0.0.1:0", "SERVICE_DATA_DIR": t.TempDir(), "SERVICE_SIM_DEVICES": "1",
 	})
 	v := apitest.FromHandler(t, a.server.Handler())
 	thread := domain.NewID(domain.PrefixCopilotThread)
@@ -642,6 +645,83 @@ func TestCopilotWithoutAModel(t *testing.T) {
 		}
 		v.Check(t, req, resp, raw)
 	}
+	// Command mode.
+	auth := domain.LocalOperator(a.orgID)
+	var device string
+	for deadline := time.Now().Add(30 * time.Second); device == ""; time.Sleep(20 * time.Millisecond) {
+		page, err := a.app.Fleet.ListDevices.Handle(testutil.Context(t), fleet.ListDevices{Auth: auth})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Devices) > 0 {
+			device = page.Devices[0].DeviceID
+		} else if time.Now().After(deadline) {
+			t.Fatal("the sim phone never showed")
+		}
+	}
+	command := func(cmd string, want int) map[string]any {
+		t.Helper()
+		body, _ := json.Marshal(map[string]string{"deviceId": device, "command": cmd})
+		req, _ := http.NewRequest("POST", base+"/v1/copilot/commands", strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("%s: %d %s; want %d", cmd, resp.StatusCode, raw, want)
+		}
+		v.Check(t, httptest.NewRequest("POST", "/v1/copilot/commands", strings.NewReader(string(body))), resp, raw)
+		var out map[string]any
+		_ = json.Unmarshal(raw, &out)
+		return out
+	}
+	actions := func(out map[string]any) []string {
+		var got []string
+		for _, r := range out["receipts"].([]any) {
+			rc := r.(map[string]any)
+			if rc["state"] != "committed" || rc["actor"].(map[string]any)["userId"] != auth.UserID {
+				t.Errorf("receipt %v; want committed, by the person", rc)
+			}
+			got = append(got, rc["action"].(string))
+		}
+		return got
+	}
+	if got := actions(command("open Notes", http.StatusOK)); !slices.Equal(got, []string{"key", "tap"}) {
+		t.Errorf("open Notes took %v; want key (HOME), tap (the icon)", got)
+	}
+	obs, err := a.app.Fleet.ObserveDevice.Handle(testutil.Context(t), fleet.ObserveDevice{Auth: auth, DeviceID: device, Elements: domain.ElementsAll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if findRef := func(id string) bool {
+		for _, e := range obs.Elements {
+			if e.ID == id {
+				return true
+			}
+		}
+		return false
+	}; !findRef("com.example.notes:id/input") {
+		t.Errorf("after open Notes the screen shows %+v; want Notes", obs.Elements)
+	}
+	for cmd, want := range map[string][]string{`tap "Save"`: {"tap"}, "back": {"key"}, "home": {"key"}, "swipe up": {"swipe"}} {
+		if got := actions(command(cmd, http.StatusOK)); !slices.Equal(got, want) {
+			t.Errorf("%s took %v; want %v", cmd, got, want)
+		}
+	}
+	shot := command("screenshot", http.StatusOK)
+	if len(shot["receipts"].([]any)) != 0 || !strings.HasPrefix(fmt.Sprint(shot["frameId"]), "frm_") {
+		t.Errorf("screenshot: %v; want a frame and no action", shot)
+	}
+	for _, bad := range []string{"reboot", `tap "No such button"`, "open Nothing"} {
+		e := command(bad, http.StatusBadRequest)["error"].(map[string]any)
+		if e["code"] != "invalid_argument" || e["field"] != "command" || !strings.Contains(fmt.Sprint(e["message"]), `tap "Save"`) {
+			t.Errorf("%s: %v; want invalid_argument on command, saying how commands are written", bad, e)
+		}
+	}
+
 	resp, err := http.Get(base + "/v1/copilot/threads")
 	if err != nil {
 		t.Fatal(err)
