@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -81,6 +82,20 @@ type CopilotThread struct {
 
 // NewCopilotThread returns the state of a thread with no events.
 func NewCopilotThread(id string) *CopilotThread { return &CopilotThread{ID: id} }
+
+// Clone copies the thread, so a repository can keep it cached.
+func (t *CopilotThread) Clone() *CopilotThread {
+	c := *t
+	c.Calls = maps.Clone(t.Calls)
+	if t.Approvals != nil {
+		c.Approvals = make(map[string]*CopilotApproval, len(t.Approvals))
+		for id, a := range t.Approvals {
+			ac := *a
+			c.Approvals[id] = &ac
+		}
+	}
+	return &c
+}
 
 // Exists reports whether the thread was started.
 func (t *CopilotThread) Exists() bool { return t.OrgID != "" }

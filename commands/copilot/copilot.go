@@ -156,6 +156,10 @@ var threadAggregate = eventstore.Aggregate[*domain.CopilotThread, domain.Event]{
 	New:    domain.NewCopilotThread,
 	Apply:  func(s **domain.CopilotThread, e domain.Event, _ eventstore.Recorded) { (*s).Apply(e) },
 	OrgID:  func(s **domain.CopilotThread) string { return (*s).OrgID },
+	// A turn loads its thread after every action: kept in memory, a load
+	// reads only the events after the cached version.
+	Clone: func(t *domain.CopilotThread) *domain.CopilotThread { return t.Clone() },
+	Keep:  func(t **domain.CopilotThread) bool { return (*t).Exists() },
 }
 
 // access is every copilot entry point's first check: a person's session

@@ -263,9 +263,12 @@ func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 		return string(out), nil
 	}
 
-	// A turn stopped meanwhile takes no lease either.
-	if err := r.reload(ctx); err != nil {
-		return "", err
+	// A turn stopped meanwhile takes no lease either. (Once it holds one,
+	// the action's record at the turn's version is the guard.)
+	if r.lease == "" {
+		if err := r.reload(ctx); err != nil {
+			return "", err
+		}
 	}
 	if why := domain.CopilotNeedsApproval(cl.action.Type, r.everyAction); why != "" {
 		return r.askApproval(ctx, cl, called, why)

@@ -186,29 +186,61 @@ func (c *Client) Stream(ctx context.Context, messages []Message, tools []Tool, t
 		}
 		return Completion{}, fmt.Errorf("%w: status %d: %s", ErrProvider, resp.StatusCode, clip(msg, 300))
 	}
+	// The body is read in its own goroutine, so that while the caller
+	// records one piece of text the next pieces gather; the caller is
+	// then handed all that arrived meanwhile at once (text is called
+	// fewer times the slower it is, never later than it can take it).
+	type item struct {
+		ch   chunk
+		done bool
+		err  error
+	}
+	items := make(chan item, 4096)
+	rctx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	go func() {
+		defer close(items)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		put := func(it item) bool {
+			select {
+			case items <- it:
+				return true
+			case <-rctx.Done():
+				return false
+			}
+		}
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data:")
+			if !ok {
+				continue // blank lines, comments, event: and id: fields
+			}
+			data = strings.TrimSpace(data)
+			if data == "[DONE]" {
+				put(item{done: true})
+				return
+			}
+			var ch chunk
+			if err := json.Unmarshal([]byte(data), &ch); err != nil {
+				put(item{err: fmt.Errorf("%w: a streamed chunk is not JSON: %s", ErrProvider, clip(data, 200))})
+				return
+			}
+			if !put(item{ch: ch}) {
+				return
+			}
+		}
+		if err := sc.Err(); err != nil {
+			put(item{err: fmt.Errorf("%w: reading the stream: %v", ErrProvider, err)})
+		}
+	}()
 	var out Completion
 	var sb strings.Builder
 	calls := map[int]*ToolCall{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	done := false
-	for !done && sc.Scan() {
-		line := sc.Text()
-		data, ok := strings.CutPrefix(line, "data:")
-		if !ok {
-			continue // blank lines, comments, event: and id: fields
-		}
-		data = strings.TrimSpace(data)
-		if data == "[DONE]" {
-			done = true
-			break
-		}
-		var ch chunk
-		if err := json.Unmarshal([]byte(data), &ch); err != nil {
-			return Completion{}, fmt.Errorf("%w: a streamed chunk is not JSON: %s", ErrProvider, clip(data, 200))
-		}
+	var pending strings.Builder
+	apply := func(ch chunk) error {
 		if ch.Error != nil {
-			return Completion{}, fmt.Errorf("%w: %s", ErrProvider, clip(ch.Error.Message, 300))
+			return fmt.Errorf("%w: %s", ErrProvider, clip(ch.Error.Message, 300))
 		}
 		if ch.Usage != nil {
 			out.Usage = Usage{InputTokens: ch.Usage.PromptTokens, OutputTokens: ch.Usage.CompletionTokens}
@@ -216,11 +248,7 @@ func (c *Client) Stream(ctx context.Context, messages []Message, tools []Tool, t
 		for _, choice := range ch.Choices {
 			if choice.Delta.Content != nil && *choice.Delta.Content != "" {
 				sb.WriteString(*choice.Delta.Content)
-				if text != nil {
-					if err := text(*choice.Delta.Content); err != nil {
-						return Completion{}, err
-					}
-				}
+				pending.WriteString(*choice.Delta.Content)
 			}
 			for _, d := range choice.Delta.ToolCalls {
 				tc := calls[d.Index]
@@ -240,18 +268,44 @@ func (c *Client) Stream(ctx context.Context, messages []Message, tools []Tool, t
 				out.FinishReason = *choice.FinishReason
 			}
 		}
+		return nil
 	}
-	if err := sc.Err(); err != nil {
-		if ctx.Err() != nil {
-			return Completion{}, ctx.Err()
+	for !done {
+		it, ok := <-items
+		for {
+			if !ok {
+				if ctx.Err() != nil {
+					return Completion{}, ctx.Err()
+				}
+				return Completion{}, fmt.Errorf("%w: the stream ended before [DONE]", ErrProvider)
+			}
+			if it.err != nil {
+				if ctx.Err() != nil {
+					return Completion{}, ctx.Err()
+				}
+				return Completion{}, it.err
+			}
+			if it.done {
+				done = true
+				break
+			}
+			if err := apply(it.ch); err != nil {
+				return Completion{}, err
+			}
+			// Take whatever else has arrived, then hand the text over.
+			select {
+			case it, ok = <-items:
+				continue
+			default:
+			}
+			break
 		}
-		return Completion{}, fmt.Errorf("%w: reading the stream: %v", ErrProvider, err)
-	}
-	if !done {
-		if ctx.Err() != nil {
-			return Completion{}, ctx.Err()
+		if pending.Len() > 0 && text != nil {
+			if err := text(pending.String()); err != nil {
+				return Completion{}, err
+			}
 		}
-		return Completion{}, fmt.Errorf("%w: the stream ended before [DONE]", ErrProvider)
+		pending.Reset()
 	}
 	out.Text = sb.String()
 	idx := make([]int, 0, len(calls))
