@@ -706,9 +706,12 @@ func TestCopilotWithoutAModel(t *testing.T) {
 	}; !findRef("com.example.notes:id/input") {
 		t.Errorf("after open Notes the screen shows %+v; want Notes", obs.Elements)
 	}
-	for cmd, want := range map[string][]string{`tap "Save"`: {"tap"}, "back": {"key"}, "home": {"key"}, "swipe up": {"swipe"}} {
-		if got := actions(command(cmd, http.StatusOK)); !slices.Equal(got, want) {
-			t.Errorf("%s took %v; want %v", cmd, got, want)
+	for _, c := range []struct {
+		cmd  string
+		want []string
+	}{{`tap "Save"`, []string{"tap"}}, {"back", []string{"key"}}, {"home", []string{"key"}}, {"swipe up", []string{"swipe"}}} {
+		if got := actions(command(c.cmd, http.StatusOK)); !slices.Equal(got, c.want) {
+			t.Errorf("%s took %v; want %v", c.cmd, got, c.want)
 		}
 	}
 	shot := command("screenshot", http.StatusOK)
