@@ -46,6 +46,25 @@ type turn struct {
 	// person's yes; awaiting is set once the turn asked for one.
 	everyAction bool
 	awaiting    bool
+	// owed is the latest answer's tokens, not recorded yet.
+	owed *domain.CopilotTokensUsed
+}
+
+// withOwed puts the owed tokens before evs.
+func (r *turn) withOwed(evs ...domain.Event) []domain.Event {
+	if r.owed == nil {
+		return evs
+	}
+	return append([]domain.Event{*r.owed}, evs...)
+}
+
+// settleOwed records the owed tokens after the turn's end: the provider
+// spent them even so, and they are the person's.
+func (r *turn) settleOwed(ctx context.Context) {
+	if r.owed != nil {
+		r.settleAfterStop(ctx, *r.owed)
+		r.owed = nil
+	}
 }
 
 func (r *turn) run(ctx context.Context) {
@@ -65,16 +84,10 @@ func (r *turn) run(ctx context.Context) {
 			return
 		}
 		if comp.Usage != (chat.Usage{}) {
-			used := domain.CopilotTokensUsed{ThreadID: r.threadID, TurnID: r.turnID, UserID: r.auth.UserID,
+			// Recorded with what the turn records next (the action's
+			// request, or the turn's end), one commit fewer per answer.
+			r.owed = &domain.CopilotTokensUsed{ThreadID: r.threadID, TurnID: r.turnID, UserID: r.auth.UserID,
 				Model: r.c.cfg.ModelName, InputTokens: comp.Usage.InputTokens, OutputTokens: comp.Usage.OutputTokens, At: r.c.now()}
-			if err := r.append(ctx, used); err != nil {
-				if errors.Is(err, errTurnOver) {
-					// The provider spent them even so: they are the person's.
-					r.settleAfterStop(ctx, used)
-				}
-				r.failed(ctx, err)
-				return
-			}
 		}
 		if len(comp.ToolCalls) == 0 {
 			r.end(ctx, domain.CopilotTurnCompleted, "", "")
@@ -117,6 +130,7 @@ func (r *turn) run(ctx context.Context) {
 func (r *turn) failed(ctx context.Context, err error) {
 	switch {
 	case errors.Is(err, errTurnOver):
+		r.settleOwed(ctx)
 	case errors.Is(err, chat.ErrProvider):
 		r.end(ctx, domain.CopilotTurnFailed, "provider_error", err.Error()+"; nothing more was done")
 	case ctx.Err() != nil:
@@ -138,20 +152,23 @@ func (r *turn) end(ctx context.Context, outcome, reason, detail string) {
 // moved on, the thread is loaded again: if the turn is over, errTurnOver;
 // else the events are appended at the new version.
 func (r *turn) append(ctx context.Context, evs ...domain.Event) error {
-	news, err := eventstore.Encode(domain.Events, r.auth.OrgID, evs...)
+	news, err := eventstore.Encode(domain.Events, r.auth.OrgID, r.withOwed(evs...)...)
 	if err != nil {
 		return err
 	}
 	for attempt := 0; ; attempt++ {
 		a, err := r.c.cfg.Store.Append(ctx, domain.CopilotThreadStream(r.threadID), r.version, news...)
 		if err == nil {
-			r.version = a.Version
+			r.version, r.owed = a.Version, nil
 			return nil
 		}
 		if !errors.Is(err, eventstore.ErrConflict) || attempt > 3 {
 			return err
 		}
 		if err := r.reload(ctx); err != nil {
+			if errors.Is(err, errTurnOver) {
+				r.settleOwed(ctx)
+			}
 			return err
 		}
 	}
@@ -281,7 +298,7 @@ func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 	}
 	key := "copilot-" + callID
 	called.IdempotencyKey, called.ObservedFrame = key, r.frame
-	news, err := eventstore.Encode(domain.Events, r.auth.OrgID, domain.Event(called))
+	news, err := eventstore.Encode(domain.Events, r.auth.OrgID, r.withOwed(called)...)
 	if err != nil {
 		return "", err
 	}
@@ -300,6 +317,9 @@ func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 	}
 	r.version = v
 	recorded, over := t.Calls[callID], t.Turn != r.turnID
+	if recorded {
+		r.owed = nil // recorded with the action's request
+	}
 	if !recorded {
 		if over || err == nil {
 			// Stopped before the action was recorded: it was never sent.
