@@ -163,7 +163,7 @@ func (b *bench) copilot(ctx context.Context) error {
 			return err
 		}
 		threadID = posted.ThreadID
-		for wait := time.Now().Add(time.Minute); ; time.Sleep(2 * time.Millisecond) {
+		for wait := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 			var t thread
 			if err := restCall(ctx, c, "GET", base+"/v1/copilot/threads/"+threadID, nil, &t); err != nil {
 				return err
