@@ -290,12 +290,15 @@ func (q CopilotQueries) Thread(ctx context.Context, orgID, userID, threadID stri
 	return v, items, true, rows.Err()
 }
 
-// TokensUsed sums the tokens orgID's people spent in [from, to).
-func (q CopilotQueries) TokensUsed(ctx context.Context, orgID string, from, to time.Time) (int64, error) {
-	var n int64
-	err := q.DB.QueryRow(ctx, `SELECT coalesce(sum(input_tokens + output_tokens), 0) FROM public.copilot_tokens
-		WHERE org_id = $1 AND at >= $2 AND at < $3`, orgID, from, to).Scan(&n)
-	return n, err
+// Tokens sums the input and output tokens the copilot's model took for
+// orgID in [from, to), on threads about devices (nil: all) or about
+// deviceID (when set).
+func Tokens(ctx context.Context, db *pgxpool.Pool, orgID string, devices []string, deviceID string, from, to time.Time) (in, out int64, err error) {
+	err = db.QueryRow(ctx, `SELECT coalesce(sum(k.input_tokens), 0), coalesce(sum(k.output_tokens), 0)
+		FROM public.copilot_tokens k JOIN public.copilot_threads t ON t.thread_id = k.thread_id
+		WHERE k.org_id = $1 AND k.at >= $2 AND k.at < $3 AND ($4::text[] IS NULL OR t.device_id = ANY($4))
+		AND ($5 = '' OR t.device_id = $5)`, orgID, from, to, devices, deviceID).Scan(&in, &out)
+	return in, out, err
 }
 
 // CopilotApprovalView is an approval as the read model shows it.

@@ -215,6 +215,14 @@ func TestCopilotOpensNotesAndTypesANote(t *testing.T) {
 	if !typed {
 		t.Errorf("the note field does not hold the note: %+v", obs.Elements)
 	}
+	// Usage reports the copilot's tokens beside device time.
+	usage := s.call(s.person, "GET", "/v1/usage", "", http.StatusOK)["copilot"].(map[string]any)
+	if usage["inputTokens"] != float64(600) || usage["outputTokens"] != float64(150) || usage["totalTokens"] != float64(750) {
+		t.Errorf("usage copilot %v; want 600 in, 150 out, 750 in all", usage)
+	}
+	if other := s.call(s.person, "GET", "/v1/usage?deviceId="+domain.NewID(domain.PrefixDevice), "", http.StatusOK)["copilot"].(map[string]any); other["totalTokens"] != float64(0) {
+		t.Errorf("usage copilot on another device %v; want none", other)
+	}
 	// The lease the turn took was given back.
 	if ls := s.call(s.person, "GET", "/v1/leases", "", http.StatusOK)["leases"].([]any); len(ls) != 0 {
 		t.Errorf("leases after the turn: %v; want none", ls)
