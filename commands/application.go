@@ -5,6 +5,7 @@ import (
 
 	"phonefleet/commands/apps"
 	"phonefleet/commands/console"
+	"phonefleet/commands/copilot"
 	"phonefleet/commands/cqrs"
 	"phonefleet/commands/fleet"
 	"phonefleet/commands/gateways"
@@ -38,6 +39,7 @@ type Application struct {
 	Notifications notifications.Handlers
 	Apps          apps.Handlers
 	Proxies       proxies.Handlers
+	Copilot       copilot.Handlers
 }
 
 // Capabilities are what the application object is built from. A
@@ -69,6 +71,9 @@ type Capabilities struct {
 	// Proxies is managed proxies: products, quotes, orders, the proxies
 	// paid orders issue and the operations on them.
 	Proxies *proxies.Proxies
+	// Copilot is the person's chat-driven device control; it acts through
+	// the application's fleet entry points.
+	Copilot *copilot.Copilot
 	// Logger receives one debug line per command and query (name, time
 	// taken, error code); nil discards.
 	Logger *slog.Logger
@@ -111,6 +116,11 @@ func NewApplication(c Capabilities) Application {
 	}
 	if c.Proxies != nil {
 		app.Proxies = c.Proxies.Handlers(d)
+	}
+	if c.Copilot != nil {
+		f := app.Fleet
+		app.Copilot = c.Copilot.Handlers(d, copilot.Devices{GetDevice: f.GetDevice, ListLeases: f.ListLeases,
+			AcquireLease: f.AcquireLease, ReleaseLease: f.ReleaseLease, Observe: f.ObserveDevice, Act: f.PerformAction})
 	}
 	return app
 }

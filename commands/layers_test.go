@@ -51,6 +51,8 @@ var devicesBelowThePort = []string{
 var allowedCapabilityImports = map[[2]string]string{
 	{"apps", "fleet"}: "installations lease, act on and read devices through apps.Devices, which *fleet.Fleet satisfies, " +
 		"sending the fleet's request types",
+	{"copilot", "fleet"}: "a turn observes, leases and acts on its device through the application's fleet entry points (copilot.Devices), " +
+		"sending the fleet's request types, so the copilot's actions are the REST and MCP ones",
 	{"console", "keys"}: "CLI sign-in mints and revokes keys through the application's key commands (console.KeyMinter)",
 	{"provisioning", "fleet"}: "fulfilments register, lend and retire devices through provisioning.Devices, " +
 		"which *fleet.Fleet satisfies, sending the fleet's request types",

@@ -120,6 +120,10 @@ type UsageReport struct {
 	Devices []DeviceUsage
 	Lease   time.Duration
 	Run     time.Duration
+	// CopilotInputTokens and CopilotOutputTokens are the tokens the
+	// copilot's model took in the period, as its provider reported them.
+	CopilotInputTokens  int64
+	CopilotOutputTokens int64
 }
 
 // Total is the time of every device, leases and runs together.

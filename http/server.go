@@ -189,6 +189,7 @@ func New(deps Deps) *Server {
 	s.registerGatewayRoutes(s.v1)
 	s.registerAppRoutes(s.v1)
 	s.registerProxyRoutes(s.v1)
+	s.registerCopilotRoutes(s.v1)
 	s.registerMCPRoutes(s.router)
 	if deps.VRX != nil {
 		s.router.PathPrefix("/vrx/").Handler(deps.VRX)

@@ -46,7 +46,7 @@ type usageEnv struct {
 func newUsageEnv(t *testing.T, now time.Time) *usageEnv {
 	t.Helper()
 	_, store := testStore(t, 4)
-	runner := runProjections(t, store, projections.Usage{})
+	runner := runProjections(t, store, projections.Usage{}, projections.Copilot{})
 	p := provisioning.New(provisioning.Config{Store: store, Now: func() time.Time { return now },
 		ReadModels: testutil.ReadModels{RM: runner}})
 	app := commands.NewApplication(commands.Capabilities{Provisioning: p})

@@ -23,7 +23,7 @@ import (
 // usageRunner runs the usage projection alone over s until the test ends.
 func usageRunner(t *testing.T, s *eventstore.Store) *projections.Runner {
 	t.Helper()
-	r, err := projections.NewRunner(s, quiet, []projections.Projection{projections.Usage{}}, projections.WithPollInterval(20*time.Millisecond))
+	r, err := projections.NewRunner(s, quiet, []projections.Projection{projections.Usage{}, projections.Copilot{}}, projections.WithPollInterval(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,15 @@ func (p GetUsageHandler) Handle(ctx context.Context, q GetUsage) (UsageReport, e
 	if err != nil {
 		return UsageReport{}, err
 	}
-	return domain.TallyUsage(*period, asOf, intervals), nil
+	report := domain.TallyUsage(*period, asOf, intervals)
+	// The copilot's tokens in the same period, on the same devices, up to asOf.
+	to := period.End
+	if asOf.Before(to) {
+		to = asOf.Add(time.Microsecond)
+	}
+	report.CopilotInputTokens, report.CopilotOutputTokens, err = projections.Tokens(ctx, p.pool, a.OrgID, a.Devices, q.DeviceID,
+		period.Start, to)
+	return report, err
 }
 
 // usageCaughtUp waits until the usage read model has applied every event
@@ -82,7 +90,7 @@ func (p GetUsageHandler) Handle(ctx context.Context, q GetUsage) (UsageReport, e
 func (p *Provisioning) usageCaughtUp(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, usageWaitLimit)
 	defer cancel()
-	if err := cqrs.AwaitAll(wctx, p.store, p.cfg.ReadModels, projections.UsageName); err != nil {
+	if err := cqrs.AwaitAll(wctx, p.store, p.cfg.ReadModels, projections.UsageName, projections.CopilotName); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -23,6 +23,14 @@ type Usage struct {
 	LeaseSeconds float64       `json:"leaseSeconds"`
 	RunSeconds   float64       `json:"runSeconds"`
 	AsOf         string        `json:"asOf"`
+	Copilot      UsageCopilot  `json:"copilot"`
+}
+
+// UsageCopilot is the tokens the copilot's model took in the period.
+type UsageCopilot struct {
+	InputTokens  int64 `json:"inputTokens"`
+	OutputTokens int64 `json:"outputTokens"`
+	TotalTokens  int64 `json:"totalTokens"`
 }
 
 // UsageDevice is one device's time in the period: seconds is
@@ -40,6 +48,8 @@ func NewUsage(r provisioning.UsageReport) Usage {
 	return Usage{Period: r.Period.Name(), PeriodStart: domain.FormatWebhookTime(r.Period.Start),
 		PeriodEnd: domain.FormatWebhookTime(r.Period.End), AsOf: domain.FormatWebhookTime(r.AsOf),
 		TotalSeconds: seconds(r.Total()), LeaseSeconds: seconds(r.Lease), RunSeconds: seconds(r.Run),
+		Copilot: UsageCopilot{InputTokens: r.CopilotInputTokens, OutputTokens: r.CopilotOutputTokens,
+			TotalTokens: r.CopilotInputTokens + r.CopilotOutputTokens},
 		Devices: each(r.Devices, func(d domain.DeviceUsage) UsageDevice {
 			return UsageDevice{DeviceID: d.DeviceID, Seconds: seconds(d.Total()), LeaseSeconds: seconds(d.Lease), RunSeconds: seconds(d.Run)}
 		})}

@@ -89,6 +89,13 @@ type Config struct {
 	PlannerAPIKey string
 	// PlannerModel is the model asked (SERVICE_PLANNER_MODEL).
 	PlannerModel string
+	// CopilotURL, CopilotAPIKey and CopilotModel are the copilot's
+	// OpenAI-compatible provider (SERVICE_COPILOT_URL, _API_KEY, _MODEL);
+	// unset, the copilot uses the planner's (SERVICE_PLANNER_*). Empty
+	// after that: the deployment serves no copilot chat.
+	CopilotURL    string
+	CopilotAPIKey string
+	CopilotModel  string
 
 	// ConsoleClientID is the console's public OAuth client id, used for the
 	// authorization code + PKCE sign-in in hosted mode (SERVICE_CONSOLE_CLIENT_ID).
@@ -178,6 +185,9 @@ func (c *Config) settings() []Setting {
 		{"SERVICE_PLANNER_URL", "planner-url", "", "OpenAI-compatible chat-completions base URL for the built-in run agent; unset: scripted planner only", &c.PlannerURL},
 		{"SERVICE_PLANNER_API_KEY", "planner-api-key", "", "bearer token for the planner endpoint", &c.PlannerAPIKey},
 		{"SERVICE_PLANNER_MODEL", "planner-model", "", "model the planner endpoint is asked for", &c.PlannerModel},
+		{"SERVICE_COPILOT_URL", "copilot-url", "", "OpenAI-compatible chat-completions base URL for the copilot; unset: the planner's", &c.CopilotURL},
+		{"SERVICE_COPILOT_API_KEY", "copilot-api-key", "", "bearer token for the copilot endpoint; unset with SERVICE_COPILOT_URL: the planner's", &c.CopilotAPIKey},
+		{"SERVICE_COPILOT_MODEL", "copilot-model", "", "model the copilot endpoint is asked for; unset with SERVICE_COPILOT_URL: the planner's", &c.CopilotModel},
 		{"SERVICE_CONSOLE_CLIENT_ID", "console-client-id", "", "the console's public OAuth client id (hosted: authorization code + PKCE sign-in)", &c.ConsoleClientID},
 		{"SERVICE_STRIPE_SECRET_KEY", "stripe-secret-key", "", "payment provider (Stripe) secret API key; unset: checkout answers 503 checkout_unavailable", &c.StripeSecretKey},
 		{"SERVICE_STRIPE_API_BASE", "stripe-api-base", "", "payment provider API base URL (stripe-mock in tests and development); unset: Stripe's real API", &c.StripeAPIBase},
@@ -310,6 +320,18 @@ func (c *Config) validate() error {
 			return fmt.Errorf("invalid configuration: SERVICE_PLANNER_URL needs SERVICE_PLANNER_MODEL")
 		}
 		c.PlannerURL = strings.TrimRight(c.PlannerURL, "/")
+	}
+	if c.CopilotURL == "" {
+		c.CopilotURL, c.CopilotAPIKey, c.CopilotModel = c.PlannerURL, c.PlannerAPIKey, c.PlannerModel
+	}
+	if c.CopilotURL != "" {
+		if u, err := url.Parse(c.CopilotURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("invalid SERVICE_COPILOT_URL %q: want an http(s) URL", c.CopilotURL)
+		}
+		if c.CopilotModel == "" {
+			return fmt.Errorf("invalid configuration: SERVICE_COPILOT_URL needs SERVICE_COPILOT_MODEL")
+		}
+		c.CopilotURL = strings.TrimRight(c.CopilotURL, "/")
 	}
 	if c.IdentityWebhookSecret != "" {
 		// Standard Webhooks: whsec_ and the base64 of a 24 to 64 byte key.

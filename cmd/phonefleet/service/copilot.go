@@ -1,0 +1,37 @@
+package service
+
+import (
+	"context"
+
+	"phonefleet/commands/copilot"
+	"phonefleet/internal/chat"
+	"phonefleet/projections"
+)
+
+// copilotProjections are the read models of the copilot.
+func copilotProjections() []projections.Projection {
+	return []projections.Projection{projections.Copilot{}}
+}
+
+// wireCopilot builds the copilot over the provider configured for it
+// (SERVICE_COPILOT_*, else the planner's); without one the copilot still
+// reads threads, and its chat answers service_unavailable.
+func (a *App) wireCopilot(context.Context) error {
+	cfg := copilot.Config{Store: a.store, ReadModels: a.runner, Queries: projections.CopilotQueries{DB: a.db.Pool},
+		ModelName: a.cfg.CopilotModel}
+	if a.cfg.CopilotURL != "" {
+		m, err := chat.New(chat.Config{BaseURL: a.cfg.CopilotURL, APIKey: a.cfg.CopilotAPIKey, Model: a.cfg.CopilotModel})
+		if err != nil {
+			return err
+		}
+		cfg.Model = m
+	}
+	a.capabilities.Copilot = copilot.New(cfg)
+	return nil
+}
+
+// serveCopilot stops the turns this process runs when the service stops.
+func (a *App) serveCopilot(context.Context) error {
+	a.workers = append(a.workers, a.capabilities.Copilot.Run)
+	return nil
+}

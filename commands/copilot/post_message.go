@@ -1,0 +1,112 @@
+package copilot
+
+import (
+	"context"
+
+	"phonefleet/commands/fleet"
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+)
+
+// PostMessage is a person's message to the copilot (POST /v1/copilot): to
+// the thread ThreadID, or, without one, to a new thread about DeviceID.
+type PostMessage struct {
+	Auth     domain.Auth
+	ThreadID string
+	DeviceID string
+	Message  string
+	// ApproveEveryAction, for a new thread, makes every device action of
+	// the thread wait for the person's yes.
+	ApproveEveryAction bool
+}
+
+// PostedMessage names the thread and the turn the message started.
+type PostedMessage struct {
+	ThreadID string
+	TurnID   string
+}
+
+// PostMessageHandler handles PostMessage.
+type PostMessageHandler struct{ c *Copilot }
+
+// Handle records the message (and the thread, when new), starting a turn
+// that this process then runs, and answers once the threads read model
+// shows it. Refusals: permission_denied (not a person's session),
+// service_unavailable (no model), invalid_argument (message, deviceId),
+// not_found (a thread that is not the caller's), device_unavailable
+// (not_found: a device the caller cannot see), wrong_state (the thread is
+// still answering).
+func (h PostMessageHandler) Handle(ctx context.Context, cmd PostMessage) (PostedMessage, error) {
+	c, a := h.c, cmd.Auth
+	if err := access(a); err != nil {
+		return PostedMessage{}, err
+	}
+	if err := c.chatServed(); err != nil {
+		return PostedMessage{}, err
+	}
+	text, err := domain.CheckCopilotMessage(cmd.Message)
+	if err != nil {
+		return PostedMessage{}, err
+	}
+	threadID := cmd.ThreadID
+	deviceID := cmd.DeviceID
+	if threadID == "" {
+		if deviceID == "" {
+			return PostedMessage{}, domain.Errorf(domain.CodeInvalidArgument, "deviceId is required to start a thread (or name threadId)").
+				With("field", "deviceId")
+		}
+		if _, err := c.devices.GetDevice.Handle(ctx, fleet.GetDevice{Auth: a, DeviceID: deviceID}); err != nil {
+			return PostedMessage{}, err
+		}
+		threadID = domain.NewID(domain.PrefixCopilotThread)
+	} else {
+		t, _, err := c.visibleThread(ctx, a, threadID)
+		if err != nil {
+			return PostedMessage{}, err
+		}
+		if deviceID != "" && deviceID != t.DeviceID {
+			return PostedMessage{}, domain.Errorf(domain.CodeInvalidArgument, "thread %s is about device %s; a thread stays with its device", threadID, t.DeviceID).
+				With("field", "deviceId")
+		}
+	}
+	turnID := domain.NewID(domain.PrefixCopilotTurn)
+	t, committed, err := c.threads.Update(ctx, threadID, func(t **domain.CopilotThread) ([]domain.Event, error) {
+		if (*t).Exists() && !(*t).VisibleTo(a) {
+			return nil, domain.ErrCopilotThreadNotFound(threadID)
+		}
+		return (*t).Post(a, deviceID, turnID, text, cmd.ApproveEveryAction, c.now())
+	})
+	if err != nil {
+		return PostedMessage{}, err
+	}
+	last := committed.Last()
+	c.start(ctx, a, t, turnID, text, last.Version)
+	if err := c.wait(ctx, last); err != nil {
+		return PostedMessage{}, err
+	}
+	return PostedMessage{ThreadID: threadID, TurnID: turnID}, nil
+}
+
+// start runs the turn in this process, under the service's lifetime, with
+// the request's authorization and metadata.
+func (c *Copilot) start(ctx context.Context, a domain.Auth, t *domain.CopilotThread, turnID, text string, version int64) {
+	meta, _ := eventstore.MetadataFrom(ctx)
+	tctx, cancel := context.WithCancel(c.base)
+	tctx = domain.WithAuth(eventstore.WithMetadata(tctx, meta), a)
+	c.mu.Lock()
+	c.running[t.ID] = runningTurn{turnID: turnID, cancel: cancel}
+	c.mu.Unlock()
+	r := &turn{c: c, auth: a, threadID: t.ID, deviceID: t.DeviceID, turnID: turnID, message: text, version: version, dev: c.devices,
+		everyAction: t.ApproveEveryAction}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer cancel()
+		r.run(tctx)
+		c.mu.Lock()
+		if rt, ok := c.running[t.ID]; ok && rt.turnID == turnID {
+			delete(c.running, t.ID)
+		}
+		c.mu.Unlock()
+	}()
+}

@@ -1,0 +1,127 @@
+package copilot
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"phonefleet/domain"
+	"phonefleet/internal/chat"
+)
+
+// ToolObserve is the tool that looks at the screen; every other tool is a
+// device action named by its action type.
+const ToolObserve = "observe"
+
+// maxObservedElements bounds the element list an observation gives the
+// model (its budget).
+const maxObservedElements = 80
+
+// actionTools are the device actions offered, with their descriptions
+// and argument schemas (the arguments domain.ParseAction reads).
+var actionTools = []struct {
+	action domain.ActionType
+	desc   string
+	params string
+}{
+	{domain.ActionTap, "Tap an element by its ref from the latest observation, or a point (x, y in screen pixels).",
+		`{"type":"object","properties":{"ref":{"type":"string"},"x":{"type":"integer","minimum":0},"y":{"type":"integer","minimum":0}},"additionalProperties":false}`},
+	{domain.ActionDoubleTap, "Double-tap a point.",
+		`{"type":"object","properties":{"x":{"type":"integer","minimum":0},"y":{"type":"integer","minimum":0}},"required":["x","y"],"additionalProperties":false}`},
+	{domain.ActionLongPress, "Press and hold a point.",
+		`{"type":"object","properties":{"x":{"type":"integer","minimum":0},"y":{"type":"integer","minimum":0},"durationMs":{"type":"integer","minimum":0,"maximum":10000}},"required":["x","y"],"additionalProperties":false}`},
+	{domain.ActionSwipe, "Swipe from (x1, y1) to (x2, y2); swipe up to scroll down.",
+		`{"type":"object","properties":{"x1":{"type":"integer","minimum":0},"y1":{"type":"integer","minimum":0},"x2":{"type":"integer","minimum":0},"y2":{"type":"integer","minimum":0},"durationMs":{"type":"integer","minimum":0,"maximum":10000}},"required":["x1","y1","x2","y2"],"additionalProperties":false}`},
+	{domain.ActionTypeText, "Type text into the focused field (tap the field first).",
+		`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`},
+	{domain.ActionKey, "Press a key: BACK, HOME, ENTER, DEL, APP_SWITCH, VOLUME_UP, VOLUME_DOWN, POWER.",
+		`{"type":"object","properties":{"key":{"type":"string"}},"required":["key"],"additionalProperties":false}`},
+	{domain.ActionOpenApp, "Open an installed app by its Android package name.",
+		`{"type":"object","properties":{"package":{"type":"string"}},"required":["package"],"additionalProperties":false}`},
+	{domain.ActionInstallApp, "Install an app by its Android package name; it waits for the person's approval.",
+		`{"type":"object","properties":{"package":{"type":"string"}},"required":["package"],"additionalProperties":false}`},
+}
+
+// toolsFor are the tools the person's credential allows: observing needs
+// devices:read, acting devices:act and devices:lease (a turn takes the
+// lease when the person holds none).
+func toolsFor(a domain.Auth) []chat.Tool {
+	var out []chat.Tool
+	if a.Has(domain.ScopeDevicesRead) {
+		out = append(out, chat.Tool{Name: ToolObserve,
+			Description: "Look at the screen now: its size, a frame id, and the elements (ref, class, text, id, bounds). Observe before acting, and again when the screen may have changed.",
+			Parameters:  json.RawMessage(`{"type":"object","properties":{"elements":{"type":"string","enum":["interactive","all"]}},"additionalProperties":false}`)})
+	}
+	if a.Has(domain.ScopeDevicesAct) && a.Has(domain.ScopeDevicesLease) {
+		for _, t := range actionTools {
+			out = append(out, chat.Tool{Name: string(t.action), Description: t.desc, Parameters: json.RawMessage(t.params)})
+		}
+	}
+	return out
+}
+
+// call is a tool call of the model, checked.
+type call struct {
+	id     string
+	tool   string
+	args   json.RawMessage
+	action domain.Action
+	// elements is observe's argument.
+	elements string
+}
+
+// errMalformed describes a tool call the copilot will not carry out.
+type errMalformed struct{ msg string }
+
+func (e errMalformed) Error() string { return e.msg }
+
+// checkCall checks one tool call against the tools offered: a known tool,
+// arguments that are a JSON object its action accepts.
+func checkCall(tc chat.ToolCall, offered []chat.Tool) (call, error) {
+	name := tc.Function.Name
+	known := false
+	for _, t := range offered {
+		known = known || t.Name == name
+	}
+	if !known {
+		return call{}, errMalformed{fmt.Sprintf("the model called %q, which is not one of its tools", clip(name, 64))}
+	}
+	args := strings.TrimSpace(tc.Function.Arguments)
+	if args == "" {
+		args = "{}"
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(args), &obj); err != nil {
+		return call{}, errMalformed{fmt.Sprintf("the model's arguments to %s are not a JSON object: %s", name, clip(args, 200))}
+	}
+	c := call{id: tc.ID, tool: name, args: json.RawMessage(args)}
+	if name == ToolObserve {
+		var o struct {
+			Elements string `json:"elements"`
+		}
+		_ = json.Unmarshal(c.args, &o)
+		switch o.Elements {
+		case "", domain.ElementsInteractive:
+			c.elements = domain.ElementsInteractive
+		case domain.ElementsAll:
+			c.elements = domain.ElementsAll
+		default:
+			return call{}, errMalformed{fmt.Sprintf("observe: elements must be interactive or all, not %q", clip(o.Elements, 40))}
+		}
+		return c, nil
+	}
+	action, err := domain.ParseAction(name, c.args)
+	if err != nil {
+		return call{}, errMalformed{fmt.Sprintf("the model's call of %s is not a valid action: %v", name, err)}
+	}
+	c.action = action
+	return c, nil
+}
+
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}

@@ -1,0 +1,472 @@
+package copilot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"phonefleet/commands/fleet"
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+	"phonefleet/internal/chat"
+)
+
+const systemPrompt = `You are the copilot of a person who drives an Android phone through you. You act on the phone with tools: observe looks at the screen (elements with refs and bounds), the others act on it. Observe before acting and after the screen changes; prefer tapping an element by its ref. Each action is carried out at once as the person. Say briefly what you did. When the request is done or cannot be done, answer without a tool call.`
+
+// turn runs one turn of a thread: it asks the model, streams its text into
+// the thread, carries out its tool calls, and records the turn's end. Every
+// event it records is appended at the thread's version it last saw, and a
+// device action is requested in the same unit as its copilot.tool_called
+// event: once the turn was stopped (its end recorded by someone else),
+// nothing more of it is recorded, so no action is sent.
+type turn struct {
+	c        *Copilot
+	dev      Devices
+	auth     domain.Auth
+	threadID string
+	deviceID string
+	turnID   string
+	message  string
+	// version is the thread stream's version this turn last saw.
+	version int64
+	step    int
+	calls   int
+	// frame is the latest frame the model decided on: an observation's,
+	// or the frame after its last action.
+	frame string
+	// lease is the lease actions go under; acquired is true when this
+	// turn took it (and so gives it back at the end).
+	lease      string
+	leaseToken int64
+	acquired   bool
+	// everyAction is the thread's choice that every action waits for the
+	// person's yes; awaiting is set once the turn asked for one.
+	everyAction bool
+	awaiting    bool
+	// owed is the latest answer's tokens, not recorded yet.
+	owed *domain.CopilotTokensUsed
+}
+
+// withOwed puts the owed tokens before evs.
+func (r *turn) withOwed(evs ...domain.Event) []domain.Event {
+	if r.owed == nil {
+		return evs
+	}
+	return append([]domain.Event{*r.owed}, evs...)
+}
+
+// settleOwed records the owed tokens after the turn's end: the provider
+// spent them even so, and they are the person's.
+func (r *turn) settleOwed(ctx context.Context) {
+	if r.owed != nil {
+		r.settleAfterStop(ctx, *r.owed)
+		r.owed = nil
+	}
+}
+
+func (r *turn) run(ctx context.Context) {
+	defer r.releaseLease(ctx)
+	msgs, err := r.history(ctx)
+	if err != nil {
+		r.end(ctx, domain.CopilotTurnFailed, "internal_error", err.Error())
+		return
+	}
+	tools := toolsFor(r.auth)
+	for r.step = 1; r.step <= r.c.cfg.MaxSteps; r.step++ {
+		comp, err := r.c.cfg.Model.Stream(ctx, msgs, tools, func(s string) error {
+			return r.append(ctx, domain.CopilotTextStreamed{ThreadID: r.threadID, TurnID: r.turnID, Step: r.step, Text: s, At: r.c.now()})
+		})
+		if err != nil {
+			r.failed(ctx, err)
+			return
+		}
+		if comp.Usage != (chat.Usage{}) {
+			// Recorded with what the turn records next (the action's
+			// request, or the turn's end), one commit fewer per answer.
+			r.owed = &domain.CopilotTokensUsed{ThreadID: r.threadID, TurnID: r.turnID, UserID: r.auth.UserID,
+				Model: r.c.cfg.ModelName, InputTokens: comp.Usage.InputTokens, OutputTokens: comp.Usage.OutputTokens, At: r.c.now()}
+		}
+		if len(comp.ToolCalls) == 0 {
+			r.end(ctx, domain.CopilotTurnCompleted, "", "")
+			return
+		}
+		// Every call of the answer is checked before any is carried out:
+		// a malformed one fails the turn and nothing acts.
+		var checked []call
+		for _, tc := range comp.ToolCalls {
+			cl, err := checkCall(tc, tools)
+			if err != nil {
+				r.end(ctx, domain.CopilotTurnFailed, "malformed_tool_call", err.Error()+"; nothing was done")
+				return
+			}
+			checked = append(checked, cl)
+		}
+		msgs = append(msgs, chat.Message{Role: "assistant", Content: comp.Text, ToolCalls: comp.ToolCalls})
+		for _, cl := range checked {
+			result, err := r.carryOut(ctx, cl)
+			if err != nil {
+				r.failed(ctx, err)
+				return
+			}
+			msgs = append(msgs, chat.Message{Role: "tool", ToolCallID: cl.id, Content: result})
+			if r.awaiting {
+				// What the model asked for after it waits for the person too:
+				// the turn ends here, and the approved action runs on their yes.
+				r.end(ctx, domain.CopilotTurnAwaitingApproval, "awaiting_approval",
+					fmt.Sprintf("waiting for the person to approve %s; nothing after it was done", cl.tool))
+				return
+			}
+		}
+	}
+	r.end(ctx, domain.CopilotTurnFailed, "too_many_steps",
+		fmt.Sprintf("the model asked for more than %d steps in one turn; ask again to go on", r.c.cfg.MaxSteps))
+}
+
+// failed ends the turn after err: quietly when the turn is over (stopped),
+// as the provider's failure, or as interrupted.
+func (r *turn) failed(ctx context.Context, err error) {
+	switch {
+	case errors.Is(err, errTurnOver):
+		r.settleOwed(ctx)
+	case errors.Is(err, chat.ErrProvider):
+		r.end(ctx, domain.CopilotTurnFailed, "provider_error", err.Error()+"; nothing more was done")
+	case ctx.Err() != nil:
+		r.end(ctx, domain.CopilotTurnFailed, "interrupted", "the service stopped during the turn")
+	default:
+		r.end(ctx, domain.CopilotTurnFailed, "internal_error", err.Error())
+	}
+}
+
+// end records the turn's end, unless it is over already.
+func (r *turn) end(ctx context.Context, outcome, reason, detail string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	_ = r.append(ctx, domain.CopilotTurnEnded{ThreadID: r.threadID, TurnID: r.turnID, Outcome: outcome, Reason: reason,
+		Detail: clip(detail, 1000), At: r.c.now()})
+}
+
+// append records evs at the version the turn last saw. When the stream
+// moved on, the thread is loaded again: if the turn is over, errTurnOver;
+// else the events are appended at the new version.
+func (r *turn) append(ctx context.Context, evs ...domain.Event) error {
+	news, err := eventstore.Encode(domain.Events, r.auth.OrgID, r.withOwed(evs...)...)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		a, err := r.c.cfg.Store.Append(ctx, domain.CopilotThreadStream(r.threadID), r.version, news...)
+		if err == nil {
+			r.version, r.owed = a.Version, nil
+			return nil
+		}
+		if !errors.Is(err, eventstore.ErrConflict) || attempt > 3 {
+			return err
+		}
+		if err := r.reload(ctx); err != nil {
+			if errors.Is(err, errTurnOver) {
+				r.settleOwed(ctx)
+			}
+			return err
+		}
+	}
+}
+
+// reload catches up with the thread's stream: errTurnOver when the turn
+// is no longer the one in flight.
+func (r *turn) reload(ctx context.Context) error {
+	t, v, err := r.c.threads.Load(ctx, r.threadID)
+	if err != nil {
+		return err
+	}
+	r.version = v
+	if t.Turn != r.turnID {
+		return errTurnOver
+	}
+	return nil
+}
+
+// history is the conversation so far as the model reads it: the system
+// prompt, each earlier turn's message and answer (its text and what its
+// tool calls came to), and this turn's message.
+func (r *turn) history(ctx context.Context) ([]chat.Message, error) {
+	evs, err := r.c.cfg.Store.Load(ctx, domain.CopilotThreadStream(r.threadID), 1)
+	if err != nil {
+		return nil, err
+	}
+	msgs := []chat.Message{{Role: "system", Content: systemPrompt}}
+	var answer strings.Builder
+	flush := func() {
+		if answer.Len() > 0 {
+			msgs = append(msgs, chat.Message{Role: "assistant", Content: answer.String()})
+			answer.Reset()
+		}
+	}
+	for _, e := range evs {
+		ev, err := domain.Events.Decode(e.Type, e.SchemaVersion, e.Data)
+		if err != nil {
+			return nil, err
+		}
+		switch ev := ev.(type) {
+		case domain.CopilotMessagePosted:
+			flush()
+			if ev.TurnID != r.turnID {
+				msgs = append(msgs, chat.Message{Role: "user", Content: ev.Text})
+			}
+		case domain.CopilotTextStreamed:
+			answer.WriteString(ev.Text)
+		case domain.CopilotToolCalled:
+			fmt.Fprintf(&answer, "\n[%s %s]", ev.Tool, clip(string(ev.Arguments), 200))
+		case domain.CopilotToolCompleted:
+			if ev.Error != nil {
+				fmt.Fprintf(&answer, " → failed: %s", clip(ev.Error.Message, 200))
+			} else {
+				fmt.Fprintf(&answer, " → %s", ev.State)
+			}
+		case domain.CopilotApprovalRequested:
+			fmt.Fprintf(&answer, " (approval %s asked for)", ev.ApprovalID)
+		case domain.CopilotApprovalGranted:
+			fmt.Fprintf(&answer, "\n(the person approved %s; it ran)", ev.ApprovalID)
+		case domain.CopilotApprovalDenied:
+			fmt.Fprintf(&answer, "\n(the person denied %s; it did not run)", ev.ApprovalID)
+		case domain.CopilotApprovalExpired:
+			fmt.Fprintf(&answer, "\n(approval %s expired; it did not run)", ev.ApprovalID)
+		case domain.CopilotApprovalRefused:
+			fmt.Fprintf(&answer, "\n(approval %s came too late: %s; it did not run)", ev.ApprovalID, ev.Detail)
+		case domain.CopilotTurnEnded:
+			if ev.Outcome != domain.CopilotTurnCompleted {
+				fmt.Fprintf(&answer, "\n(turn %s: %s)", ev.Outcome, clip(ev.Detail, 200))
+			}
+		}
+	}
+	flush()
+	// Only the last turns are shown, so a request stays bounded.
+	if keep := 41; len(msgs) > keep {
+		msgs = append(msgs[:1:1], msgs[len(msgs)-keep+1:]...)
+	}
+	msgs = append(msgs, chat.Message{Role: "user", Content: r.message})
+	return msgs, nil
+}
+
+// carryOut carries out one checked call and returns what the model is
+// told it came to. Its error is the turn's end (errTurnOver when it was
+// stopped); a refusal or failure of the call itself is the result.
+func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
+	r.calls++
+	callID := fmt.Sprintf("%s-%d", r.turnID, r.calls)
+	called := domain.CopilotToolCalled{ThreadID: r.threadID, TurnID: r.turnID, CallID: callID, Tool: cl.tool, Arguments: cl.args, At: r.c.now()}
+	if cl.tool == ToolObserve {
+		if err := r.append(ctx, called); err != nil {
+			return "", err
+		}
+		obs, err := r.dev.Observe.Handle(ctx, fleet.ObserveDevice{Auth: r.auth, DeviceID: r.deviceID, Elements: cl.elements})
+		if err != nil {
+			return r.completeFailed(ctx, callID, "", err)
+		}
+		r.frame = obs.Frame.FrameID
+		if err := r.append(ctx, domain.CopilotToolCompleted{ThreadID: r.threadID, TurnID: r.turnID, CallID: callID, State: "succeeded",
+			FrameID: obs.Frame.FrameID, At: r.c.now()}); err != nil {
+			return "", err
+		}
+		els := obs.Elements
+		more := 0
+		if len(els) > maxObservedElements {
+			more, els = len(els)-maxObservedElements, els[:maxObservedElements]
+		}
+		out, _ := json.Marshal(map[string]any{"frameId": obs.Frame.FrameID, "width": obs.Width, "height": obs.Height,
+			"screenOn": obs.ScreenOn, "elements": els, "elementsLeftOut": more})
+		return string(out), nil
+	}
+
+	// A turn stopped meanwhile takes no lease either. (Once it holds one,
+	// the action's record at the turn's version is the guard.)
+	if r.lease == "" {
+		if err := r.reload(ctx); err != nil {
+			return "", err
+		}
+	}
+	if why := domain.CopilotNeedsApproval(cl.action.Type, r.everyAction); why != "" {
+		return r.askApproval(ctx, cl, called, why)
+	}
+	if err := r.takeLease(ctx); err != nil {
+		if err := r.append(ctx, called); err != nil {
+			return "", err
+		}
+		return r.completeFailed(ctx, callID, "", err)
+	}
+	key := "copilot-" + callID
+	called.IdempotencyKey, called.ObservedFrame = key, r.frame
+	news, err := eventstore.Encode(domain.Events, r.auth.OrgID, r.withOwed(called)...)
+	if err != nil {
+		return "", err
+	}
+	// An action once sent settles as usual, whatever happens to the turn
+	// meanwhile: it is awaited apart from the turn's cancellation.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), actionWait)
+	defer cancel()
+	out, err := r.dev.Act.Handle(actx, fleet.PerformAction{Auth: r.auth, DeviceID: r.deviceID, Action: string(cl.action.Type),
+		Arguments: cl.action.ArgumentsJSON(), IdempotencyKey: key, LeaseID: r.lease, ObservedFrame: r.frame,
+		Also: &fleet.StreamAppend{StreamID: domain.CopilotThreadStream(r.threadID), Expected: r.version, Events: news}})
+	// Whether the call was recorded (with the action's request) is the
+	// thread's to say: load it again.
+	t, v, lerr := r.c.threads.Load(actx, r.threadID)
+	if lerr != nil {
+		return "", lerr
+	}
+	r.version = v
+	recorded, over := t.Calls[callID], t.Turn != r.turnID
+	if recorded {
+		r.owed = nil // recorded with the action's request
+	}
+	if !recorded {
+		if over || err == nil {
+			// Stopped before the action was recorded: it was never sent.
+			return "", errTurnOver
+		}
+		// Refused before anything was recorded: record the call with its refusal.
+		if aerr := r.append(ctx, called); aerr != nil {
+			return "", aerr
+		}
+	}
+	if err != nil {
+		return r.completeFailed(ctx, callID, key, err)
+	}
+	rc := out.Receipt
+	if rc.Frames.After != "" {
+		r.frame = rc.Frames.After
+	}
+	done := domain.CopilotToolCompleted{ThreadID: r.threadID, TurnID: r.turnID, CallID: callID, State: "succeeded",
+		ActionID: rc.ActionID, IdempotencyKey: rc.IdempotencyKey, ReceiptState: rc.State, FrameBefore: rc.Frames.Before,
+		FrameAfter: rc.Frames.After, At: r.c.now()}
+	if rc.Error != nil {
+		done.State = "failed"
+		done.Error = &domain.CopilotToolError{Code: string(rc.Error.Code), Message: rc.Error.Message}
+	}
+	if over {
+		// The turn was stopped while the action ran: its outcome is still
+		// the thread's to show, and nothing follows it.
+		r.settleAfterStop(ctx, done)
+		return "", errTurnOver
+	}
+	if err := r.append(ctx, done); err != nil {
+		if errors.Is(err, errTurnOver) {
+			r.settleAfterStop(ctx, done)
+		}
+		return "", err
+	}
+	res, _ := json.Marshal(map[string]any{"state": rc.State, "idempotencyKey": rc.IdempotencyKey, "result": rc.Result,
+		"frameAfter": rc.Frames.After, "error": rc.Error})
+	return string(res), nil
+}
+
+// askApproval records that the action waits for the person's yes, bound
+// to its digest (action, arguments, the frame it is decided on, the
+// lease's fencing token), and keeps the lease for it.
+func (r *turn) askApproval(ctx context.Context, cl call, called domain.CopilotToolCalled, why string) (string, error) {
+	if err := r.takeLease(ctx); err != nil {
+		if err := r.append(ctx, called); err != nil {
+			return "", err
+		}
+		return r.completeFailed(ctx, called.CallID, "", err)
+	}
+	if r.frame == "" {
+		obs, err := r.dev.Observe.Handle(ctx, fleet.ObserveDevice{Auth: r.auth, DeviceID: r.deviceID, Elements: domain.ElementsNone})
+		if err != nil {
+			if err := r.append(ctx, called); err != nil {
+				return "", err
+			}
+			return r.completeFailed(ctx, called.CallID, "", err)
+		}
+		r.frame = obs.Frame.FrameID
+	}
+	now := r.c.now()
+	args := cl.action.ArgumentsJSON()
+	id := domain.NewID(domain.PrefixCopilotApproval)
+	req := domain.CopilotApprovalRequested{ThreadID: r.threadID, TurnID: r.turnID, CallID: called.CallID, ApprovalID: id,
+		DeviceID: r.deviceID, Action: string(cl.action.Type), Arguments: args, Frame: r.frame, LeaseID: r.lease,
+		FencingToken: r.leaseToken, Digest: domain.CopilotActionDigest(string(cl.action.Type), args, r.frame, r.leaseToken),
+		Reason: why, ExpiresAt: now.Add(domain.CopilotApprovalTTL), At: now}
+	called.ObservedFrame = r.frame
+	if err := r.append(ctx, called, req, domain.CopilotToolCompleted{ThreadID: r.threadID, TurnID: r.turnID, CallID: called.CallID,
+		State: "awaiting_approval", ApprovalID: id, At: now}); err != nil {
+		return "", err
+	}
+	// The lease is kept for the approved action (its fencing token is
+	// part of what was approved); it runs out by itself otherwise.
+	r.acquired, r.awaiting = false, true
+	out, _ := json.Marshal(map[string]any{"approval": "requested", "approvalId": id, "digest": req.Digest,
+		"note": "the person must approve this action; it runs on their yes"})
+	return string(out), nil
+}
+
+// settleAfterStop records, after the turn's end, what an action sent
+// before the stop came to, or the tokens an answer took: facts of the
+// past, which nothing follows.
+func (r *turn) settleAfterStop(ctx context.Context, ev domain.Event) {
+	news, err := eventstore.Encode(domain.Events, r.auth.OrgID, ev)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	_, _ = r.c.cfg.Store.Append(ctx, domain.CopilotThreadStream(r.threadID), eventstore.AnyVersion, news...)
+}
+
+// actionWait bounds waiting for a sent action's outcome.
+const actionWait = 2 * time.Minute
+
+// completeFailed records a call's failure and tells the model.
+func (r *turn) completeFailed(ctx context.Context, callID, key string, err error) (string, error) {
+	if errors.Is(err, errTurnOver) {
+		return "", err
+	}
+	var de *domain.Error
+	if !errors.As(err, &de) {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		de = domain.Errorf(domain.CodeInternal, "%v", err)
+	}
+	if aerr := r.append(ctx, domain.CopilotToolCompleted{ThreadID: r.threadID, TurnID: r.turnID, CallID: callID, State: "failed",
+		IdempotencyKey: key, Error: &domain.CopilotToolError{Code: string(de.Code), Message: de.Message}, At: r.c.now()}); aerr != nil {
+		return "", aerr
+	}
+	res, _ := json.Marshal(map[string]any{"error": map[string]any{"code": de.Code, "message": de.Message}})
+	return string(res), nil
+}
+
+// takeLease finds the person's lease on the device, or takes one for the
+// turn (given back at its end).
+func (r *turn) takeLease(ctx context.Context) error {
+	if r.lease != "" {
+		return nil
+	}
+	page, err := r.dev.ListLeases.Handle(ctx, fleet.ListLeases{Auth: r.auth, LeaseQuery: fleet.LeaseQuery{DeviceID: r.deviceID}})
+	if err != nil {
+		return err
+	}
+	for _, l := range page.Leases {
+		if l.DeviceID == r.deviceID && l.Holder.UserID == r.auth.UserID && l.Holder.RunID == "" {
+			r.lease, r.leaseToken = l.LeaseID, l.FencingToken
+			return nil
+		}
+	}
+	l, err := r.dev.AcquireLease.Handle(ctx, fleet.AcquireLease{Auth: r.auth, DeviceID: r.deviceID, TTLSeconds: int(r.c.cfg.LeaseTTL / time.Second)})
+	if err != nil {
+		return err
+	}
+	r.lease, r.leaseToken, r.acquired = l.LeaseID, l.FencingToken, true
+	return nil
+}
+
+// releaseLease gives back a lease the turn took.
+func (r *turn) releaseLease(ctx context.Context) {
+	if !r.acquired {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	_, _ = r.dev.ReleaseLease.Handle(ctx, fleet.ReleaseLease{Auth: r.auth, DeviceID: r.deviceID, LeaseID: r.lease})
+}
