@@ -98,7 +98,7 @@ func (p StartCheckoutHandler) Handle(ctx context.Context, cmd StartCheckout) (Ch
 	if err := mayCheckout(a, cat.RequestedBilling(req)); err != nil {
 		return CheckoutAnswer{}, err
 	}
-	if err := p.reverified(ctx, a, cmd.StepUp); err != nil {
+	if err := domain.Reverify(ctx, p.cfg.RequireReverification, p.cfg.StepUp, a, cmd.StepUp, "this purchase", p.now()); err != nil {
 		return CheckoutAnswer{}, err
 	}
 	if err := p.served(a); err != nil {
@@ -154,7 +154,7 @@ func (p StartCheckoutHandler) Handle(ctx context.Context, cmd StartCheckout) (Ch
 	if acct.CustomerID != "" {
 		balance, err := p.cfg.Payments.CustomerBalance(ctx, acct.CustomerID)
 		if err != nil {
-			return CheckoutAnswer{}, providerRefusal(err)
+			return CheckoutAnswer{}, payments.Refusal(err)
 		}
 		if balance != 0 {
 			return CheckoutAnswer{}, domain.Errorf(domain.CodeCheckoutCustomerBalance,
@@ -215,35 +215,6 @@ func mayCheckout(a domain.Auth, billing string) error {
 	}
 	if billing == domain.BillingPayg {
 		return a.DenyApp("pay-as-you-go purchases", "the console")
-	}
-	return nil
-}
-
-// reverified asks a person for an identity check within the last 10
-// minutes where the deployment requires one (spec 4.1.3; header
-// x-service-step-up). API keys are never asked.
-func (p *Provisioning) reverified(ctx context.Context, a domain.Auth, token string) error {
-	if !p.cfg.RequireReverification || a.Kind == domain.PrincipalAPIKey {
-		return nil
-	}
-	if token == "" || p.cfg.StepUp == nil {
-		return domain.ErrReverificationRequired("this purchase needs an identity check within the last 10 minutes: sign in again and send the token as x-service-step-up")
-	}
-	at, err := p.cfg.StepUp(ctx, token, a.UserID)
-	if err != nil {
-		var de *domain.Error
-		if errors.As(err, &de) && (de.Code == domain.CodeServiceUnavailable) {
-			// The authorization server's keys cannot be read now: not the
-			// person's doing, and, like every reason the deployment cannot
-			// sell now, a checkout 503 (spec 2.3: one of its three codes).
-			return domain.Errorf(domain.CodeCheckoutUnavailable,
-				"the identity check cannot be verified now; nothing was charged, try again").WithRetryable(true).Wrap(err)
-		}
-		return domain.ErrReverificationRequired("the x-service-step-up token is not a valid identity check for this person; sign in again").Wrap(err)
-	}
-	now := p.now()
-	if now.Sub(at) > domain.ReverificationMaxAge || at.Sub(now) > time.Minute {
-		return domain.ErrReverificationRequired("the identity check is older than 10 minutes; sign in again and send the new token as x-service-step-up")
 	}
 	return nil
 }
@@ -343,7 +314,7 @@ func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string) (Chec
 	}
 	customer, err := provider.EnsureCustomer(ctx, orgID, acct.CustomerID)
 	if err != nil {
-		return CheckoutAnswer{}, p.fail(ctx, orgID, orderID, "", providerRefusal(err))
+		return CheckoutAnswer{}, p.fail(ctx, orgID, orderID, "", payments.Refusal(err))
 	}
 	now := p.now()
 	for _, other := range acct.PayableAttempts(orderID, now) {
@@ -368,7 +339,7 @@ func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string) (Chec
 				"another checkout of this organisation is open and can no longer be closed; it may have been paid").WithRetryable(false).Wrap(err))
 		}
 		if err != nil {
-			return CheckoutAnswer{}, p.fail(ctx, orgID, orderID, customer, providerRefusal(err))
+			return CheckoutAnswer{}, p.fail(ctx, orgID, orderID, customer, payments.Refusal(err))
 		}
 		if _, _, err := p.accounts.Update(ctx, orgID, func(acct *domain.Account) ([]domain.Event, error) {
 			return acct.CloseAttempt(other.OrderID, page, reason, now), nil
@@ -378,7 +349,7 @@ func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string) (Chec
 	}
 	page, err := p.openPage(ctx, customer, *o)
 	if err != nil {
-		return CheckoutAnswer{}, p.fail(ctx, orgID, orderID, customer, providerRefusal(err))
+		return CheckoutAnswer{}, p.fail(ctx, orgID, orderID, customer, payments.Refusal(err))
 	}
 	after, _, err := p.accounts.Update(ctx, orgID, func(acct *domain.Account) ([]domain.Event, error) {
 		return acct.OpenCheckout(orderID, page, p.now())
@@ -474,18 +445,6 @@ func answerOf(o domain.Order, replayed bool) CheckoutAnswer {
 		a.Quantity, a.FulfilmentIDs = len(o.FulfilmentIDs), slices.Clone(o.FulfilmentIDs)
 	}
 	return a
-}
-
-// providerRefusal is the answer to a provider error: 503
-// checkout_unavailable, retryable when the provider did not answer, not
-// when it refused (a configuration problem; nothing changed).
-func providerRefusal(err error) *domain.Error {
-	if errors.Is(err, payments.ErrUnavailable) {
-		return domain.Errorf(domain.CodeCheckoutUnavailable, "the payment provider did not answer; nothing was charged, try again").
-			WithRetryable(true).Wrap(err)
-	}
-	return domain.Errorf(domain.CodeCheckoutUnavailable, "the payment provider refused to open a checkout; nothing was charged").
-		WithRetryable(false).Wrap(err)
 }
 
 // storeDown is the answer when the provisioning store cannot be read or

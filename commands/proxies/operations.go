@@ -66,7 +66,7 @@ func (h RequestProxyOperationHandler) Handle(ctx context.Context, cmd RequestPro
 		if err := mayPay(a, "renew proxies"); err != nil {
 			return RequestedOperation{}, err
 		}
-		if err := h.reverified(ctx, a, cmd.StepUp); err != nil {
+		if err := domain.Reverify(ctx, h.cfg.RequireReverification, h.cfg.StepUp, a, cmd.StepUp, "this proxy purchase", h.now()); err != nil {
 			return RequestedOperation{}, err
 		}
 	} else if err := a.Require(domain.ScopeDevicesAct); err != nil {

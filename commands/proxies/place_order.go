@@ -63,7 +63,7 @@ func (h PlaceProxyOrderHandler) Handle(ctx context.Context, cmd PlaceProxyOrder)
 	if err := mayPay(a, "buy proxies"); err != nil {
 		return PlacedOrder{}, err
 	}
-	if err := h.reverified(ctx, a, cmd.StepUp); err != nil {
+	if err := domain.Reverify(ctx, h.cfg.RequireReverification, h.cfg.StepUp, a, cmd.StepUp, "this proxy purchase", h.now()); err != nil {
 		return PlacedOrder{}, err
 	}
 	now := h.now()
@@ -148,7 +148,7 @@ func (h PlaceProxyOrderHandler) proceed(ctx context.Context, orgID, orderID stri
 	}
 	customer, err := provider.EnsureCustomer(ctx, orgID, "")
 	if err != nil {
-		return PlacedOrder{}, h.fail(ctx, orgID, orderID, providerRefusal(err))
+		return PlacedOrder{}, h.fail(ctx, orgID, orderID, payments.Refusal(err))
 	}
 	expires := o.At.Add(domain.CheckoutPageLifetime)
 	back := strings.TrimRight(h.cfg.PublicURL, "/") + ProxiesConsole + "?order=" + url.QueryEscape(orderID)
@@ -163,7 +163,7 @@ func (h PlaceProxyOrderHandler) proceed(ctx context.Context, orgID, orderID stri
 		err = errors.New("payments: the provider answered a checkout session without an id or url")
 	}
 	if err != nil {
-		return PlacedOrder{}, h.fail(ctx, orgID, orderID, providerRefusal(err))
+		return PlacedOrder{}, h.fail(ctx, orgID, orderID, payments.Refusal(err))
 	}
 	if !s.ExpiresAt.IsZero() {
 		expires = s.ExpiresAt.UTC()
@@ -191,14 +191,4 @@ func (h PlaceProxyOrderHandler) fail(ctx context.Context, orgID, orderID string,
 		return errors.Join(refusal, err)
 	}
 	return refusal
-}
-
-// providerRefusal is the answer to a provider error, as checkout's.
-func providerRefusal(err error) *domain.Error {
-	if errors.Is(err, payments.ErrUnavailable) {
-		return domain.Errorf(domain.CodeCheckoutUnavailable, "the payment provider did not answer; nothing was charged, try again").
-			WithRetryable(true).Wrap(err)
-	}
-	return domain.Errorf(domain.CodeCheckoutUnavailable, "the payment provider refused to open a checkout; nothing was charged").
-		WithRetryable(false).Wrap(err)
 }

@@ -181,32 +181,6 @@ func mayPay(a domain.Auth, what string) error {
 	return a.Require(domain.ScopeOrdersPlace)
 }
 
-// reverified asks a person for an identity check within the last 10
-// minutes where the deployment requires one (spec 7.2, 8: managed-proxy
-// financial actions); API keys are never asked.
-func (p *Proxies) reverified(ctx context.Context, a domain.Auth, token string) error {
-	if !p.cfg.RequireReverification || a.Kind == domain.PrincipalAPIKey {
-		return nil
-	}
-	if token == "" || p.cfg.StepUp == nil {
-		return domain.ErrReverificationRequired("this proxy purchase needs an identity check within the last 10 minutes: sign in again and send the token as x-service-step-up")
-	}
-	at, err := p.cfg.StepUp(ctx, token, a.UserID)
-	if err != nil {
-		var de *domain.Error
-		if errors.As(err, &de) && de.Code == domain.CodeServiceUnavailable {
-			return domain.Errorf(domain.CodeCheckoutUnavailable,
-				"the identity check cannot be verified now; nothing was charged, try again").WithRetryable(true).Wrap(err)
-		}
-		return domain.ErrReverificationRequired("the x-service-step-up token is not a valid identity check for this person; sign in again").Wrap(err)
-	}
-	now := p.now()
-	if now.Sub(at) > domain.ReverificationMaxAge || at.Sub(now) > time.Minute {
-		return domain.ErrReverificationRequired("the identity check is older than 10 minutes; sign in again and send the new token as x-service-step-up")
-	}
-	return nil
-}
-
 // storeDown is the answer when the store cannot be read or written.
 func storeDown(err error) error {
 	var de *domain.Error

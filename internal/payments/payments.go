@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"phonefleet/domain"
 	"time"
 )
 
@@ -362,4 +363,17 @@ func (e *RefusedError) Error() string {
 		s += " [" + e.RequestID + "]"
 	}
 	return s
+}
+
+// Refusal is the answer to a provider error when opening a payment:
+// 503 checkout_unavailable, retryable when the provider did not answer
+// (ErrUnavailable), not when it refused (a configuration problem; nothing
+// changed).
+func Refusal(err error) *domain.Error {
+	if errors.Is(err, ErrUnavailable) {
+		return domain.Errorf(domain.CodeCheckoutUnavailable, "the payment provider did not answer; nothing was charged, try again").
+			WithRetryable(true).Wrap(err)
+	}
+	return domain.Errorf(domain.CodeCheckoutUnavailable, "the payment provider refused to open a checkout; nothing was charged").
+		WithRetryable(false).Wrap(err)
 }
