@@ -179,6 +179,12 @@ func (f *Fleet) listReceipts(ctx context.Context, auth domain.Auth, q ReceiptQue
 		return ReceiptPage{}, domain.Errorf(domain.CodeInvalidArgument, "status must be pending, committed or failed")
 	}
 	filter.Status = q.Status
+	// Read-your-writes for the feed as for one receipt: an action already
+	// answered is listed. The wait is for the feed's head when the request
+	// came (at most 10 s); a read model further behind serves what it has.
+	if err := f.waitForHead(ctx, projections.ReceiptsName); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return ReceiptPage{}, err
+	}
 	if q.Limit != nil {
 		if *q.Limit < 1 {
 			return ReceiptPage{}, domain.Errorf(domain.CodeInvalidArgument, "limit must be at least 1")
