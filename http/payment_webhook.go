@@ -41,12 +41,14 @@ func (s *Server) receivePaymentWebhook(w http.ResponseWriter, r *http.Request) e
 	// dispute whose charge paid a proxy order's subscription) is the proxies
 	// capability's, which verifies the signature before acting on it;
 	// everything else is provisioning's.
-	px, err := s.app.Proxies.ReceiveProviderEvent.Handle(ctx, proxies.ReceiveProviderEvent{Payload: body, Signature: r.Header.Get("Stripe-Signature")})
-	if err != nil {
-		return err
-	}
-	if px.Ours {
-		return kernel.WriteJSON(w, http.StatusOK, wire.ProviderEventReceived{Received: true, EventID: px.EventID, Type: px.Type, Outcome: px.Outcome})
+	if h := s.app.Proxies.ReceiveProviderEvent; h.Served() || proxies.IsProxyEvent(body) {
+		px, err := h.Handle(ctx, proxies.ReceiveProviderEvent{Payload: body, Signature: r.Header.Get("Stripe-Signature")})
+		if err != nil {
+			return err
+		}
+		if px.Ours {
+			return kernel.WriteJSON(w, http.StatusOK, wire.ProviderEventReceived{Received: true, EventID: px.EventID, Type: px.Type, Outcome: px.Outcome})
+		}
 	}
 	rc, err := s.app.Provisioning.ReceiveProviderEvent.Handle(ctx,
 		provisioning.ReceiveProviderEvent{Payload: body, Signature: r.Header.Get("Stripe-Signature")})
