@@ -177,7 +177,9 @@ func TestOrderKeyWhileTheFirstAttemptRuns(t *testing.T) {
 
 // reachable is a device that takes its network setting; it records what
 // it was told (a phone, which no test here holds).
-type reachable struct{ set map[string]*domain.NetworkProxy }
+type reachable struct {
+	set map[string]*domain.NetworkProxy
+}
 
 func (reachable) Visible(_ context.Context, a domain.Auth, id string) (domain.Device, error) {
 	return domain.Device{ID: id, OrgID: a.OrgID}, nil
