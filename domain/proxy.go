@@ -135,6 +135,10 @@ type ProxyOrder struct {
 	PaidAt                                 *time.Time
 	CancelAtPeriodEnd                      bool
 	EndedReason, FailedCode, FailedMessage string
+	// Refund and Dispute are the latest the provider reported of the
+	// order's payment (nil: none).
+	Refund  *ProxyOrderRefunded
+	Dispute *ProxyOrderDisputed
 }
 
 // Proxy is one issued proxy.
@@ -233,6 +237,14 @@ func (a *ProxyAccount) Apply(e Event) {
 	case ProxyOrderRenewed:
 		if o, ok := a.Order(e.OrderID); ok {
 			o.CancelAtPeriodEnd = false
+		}
+	case ProxyOrderRefunded:
+		if o, ok := a.Order(e.OrderID); ok {
+			o.Refund = &e
+		}
+	case ProxyOrderDisputed:
+		if o, ok := a.Order(e.OrderID); ok {
+			o.Dispute = &e
 		}
 	case ProxyOrderEnded:
 		if o, ok := a.Order(e.OrderID); ok {

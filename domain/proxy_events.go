@@ -22,6 +22,8 @@ var proxyEvents = []EventDef{
 	Def[ProxyCredentialsRotated](1, nil),
 	Def[ProxyCredentialsRevealed](1, nil),
 	Def[ProxyOrderRenewed](1, nil),
+	Def[ProxyOrderRefunded](1, nil),
+	Def[ProxyOrderDisputed](1, nil),
 }
 
 // ProxyStream is the stream of an organisation's managed proxies.
@@ -216,3 +218,40 @@ type ProxyOrderRenewed struct {
 
 // EventName implements Event.
 func (ProxyOrderRenewed) EventName() string { return "proxy.order_renewed" }
+
+// ProxyOrderRefunded records the provider's refund of a payment of a paid
+// order (charge.refunded): AmountRefunded of the charge's Amount so far.
+// Full, the whole charge refunded, also ends the order (ProxyOrderEnded
+// refunded, in the same unit); a partial refund leaves it standing.
+type ProxyOrderRefunded struct {
+	OrderID         string    `json:"orderId"`
+	ChargeID        string    `json:"chargeId"`
+	Amount          int64     `json:"amount"`
+	AmountRefunded  int64     `json:"amountRefunded"`
+	Currency        string    `json:"currency"`
+	Full            bool      `json:"full"`
+	ProviderEventID string    `json:"providerEventId"`
+	At              time.Time `json:"at"`
+}
+
+// EventName implements Event.
+func (ProxyOrderRefunded) EventName() string { return "proxy.order_refunded" }
+
+// ProxyOrderDisputed records a dispute of a payment of a paid order: its
+// opening (charge.dispute.created, which also ends the order: disputed)
+// and its closing (charge.dispute.closed: won or lost, which changes
+// nothing else; an ended order stays ended).
+type ProxyOrderDisputed struct {
+	OrderID         string    `json:"orderId"`
+	DisputeID       string    `json:"disputeId"`
+	ChargeID        string    `json:"chargeId"`
+	Status          string    `json:"status"`
+	Reason          string    `json:"reason,omitempty"`
+	Amount          int64     `json:"amount"`
+	Currency        string    `json:"currency"`
+	ProviderEventID string    `json:"providerEventId"`
+	At              time.Time `json:"at"`
+}
+
+// EventName implements Event.
+func (ProxyOrderDisputed) EventName() string { return "proxy.order_disputed" }

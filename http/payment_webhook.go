@@ -37,14 +37,18 @@ func (s *Server) receivePaymentWebhook(w http.ResponseWriter, r *http.Request) e
 		return domain.Errorf(domain.CodeInvalidEvent, "the request body could not be read")
 	}
 	ctx := eventstore.WithActor(r.Context(), "system", "payment-webhook")
-	if proxies.IsProxyEvent(body) {
-		// An event about a proxy order (its metadata says so; the
-		// capability verifies the signature before acting on it).
-		rc, err := s.app.Proxies.ReceiveProviderEvent.Handle(ctx, proxies.ReceiveProviderEvent{Payload: body, Signature: r.Header.Get("Stripe-Signature")})
+	// An event about a proxy order (its metadata says so, or a refund or a
+	// dispute whose charge paid a proxy order's subscription) is the proxies
+	// capability's, which verifies the signature before acting on it;
+	// everything else is provisioning's.
+	if h := s.app.Proxies.ReceiveProviderEvent; h.Served() || proxies.IsProxyEvent(body) {
+		px, err := h.Handle(ctx, proxies.ReceiveProviderEvent{Payload: body, Signature: r.Header.Get("Stripe-Signature")})
 		if err != nil {
 			return err
 		}
-		return kernel.WriteJSON(w, http.StatusOK, wire.ProviderEventReceived{Received: true, EventID: rc.EventID, Type: rc.Type, Outcome: rc.Outcome})
+		if px.Ours {
+			return kernel.WriteJSON(w, http.StatusOK, wire.ProviderEventReceived{Received: true, EventID: px.EventID, Type: px.Type, Outcome: px.Outcome})
+		}
 	}
 	rc, err := s.app.Provisioning.ReceiveProviderEvent.Handle(ctx,
 		provisioning.ReceiveProviderEvent{Payload: body, Signature: r.Header.Get("Stripe-Signature")})

@@ -58,9 +58,12 @@ func (Proxies) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
 		created_by_kind      text NOT NULL,
 		created_by_id        text NOT NULL,
 		created_at           timestamptz NOT NULL,
-		paid_at              timestamptz
+		paid_at              timestamptz,
+		refund               jsonb,
+		dispute              jsonb
 	);
 	CREATE INDEX ON `+schema+`.proxy_orders (org_id, created_at DESC, order_id DESC);
+	CREATE INDEX ON `+schema+`.proxy_orders (subscription_id);
 	CREATE TABLE `+schema+`.proxies (
 		proxy_id        text PRIMARY KEY,
 		org_id          text NOT NULL,
@@ -156,6 +159,14 @@ func applyProxyEvent(ctx context.Context, tx pgx.Tx, s, org string, de domain.Ev
 		_, err = tx.Exec(ctx, `UPDATE `+s+`.proxy_orders SET cancel_at_period_end = true WHERE order_id = $1`, e.OrderID)
 	case domain.ProxyOrderRenewed:
 		_, err = tx.Exec(ctx, `UPDATE `+s+`.proxy_orders SET cancel_at_period_end = false WHERE order_id = $1`, e.OrderID)
+	case domain.ProxyOrderRefunded:
+		_, err = tx.Exec(ctx, `UPDATE `+s+`.proxy_orders SET refund = $2 WHERE order_id = $1`, e.OrderID,
+			ProxyRefundView{ChargeID: e.ChargeID, Amount: e.Amount, AmountRefunded: e.AmountRefunded, Currency: e.Currency,
+				Full: e.Full, At: e.At})
+	case domain.ProxyOrderDisputed:
+		_, err = tx.Exec(ctx, `UPDATE `+s+`.proxy_orders SET dispute = $2 WHERE order_id = $1`, e.OrderID,
+			ProxyDisputeView{DisputeID: e.DisputeID, ChargeID: e.ChargeID, Status: e.Status, Reason: e.Reason, Amount: e.Amount,
+				Currency: e.Currency, At: e.At})
 	case domain.ProxyOrderEnded:
 		_, err = tx.Exec(ctx, `UPDATE `+s+`.proxy_orders SET state = $2, ended_reason = $3 WHERE order_id = $1`,
 			e.OrderID, domain.ProxyOrderEndedState, e.Reason)
@@ -214,17 +225,44 @@ type ProxyOrderView struct {
 	By                                              domain.Actor
 	CreatedAt                                       time.Time
 	PaidAt                                          *time.Time
+	// Refund and Dispute are the latest the provider reported of the
+	// order's payment (nil: none).
+	Refund  *ProxyRefundView
+	Dispute *ProxyDisputeView
+}
+
+// ProxyRefundView is the provider's refund of an order's payment, as the
+// read model keeps it (jsonb).
+type ProxyRefundView struct {
+	ChargeID       string    `json:"chargeId"`
+	Amount         int64     `json:"amount"`
+	AmountRefunded int64     `json:"amountRefunded"`
+	Currency       string    `json:"currency"`
+	Full           bool      `json:"full"`
+	At             time.Time `json:"at"`
+}
+
+// ProxyDisputeView is a dispute of an order's payment, as the read model
+// keeps it (jsonb).
+type ProxyDisputeView struct {
+	DisputeID string    `json:"disputeId"`
+	ChargeID  string    `json:"chargeId"`
+	Status    string    `json:"status"`
+	Reason    string    `json:"reason,omitempty"`
+	Amount    int64     `json:"amount"`
+	Currency  string    `json:"currency"`
+	At        time.Time `json:"at"`
 }
 
 const proxyOrderColumns = `order_id, org_id, proxy_id, product_id, product_name, kind, country, protocol, currency, monthly_price,
 	quote_id, state, coalesce(checkout_url, ''), expires_at, coalesce(subscription_id, ''), cancel_at_period_end,
-	coalesce(ended_reason, ''), coalesce(failed_code, ''), created_by_kind, created_by_id, created_at, paid_at`
+	coalesce(ended_reason, ''), coalesce(failed_code, ''), created_by_kind, created_by_id, created_at, paid_at, refund, dispute`
 
 func scanProxyOrder(row pgx.Row) (ProxyOrderView, error) {
 	var v ProxyOrderView
 	err := row.Scan(&v.OrderID, &v.OrgID, &v.ProxyID, &v.ProductID, &v.ProductName, &v.Kind, &v.Country, &v.Protocol, &v.Currency,
 		&v.MonthlyPrice, &v.QuoteID, &v.State, &v.CheckoutURL, &v.ExpiresAt, &v.SubscriptionID, &v.CancelAtPeriodEnd,
-		&v.EndedReason, &v.FailedCode, &v.By.Kind, &v.By.ID, &v.CreatedAt, &v.PaidAt)
+		&v.EndedReason, &v.FailedCode, &v.By.Kind, &v.By.ID, &v.CreatedAt, &v.PaidAt, &v.Refund, &v.Dispute)
 	return v, err
 }
 
@@ -250,6 +288,20 @@ func (q ProxyQueries) GetProxyOrder(ctx context.Context, orgID, orderID string) 
 		return ProxyOrderView{}, false, nil
 	}
 	return v, err == nil, err
+}
+
+// ProxyOrderOfSubscription finds the order a provider subscription pays
+// (any organisation's: the provider's events name no organisation).
+func (q ProxyQueries) ProxyOrderOfSubscription(ctx context.Context, subscriptionID string) (orgID, orderID string, ok bool, err error) {
+	if subscriptionID == "" {
+		return "", "", false, nil
+	}
+	err = q.DB.QueryRow(ctx, `SELECT org_id, order_id FROM proxy_orders WHERE subscription_id = $1 ORDER BY order_id LIMIT 1`,
+		subscriptionID).Scan(&orgID, &orderID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", false, nil
+	}
+	return orgID, orderID, err == nil, err
 }
 
 // ProxyView is one proxy as the read model holds it (the password stays

@@ -71,6 +71,10 @@ func TestProxiesReadModel(t *testing.T) {
 		domain.ProxyOrderCancelScheduled{OrderID: "pxo_1", By: by, At: t0.Add(11 * time.Minute)},
 		domain.ProxyOrderEnded{OrderID: "pxo_1", Reason: "subscription_ended", At: t0.Add(12 * time.Minute)},
 		domain.ProxyCredentialsRevealed{ProxyID: "prx_2", By: by, At: t0.Add(13 * time.Minute)},
+		domain.ProxyOrderRefunded{OrderID: "pxo_2", ChargeID: "ch_2", Amount: 1500, AmountRefunded: 500, Currency: "usd",
+			ProviderEventID: "evt_r", At: t0.Add(14 * time.Minute)},
+		domain.ProxyOrderDisputed{OrderID: "pxo_1", DisputeID: "dp_1", ChargeID: "ch_1", Status: "lost", Reason: "fraudulent",
+			Amount: 1500, Currency: "usd", ProviderEventID: "evt_d", At: t0.Add(15 * time.Minute)},
 	)
 	add("org_b", domain.ProxyOrderStarted{OrgID: "org_b", OrderID: "pxo_b", ProxyID: "prx_b", Product: us, Currency: "usd", By: by, At: t0})
 	if err := r.WaitFor(ctx, projections.ProxiesName, last); err != nil {
@@ -80,6 +84,18 @@ func TestProxiesReadModel(t *testing.T) {
 	o, ok, err := q.GetProxyOrder(ctx, "org_a", "pxo_1")
 	if err != nil || !ok || o.State != domain.ProxyOrderEndedState || !o.CancelAtPeriodEnd || o.SubscriptionID != "sub_1" || o.EndedReason != "subscription_ended" {
 		t.Errorf("order pxo_1 %+v, %v, %v", o, ok, err)
+	}
+	if o.Dispute == nil || o.Dispute.Status != "lost" || o.Dispute.DisputeID != "dp_1" || o.Refund != nil {
+		t.Errorf("order pxo_1's dispute %+v, refund %+v", o.Dispute, o.Refund)
+	}
+	if o2, _, _ := q.GetProxyOrder(ctx, "org_a", "pxo_2"); o2.Refund == nil || o2.Refund.AmountRefunded != 500 || o2.Refund.Full || o2.State != domain.ProxyOrderPaidState {
+		t.Errorf("order pxo_2 %+v; want paid with a partial refund of 500", o2)
+	}
+	if org, order, ok, err := q.ProxyOrderOfSubscription(ctx, "sub_1"); err != nil || !ok || org != "org_a" || order != "pxo_1" {
+		t.Errorf("sub_1's order: %s %s %v %v", org, order, ok, err)
+	}
+	if _, _, ok, _ := q.ProxyOrderOfSubscription(ctx, "sub_none"); ok {
+		t.Error("an unknown subscription names an order")
 	}
 	if _, ok, _ := q.GetProxyOrder(ctx, "org_b", "pxo_1"); ok {
 		t.Error("another organisation reads org_a's order")

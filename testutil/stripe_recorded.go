@@ -64,3 +64,30 @@ func StripeRecordedLists(t testing.TB, upstream, dir string, vars any) string {
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
+
+// StripeRecordedObjects returns the base URL of the payment provider's API
+// answering GET path with the recorded object body (a Stripe object as
+// JSON) for each path of answers, and passing every other request to
+// upstream, the real stripe-mock. It is for lookups stripe-mock cannot
+// answer because it stores nothing: a subscription's charge whose invoice
+// names that subscription (stripe-mock's invoices name none). The server
+// stops at t.Cleanup.
+func StripeRecordedObjects(t testing.TB, upstream string, answers map[string]string) string {
+	t.Helper()
+	target, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatalf("testutil: upstream %q: %v", upstream, err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if body, ok := answers[r.URL.Path]; ok && r.Method == http.MethodGet {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Request-Id", "req_recorded")
+			_, _ = w.Write([]byte(body))
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}

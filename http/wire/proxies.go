@@ -80,6 +80,30 @@ type ProxyOrder struct {
 	CreatedBy         ProxyActor `json:"createdBy"`
 	CreatedAt         string     `json:"createdAt"`
 	PaidAt            *string    `json:"paidAt"`
+	// Refund and Dispute are the latest the payment provider reported of
+	// the order's payment; null when none.
+	Refund  *ProxyOrderRefund  `json:"refund"`
+	Dispute *ProxyOrderDispute `json:"dispute"`
+}
+
+// ProxyOrderRefund is the provider's refund of an order's payment: full
+// (the order ended, refunded) or partial (the order stands).
+type ProxyOrderRefund struct {
+	Amount         int64  `json:"amount"`
+	AmountRefunded int64  `json:"amountRefunded"`
+	Currency       string `json:"currency"`
+	Full           bool   `json:"full"`
+	RefundedAt     string `json:"refundedAt"`
+}
+
+// ProxyOrderDispute is a dispute of an order's payment: opening one ends
+// the order (disputed); its closing (won or lost) is recorded.
+type ProxyOrderDispute struct {
+	Status     string  `json:"status"`
+	Reason     *string `json:"reason"`
+	Amount     int64   `json:"amount"`
+	Currency   string  `json:"currency"`
+	RecordedAt string  `json:"recordedAt"`
 }
 
 func optionalString(s string) *string {
@@ -97,6 +121,14 @@ func NewProxyOrderView(v projections.ProxyOrderView) ProxyOrder {
 		CreatedAt: domain.FormatWebhookTime(v.CreatedAt), PaidAt: optionalTime(v.PaidAt)}
 	if v.State == domain.ProxyOrderAwaitingPayment {
 		o.CheckoutURL, o.ExpiresAt = optionalString(v.CheckoutURL), optionalTime(v.ExpiresAt)
+	}
+	if r := v.Refund; r != nil {
+		o.Refund = &ProxyOrderRefund{Amount: r.Amount, AmountRefunded: r.AmountRefunded, Currency: r.Currency, Full: r.Full,
+			RefundedAt: domain.FormatWebhookTime(r.At)}
+	}
+	if d := v.Dispute; d != nil {
+		o.Dispute = &ProxyOrderDispute{Status: d.Status, Reason: optionalString(d.Reason), Amount: d.Amount, Currency: d.Currency,
+			RecordedAt: domain.FormatWebhookTime(d.At)}
 	}
 	return o
 }

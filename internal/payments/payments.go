@@ -87,6 +87,13 @@ type Provider interface {
 	// idempotencyKey is sent as Stripe's Idempotency-Key. Errors:
 	// ErrUnavailable, *RefusedError.
 	Refund(ctx context.Context, paymentIntentID string, amount int64, idempotencyKey string) (string, error)
+	// SubscriptionOfCharge reads which subscription a charge paid: the
+	// charge's invoice's subscription ("" for a charge of no invoice, or an
+	// invoice of no subscription). A subscription's charges carry none of
+	// the subscription's metadata, so this is how a refund or a dispute of
+	// one is traced back to an order. Errors: ErrUnavailable,
+	// *RefusedError (also a charge the provider does not know).
+	SubscriptionOfCharge(ctx context.Context, chargeID string) (string, error)
 }
 
 // Checkout modes (Stripe's Checkout Session mode).
@@ -282,6 +289,9 @@ type Charge struct {
 	ID              string
 	PaymentIntentID string
 	CustomerID      string
+	// InvoiceID is the invoice the charge paid ("" for none): a
+	// subscription's charges are its invoices'.
+	InvoiceID string
 	// Amount is what was charged, AmountRefunded what was refunded so far,
 	// in the smallest currency unit.
 	Amount         int64

@@ -480,7 +480,32 @@ func charge(c *stripe.Charge) Charge {
 	if c.PaymentIntent != nil {
 		out.PaymentIntentID = c.PaymentIntent.ID
 	}
+	if c.Invoice != nil {
+		out.InvoiceID = c.Invoice.ID
+	}
 	return out
+}
+
+// SubscriptionOfCharge reads a charge with its invoice expanded (one call)
+// and answers the invoice's subscription.
+func (s *Stripe) SubscriptionOfCharge(ctx context.Context, chargeID string) (string, error) {
+	if err := s.configured(); err != nil {
+		return "", err
+	}
+	if chargeID == "" {
+		return "", errors.New("payments: subscription of charge: no charge id")
+	}
+	p := &stripe.ChargeParams{}
+	p.Context = ctx
+	p.AddExpand("invoice")
+	c, err := s.api.Charges.Get(chargeID, p)
+	if err != nil {
+		return "", classify(ctx, "read charge", err)
+	}
+	if c.Invoice == nil || c.Invoice.Subscription == nil {
+		return "", nil
+	}
+	return c.Invoice.Subscription.ID, nil
 }
 
 func dispute(d *stripe.Dispute) Dispute {

@@ -437,3 +437,27 @@ func answering(t *testing.T, status int, body string) *httptest.Server {
 	t.Cleanup(srv.Close)
 	return srv
 }
+
+// TestSubscriptionOfCharge reads a charge's invoice's subscription: from
+// stripe-mock itself (which validates the call; its invoices name no
+// subscription, so none), and through a recorded answer of a charge whose
+// expanded invoice names one, as Stripe answers for a subscription's
+// charge.
+func TestSubscriptionOfCharge(t *testing.T) {
+	ctx := context.Background()
+	mock := testutil.StripeMock(t)
+	if sub, err := New(Config{SecretKey: "sk_test_phonefleet", APIBase: mock}).SubscriptionOfCharge(ctx, "ch_plain"); err != nil || sub != "" {
+		t.Fatalf("stripe-mock's charge: %q, %v; want no subscription", sub, err)
+	}
+	base := testutil.StripeRecordedObjects(t, mock, map[string]string{
+		"/v1/charges/ch_sub": `{"id":"ch_sub","object":"charge","amount":900,"currency":"eur",
+			"invoice":{"id":"in_sub","object":"invoice","subscription":"sub_recorded"}}`,
+	})
+	p := New(Config{SecretKey: "sk_test_phonefleet", APIBase: base})
+	if sub, err := p.SubscriptionOfCharge(ctx, "ch_sub"); err != nil || sub != "sub_recorded" {
+		t.Fatalf("a subscription's charge: %q, %v; want sub_recorded", sub, err)
+	}
+	if _, err := p.SubscriptionOfCharge(ctx, ""); err == nil {
+		t.Fatal("no charge id: want an error")
+	}
+}

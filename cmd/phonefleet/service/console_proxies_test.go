@@ -2,12 +2,15 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"phonefleet/commands/proxies"
+	"phonefleet/internal/payments"
 	"phonefleet/testutil"
 )
 
@@ -148,4 +151,15 @@ func TestConsoleProxiesBuyAssignRotate(t *testing.T) {
 	if o := c.must("GET", "/v1/proxy-orders/"+order, nil, 200, nil).body; o["cancelAtPeriodEnd"] != false {
 		t.Fatalf("order after renewing %v", o)
 	}
+
+	// A partial refund of its payment shows on the order, which stands.
+	obj, _ := json.Marshal(map[string]any{"id": "ch_console", "object": "charge", "amount": 1500, "amount_refunded": 500, "currency": "usd",
+		"refunded": false, "metadata": map[string]any{payments.MetaOrgID: a.orgID, payments.MetaOrderID: order, proxies.MetaKind: proxies.MetaKindProxy}})
+	ref := signed(t, payments.Event{ID: "evt_console_refund_" + order, Type: payments.EventChargeRefunded, Created: time.Now(), Object: obj}, proxyStripeSecret)
+	if r, err := a.app.Proxies.ReceiveProviderEvent.Handle(testutil.Context(t), proxies.ReceiveProviderEvent{Payload: ref.Payload, Signature: ref.Signature}); err != nil || r.Outcome != "applied" {
+		t.Fatalf("partial refund: %+v, %v", r, err)
+	}
+	admDo(t, wait, "open the page again", chromedp.Navigate(base+"/#/fleet"), chromedp.Navigate(base+"/#/proxies"))
+	admPoll[bool](t, wait, "the partial refund on the order",
+		`(document.querySelector('`+orderRow+`[data-state="paid"] .proxy-order-payment') || {}).textContent === 'partly refunded: 5.00 USD of 15.00 USD'`)
 }

@@ -392,7 +392,7 @@ func proxyRows(t *testing.T, a *App) string {
 	t.Helper()
 	var out strings.Builder
 	for _, q := range []string{
-		`SELECT order_id, state, proxy_id, cancel_at_period_end, coalesce(subscription_id, ''), created_at, paid_at FROM proxy_orders ORDER BY order_id`,
+		`SELECT order_id, state, proxy_id, cancel_at_period_end, coalesce(subscription_id, ''), created_at, paid_at, refund::text, dispute::text FROM proxy_orders ORDER BY order_id`,
 		`SELECT proxy_id, username, state, encode(sealed_password, 'hex'), revealed, issued_at, rotated_at FROM proxies ORDER BY proxy_id`,
 		`SELECT device_id, proxy_id, assigned_at FROM proxy_assignments ORDER BY device_id`,
 		`SELECT device_id, proxy_id, from_at, to_at FROM proxy_assignment_history ORDER BY device_id, from_at`,

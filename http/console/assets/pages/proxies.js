@@ -66,6 +66,17 @@ function productsTable(products) {
       h('td', {}, h('button', { type: 'button', class: 'primary', 'aria-label': 'Buy ' + p.name, on: { click: busy(() => buy(p)) } }, 'Buy'))))))));
 }
 
+// orderPayment says why an order ended and what the provider reported of
+// its payment: a refund (full or partial) and a dispute.
+function orderPayment(o) {
+  const bits = [];
+  if (o.endedReason) bits.push('ended: ' + o.endedReason.replace(/_/g, ' '));
+  if (o.refund) bits.push((o.refund.full ? 'refunded ' : 'partly refunded: ') + money(o.refund.amountRefunded, o.refund.currency) +
+    ' of ' + money(o.refund.amount, o.refund.currency));
+  if (o.dispute) bits.push('dispute ' + o.dispute.status.replace(/_/g, ' '));
+  return bits.length ? h('div', { class: 'muted small proxy-order-payment' }, bits.join(' · ')) : null;
+}
+
 function ordersTable(orders) {
   return h('div', { class: 'table-wrap' }, stacked(h('table', { class: 'proxy-orders', 'aria-labelledby': 'proxy-orders-title' },
     h('thead', {}, h('tr', {}, ['Order', 'Product', 'State', 'Price', 'Created', ''].map((c) => h('th', { scope: 'col' }, c)))),
@@ -73,7 +84,7 @@ function ordersTable(orders) {
       h('th', { scope: 'row' }, h('code', { class: 'small' }, o.orderId)),
       h('td', {}, o.productName),
       h('td', {}, h('span', { class: 'badge ' + ({ paid: 'ok', failed: 'bad', ended: 'off', awaiting_payment: 'wait' }[o.state] || '') },
-        o.state.replace('_', ' ') + (o.cancelAtPeriodEnd ? ' (ends at the period\'s end)' : ''))),
+        o.state.replace('_', ' ') + (o.cancelAtPeriodEnd ? ' (ends at the period\'s end)' : '')), orderPayment(o)),
       h('td', {}, money(o.monthlyPrice, o.currency) + ' / month'),
       h('td', {}, fmtTime(o.createdAt)),
       h('td', {}, o.state === 'awaiting_payment' && o.checkoutUrl ? h('a', { href: o.checkoutUrl, class: 'button' }, 'Pay') : null,
