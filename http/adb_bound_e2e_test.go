@@ -27,25 +27,13 @@ func TestADBTapFollowsItsElement(t *testing.T) {
 	leaseID := decodeInto[map[string]any](t, b)["leaseId"].(string)
 	act := func(key, action, args, frame string, status int) domain.Receipt {
 		t.Helper()
-		body := `{"action":"` + action + `","arguments":` + args + `,"idempotencyKey":"` + key + `","leaseId":"` + leaseID + `"`
-		if frame != "" {
-			body += `,"observedFrame":"` + frame + `"`
-		}
-		_, b := fs.do(t, "POST", "/v1/devices/"+dev+"/actions", body+"}", status)
+		_, b := fs.act(t, dev, leaseID, key, action, args, frame, status)
 		if status != http.StatusOK {
 			_, b = fs.do(t, "GET", "/v1/receipts/"+key, "", 200)
 		}
 		return decodeInto[domain.Receipt](t, b)
 	}
-	snapshot := func() (string, domain.UIElement) {
-		t.Helper()
-		_, b := fs.do(t, "GET", "/v1/devices/"+dev+"/snapshot", "", 200)
-		s := decodeInto[struct {
-			FrameID string           `json:"frameId"`
-			Root    domain.UIElement `json:"root"`
-		}](t, b)
-		return s.FrameID, s.Root
-	}
+	snapshot := func() (string, domain.UIElement) { t.Helper(); return fs.snapshot(t, dev) }
 	inputs := func() int { return int(phone.Clock().Sub(sim.ClockStart()) / sim.ClockStep) }
 
 	rc := act("open", "open_app", `{"package":"com.android.settings"}`, "", 200)

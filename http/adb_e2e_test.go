@@ -42,6 +42,29 @@ func findSim(e sim.Element, match func(sim.Element) bool) (sim.Element, bool) {
 	return sim.Element{}, false
 }
 
+// act sends one action on dev under lease, decided on frame (none when
+// empty), and expects status.
+func (fs *fleetServer) act(t *testing.T, dev, lease, key, action, args, frame string, status int) (http.Header, []byte) {
+	t.Helper()
+	body := `{"action":"` + action + `","arguments":` + args + `,"idempotencyKey":"` + key + `","leaseId":"` + lease + `"`
+	if frame != "" {
+		body += `,"observedFrame":"` + frame + `"`
+	}
+	resp, b := fs.do(t, "POST", "/v1/devices/"+dev+"/actions", body+"}", status)
+	return resp.Header, b
+}
+
+// snapshot reads dev's UI tree over REST: its frame and root.
+func (fs *fleetServer) snapshot(t *testing.T, dev string) (string, domain.UIElement) {
+	t.Helper()
+	_, b := fs.do(t, "GET", "/v1/devices/"+dev+"/snapshot", "", 200)
+	s := decodeInto[struct {
+		FrameID string           `json:"frameId"`
+		Root    domain.UIElement `json:"root"`
+	}](t, b)
+	return s.FrameID, s.Root
+}
+
 // TestADBPhoneOverREST drives an adb device end to end: REST → adb
 // backend → the real adb server → a device-side adb daemon → a sim phone,
 // whose own state says what happened. Every answer is checked against the
@@ -61,22 +84,9 @@ func TestADBPhoneOverREST(t *testing.T) {
 	leaseID := decodeInto[map[string]any](t, b)["leaseId"].(string)
 	act := func(key, action, args, frame string, status int) (http.Header, []byte) {
 		t.Helper()
-		body := `{"action":"` + action + `","arguments":` + args + `,"idempotencyKey":"` + key + `","leaseId":"` + leaseID + `"`
-		if frame != "" {
-			body += `,"observedFrame":"` + frame + `"`
-		}
-		resp, b := fs.do(t, "POST", "/v1/devices/"+dev+"/actions", body+"}", status)
-		return resp.Header, b
+		return fs.act(t, dev, leaseID, key, action, args, frame, status)
 	}
-	snapshot := func() (string, domain.UIElement) {
-		t.Helper()
-		_, b := fs.do(t, "GET", "/v1/devices/"+dev+"/snapshot", "", 200)
-		s := decodeInto[struct {
-			FrameID string           `json:"frameId"`
-			Root    domain.UIElement `json:"root"`
-		}](t, b)
-		return s.FrameID, s.Root
-	}
+	snapshot := func() (string, domain.UIElement) { t.Helper(); return fs.snapshot(t, dev) }
 
 	// The screenshot is the sim's own rendering, byte for byte.
 	resp, shot := fs.do(t, "GET", "/v1/devices/"+dev+"/screenshot", "", 200)
