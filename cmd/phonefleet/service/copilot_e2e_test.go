@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -39,9 +40,15 @@ type copilotService struct {
 
 func startCopilotService(t *testing.T) *copilotService {
 	t.Helper()
+	return startCopilotServiceWith(t, nil)
+}
+
+// startCopilotServiceWith is startCopilotService with more settings.
+func startCopilotServiceWith(t *testing.T, more map[string]string) *copilotService {
+	t.Helper()
 	idp := identitytest.New(t)
 	model := newScriptedModel(t)
-	a, base := startApp(t, map[string]string{
+	env := map[string]string{
 		"SERVICE_MODE":                     "hosted",
 		"SERVICE_ADDR":                     "127.0.0.1:0",
 		"DATABASE_URL":                     testutil.DatabaseURL(t),
@@ -56,7 +63,9 @@ func startCopilotService(t *testing.T) *copilotService {
 		"SERVICE_PLANNER_URL":              model.URL(),
 		"SERVICE_PLANNER_API_KEY":          "sk-copilot-e2e",
 		"SERVICE_PLANNER_MODEL":            "scripted-1",
-	})
+	}
+	maps.Copy(env, more)
+	a, base := startApp(t, env)
 	aud := "http://copilot.test/mcp"
 	ids, err := a.app.Fleet.RegisterDevices.Handle(testutil.Context(t), fleet.RegisterDevices{OrgID: "org_a", Backend: "sim", Count: 1})
 	if err != nil || len(ids) != 1 {
