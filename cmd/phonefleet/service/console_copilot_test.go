@@ -3,13 +3,18 @@ package service
 import (
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"phonefleet/commands/fleet"
+	"phonefleet/domain"
 	"phonefleet/http/apitest"
+	"phonefleet/internal/identity/identitytest"
 	"phonefleet/testutil"
 )
 
@@ -157,5 +162,74 @@ func TestConsoleCopilotPanel(t *testing.T) {
 		}
 	}
 	p.shot("copilot-command")
+	p.noErrors()
+}
+
+// TestConsoleCopilotGauge: on a hosted deployment metering the copilot
+// (1000 tokens per subscribed device, one live subscription), the panel
+// draws the allowance gauge from usedFraction: empty at first, near the
+// limit after an answer of 850 tokens, spent after 150 more, when the chat
+// box gives way to direct commands, which still act on the phone. The
+// gauge agrees with GET /v1/copilot/allowance. Screenshots of each state.
+func TestConsoleCopilotGauge(t *testing.T) {
+	idp := identitytest.New(t)
+	model := newScriptedModel(t)
+	catalog := filepath.Join(t.TempDir(), "catalog.json")
+	if err := os.WriteFile(catalog, []byte(strings.Replace(e2eCatalog, `"currency": "usd",`, `"currency": "usd", "copilotTokensPerDevice": 1000,`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, front, _ := startBillingConsole(t, idp, map[string]string{"SERVICE_CATALOG_FILE": catalog,
+		"SERVICE_PLANNER_URL": model.URL(), "SERVICE_PLANNER_API_KEY": "sk-console", "SERVICE_PLANNER_MODEL": "scripted-1"})
+	idp.RegisterClient(consoleClientID, front+"/")
+	idp.SignInAs("user_a", "org_a", domain.RoleMember)
+	ctx := testutil.Context(t)
+	ids, err := a.app.Fleet.RegisterDevices.Handle(ctx, fleet.RegisterDevices{OrgID: "org_a", Backend: "sim", Count: 1})
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("register a sim phone: %v (%v)", err, ids)
+	}
+	dev := ids[0]
+	recordFulfilment(t, a, "org_a", domain.BillingSubscription, time.Now())
+	person := idp.Console(t, front+"/mcp", "user_a", "org_a", "member")
+	call := checkedCaller(t, apitest.FromHandler(t, a.server.Handler()), front)
+
+	p := newBrowserPage(t, front)
+	p.open("#/devices/" + dev)
+	p.do("sign in", chromedp.WaitVisible(chromedp.CSS(`#main .signin button`)), chromedp.Click(chromedp.CSS(`#main .signin button`)),
+		chromedp.WaitVisible(chromedp.ID(`allow`)), chromedp.Click(chromedp.ID(`allow`)),
+		chromedp.WaitVisible(chromedp.CSS(`.device-copilot #copilot-command`)))
+	p.until("the gauge, empty", `(() => { const g = document.querySelector('.copilot-gauge');
+		return !!g && !g.hidden && g.dataset.usedFraction === '0' && g.textContent.includes('0 of 1,000 tokens'); })()`)
+	p.shot("copilot-gauge-empty")
+
+	answer := func(in, out int) {
+		model.play(func(req modelRequest, w *modelStream) {
+			w.text("Hello there.")
+			w.done(in, out)
+		})
+	}
+	answer(700, 150)
+	p.do("say hi", chromedp.SendKeys(chromedp.CSS(`#copilot-message`), "hi"), chromedp.Click(chromedp.CSS(`.copilot-send`)))
+	p.until("the gauge near the limit", `(() => { const g = document.querySelector('.copilot-gauge');
+		return g.classList.contains('near-limit') && g.dataset.usedFraction === '0.85' &&
+			g.querySelector('.gauge-bar').style.width === '85%'; })()`)
+	p.shot("copilot-gauge-near-limit")
+
+	answer(100, 50)
+	p.do("say more", chromedp.SendKeys(chromedp.CSS(`#copilot-message`), "more"), chromedp.Click(chromedp.CSS(`.copilot-send`)))
+	p.until("the gauge spent and the chat box gone", `(() => { const g = document.querySelector('.copilot-gauge');
+		return g.classList.contains('exhausted') && g.dataset.usedFraction === '1' &&
+			document.querySelector('.copilot-chat').hidden; })()`)
+	asked := len(model.asked())
+	p.do("a direct command", chromedp.SendKeys(chromedp.CSS(`#copilot-command`), "home"), chromedp.Click(chromedp.CSS(`.copilot-run`)))
+	p.until("the command's receipt", `(() => { const c = document.querySelector('.copilot-command[data-state="done"]');
+		return !!c && c.textContent.includes('key committed'); })()`)
+	if n := len(model.asked()); n != asked {
+		t.Errorf("the direct command asked the model %d times; want none", n-asked)
+	}
+	p.shot("copilot-gauge-spent")
+	al := call(person, "GET", "/v1/copilot/allowance", "", http.StatusOK)
+	if al["usedFraction"] != float64(1) || al["exhausted"] != true || al["used"] != float64(1000) || al["included"] != float64(1000) {
+		t.Errorf("the API's allowance %v; want what the gauge shows: 1000 of 1000, exhausted", al)
+	}
 	p.noErrors()
 }

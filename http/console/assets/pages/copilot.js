@@ -157,7 +157,8 @@ export function copilotPanel(deviceId, afterAction) {
         const text = d.outcome + (d.reason && d.reason !== d.outcome ? ' — ' + d.reason : '');
         add(h('li', { class: 'copilot-end', 'data-outcome': d.outcome, 'data-reason': d.reason || '' },
           h('span', {}, text), d.detail && d.outcome !== 'completed' ? h('span', { class: 'muted' }, ': ' + d.detail) : null));
-        if (d.reason === 'allowance_exhausted') loadAllowance();
+        // What the turn spent shows on the gauge.
+        loadAllowance();
         break;
       }
       default:
@@ -201,6 +202,8 @@ export function copilotPanel(deviceId, afterAction) {
     if (stream) stream.abort();
     threadId = id;
     panel.dataset.threadId = id;
+    // The approval choice is made when a thread starts.
+    every.closest('label').hidden = true;
     log.replaceChildren();
     bubbles.clear(); calls.clear(); cards.clear();
     stream = new AbortController();
