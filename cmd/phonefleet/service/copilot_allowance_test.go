@@ -47,7 +47,7 @@ func recordFulfilment(t *testing.T, a *App, orgID, billing string, at time.Time)
 // tokens already spent make it exhausted. Another organisation's tokens
 // and subscriptions are not counted.
 func TestCopilotAllowance(t *testing.T) {
-	s := startCopilotService(t)
+	s := startCopilotServiceWith(t, nil)
 	ctx := testutil.Context(t)
 	clock := testutil.NewClock(time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC))
 	sub := recordFulfilment(t, s.a, "org_a", domain.BillingSubscription, clock.Now())
@@ -193,7 +193,7 @@ func TestCopilotAllowance(t *testing.T) {
 // has no allowance answers 503 checkout_unavailable; a local deployment
 // does not serve the route (404).
 func TestCopilotAllowanceRoute(t *testing.T) {
-	s := startCopilotService(t)
+	s := startCopilotServiceWith(t, nil)
 	recordFulfilment(t, s.a, "org_a", domain.BillingSubscription, time.Now())
 	recordFulfilment(t, s.a, "org_a", domain.BillingPayg, time.Now())
 	al := s.call(s.person, "GET", "/v1/copilot/allowance", "", http.StatusOK)

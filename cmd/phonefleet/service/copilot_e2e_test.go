@@ -38,12 +38,18 @@ type copilotService struct {
 	call   func(token, method, path, body string, want int) map[string]any
 }
 
+// Organisation org_a has one live subscription, so its copilot has the
+// price list's allowance (the embedded one: 2,000,000 tokens) to spend.
 func startCopilotService(t *testing.T) *copilotService {
 	t.Helper()
-	return startCopilotServiceWith(t, nil)
+	s := startCopilotServiceWith(t, nil)
+	recordFulfilment(t, s.a, "org_a", domain.BillingSubscription, time.Now())
+	return s
 }
 
-// startCopilotServiceWith is startCopilotService with more settings.
+// startCopilotServiceWith is startCopilotService with more settings, and
+// no subscription recorded (nothing included: a chat message is answered
+// in command mode).
 func startCopilotServiceWith(t *testing.T, more map[string]string) *copilotService {
 	t.Helper()
 	idp := identitytest.New(t)
