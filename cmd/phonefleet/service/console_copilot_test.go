@@ -135,6 +135,7 @@ func TestConsoleCopilotPanel(t *testing.T) {
 		return true, nil
 	})
 	p.shot("copilot-approval")
+	admCheckA11y(t, p.ctx, "the device page with an approval card")
 	p.do("approve", chromedp.Click(chromedp.CSS(`.approval-card .approval-approve`)))
 	p.until("the card granted", `document.querySelector('.approval-card').dataset.state === 'granted'`)
 	key := "copilot-" + approval
@@ -227,6 +228,7 @@ func TestConsoleCopilotGauge(t *testing.T) {
 		t.Errorf("the direct command asked the model %d times; want none", n-asked)
 	}
 	p.shot("copilot-gauge-spent")
+	admCheckA11y(t, p.ctx, "the device page with the gauge spent")
 	al := call(person, "GET", "/v1/copilot/allowance", "", http.StatusOK)
 	if al["usedFraction"] != float64(1) || al["exhausted"] != true || al["used"] != float64(1000) || al["included"] != float64(1000) {
 		t.Errorf("the API's allowance %v; want what the gauge shows: 1000 of 1000, exhausted", al)
