@@ -32,13 +32,14 @@ func (h GetAllowanceHandler) Handle(ctx context.Context, q GetAllowance) (domain
 	if err := access(q.Auth); err != nil {
 		return domain.CopilotAllowance{}, err
 	}
-	return h.c.allowance(ctx, q.Auth.OrgID)
+	return h.c.allowance(ctx, q.Auth.OrgID, 0)
 }
 
 // allowance is orgID's allowance now: included from the price list and the
 // live subscription purchases (the fulfilments read model), used from the
-// tokens the copilot read model recorded this period up to now.
-func (c *Copilot) allowance(ctx context.Context, orgID string) (domain.CopilotAllowance, error) {
+// tokens the copilot read model recorded this period up to now, plus
+// owing (tokens a running turn took and has not recorded yet).
+func (c *Copilot) allowance(ctx context.Context, orgID string, owing int64) (domain.CopilotAllowance, error) {
 	now := c.now()
 	period := domain.BillingPeriodOf(now)
 	if !c.cfg.Metered {
@@ -66,5 +67,5 @@ func (c *Copilot) allowance(ctx context.Context, orgID string) (domain.CopilotAl
 	if err != nil {
 		return domain.CopilotAllowance{}, err
 	}
-	return domain.MeteredCopilotAllowance(*c.cfg.TokensPerDevice, devices, in+out, period), nil
+	return domain.MeteredCopilotAllowance(*c.cfg.TokensPerDevice, devices, in+out+owing, period), nil
 }

@@ -71,7 +71,7 @@ func (h PostMessageHandler) Handle(ctx context.Context, cmd PostMessage) (Posted
 				With("field", "deviceId")
 		}
 	}
-	spent, err := c.allowanceSpent(ctx, a.OrgID)
+	spent, err := c.allowanceSpent(ctx, a.OrgID, 0)
 	if err != nil {
 		return PostedMessage{}, err
 	}
@@ -104,14 +104,16 @@ func (h PostMessageHandler) Handle(ctx context.Context, cmd PostMessage) (Posted
 	return PostedMessage{ThreadID: threadID, TurnID: turnID}, nil
 }
 
-// allowanceSpent reports whether orgID's metered allowance is spent, so a
-// message is answered in command mode. An allowance that is not configured
-// does not stop the chat (only its read answers checkout_unavailable).
-func (c *Copilot) allowanceSpent(ctx context.Context, orgID string) (bool, error) {
+// allowanceSpent reports whether orgID's metered allowance is spent (with
+// owing tokens not recorded yet), so a message is answered in command mode
+// and a running turn asks the model no more. An allowance that is not
+// configured does not stop the chat (only its read answers
+// checkout_unavailable).
+func (c *Copilot) allowanceSpent(ctx context.Context, orgID string, owing int64) (bool, error) {
 	if !c.cfg.Metered || c.cfg.TokensPerDevice == nil {
 		return false, nil
 	}
-	al, err := c.allowance(ctx, orgID)
+	al, err := c.allowance(ctx, orgID, owing)
 	return al.Spent(), err
 }
 

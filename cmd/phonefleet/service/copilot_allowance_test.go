@@ -43,7 +43,8 @@ func recordFulfilment(t *testing.T, a *App, orgID, billing string, at time.Time)
 // tokens is past four fifths (nearLimit); 150 more exhaust it; the next
 // message is answered in command mode without asking the model, while
 // direct commands keep working; the first of the next month starts a new
-// period; with the subscription cancelled nothing is included and the
+// period; a turn whose first answer spends the rest asks the model no
+// more; with the subscription cancelled nothing is included and the
 // tokens already spent make it exhausted. Another organisation's tokens
 // and subscriptions are not counted.
 func TestCopilotAllowance(t *testing.T) {
@@ -160,6 +161,27 @@ func TestCopilotAllowance(t *testing.T) {
 	}
 	check("new month, 20 used", allowance(authA), 1000, 20, "2026-04-01", 0.02, false, false)
 
+	// A turn that spends the rest on its first answer asks the model no
+	// more: its tool call is carried out, then the turn ends in command mode.
+	s.model.play(func(req modelRequest, w *modelStream) {
+		w.text("Looking.")
+		w.call("observe", `{}`)
+		w.done(900, 90)
+	})
+	th = post("look at the screen")
+	if n := len(s.model.asked()); n != 1 {
+		t.Errorf("the model was asked %d times in a turn that spent the allowance on its first answer; want once", n)
+	}
+	ends = items(th, "turn_ended")
+	msgs = items(th, "message")
+	if last := msgs[len(msgs)-1]; ends[len(ends)-1]["reason"] != "allowance_exhausted" || !strings.Contains(last["text"].(string), "allowance") {
+		t.Errorf("the turn's end %v, last message %v; want allowance_exhausted, said", ends[len(ends)-1], last)
+	}
+	if calls := items(th, "tool_call"); len(calls) == 0 || calls[len(calls)-1]["state"] != "succeeded" {
+		t.Errorf("tool calls %v; want the observation carried out", calls)
+	}
+	check("spent within a turn", allowance(authA), 1000, 1010, "2026-04-01", 1, false, true)
+
 	// The subscription ends: nothing is included, and the tokens already
 	// spent this period make the allowance exhausted.
 	news, err := eventstore.Encode[domain.Event](domain.Events, "org_a",
@@ -170,7 +192,7 @@ func TestCopilotAllowance(t *testing.T) {
 	if _, err := s.a.store.Append(ctx, domain.FulfilmentStream(sub), 2, news...); err != nil {
 		t.Fatal(err)
 	}
-	check("nothing included, 20 used", allowance(authA), 0, 20, "2026-04-01", 0, false, true)
+	check("nothing included, 1010 used", allowance(authA), 0, 1010, "2026-04-01", 0, false, true)
 
 	// A person of another organisation (org_b, no tokens, two
 	// subscriptions) with nothing used yet: a member reads it too.
