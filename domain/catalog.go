@@ -63,6 +63,12 @@ type Catalog struct {
 	// Proxies are the managed proxy products (proxy.go); none means the
 	// deployment sells no proxy.
 	Proxies []ProxyProduct `json:"proxies,omitempty"`
+	// CopilotTokensPerDevice is the copilot's monthly allowance in tokens
+	// (input and output together) that each live subscription purchase
+	// includes (spec 2.4); pay-as-you-go and day passes include none. Nil
+	// means no allowance is configured: a hosted deployment's allowance
+	// read answers checkout_unavailable.
+	CopilotTokensPerDevice *int64 `json:"copilotTokensPerDevice,omitempty"`
 }
 
 // CatalogChoice names a sku and billing pair.
@@ -206,6 +212,9 @@ func (c *Catalog) check() error {
 		if _, ok := c.Row(c.Default.Sku, c.Default.Billing); !ok {
 			return fmt.Errorf("default %s/%s is not a row of the price list", c.Default.Sku, c.Default.Billing)
 		}
+	}
+	if c.CopilotTokensPerDevice != nil && *c.CopilotTokensPerDevice < 0 {
+		return fmt.Errorf("copilotTokensPerDevice must be at least 0")
 	}
 	if c.Pool != nil && (c.Pool.Size < 0 || !seen[c.Pool.Sku]) {
 		return fmt.Errorf("pool: sku must be listed and size at least 0")

@@ -29,6 +29,21 @@ func (s *Server) registerCopilotRoutes(r *mux.Router) {
 	r.Handle("/copilot/approvals", kernel.HandlerFunc(s.listCopilotApprovals)).Methods(http.MethodGet)
 	r.Handle("/copilot/approvals", kernel.HandlerFunc(s.decideCopilotApproval)).Methods(http.MethodPost)
 	r.Handle("/copilot/commands", kernel.HandlerFunc(s.runCopilotCommand)).Methods(http.MethodPost)
+	// The allowance read is hosted only (spec 4.2): a local deployment
+	// does not mount it, so it answers not_found.
+	if s.mode == "hosted" {
+		r.Handle("/copilot/allowance", kernel.HandlerFunc(s.getCopilotAllowance)).Methods(http.MethodGet)
+	}
+}
+
+// getCopilotAllowance reads the organisation's copilot allowance (spec 2.4).
+func (s *Server) getCopilotAllowance(w http.ResponseWriter, r *http.Request) error {
+	al, err := s.app.Copilot.GetAllowance.Handle(r.Context(), copilot.GetAllowance{Auth: authOf(r)})
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewCopilotAllowance(al))
 }
 
 type copilotCommandRequest struct {

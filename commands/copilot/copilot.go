@@ -41,6 +41,14 @@ type Config struct {
 	Now func() time.Time
 	// MaxSteps bounds the model's answers in one turn; zero means 12.
 	MaxSteps int
+	// Metered makes the copilot count its tokens against the monthly
+	// allowance (a hosted deployment); false serves it unmetered.
+	Metered bool
+	// TokensPerDevice is the price list's monthly tokens per subscribed
+	// device; nil means no allowance is configured (the allowance read of
+	// a metered deployment answers checkout_unavailable, and chat is not
+	// refused for an allowance that cannot be computed).
+	TokensPerDevice *int64
 	// LeaseTTL is the lease a turn takes when the person holds none; zero
 	// means 10 minutes.
 	LeaseTTL time.Duration
@@ -129,6 +137,9 @@ type Handlers struct {
 
 	// RunCommand is command mode: served with or without a model.
 	RunCommand cqrs.Handler[RunCommand, CommandResult]
+
+	// GetAllowance is the monthly token allowance (hosted).
+	GetAllowance cqrs.Handler[GetAllowance, domain.CopilotAllowance]
 }
 
 // Handlers returns the copilot's entry points, each behind d, acting on
@@ -146,6 +157,8 @@ func (c *Copilot) Handlers(d cqrs.Decorator, dev Devices) Handlers {
 		DecideApproval: cqrs.Serve(d, DecideApprovalHandler{c}),
 
 		RunCommand: cqrs.Serve(d, RunCommandHandler{c}),
+
+		GetAllowance: cqrs.Serve(d, GetAllowanceHandler{c}),
 	}
 }
 

@@ -31,7 +31,9 @@ type PostMessageHandler struct{ c *Copilot }
 
 // Handle records the message (and the thread, when new), starting a turn
 // that this process then runs, and answers once the threads read model
-// shows it. Refusals: permission_denied (not a person's session),
+// shows it. When the organisation's metered allowance is spent no turn
+// runs: the copilot's answer, recorded with the message, says so and how
+// to use direct commands (no model is asked, no tokens are spent). Refusals: permission_denied (not a person's session),
 // service_unavailable (no model), invalid_argument (message, deviceId),
 // not_found (a thread that is not the caller's), device_unavailable
 // (not_found: a device the caller cannot see), wrong_state (the thread is
@@ -69,22 +71,50 @@ func (h PostMessageHandler) Handle(ctx context.Context, cmd PostMessage) (Posted
 				With("field", "deviceId")
 		}
 	}
+	spent, err := c.allowanceSpent(ctx, a.OrgID, 0)
+	if err != nil {
+		return PostedMessage{}, err
+	}
 	turnID := domain.NewID(domain.PrefixCopilotTurn)
 	t, committed, err := c.threads.Update(ctx, threadID, func(t **domain.CopilotThread) ([]domain.Event, error) {
 		if (*t).Exists() && !(*t).VisibleTo(a) {
 			return nil, domain.ErrCopilotThreadNotFound(threadID)
 		}
-		return (*t).Post(a, deviceID, turnID, text, cmd.ApproveEveryAction, c.now())
+		now := c.now()
+		evs, err := (*t).Post(a, deviceID, turnID, text, cmd.ApproveEveryAction, now)
+		if err != nil || !spent {
+			return evs, err
+		}
+		// Command mode: the copilot answers without its model (no tokens).
+		return append(evs,
+			domain.CopilotTextStreamed{ThreadID: threadID, TurnID: turnID, Step: 1, Text: domain.CopilotAllowanceSpentMessage, At: now},
+			domain.CopilotTurnEnded{ThreadID: threadID, TurnID: turnID, Outcome: domain.CopilotTurnCompleted, Reason: "allowance_exhausted",
+				Detail: "the copilot allowance of this billing month is spent; direct commands are still served", At: now}), nil
 	})
 	if err != nil {
 		return PostedMessage{}, err
 	}
 	last := committed.Last()
-	c.start(ctx, a, t, turnID, text, last.Version)
+	if !spent {
+		c.start(ctx, a, t, turnID, text, last.Version)
+	}
 	if err := c.wait(ctx, last); err != nil {
 		return PostedMessage{}, err
 	}
 	return PostedMessage{ThreadID: threadID, TurnID: turnID}, nil
+}
+
+// allowanceSpent reports whether orgID's metered allowance is spent (with
+// owing tokens not recorded yet), so a message is answered in command mode
+// and a running turn asks the model no more. An allowance that is not
+// configured does not stop the chat (only its read answers
+// checkout_unavailable).
+func (c *Copilot) allowanceSpent(ctx context.Context, orgID string, owing int64) (bool, error) {
+	if !c.cfg.Metered || c.cfg.TokensPerDevice == nil {
+		return false, nil
+	}
+	al, err := c.allowance(ctx, orgID, owing)
+	return al.Spent(), err
 }
 
 // start runs the turn in this process, under the service's lifetime, with

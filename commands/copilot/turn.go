@@ -76,6 +76,29 @@ func (r *turn) run(ctx context.Context) {
 	}
 	tools := toolsFor(r.auth)
 	for r.step = 1; r.step <= r.c.cfg.MaxSteps; r.step++ {
+		// The message was let in under the allowance; each later answer
+		// is asked for only while some of it is left.
+		if r.step > 1 {
+			var owing int64
+			if r.owed != nil {
+				owing = r.owed.InputTokens + r.owed.OutputTokens
+			}
+			spent, err := r.c.allowanceSpent(ctx, r.auth.OrgID, owing)
+			if err != nil {
+				r.failed(ctx, err)
+				return
+			}
+			if spent {
+				if err := r.append(ctx, domain.CopilotTextStreamed{ThreadID: r.threadID, TurnID: r.turnID, Step: r.step,
+					Text: domain.CopilotAllowanceSpentMessage, At: r.c.now()}); err != nil {
+					r.failed(ctx, err)
+					return
+				}
+				r.end(ctx, domain.CopilotTurnCompleted, "allowance_exhausted",
+					"the copilot allowance of this billing month ran out during the turn; nothing more was asked of the model")
+				return
+			}
+		}
 		comp, err := r.c.cfg.Model.Stream(ctx, msgs, tools, func(s string) error {
 			return r.append(ctx, domain.CopilotTextStreamed{ThreadID: r.threadID, TurnID: r.turnID, Step: r.step, Text: s, At: r.c.now()})
 		})

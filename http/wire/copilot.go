@@ -147,3 +147,20 @@ func NewCopilotCommandResult(verb, arg string, receipts []domain.Receipt, frameI
 	return CopilotCommandResult{Command: CopilotParsedCommand{Verb: verb, Arg: scheduleOptional(arg)}, Receipts: receipts,
 		FrameID: scheduleOptional(frameID)}
 }
+
+// CopilotAllowance is the copilot's monthly allowance (spec 2.4).
+type CopilotAllowance struct {
+	Included     int64   `json:"included"`
+	Used         int64   `json:"used"`
+	Period       string  `json:"period"`
+	UsedFraction float64 `json:"usedFraction"`
+	Exhausted    bool    `json:"exhausted"`
+	NearLimit    bool    `json:"nearLimit"`
+	Metered      bool    `json:"metered"`
+}
+
+// NewCopilotAllowance renders an allowance.
+func NewCopilotAllowance(a domain.CopilotAllowance) CopilotAllowance {
+	return CopilotAllowance{Included: a.Included, Used: a.Used, Period: a.Period.Name(), UsedFraction: a.UsedFraction,
+		Exhausted: a.Exhausted, NearLimit: a.NearLimit, Metered: a.Metered}
+}

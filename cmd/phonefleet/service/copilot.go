@@ -15,10 +15,15 @@ func copilotProjections() []projections.Projection {
 
 // wireCopilot builds the copilot over the provider configured for it
 // (SERVICE_COPILOT_*, else the planner's); without one the copilot still
-// reads threads, and its chat answers service_unavailable.
+// reads threads, and its chat answers service_unavailable. A hosted
+// deployment meters it against the price list's allowance.
 func (a *App) wireCopilot(context.Context) error {
 	cfg := copilot.Config{Store: a.store, ReadModels: a.runner, Queries: projections.CopilotQueries{DB: a.db.Pool},
-		ModelName: a.cfg.CopilotModel}
+		ModelName: a.cfg.CopilotModel, Metered: a.cfg.Mode == "hosted"}
+	// The allowance per subscribed device is on the price list.
+	if a.capabilities.Provisioning != nil {
+		cfg.TokensPerDevice = a.capabilities.Provisioning.Catalog().CopilotTokensPerDevice
+	}
 	if a.cfg.CopilotURL != "" {
 		m, err := chat.New(chat.Config{BaseURL: a.cfg.CopilotURL, APIKey: a.cfg.CopilotAPIKey, Model: a.cfg.CopilotModel})
 		if err != nil {

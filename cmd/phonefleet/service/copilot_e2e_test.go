@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -37,11 +38,23 @@ type copilotService struct {
 	call   func(token, method, path, body string, want int) map[string]any
 }
 
+// Organisation org_a has one live subscription, so its copilot has the
+// price list's allowance (the embedded one: 2,000,000 tokens) to spend.
 func startCopilotService(t *testing.T) *copilotService {
+	t.Helper()
+	s := startCopilotServiceWith(t, nil)
+	recordFulfilment(t, s.a, "org_a", domain.BillingSubscription, time.Now())
+	return s
+}
+
+// startCopilotServiceWith is startCopilotService with more settings, and
+// no subscription recorded (nothing included: a chat message is answered
+// in command mode).
+func startCopilotServiceWith(t *testing.T, more map[string]string) *copilotService {
 	t.Helper()
 	idp := identitytest.New(t)
 	model := newScriptedModel(t)
-	a, base := startApp(t, map[string]string{
+	env := map[string]string{
 		"SERVICE_MODE":                     "hosted",
 		"SERVICE_ADDR":                     "127.0.0.1:0",
 		"DATABASE_URL":                     testutil.DatabaseURL(t),
@@ -56,7 +69,9 @@ func startCopilotService(t *testing.T) *copilotService {
 		"SERVICE_PLANNER_URL":              model.URL(),
 		"SERVICE_PLANNER_API_KEY":          "sk-copilot-e2e",
 		"SERVICE_PLANNER_MODEL":            "scripted-1",
-	})
+	}
+	maps.Copy(env, more)
+	a, base := startApp(t, env)
 	aud := "http://copilot.test/mcp"
 	ids, err := a.app.Fleet.RegisterDevices.Handle(testutil.Context(t), fleet.RegisterDevices{OrgID: "org_a", Backend: "sim", Count: 1})
 	if err != nil || len(ids) != 1 {

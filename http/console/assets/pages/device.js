@@ -8,6 +8,7 @@
 // GET /v1/receipts?deviceId=… and GET /v1/frames/{id}.
 import { api, h, route, liveScreen, toast, errorBox, fmtTime } from '/console/app.js';
 import { framesPair, actionText, actorText, receiptState } from '/console/pages/receipts.js';
+import { copilotPanel } from '/console/pages/copilot.js';
 
 // How wide the live screen is streamed, and the frames in the timeline.
 const screenWidth = 540;
@@ -523,6 +524,7 @@ route('/devices/:id', async (main, params) => {
           typeForm,
           h('div', { class: 'keys toolbar', role: 'group', 'aria-label': 'Keys' }, keyButtons),
           h('div', { class: 'toolbar' }, overlayToggle)),
+        copilotPanel(deviceId, () => { refreshDevice(); refreshTimeline(); }),
         h('section', { class: 'device-timeline', 'aria-labelledby': 'timeline-heading' },
           h('div', { class: 'timeline-top' },
             h('h2', { id: 'timeline-heading' }, 'Receipts'),
