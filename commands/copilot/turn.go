@@ -332,14 +332,22 @@ func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 	out, err := r.dev.Act.Handle(actx, fleet.PerformAction{Auth: r.auth, DeviceID: r.deviceID, Action: string(cl.action.Type),
 		Arguments: cl.action.ArgumentsJSON(), IdempotencyKey: key, LeaseID: r.lease, ObservedFrame: r.frame,
 		Also: &fleet.StreamAppend{StreamID: domain.CopilotThreadStream(r.threadID), Expected: r.version, Events: news}})
-	// Whether the call was recorded (with the action's request) is the
-	// thread's to say: load it again.
-	t, v, lerr := r.c.threads.Load(actx, r.threadID)
-	if lerr != nil {
-		return "", lerr
+	// An action answered afresh was recorded with its request, the call
+	// with it, at the turn's version: the thread is where the turn left it
+	// plus the call. Otherwise (a refusal, or a replay of the key) whether
+	// the call was recorded is the thread's to say: load it again (a fold of
+	// the whole thread, so not on every call).
+	recorded, over := err == nil && !out.Replayed, false
+	if recorded {
+		r.version += int64(len(news))
+	} else {
+		t, v, lerr := r.c.threads.Load(actx, r.threadID)
+		if lerr != nil {
+			return "", lerr
+		}
+		r.version = v
+		recorded, over = t.Calls[callID], t.Turn != r.turnID
 	}
-	r.version = v
-	recorded, over := t.Calls[callID], t.Turn != r.turnID
 	if recorded {
 		r.owed = nil // recorded with the action's request
 	}
