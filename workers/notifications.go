@@ -272,9 +272,6 @@ func (r *fanoutReaction) copilotAllowance(ctx context.Context, t *notificationTr
 		return "", "", nil, fmt.Errorf("copilot tokens trigger without its tokens: %w", err)
 	}
 	period := domain.BillingPeriodOf(at)
-	if !r.cfg.Now().Before(period.End) {
-		return "", "", nil, nil
-	}
 	if err := r.q.CaughtUp(ctx, t.SourceTx, t.SourcePos, projections.CopilotName, projections.FulfilmentsName); err != nil {
 		return "", "", nil, err
 	}
