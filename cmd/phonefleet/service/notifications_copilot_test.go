@@ -175,3 +175,64 @@ func TestNotificationsCopilotAllowance(t *testing.T) {
 		t.Fatalf("rebuild changed the read model:\nbefore %v\nafter  %v", before, after)
 	}
 }
+
+// TestNotificationsCopilotAllowanceUnmetered: on a local deployment
+// (nothing meters the copilot) answers past the price list's allowance
+// for its one subscription tell nobody,
+// though every answer is decided by the fan-out.
+func TestNotificationsCopilotAllowanceUnmetered(t *testing.T) {
+	s := startCopilotServiceWith(t, map[string]string{"SERVICE_MODE": "local"})
+	ctx := testutil.Context(t)
+	clock := testutil.NewClock(time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC))
+	recordFulfilment(t, s.a, "org_a", domain.BillingSubscription, clock.Now())
+	notificationsOf(s.call, s.person, "") // user_a, an admin, is known
+	model, err := chat.New(chat.Config{BaseURL: s.model.URL(), APIKey: "sk-copilot-e2e", Model: "scripted-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := copilot.New(copilot.Config{Store: s.a.store, ReadModels: s.a.runner, Queries: projections.CopilotQueries{DB: s.a.db.Pool},
+		Model: model, ModelName: "scripted-1", Now: clock.Now})
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { cp.Run(rctx); close(done) }()
+	t.Cleanup(func() { stop(); <-done })
+	f := s.a.app.Fleet
+	h := cp.Handlers(cqrs.Decorator{}, copilot.Devices{GetDevice: f.GetDevice, ListLeases: f.ListLeases, AcquireLease: f.AcquireLease,
+		ReleaseLease: f.ReleaseLease, Observe: f.ObserveDevice, Act: f.PerformAction})
+	auth := domain.Auth{OrgID: "org_a", Kind: domain.PrincipalConsole, UserID: "user_a", Role: domain.RoleAdmin, Scopes: domain.AllScopes}
+	var threadID string
+	for _, n := range []int{1_000_000, 700_000, 500_000} { // past the default price list's 2,000,000 a device
+		s.model.play(func(req modelRequest, w *modelStream) {
+			w.text("Done.")
+			w.done(n, 0)
+		})
+		p, err := h.PostMessage.Handle(ctx, copilot.PostMessage{Auth: auth, ThreadID: threadID,
+			DeviceID: map[bool]string{true: s.device}[threadID == ""], Message: "go on"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		threadID = p.ThreadID
+		for deadline := time.Now().Add(60 * time.Second); cp.Running(threadID); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the turn never ended")
+			}
+		}
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var decided int
+		if err := s.a.db.Pool.QueryRow(ctx, `SELECT count(*) FROM notification_triggers WHERE kind = $1 AND status = 'done'`,
+			domain.CopilotTokensTrigger).Scan(&decided); err != nil {
+			t.Fatal(err)
+		}
+		if decided == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the fan-out decided %d of 3 answers", decided)
+		}
+	}
+	ns := notificationsOf(s.call, s.person, "")
+	if n, e := ofKind(ns, domain.NotifyCopilotNearLimit), ofKind(ns, domain.NotifyCopilotExhausted); len(n)+len(e) != 0 {
+		t.Fatalf("unmetered: %v %v; want no copilot notice", n, e)
+	}
+}
