@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,6 +79,13 @@ func TestNotificationsCopilotAllowance(t *testing.T) {
 	}
 	for _, tok := range people {
 		notificationsOf(s.call, tok, "")
+	}
+	// The preferences know the two kinds (the answer is checked against the contract).
+	for _, kind := range []string{domain.NotifyCopilotNearLimit, domain.NotifyCopilotExhausted} {
+		p := s.call(people["user_c"], "PATCH", "/v1/me/notification-preferences", `{"kinds":{"`+kind+`":{"console":true}}}`, http.StatusOK)
+		if b, _ := json.Marshal(p); !strings.Contains(string(b), kind) {
+			t.Fatalf("preferences after naming %s: %s", kind, b)
+		}
 	}
 
 	var threadID string
