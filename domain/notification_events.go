@@ -46,11 +46,24 @@ const (
 	// NotifyDeviceOffline: a device went offline (device.went_offline), to
 	// the people who used it in the week before.
 	NotifyDeviceOffline = "device_offline"
+	// NotifyCopilotNearLimit: the organisation's copilot allowance went past
+	// four fifths this billing period (hosted, metered), to every admin and
+	// the person whose turn took it there; once per organisation and period.
+	NotifyCopilotNearLimit = "copilot_near_limit"
+	// NotifyCopilotExhausted: the organisation's copilot allowance is spent
+	// this billing period, to the same people; once per organisation and
+	// period.
+	NotifyCopilotExhausted = "copilot_exhausted"
+	// CopilotTokensTrigger is the kind of the trigger every
+	// copilot.tokens_used is: the fan-out decides whether it crossed a
+	// threshold (and so which of the two kinds above it raises), not a kind
+	// of notification.
+	CopilotTokensTrigger = "copilot_tokens"
 )
 
 // NotificationKinds lists every kind, in the order the preferences show them.
 var NotificationKinds = []string{NotifyRunNeedsUser, NotifyRunEnded, NotifyPaymentFollowupFailed,
-	NotifyGatewayGone, NotifyAPIKeyExpiring, NotifyDeviceOffline}
+	NotifyGatewayGone, NotifyAPIKeyExpiring, NotifyDeviceOffline, NotifyCopilotNearLimit, NotifyCopilotExhausted}
 
 // Notification channels.
 const (
@@ -426,7 +439,7 @@ func (APIKeyExpiryNoticeDue) EventName() string { return "notification.api_key_e
 // a person. Subject keeps the ids a client links to.
 func NotificationMessageFor(kind string, f map[string]string) NotificationMessage {
 	m := NotificationMessage{Kind: kind, Subject: map[string]string{}}
-	for _, k := range []string{"runId", "agentRunId", "deviceId", "gatewayId", "keyId", "followupId", "fulfilmentId"} {
+	for _, k := range []string{"runId", "agentRunId", "deviceId", "gatewayId", "keyId", "followupId", "fulfilmentId", "threadId", "period"} {
 		if f[k] != "" {
 			m.Subject[k] = f[k]
 		}
@@ -462,6 +475,43 @@ func NotificationMessageFor(kind string, f map[string]string) NotificationMessag
 	case NotifyDeviceOffline:
 		m.Title = "A device went offline"
 		m.Body = fmt.Sprintf("Device %s went offline (%s).", f["deviceId"], f["state"])
+	case NotifyCopilotNearLimit:
+		m.Title = "The copilot allowance is almost spent"
+		m.Body = fmt.Sprintf("The organisation's copilot has used %s of its %s tokens for the billing month starting %s. "+
+			"Once they are spent it answers direct commands only until the next month.", f["used"], f["included"], f["period"])
+	case NotifyCopilotExhausted:
+		m.Title = "The copilot allowance is spent"
+		m.Body = fmt.Sprintf("The organisation's copilot has used %s of its %s tokens for the billing month starting %s. "+
+			"Until the next month it answers direct commands only, without the model.", f["used"], f["included"], f["period"])
 	}
 	return m
+}
+
+// CopilotAllowanceCrossed says which notification, if any, one answer of
+// the copilot's model raises: before and after are the organisation's
+// allowance without and with that answer's tokens (the same period and
+// inclusion). It is NotifyCopilotExhausted when the answer spent the
+// allowance, NotifyCopilotNearLimit when it took it past four fifths
+// without spending it, "" otherwise and always on an unmetered deployment.
+// An answer that goes from under four fifths to spent raises only the
+// exhausted one.
+func CopilotAllowanceCrossed(before, after CopilotAllowance) string {
+	if !before.Metered || !after.Metered {
+		return ""
+	}
+	switch {
+	case after.Exhausted && !before.Exhausted:
+		return NotifyCopilotExhausted
+	case after.NearLimit && !before.NearLimit && !before.Exhausted:
+		return NotifyCopilotNearLimit
+	}
+	return ""
+}
+
+// CopilotAllowanceNoticeKey names one organisation's notice of kind in
+// billing period p: the notifications it raises take their ids from it
+// (NotificationID), not from the trigger, so one person is told at most
+// once per organisation, period and kind.
+func CopilotAllowanceNoticeKey(orgID string, p BillingPeriod, kind string) string {
+	return "copilot-allowance/" + orgID + "/" + p.Name() + "/" + kind
 }

@@ -74,3 +74,35 @@ func TestDecideEmailAttempt(t *testing.T) {
 		t.Errorf("unconfirmed: %+v", e)
 	}
 }
+
+// TestCopilotAllowanceCrossed: an answer raises near-limit when it takes
+// the allowance past four fifths, exhausted when it spends it (only that
+// one when it does both), nothing otherwise, and never unmetered.
+func TestCopilotAllowanceCrossed(t *testing.T) {
+	p := BillingPeriodOf(time.Date(2026, 3, 14, 0, 0, 0, 0, time.UTC))
+	at := func(used int64) CopilotAllowance { return MeteredCopilotAllowance(1000, 1, used, p) }
+	for _, c := range []struct {
+		before, after int64
+		want          string
+	}{
+		{0, 800, ""}, {0, 801, NotifyCopilotNearLimit}, {800, 850, NotifyCopilotNearLimit}, {801, 900, ""},
+		{900, 999, ""}, {999, 1000, NotifyCopilotExhausted}, {0, 1500, NotifyCopilotExhausted}, {1000, 1200, ""},
+		{850, 1000, NotifyCopilotExhausted},
+	} {
+		if got := CopilotAllowanceCrossed(at(c.before), at(c.after)); got != c.want {
+			t.Errorf("%d → %d of 1000: %q; want %q", c.before, c.after, got, c.want)
+		}
+	}
+	// Nothing included: the first token spends it.
+	if got := CopilotAllowanceCrossed(MeteredCopilotAllowance(1000, 0, 0, p), MeteredCopilotAllowance(1000, 0, 5, p)); got != NotifyCopilotExhausted {
+		t.Errorf("nothing included, first tokens: %q; want exhausted", got)
+	}
+	if got := CopilotAllowanceCrossed(UnmeteredCopilotAllowance(p), UnmeteredCopilotAllowance(p)); got != "" {
+		t.Errorf("unmetered: %q; want nothing", got)
+	}
+	m := NotificationMessageFor(NotifyCopilotExhausted, map[string]string{"used": "1000", "included": "1000", "period": "2026-03-01",
+		"threadId": "cth_1", "userId": "user_a"})
+	if m.Title == "" || m.Subject["period"] != "2026-03-01" || m.Subject["threadId"] != "cth_1" || len(m.Subject) != 2 {
+		t.Errorf("message %+v; want a title and subject {period, threadId}", m)
+	}
+}

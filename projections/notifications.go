@@ -24,7 +24,9 @@ const NotificationsName = "notifications"
 //   - notification_triggers: one row per domain event a person must hear of
 //     (run.parked, run.ended, payment.followup_attempted refused or given up,
 //     gateway.disconnected for a reason that is not routine,
-//     device.went_offline, notification.api_key_expiry_due), keyed by
+//     device.went_offline, notification.api_key_expiry_due, and every
+//     copilot.tokens_used, whose fan-out decides whether it took the
+//     copilot allowance past a threshold), keyed by
 //     domain.NotificationTriggerKey of the event, with the facts the message
 //     is made of; notification.raised moves it pending → done | failed.
 //     These are the notification reaction's items.
@@ -51,7 +53,7 @@ func (Notifications) Tables() []string {
 // EventTypes implements Selective.
 func (Notifications) EventTypes() []string {
 	return []string{"notification.%", "run.parked", "run.ended", "payment.followup_attempted", "gateway.disconnected",
-		"device.went_offline"}
+		"device.went_offline", "copilot.tokens_used"}
 }
 
 // Setup implements Projection.
@@ -119,6 +121,7 @@ var gatewayGoneReasons = map[string]bool{domain.GatewayReasonHeartbeatLost: true
 
 var notificationEventTypes = typeSet(nameOf(domain.RunParked{}), nameOf(domain.RunEnded{}), nameOf(domain.PaymentFollowupAttempted{}),
 	nameOf(domain.GatewayDisconnected{}), nameOf(domain.DeviceWentOffline{}), nameOf(domain.APIKeyExpiryNoticeDue{}),
+	nameOf(domain.CopilotTokensUsed{}),
 	nameOf(domain.NotificationsRaised{}), nameOf(domain.NotificationEmailAttempted{}), nameOf(domain.NotificationsRead{}),
 	nameOf(domain.NotificationPreferencesSet{}), nameOf(domain.NotificationPersonSeen{}))
 
@@ -188,6 +191,10 @@ func applyNotification(ctx context.Context, tx pgx.Tx, schema string, e eventsto
 	case domain.APIKeyExpiryNoticeDue:
 		return trigger(domain.NotifyAPIKeyExpiring, ev.At, map[string]string{"keyId": ev.KeyID, "name": ev.Name,
 			"mintedBy": ev.MintedBy, "expiresAt": ev.ExpiresAt.UTC().Format(time.RFC3339), "threshold": ev.Threshold})
+	case domain.CopilotTokensUsed:
+		return trigger(domain.CopilotTokensTrigger, ev.At, map[string]string{"threadId": ev.ThreadID, "turnId": ev.TurnID,
+			"userId": ev.UserID, "tokens": strconv.FormatInt(ev.InputTokens+ev.OutputTokens, 10),
+			"at": ev.At.UTC().Format(time.RFC3339Nano), "eventId": e.ID.String()})
 	case domain.NotificationsRaised:
 		status := NotificationDone
 		due := ev.At
@@ -426,6 +433,27 @@ func (q NotificationQueries) RecentDeviceUsers(ctx context.Context, orgID, devic
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// CopilotTokensBefore sums the tokens the organisation's copilot took in
+// [from, at) of the copilot read model (copilot_tokens, the allowance's
+// count) and at at itself from events ordered before eventID: the
+// organisation's use just before one answer, in one total order.
+func (q NotificationQueries) CopilotTokensBefore(ctx context.Context, orgID string, from, at time.Time, eventID string) (int64, error) {
+	var n int64
+	err := q.DB.QueryRow(ctx, `SELECT coalesce(sum(input_tokens + output_tokens), 0) FROM public.copilot_tokens
+		WHERE org_id = $1 AND at >= $2 AND (at, event_id) < ($3, $4::uuid)`, orgID, from, at, eventID).Scan(&n)
+	return n, err
+}
+
+// CopilotNoticeRaised reports whether a notification of kind was raised
+// for the organisation's copilot allowance in period (its subject's
+// period), to anyone.
+func (q NotificationQueries) CopilotNoticeRaised(ctx context.Context, orgID, kind, period string) (bool, error) {
+	var ok bool
+	err := q.DB.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM notifications WHERE org_id = $1 AND kind = $2 AND subject->>'period' = $3)`,
+		orgID, kind, period).Scan(&ok)
+	return ok, err
 }
 
 // People returns the named people's preferences (defaults for one not known).

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -44,6 +46,12 @@ type NotificationsConfig struct {
 	SweepInterval time.Duration
 	// Logger receives failures; nil discards them.
 	Logger *slog.Logger
+	// CopilotMetered and CopilotTokensPerDevice are the copilot's
+	// allowance as the copilot meters it (hosted: the price list's tokens
+	// per subscribed device); unmetered, or with no allowance configured,
+	// the copilot's answers raise no notification.
+	CopilotMetered         bool
+	CopilotTokensPerDevice *int64
 }
 
 // Notifications are the notification workers: the fan-out reaction (a
@@ -163,15 +171,28 @@ type fanoutReaction struct {
 // applies each one's preferences and decides the attempt's event.
 func (r *fanoutReaction) Act(ctx context.Context, c Claimed[notificationTrigger]) domain.NotificationsRaised {
 	t := c.Item
+	key := c.Key
+	var people []string
+	var err error
+	if t.Kind == domain.CopilotTokensTrigger {
+		// Which notification (if any) is decided here, not by the trigger.
+		var kind string
+		kind, key, people, err = r.copilotAllowance(ctx, &t)
+		t.Kind = kind
+		if kind == "" {
+			t.Kind = domain.CopilotTokensTrigger
+		}
+	} else {
+		people, err = r.recipients(ctx, t)
+	}
 	m := domain.NotificationMessageFor(t.Kind, t.Facts)
-	people, err := r.recipients(ctx, t)
 	var rs []domain.NotificationRecipient
 	if err == nil && len(people) > 0 {
 		var prefs map[string]domain.NotificationPreferences
 		prefs, err = r.q.People(ctx, t.OrgID, people)
 		for _, p := range people {
 			ch := prefs[p].For(t.Kind)
-			rec := domain.NotificationRecipient{NotificationID: domain.NotificationID(c.Key, p), UserID: p, Console: ch.Console}
+			rec := domain.NotificationRecipient{NotificationID: domain.NotificationID(key, p), UserID: p, Console: ch.Console}
 			if ch.Email && r.cfg.Mail != nil {
 				rec.Email = prefs[p].Email
 			}
@@ -224,6 +245,65 @@ func (r *fanoutReaction) recipients(ctx context.Context, t notificationTrigger) 
 		return r.q.RecentDeviceUsers(ctx, t.OrgID, t.Facts["deviceId"], at)
 	}
 	return nil, fmt.Errorf("unknown notification kind %q", t.Kind)
+}
+
+// copilotAllowance decides what one answer of the copilot's model (a
+// copilot.tokens_used trigger) raises: the kind (none: ""), the key the
+// notifications' ids derive from, and the recipients (every admin and the
+// person whose turn it was). The allowance is the one the allowance route
+// reads (domain.MeteredCopilotAllowance over the price list, the live
+// subscriptions of the fulfilments read model, the tokens of the copilot
+// read model), once both read models have applied the answer; before is
+// the organisation's use just before the answer, in the order (at, event
+// id). A kind already raised for the organisation this period is not
+// raised again; nor is one of a period already over when it is decided
+// (the triggers of answers recorded before this notification existed). It
+// adds the figures the message says to t.Facts.
+func (r *fanoutReaction) copilotAllowance(ctx context.Context, t *notificationTrigger) (string, string, []string, error) {
+	if !r.cfg.CopilotMetered || r.cfg.CopilotTokensPerDevice == nil {
+		return "", "", nil, nil
+	}
+	at, err := time.Parse(time.RFC3339Nano, t.Facts["at"])
+	if err != nil {
+		return "", "", nil, fmt.Errorf("copilot tokens trigger without its time: %w", err)
+	}
+	tokens, err := strconv.ParseInt(t.Facts["tokens"], 10, 64)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("copilot tokens trigger without its tokens: %w", err)
+	}
+	period := domain.BillingPeriodOf(at)
+	if err := r.q.CaughtUp(ctx, t.SourceTx, t.SourcePos, projections.CopilotName, projections.FulfilmentsName); err != nil {
+		return "", "", nil, err
+	}
+	devices, err := projections.LiveFulfilments(ctx, r.cfg.Pool, t.OrgID, domain.BillingSubscription)
+	if err != nil {
+		return "", "", nil, err
+	}
+	before, err := r.q.CopilotTokensBefore(ctx, t.OrgID, period.Start, at, t.Facts["eventId"])
+	if err != nil {
+		return "", "", nil, err
+	}
+	per := *r.cfg.CopilotTokensPerDevice
+	after := domain.MeteredCopilotAllowance(per, devices, before+tokens, period)
+	kind := domain.CopilotAllowanceCrossed(domain.MeteredCopilotAllowance(per, devices, before, period), after)
+	if kind == "" {
+		return "", "", nil, nil
+	}
+	if raised, err := r.q.CopilotNoticeRaised(ctx, t.OrgID, kind, period.Name()); err != nil || raised {
+		return "", "", nil, err
+	}
+	admins, err := r.q.Admins(ctx, t.OrgID)
+	if err != nil {
+		return "", "", nil, err
+	}
+	people := admins
+	if u := t.Facts["userId"]; u != "" && !slices.Contains(people, u) {
+		people = append(people, u)
+	}
+	t.Facts["period"] = period.Name()
+	t.Facts["used"] = strconv.FormatInt(after.Used, 10)
+	t.Facts["included"] = strconv.FormatInt(after.Included, 10)
+	return kind, domain.CopilotAllowanceNoticeKey(t.OrgID, period, kind), people, nil
 }
 
 // Record implements Reaction.

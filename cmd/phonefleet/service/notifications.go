@@ -32,10 +32,16 @@ func (a *App) wireNotifications(context.Context) error {
 
 // serveNotifications adds the notification workers (the fan-out and
 // e-mail reactions, the key-expiry sweep), recording through the
-// application object.
+// application object; a hosted deployment's fan-out tells of the copilot
+// allowance against the price list's allowance.
 func (a *App) serveNotifications(context.Context) error {
-	a.notifications = workers.NewNotifications(workers.NotificationsConfig{Pool: a.db.Pool, App: a.app.Notifications, Mail: a.mail,
-		Logger: a.logger.With("worker", "notifications")})
+	cfg := workers.NotificationsConfig{Pool: a.db.Pool, App: a.app.Notifications, Mail: a.mail,
+		Logger: a.logger.With("worker", "notifications"), CopilotMetered: a.cfg.Mode == "hosted"}
+	// The copilot allowance's notices meter as the copilot does (wireCopilot).
+	if a.capabilities.Provisioning != nil {
+		cfg.CopilotTokensPerDevice = a.capabilities.Provisioning.Catalog().CopilotTokensPerDevice
+	}
+	a.notifications = workers.NewNotifications(cfg)
 	a.workers = append(a.workers, a.notifications.Runs()...)
 	return nil
 }

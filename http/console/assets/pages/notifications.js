@@ -14,6 +14,8 @@ const KINDS = {
   gateway_gone: 'a gateway lost its connection (admins)',
   api_key_expiring: 'a key you minted expires within a week or a day',
   device_offline: 'a device you used this week went offline',
+  copilot_near_limit: 'the copilot allowance went past four fifths this month (admins, and whose turn it was)',
+  copilot_exhausted: 'the copilot allowance is spent this month (admins, and whose turn it was)',
 };
 
 // How often the bell looks again.
