@@ -195,8 +195,9 @@ type CopilotApprovalRequested struct {
 	LeaseID      string          `json:"leaseId"`
 	FencingToken int64           `json:"fencingToken"`
 	Digest       string          `json:"digest"`
-	// Reason says why it needs approval: the deployment's policy (policy)
-	// or the thread's choice (every_action).
+	// Reason says why it needs approval (ApprovalReason*): the
+	// deployment's policy (policy for an install, sensitive_field,
+	// payment_screen) or the thread's choice (every_action).
 	Reason    string    `json:"reason"`
 	ExpiresAt time.Time `json:"expiresAt"`
 	At        time.Time `json:"at"`

@@ -44,19 +44,6 @@ func CopilotActionDigest(action string, arguments json.RawMessage, frame string,
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// CopilotNeedsApproval says why an action needs the person's yes, or ""
-// when it does not: the deployment's policy (installing an app) or the
-// thread's choice (every action).
-func CopilotNeedsApproval(action ActionType, everyAction bool) string {
-	switch {
-	case action == ActionInstallApp:
-		return "policy"
-	case everyAction:
-		return "every_action"
-	}
-	return ""
-}
-
 // MaxCopilotMessage bounds a person's message, in characters.
 const MaxCopilotMessage = 4000
 

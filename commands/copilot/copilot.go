@@ -52,6 +52,9 @@ type Config struct {
 	// LeaseTTL is the lease a turn takes when the person holds none; zero
 	// means 10 minutes.
 	LeaseTTL time.Duration
+	// Policy is the deployment's approval policy; nil means
+	// domain.DefaultCopilotPolicy (install, sensitive, payment).
+	Policy *domain.CopilotPolicy
 }
 
 // Devices are the fleet's entry points the copilot acts through: the
@@ -95,6 +98,10 @@ func New(cfg Config) *Copilot {
 	}
 	if cfg.MaxSteps <= 0 {
 		cfg.MaxSteps = 12
+	}
+	if cfg.Policy == nil {
+		p := domain.DefaultCopilotPolicy
+		cfg.Policy = &p
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 10 * time.Minute

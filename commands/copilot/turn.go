@@ -46,6 +46,9 @@ type turn struct {
 	// person's yes; awaiting is set once the turn asked for one.
 	everyAction bool
 	awaiting    bool
+	// afterPayment is set once the turn saw a payment screen: under the
+	// deployment's payment policy every later action waits for a yes.
+	afterPayment bool
 	// owed is the latest answer's tokens, not recorded yet.
 	owed *domain.CopilotTokensUsed
 }
@@ -284,11 +287,13 @@ func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 		if err := r.append(ctx, called); err != nil {
 			return "", err
 		}
-		obs, err := r.dev.Observe.Handle(ctx, fleet.ObserveDevice{Auth: r.auth, DeviceID: r.deviceID, Elements: cl.elements})
+		obs, err := r.dev.Observe.Handle(ctx, fleet.ObserveDevice{Auth: r.auth, DeviceID: r.deviceID, Elements: cl.elements,
+			Snapshot: r.c.cfg.Policy.Payment})
 		if err != nil {
 			return r.completeFailed(ctx, callID, "", err)
 		}
 		r.frame = obs.Frame.FrameID
+		r.screen(obs)
 		if err := r.append(ctx, domain.CopilotToolCompleted{ThreadID: r.threadID, TurnID: r.turnID, CallID: callID, State: "succeeded",
 			FrameID: obs.Frame.FrameID, At: r.c.now()}); err != nil {
 			return "", err
@@ -310,7 +315,22 @@ func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 			return "", err
 		}
 	}
-	if why := domain.CopilotNeedsApproval(cl.action.Type, r.everyAction); why != "" {
+	var scr domain.CopilotScreen
+	if cl.action.Type == domain.ActionTypeText && r.c.cfg.Policy.Sensitive {
+		// Where the text goes is read now: the focus may have moved
+		// since the model last looked.
+		obs, err := r.dev.Observe.Handle(ctx, fleet.ObserveDevice{Auth: r.auth, DeviceID: r.deviceID, Elements: domain.ElementsNone, Snapshot: true})
+		if err != nil {
+			if err := r.append(ctx, called); err != nil {
+				return "", err
+			}
+			return r.completeFailed(ctx, callID, "", err)
+		}
+		r.frame = obs.Frame.FrameID
+		scr.SensitiveFocus = r.screen(obs)
+	}
+	scr.AfterPayment = r.afterPayment
+	if why := domain.CopilotNeedsApproval(cl.action.Type, r.everyAction, *r.c.cfg.Policy, scr); why != "" {
 		return r.askApproval(ctx, cl, called, why)
 	}
 	if err := r.takeLease(ctx); err != nil {
@@ -382,6 +402,23 @@ func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 	res, _ := json.Marshal(map[string]any{"state": rc.State, "idempotencyKey": rc.IdempotencyKey, "result": rc.Result,
 		"frameAfter": rc.Frames.After, "error": rc.Error})
 	return string(res), nil
+}
+
+// screen reads an observation's tree, when it has one: it notes a
+// payment screen (for the rest of the turn) and reports whether the
+// focused field is a password field.
+func (r *turn) screen(obs fleet.Observation) (sensitiveFocus bool) {
+	if len(obs.Snapshot) == 0 {
+		return false
+	}
+	var root domain.UIElement
+	if json.Unmarshal(obs.Snapshot, &root) != nil {
+		return false
+	}
+	if domain.CopilotPaymentScreen(root) {
+		r.afterPayment = true
+	}
+	return domain.CopilotSensitiveFocus(root)
 }
 
 // askApproval records that the action waits for the person's yes, bound

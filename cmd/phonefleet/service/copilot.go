@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"phonefleet/commands/copilot"
+	"phonefleet/domain"
 	"phonefleet/internal/chat"
 	"phonefleet/projections"
 )
@@ -20,6 +21,11 @@ func copilotProjections() []projections.Projection {
 func (a *App) wireCopilot(context.Context) error {
 	cfg := copilot.Config{Store: a.store, ReadModels: a.runner, Queries: projections.CopilotQueries{DB: a.db.Pool},
 		ModelName: a.cfg.CopilotModel, Metered: a.cfg.Mode == "hosted"}
+	policy, err := domain.ParseCopilotPolicy(a.cfg.CopilotApprove)
+	if err != nil {
+		return err
+	}
+	cfg.Policy = &policy
 	// The allowance per subscribed device is on the price list.
 	if a.capabilities.Provisioning != nil {
 		cfg.TokensPerDevice = a.capabilities.Provisioning.Catalog().CopilotTokensPerDevice

@@ -168,13 +168,22 @@ export function copilotPanel(deviceId, afterAction) {
 
   // approvalCard shows what exactly would run: the action, its arguments,
   // the frame it was decided on, and why it asks.
+  function reasonText(reason) {
+    switch (reason) {
+      case 'every_action': return '(you asked to approve every action)';
+      case 'sensitive_field': return '(it types into a password field)';
+      case 'payment_screen': return '(it comes after a payment screen)';
+      default: return '(the deployment\'s policy asks)';
+    }
+  }
+
   function approvalCard(d) {
     const args = parseArgs(d.arguments);
     const approve = h('button', { type: 'button', class: 'primary approval-approve' }, 'Approve');
     const deny = h('button', { type: 'button', class: 'danger approval-deny' }, 'Deny');
     const card = h('li', { class: 'approval-card', 'data-approval': d.approvalId, 'data-state': 'pending' },
       h('p', {}, h('strong', {}, 'Approve this action?'), ' ',
-        h('span', { class: 'muted' }, d.reason === 'every_action' ? '(you asked to approve every action)' : '(the deployment\'s policy asks)')),
+        h('span', { class: 'muted' }, reasonText(d.reason))),
       h('p', {}, h('code', { class: 'approval-action' }, actionText(d.action, args))),
       h('pre', { class: 'approval-args' }, JSON.stringify(args, null, 2)),
       d.frame ? frameImage(d.frame, 'the screen it was decided on', cardFrameWidth) : null,
