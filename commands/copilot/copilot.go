@@ -15,6 +15,7 @@ import (
 
 	"phonefleet/commands/cqrs"
 	"phonefleet/commands/fleet"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/chat"
@@ -68,6 +69,10 @@ type Devices struct {
 	ReleaseLease cqrs.Handler[fleet.ReleaseLease, cqrs.Done]
 	Observe      cqrs.Handler[fleet.ObserveDevice, fleet.Observation]
 	Act          cqrs.Handler[fleet.PerformAction, fleet.ActOutcome]
+	WaitFor      cqrs.Handler[fleet.WaitFor, fleet.WaitResult]
+	// StartRun is the runs' entry point (POST /v1/runs): the copilot
+	// starts a run as the person.
+	StartRun cqrs.Handler[runs.StartRun, runs.StartedRun]
 }
 
 // Copilot is the capability.
