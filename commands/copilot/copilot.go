@@ -152,6 +152,9 @@ type Handlers struct {
 
 	// GetAllowance is the monthly token allowance (hosted).
 	GetAllowance cqrs.Handler[GetAllowance, domain.CopilotAllowance]
+
+	// SweepThread is the sweep's: expiries and lost turns.
+	SweepThread cqrs.Handler[SweepThread, bool]
 }
 
 // Handlers returns the copilot's entry points, each behind d, acting on
@@ -171,6 +174,8 @@ func (c *Copilot) Handlers(d cqrs.Decorator, dev Devices) Handlers {
 		RunCommand: cqrs.Serve(d, RunCommandHandler{c}),
 
 		GetAllowance: cqrs.Serve(d, GetAllowanceHandler{c}),
+
+		SweepThread: cqrs.Serve(d, SweepThreadHandler{c}),
 	}
 }
 

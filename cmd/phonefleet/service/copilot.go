@@ -7,6 +7,7 @@ import (
 	"phonefleet/domain"
 	"phonefleet/internal/chat"
 	"phonefleet/projections"
+	"phonefleet/workers"
 )
 
 // copilotProjections are the read models of the copilot.
@@ -41,8 +42,10 @@ func (a *App) wireCopilot(context.Context) error {
 	return nil
 }
 
-// serveCopilot stops the turns this process runs when the service stops.
+// serveCopilot stops the turns this process runs when the service
+// stops, and sweeps the threads: approvals past expiry, lost turns.
 func (a *App) serveCopilot(context.Context) error {
-	a.workers = append(a.workers, a.capabilities.Copilot.Run)
+	a.workers = append(a.workers, a.capabilities.Copilot.Run,
+		workers.CopilotSweeps{Sweep: a.app.Copilot.SweepThread, Pool: a.db.Pool, Logger: a.logger}.Run)
 	return nil
 }
