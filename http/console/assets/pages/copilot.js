@@ -79,17 +79,19 @@ export function copilotPanel(deviceId, afterAction) {
   const chatInput = h('input', { id: 'copilot-message', type: 'text', name: 'message', maxlength: '4000', autocomplete: 'off' });
   const sendBtn = h('button', { type: 'submit', class: 'primary copilot-send' }, 'Send');
   const stopBtn = h('button', { type: 'button', class: 'danger copilot-stop', disabled: true }, 'Stop');
+  const newBtn = h('button', { type: 'button', class: 'copilot-new', disabled: true }, 'New thread');
   const every = h('input', { id: 'copilot-every', type: 'checkbox', name: 'approveEveryAction' });
   const chatForm = h('form', { class: 'copilot-chat', 'aria-label': 'Ask the copilot' },
     h('label', { for: 'copilot-message' }, 'Ask the copilot', chatInput),
     h('label', { for: 'copilot-every', class: 'checkbox' }, every, 'Ask me before every action'),
-    h('div', { class: 'toolbar' }, sendBtn, stopBtn));
+    h('div', { class: 'toolbar' }, sendBtn, stopBtn, newBtn));
   const cmdInput = h('input', { id: 'copilot-command', type: 'text', name: 'command', maxlength: '1000', autocomplete: 'off',
     placeholder: 'tap "Save" · type "hello" · open Notes · back · home · swipe up · screenshot' });
   const cmdForm = h('form', { class: 'copilot-commands', 'aria-label': 'Direct commands' },
     h('label', { for: 'copilot-command' }, 'Direct command', cmdInput),
     h('div', { class: 'toolbar' }, h('button', { type: 'submit', class: 'copilot-run' }, 'Run')));
 
+  const newThreadNote = 'A new thread starts with your next message.';
   let threadId = '';
   let stream = null;
   let working = false;
@@ -211,6 +213,8 @@ export function copilotPanel(deviceId, afterAction) {
     if (stream) stream.abort();
     threadId = id;
     panel.dataset.threadId = id;
+    newBtn.disabled = false;
+    if (note.textContent === newThreadNote) note.textContent = '';
     // The approval choice is made when a thread starts.
     every.closest('label').hidden = true;
     log.replaceChildren();
@@ -238,6 +242,22 @@ export function copilotPanel(deviceId, afterAction) {
       if (err.code === 'service_unavailable') note.textContent = 'This deployment has no copilot model; direct commands still work.';
       sendBtn.disabled = working;
     }
+  });
+  // A new thread: the next message starts one about this phone (the
+  // approval choice is offered again); the old thread stays in the list.
+  newBtn.addEventListener('click', () => {
+    if (stream) stream.abort();
+    stream = null;
+    threadId = '';
+    delete panel.dataset.threadId;
+    newBtn.disabled = true;
+    every.checked = false;
+    every.closest('label').hidden = false;
+    log.replaceChildren();
+    bubbles.clear(); calls.clear(); cards.clear();
+    setWorking(false);
+    note.textContent = newThreadNote;
+    chatInput.focus();
   });
   stopBtn.addEventListener('click', async () => {
     if (!threadId) return;
