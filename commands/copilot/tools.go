@@ -42,13 +42,13 @@ var actionTools = []struct {
 		`{"type":"object","properties":{"x":{"type":"integer","minimum":0},"y":{"type":"integer","minimum":0},"durationMs":{"type":"integer","minimum":0,"maximum":10000}},"required":["x","y"],"additionalProperties":false}`},
 	{domain.ActionSwipe, "Swipe from (x1, y1) to (x2, y2); swipe up to scroll down.",
 		`{"type":"object","properties":{"x1":{"type":"integer","minimum":0},"y1":{"type":"integer","minimum":0},"x2":{"type":"integer","minimum":0},"y2":{"type":"integer","minimum":0},"durationMs":{"type":"integer","minimum":0,"maximum":10000}},"required":["x1","y1","x2","y2"],"additionalProperties":false}`},
-	{domain.ActionTypeText, "Type text into the focused field (tap the field first).",
+	{domain.ActionTypeText, "Type text into the focused field (tap the field first). Typing into a password field may wait for the person's approval.",
 		`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`},
 	{domain.ActionKey, "Press a key: BACK, HOME, ENTER, DEL, APP_SWITCH, VOLUME_UP, VOLUME_DOWN, POWER.",
 		`{"type":"object","properties":{"key":{"type":"string"}},"required":["key"],"additionalProperties":false}`},
 	{domain.ActionOpenApp, "Open an installed app by its Android package name.",
 		`{"type":"object","properties":{"package":{"type":"string"}},"required":["package"],"additionalProperties":false}`},
-	{domain.ActionInstallApp, "Install an app by its Android package name; it waits for the person's approval.",
+	{domain.ActionInstallApp, "Install an app by its Android package name; it may wait for the person's approval.",
 		`{"type":"object","properties":{"package":{"type":"string"}},"required":["package"],"additionalProperties":false}`},
 }
 
