@@ -120,7 +120,8 @@ func NewApplication(c Capabilities) Application {
 	if c.Copilot != nil {
 		f := app.Fleet
 		app.Copilot = c.Copilot.Handlers(d, copilot.Devices{GetDevice: f.GetDevice, ListLeases: f.ListLeases,
-			AcquireLease: f.AcquireLease, ReleaseLease: f.ReleaseLease, Observe: f.ObserveDevice, Act: f.PerformAction})
+			AcquireLease: f.AcquireLease, ReleaseLease: f.ReleaseLease, Observe: f.ObserveDevice, Act: f.PerformAction,
+			WaitFor: f.WaitFor, StartRun: app.Runs.StartRun})
 	}
 	return app
 }

@@ -53,6 +53,8 @@ var allowedCapabilityImports = map[[2]string]string{
 		"sending the fleet's request types",
 	{"copilot", "fleet"}: "a turn observes, leases and acts on its device through the application's fleet entry points (copilot.Devices), " +
 		"sending the fleet's request types, so the copilot's actions are the REST and MCP ones",
+	{"copilot", "runs"}: "a turn's start_run tool starts a run as the person through the application's StartRun (copilot.Devices.StartRun), " +
+		"whose request it builds",
 	{"console", "keys"}: "CLI sign-in mints and revokes keys through the application's key commands (console.KeyMinter)",
 	{"provisioning", "fleet"}: "fulfilments register, lend and retire devices through provisioning.Devices, " +
 		"which *fleet.Fleet satisfies, sending the fleet's request types",

@@ -243,21 +243,24 @@ func (c Capabilities) Check(a Action) error {
 // tree whose bounds match the screenshot. Observation.Snapshot holds a
 // root UIElement as JSON.
 type UIElement struct {
-	Ref           string      `json:"ref"`
-	Class         string      `json:"class"`
-	Package       string      `json:"package,omitempty"`
-	ResourceID    string      `json:"resourceId,omitempty"`
-	Text          string      `json:"text,omitempty"`
-	Hint          string      `json:"hint,omitempty"`
-	ContentDesc   string      `json:"contentDesc,omitempty"`
-	Bounds        [4]int      `json:"bounds"`
-	Clickable     bool        `json:"clickable,omitempty"`
-	LongClickable bool        `json:"longClickable,omitempty"`
-	Focusable     bool        `json:"focusable,omitempty"`
-	Focused       bool        `json:"focused,omitempty"`
-	Enabled       bool        `json:"enabled"`
-	Checkable     bool        `json:"checkable,omitempty"`
-	Checked       bool        `json:"checked,omitempty"`
-	Scrollable    bool        `json:"scrollable,omitempty"`
-	Children      []UIElement `json:"children,omitempty"`
+	Ref           string `json:"ref"`
+	Class         string `json:"class"`
+	Package       string `json:"package,omitempty"`
+	ResourceID    string `json:"resourceId,omitempty"`
+	Text          string `json:"text,omitempty"`
+	Hint          string `json:"hint,omitempty"`
+	ContentDesc   string `json:"contentDesc,omitempty"`
+	Bounds        [4]int `json:"bounds"`
+	Clickable     bool   `json:"clickable,omitempty"`
+	LongClickable bool   `json:"longClickable,omitempty"`
+	Focusable     bool   `json:"focusable,omitempty"`
+	Focused       bool   `json:"focused,omitempty"`
+	Enabled       bool   `json:"enabled"`
+	Checkable     bool   `json:"checkable,omitempty"`
+	Checked       bool   `json:"checked,omitempty"`
+	Scrollable    bool   `json:"scrollable,omitempty"`
+	// Password marks a field whose text is hidden (uiautomator's password
+	// attribute): what is typed into it is sensitive.
+	Password bool        `json:"password,omitempty"`
+	Children []UIElement `json:"children,omitempty"`
 }

@@ -114,11 +114,16 @@ type CopilotToolCompleted struct {
 	ReceiptState   string `json:"receiptState,omitempty"`
 	// FrameBefore and FrameAfter are the receipt's frames; FrameID the
 	// frame an observation stored.
-	FrameBefore string            `json:"frameBefore,omitempty"`
-	FrameAfter  string            `json:"frameAfter,omitempty"`
-	FrameID     string            `json:"frameId,omitempty"`
-	Error       *CopilotToolError `json:"error,omitempty"`
-	At          time.Time         `json:"at"`
+	FrameBefore string `json:"frameBefore,omitempty"`
+	FrameAfter  string `json:"frameAfter,omitempty"`
+	FrameID     string `json:"frameId,omitempty"`
+	// Met is a wait's answer (wait_for); RunID and RunState the run a
+	// start_run started.
+	Met      *bool             `json:"met,omitempty"`
+	RunID    string            `json:"runId,omitempty"`
+	RunState string            `json:"runState,omitempty"`
+	Error    *CopilotToolError `json:"error,omitempty"`
+	At       time.Time         `json:"at"`
 }
 
 // EventName implements Event.
@@ -195,8 +200,9 @@ type CopilotApprovalRequested struct {
 	LeaseID      string          `json:"leaseId"`
 	FencingToken int64           `json:"fencingToken"`
 	Digest       string          `json:"digest"`
-	// Reason says why it needs approval: the deployment's policy (policy)
-	// or the thread's choice (every_action).
+	// Reason says why it needs approval (ApprovalReason*): the
+	// deployment's policy (policy for an install, sensitive_field,
+	// payment_screen) or the thread's choice (every_action).
 	Reason    string    `json:"reason"`
 	ExpiresAt time.Time `json:"expiresAt"`
 	At        time.Time `json:"at"`

@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -44,19 +46,6 @@ func CopilotActionDigest(action string, arguments json.RawMessage, frame string,
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// CopilotNeedsApproval says why an action needs the person's yes, or ""
-// when it does not: the deployment's policy (installing an app) or the
-// thread's choice (every action).
-func CopilotNeedsApproval(action ActionType, everyAction bool) string {
-	switch {
-	case action == ActionInstallApp:
-		return "policy"
-	case everyAction:
-		return "every_action"
-	}
-	return ""
-}
-
 // MaxCopilotMessage bounds a person's message, in characters.
 const MaxCopilotMessage = 4000
 
@@ -74,6 +63,8 @@ type CopilotThread struct {
 	Turn string
 	// Calls are the tool calls recorded in the turn in flight.
 	Calls map[string]bool
+	// TurnSeen is when the turn in flight last recorded anything.
+	TurnSeen time.Time
 	// ApproveEveryAction is the thread's choice.
 	ApproveEveryAction bool
 	// Approvals are the thread's approvals by id.
@@ -119,16 +110,58 @@ func (t *CopilotThread) Apply(e Event) {
 	case CopilotApprovalRefused:
 		t.setApproval(e.ApprovalID, ApprovalRefused)
 	case CopilotMessagePosted:
-		t.Turn, t.Calls = e.TurnID, map[string]bool{}
+		t.Turn, t.Calls, t.TurnSeen = e.TurnID, map[string]bool{}, e.At
 	case CopilotToolCalled:
 		if e.TurnID == t.Turn {
 			t.Calls[e.CallID] = true
+			t.TurnSeen = e.At
 		}
+	case CopilotTextStreamed:
+		t.seen(e.TurnID, e.At)
+	case CopilotToolCompleted:
+		t.seen(e.TurnID, e.At)
+	case CopilotTokensUsed:
+		t.seen(e.TurnID, e.At)
 	case CopilotTurnEnded:
 		if e.TurnID == t.Turn {
-			t.Turn, t.Calls = "", nil
+			t.Turn, t.Calls, t.TurnSeen = "", nil, time.Time{}
 		}
 	}
+}
+
+func (t *CopilotThread) seen(turnID string, at time.Time) {
+	if turnID == t.Turn && at.After(t.TurnSeen) {
+		t.TurnSeen = at
+	}
+}
+
+// CopilotTurnLostAfter is how long a turn in flight may record nothing
+// before a sweep takes it for lost (its process died): longer than any
+// one step of a live turn (a model answer, an action, a wait).
+const CopilotTurnLostAfter = 10 * time.Minute
+
+// Sweep decides what time alone decides on the thread at now: each
+// pending approval past its expiry is recorded expired, and a turn in
+// flight that recorded nothing for lostAfter is ended failed (reason
+// turn_lost), so the thread takes messages again. A lostAfter of zero
+// judges no turn (the caller runs it, so it is live).
+func (t *CopilotThread) Sweep(now time.Time, lostAfter time.Duration) []Event {
+	var out []Event
+	ids := make([]string, 0, len(t.Approvals))
+	for id, a := range t.Approvals {
+		if a.State == ApprovalPending && !now.Before(a.ExpiresAt) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		out = append(out, CopilotApprovalExpired{ThreadID: t.ID, ApprovalID: id, At: now})
+	}
+	if t.Turn != "" && lostAfter > 0 && now.Sub(t.TurnSeen) >= lostAfter {
+		out = append(out, CopilotTurnEnded{ThreadID: t.ID, TurnID: t.Turn, Outcome: CopilotTurnFailed, Reason: "turn_lost",
+			Detail: fmt.Sprintf("the turn recorded nothing for %s: the process running it is gone; nothing more will be done", lostAfter), At: now})
+	}
+	return out
 }
 
 func (t *CopilotThread) setApproval(id, state string) {

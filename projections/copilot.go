@@ -357,3 +357,19 @@ func (q CopilotQueries) ApprovalThread(ctx context.Context, orgID, userID, appro
 	}
 	return id, err == nil, err
 }
+
+// CopilotThreadsDue lists threads a sweep has something to decide on at
+// now: a pending approval past its expiry, or a turn in flight on a
+// thread untouched since lostBefore (the command side decides; rows the
+// read model has not caught up on come back at a later pass).
+func CopilotThreadsDue(ctx context.Context, db *pgxpool.Pool, now, lostBefore time.Time, limit int) ([]string, error) {
+	rows, err := db.Query(ctx, `SELECT thread_id FROM (
+			SELECT thread_id FROM public.copilot_approvals WHERE state = 'pending' AND expires_at <= $1
+			UNION
+			SELECT thread_id FROM public.copilot_threads WHERE turn_id IS NOT NULL AND updated_at <= $2
+		) due ORDER BY thread_id LIMIT $3`, now, lostBefore, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}

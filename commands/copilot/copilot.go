@@ -15,6 +15,7 @@ import (
 
 	"phonefleet/commands/cqrs"
 	"phonefleet/commands/fleet"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/chat"
@@ -52,6 +53,9 @@ type Config struct {
 	// LeaseTTL is the lease a turn takes when the person holds none; zero
 	// means 10 minutes.
 	LeaseTTL time.Duration
+	// Policy is the deployment's approval policy; nil means
+	// domain.DefaultCopilotPolicy (install, sensitive, payment).
+	Policy *domain.CopilotPolicy
 }
 
 // Devices are the fleet's entry points the copilot acts through: the
@@ -65,6 +69,10 @@ type Devices struct {
 	ReleaseLease cqrs.Handler[fleet.ReleaseLease, cqrs.Done]
 	Observe      cqrs.Handler[fleet.ObserveDevice, fleet.Observation]
 	Act          cqrs.Handler[fleet.PerformAction, fleet.ActOutcome]
+	WaitFor      cqrs.Handler[fleet.WaitFor, fleet.WaitResult]
+	// StartRun is the runs' entry point (POST /v1/runs): the copilot
+	// starts a run as the person.
+	StartRun cqrs.Handler[runs.StartRun, runs.StartedRun]
 }
 
 // Copilot is the capability.
@@ -95,6 +103,10 @@ func New(cfg Config) *Copilot {
 	}
 	if cfg.MaxSteps <= 0 {
 		cfg.MaxSteps = 12
+	}
+	if cfg.Policy == nil {
+		p := domain.DefaultCopilotPolicy
+		cfg.Policy = &p
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 10 * time.Minute
@@ -140,6 +152,9 @@ type Handlers struct {
 
 	// GetAllowance is the monthly token allowance (hosted).
 	GetAllowance cqrs.Handler[GetAllowance, domain.CopilotAllowance]
+
+	// SweepThread is the sweep's: expiries and lost turns.
+	SweepThread cqrs.Handler[SweepThread, bool]
 }
 
 // Handlers returns the copilot's entry points, each behind d, acting on
@@ -159,6 +174,8 @@ func (c *Copilot) Handlers(d cqrs.Decorator, dev Devices) Handlers {
 		RunCommand: cqrs.Serve(d, RunCommandHandler{c}),
 
 		GetAllowance: cqrs.Serve(d, GetAllowanceHandler{c}),
+
+		SweepThread: cqrs.Serve(d, SweepThreadHandler{c}),
 	}
 }
 

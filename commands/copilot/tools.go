@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/internal/chat"
 )
@@ -12,6 +13,15 @@ import (
 // ToolObserve is the tool that looks at the screen; every other tool is a
 // device action named by its action type.
 const ToolObserve = "observe"
+
+// ToolWaitFor waits for the screen through the fleet's WaitFor (as POST
+// /v1/devices/{deviceId}/wait and MCP's wait_for do); ToolStartRun hands
+// the device to an autonomous run through the application's StartRun, as
+// the person (POST /v1/runs).
+const (
+	ToolWaitFor  = "wait_for"
+	ToolStartRun = "start_run"
+)
 
 // maxObservedElements bounds the element list an observation gives the
 // model (its budget).
@@ -32,13 +42,13 @@ var actionTools = []struct {
 		`{"type":"object","properties":{"x":{"type":"integer","minimum":0},"y":{"type":"integer","minimum":0},"durationMs":{"type":"integer","minimum":0,"maximum":10000}},"required":["x","y"],"additionalProperties":false}`},
 	{domain.ActionSwipe, "Swipe from (x1, y1) to (x2, y2); swipe up to scroll down.",
 		`{"type":"object","properties":{"x1":{"type":"integer","minimum":0},"y1":{"type":"integer","minimum":0},"x2":{"type":"integer","minimum":0},"y2":{"type":"integer","minimum":0},"durationMs":{"type":"integer","minimum":0,"maximum":10000}},"required":["x1","y1","x2","y2"],"additionalProperties":false}`},
-	{domain.ActionTypeText, "Type text into the focused field (tap the field first).",
+	{domain.ActionTypeText, "Type text into the focused field (tap the field first). Typing into a password field may wait for the person's approval.",
 		`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`},
 	{domain.ActionKey, "Press a key: BACK, HOME, ENTER, DEL, APP_SWITCH, VOLUME_UP, VOLUME_DOWN, POWER.",
 		`{"type":"object","properties":{"key":{"type":"string"}},"required":["key"],"additionalProperties":false}`},
 	{domain.ActionOpenApp, "Open an installed app by its Android package name.",
 		`{"type":"object","properties":{"package":{"type":"string"}},"required":["package"],"additionalProperties":false}`},
-	{domain.ActionInstallApp, "Install an app by its Android package name; it waits for the person's approval.",
+	{domain.ActionInstallApp, "Install an app by its Android package name; it may wait for the person's approval.",
 		`{"type":"object","properties":{"package":{"type":"string"}},"required":["package"],"additionalProperties":false}`},
 }
 
@@ -52,10 +62,23 @@ func toolsFor(a domain.Auth) []chat.Tool {
 			Description: "Look at the screen now: its size, a frame id, and the elements (ref, class, text, id, bounds). Observe before acting, and again when the screen may have changed.",
 			Parameters:  json.RawMessage(`{"type":"object","properties":{"elements":{"type":"string","enum":["interactive","all"]}},"additionalProperties":false}`)})
 	}
+	if a.Has(domain.ScopeDevicesRead) {
+		out = append(out, chat.Tool{Name: ToolWaitFor,
+			Description: "Wait until an element (text, resourceId) appears or disappears, or the screen is stable; answers whether it happened and the frame it saw.",
+			Parameters: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"until":{"type":"string","enum":["appears","disappears","stable"]},`+
+				`"text":{"type":"string","minLength":1,"maxLength":200},"resourceId":{"type":"string","minLength":1,"maxLength":200},`+
+				`"stableMs":{"type":"integer","minimum":%d,"maximum":%d},"timeoutMs":{"type":"integer","minimum":1,"maximum":%d}},"additionalProperties":false}`,
+				fleet.MinStableMs, fleet.MaxStableMs, fleet.MaxWaitTimeoutMs))})
+	}
 	if a.Has(domain.ScopeDevicesAct) && a.Has(domain.ScopeDevicesLease) {
 		for _, t := range actionTools {
 			out = append(out, chat.Tool{Name: string(t.action), Description: t.desc, Parameters: json.RawMessage(t.params)})
 		}
+	}
+	if a.Has(domain.ScopeRunsStart) {
+		out = append(out, chat.Tool{Name: ToolStartRun,
+			Description: "Hand this phone to an autonomous run that pursues a goal on its own, as the person (the phone's lease taken for this chat is given back first). Answers the run's id and state.",
+			Parameters:  json.RawMessage(`{"type":"object","properties":{"goal":{"type":"string","minLength":1,"maxLength":2000},"maxSteps":{"type":"integer","minimum":1,"maximum":200}},"required":["goal"],"additionalProperties":false}`)})
 	}
 	return out
 }
@@ -68,6 +91,15 @@ type call struct {
 	action domain.Action
 	// elements is observe's argument.
 	elements string
+	// wait is wait_for's condition.
+	wait fleet.WaitCondition
+	// run is start_run's arguments.
+	run runArgs
+}
+
+type runArgs struct {
+	Goal     string `json:"goal"`
+	MaxSteps int    `json:"maxSteps"`
 }
 
 // errMalformed describes a tool call the copilot will not carry out.
@@ -107,6 +139,22 @@ func checkCall(tc chat.ToolCall, offered []chat.Tool) (call, error) {
 			c.elements = domain.ElementsAll
 		default:
 			return call{}, errMalformed{fmt.Sprintf("observe: elements must be interactive or all, not %q", clip(o.Elements, 40))}
+		}
+		return c, nil
+	}
+	switch name {
+	case ToolWaitFor:
+		dec := json.NewDecoder(strings.NewReader(args))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c.wait); err != nil {
+			return call{}, errMalformed{fmt.Sprintf("the model's arguments to wait_for are not valid: %v", err)}
+		}
+		return c, nil
+	case ToolStartRun:
+		dec := json.NewDecoder(strings.NewReader(args))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c.run); err != nil || strings.TrimSpace(c.run.Goal) == "" {
+			return call{}, errMalformed{fmt.Sprintf("the model's call of start_run needs a goal: %s", clip(args, 200))}
 		}
 		return c, nil
 	}

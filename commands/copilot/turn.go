@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"phonefleet/commands/fleet"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/chat"
@@ -46,6 +47,9 @@ type turn struct {
 	// person's yes; awaiting is set once the turn asked for one.
 	everyAction bool
 	awaiting    bool
+	// afterPayment is set once the turn saw a payment screen: under the
+	// deployment's payment policy every later action waits for a yes.
+	afterPayment bool
 	// owed is the latest answer's tokens, not recorded yet.
 	owed *domain.CopilotTokensUsed
 }
@@ -284,11 +288,13 @@ func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 		if err := r.append(ctx, called); err != nil {
 			return "", err
 		}
-		obs, err := r.dev.Observe.Handle(ctx, fleet.ObserveDevice{Auth: r.auth, DeviceID: r.deviceID, Elements: cl.elements})
+		obs, err := r.dev.Observe.Handle(ctx, fleet.ObserveDevice{Auth: r.auth, DeviceID: r.deviceID, Elements: cl.elements,
+			Snapshot: r.c.cfg.Policy.Payment})
 		if err != nil {
 			return r.completeFailed(ctx, callID, "", err)
 		}
 		r.frame = obs.Frame.FrameID
+		r.screen(obs)
 		if err := r.append(ctx, domain.CopilotToolCompleted{ThreadID: r.threadID, TurnID: r.turnID, CallID: callID, State: "succeeded",
 			FrameID: obs.Frame.FrameID, At: r.c.now()}); err != nil {
 			return "", err
@@ -303,6 +309,13 @@ func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 		return string(out), nil
 	}
 
+	switch cl.tool {
+	case ToolWaitFor:
+		return r.waitFor(ctx, cl, called)
+	case ToolStartRun:
+		return r.startRun(ctx, cl, called)
+	}
+
 	// A turn stopped meanwhile takes no lease either. (Once it holds one,
 	// the action's record at the turn's version is the guard.)
 	if r.lease == "" {
@@ -310,7 +323,22 @@ func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 			return "", err
 		}
 	}
-	if why := domain.CopilotNeedsApproval(cl.action.Type, r.everyAction); why != "" {
+	var scr domain.CopilotScreen
+	if cl.action.Type == domain.ActionTypeText && r.c.cfg.Policy.Sensitive {
+		// Where the text goes is read now: the focus may have moved
+		// since the model last looked.
+		obs, err := r.dev.Observe.Handle(ctx, fleet.ObserveDevice{Auth: r.auth, DeviceID: r.deviceID, Elements: domain.ElementsNone, Snapshot: true})
+		if err != nil {
+			if err := r.append(ctx, called); err != nil {
+				return "", err
+			}
+			return r.completeFailed(ctx, callID, "", err)
+		}
+		r.frame = obs.Frame.FrameID
+		scr.SensitiveFocus = r.screen(obs)
+	}
+	scr.AfterPayment = r.afterPayment
+	if why := domain.CopilotNeedsApproval(cl.action.Type, r.everyAction, *r.c.cfg.Policy, scr); why != "" {
 		return r.askApproval(ctx, cl, called, why)
 	}
 	if err := r.takeLease(ctx); err != nil {
@@ -390,6 +418,74 @@ func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 	res, _ := json.Marshal(map[string]any{"state": rc.State, "idempotencyKey": rc.IdempotencyKey, "result": rc.Result,
 		"frameAfter": rc.Frames.After, "error": rc.Error})
 	return string(res), nil
+}
+
+// waitFor waits through the fleet's WaitFor, as REST and MCP do; the
+// frame it saw is the one the next action is decided on.
+func (r *turn) waitFor(ctx context.Context, cl call, called domain.CopilotToolCalled) (string, error) {
+	if err := r.append(ctx, called); err != nil {
+		return "", err
+	}
+	res, err := r.dev.WaitFor.Handle(ctx, fleet.WaitFor{Auth: r.auth, DeviceID: r.deviceID, WaitCondition: cl.wait})
+	if err != nil {
+		return r.completeFailed(ctx, called.CallID, "", err)
+	}
+	r.frame = res.FrameID
+	met := res.Met
+	if err := r.append(ctx, domain.CopilotToolCompleted{ThreadID: r.threadID, TurnID: r.turnID, CallID: called.CallID, State: "succeeded",
+		FrameID: res.FrameID, Met: &met, At: r.c.now()}); err != nil {
+		return "", err
+	}
+	out, _ := json.Marshal(res)
+	return string(out), nil
+}
+
+// startRun hands the device to a run through the application's StartRun,
+// as the person. A lease this turn took is given back first (the run
+// takes its own); the person's own lease stays theirs, and the run's
+// refusal then says so. A thread that approves every action, or a turn
+// past a payment screen under the payment policy, starts no run from the
+// chat: a run's actions would not wait for the person's yes.
+func (r *turn) startRun(ctx context.Context, cl call, called domain.CopilotToolCalled) (string, error) {
+	if err := r.append(ctx, called); err != nil {
+		return "", err
+	}
+	if r.everyAction || r.c.cfg.Policy.Payment && r.afterPayment {
+		return r.completeFailed(ctx, called.CallID, "", domain.Errorf(domain.CodePermissionDenied,
+			"a run's actions do not wait for approval, and this conversation asks for it; the person can start the run from the console"))
+	}
+	if r.acquired {
+		r.releaseLease(ctx)
+		r.lease, r.leaseToken, r.acquired = "", 0, false
+	}
+	started, err := r.dev.StartRun.Handle(ctx, runs.StartRun{Auth: r.auth, DeviceID: r.deviceID, Goal: cl.run.Goal, MaxSteps: cl.run.MaxSteps})
+	if err != nil {
+		return r.completeFailed(ctx, called.CallID, "", err)
+	}
+	if err := r.append(ctx, domain.CopilotToolCompleted{ThreadID: r.threadID, TurnID: r.turnID, CallID: called.CallID, State: "succeeded",
+		RunID: started.Run.RunID, RunState: started.Run.State, At: r.c.now()}); err != nil {
+		return "", err
+	}
+	// The run's token (inside its vrx URL) is not given to the model.
+	out, _ := json.Marshal(map[string]any{"runId": started.Run.RunID, "state": started.Run.State, "goal": started.Run.Goal})
+	return string(out), nil
+}
+
+// screen reads an observation's tree, when it has one: it notes a
+// payment screen (for the rest of the turn) and reports whether the
+// focused field is a password field.
+func (r *turn) screen(obs fleet.Observation) (sensitiveFocus bool) {
+	if len(obs.Snapshot) == 0 {
+		return false
+	}
+	var root domain.UIElement
+	if json.Unmarshal(obs.Snapshot, &root) != nil {
+		return false
+	}
+	if domain.CopilotPaymentScreen(root) {
+		r.afterPayment = true
+	}
+	return domain.CopilotSensitiveFocus(root)
 }
 
 // askApproval records that the action waits for the person's yes, bound

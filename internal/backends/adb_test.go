@@ -11,7 +11,7 @@ import (
 const dumpXML = `<?xml version='1.0' encoding='UTF-8' standalone='yes' ?><hierarchy rotation="0">` +
 	`<node index="0" text="" resource-id="" class="android.widget.FrameLayout" package="com.example" content-desc="" checkable="false" checked="false" clickable="false" enabled="true" focusable="false" focused="false" scrollable="false" long-clickable="false" password="false" selected="false" bounds="[0,0][1080,2400]">` +
 	`<node index="0" text="Save" resource-id="com.example:id/save" class="android.widget.Button" package="com.example" content-desc="" checkable="false" checked="false" clickable="true" enabled="true" focusable="true" focused="false" scrollable="false" long-clickable="true" password="false" selected="false" bounds="[40,100][400,220]" />` +
-	`<node index="1" text="" resource-id="" class="android.widget.EditText" package="com.example" content-desc="Note" hint="Write here" checkable="false" checked="false" clickable="true" enabled="false" focusable="true" focused="true" scrollable="false" long-clickable="false" password="false" selected="false" bounds="[0,300][1080,500]" />` +
+	`<node index="1" text="" resource-id="" class="android.widget.EditText" package="com.example" content-desc="Note" hint="Write here" checkable="false" checked="false" clickable="true" enabled="false" focusable="true" focused="true" scrollable="false" long-clickable="false" password="true" selected="false" bounds="[0,300][1080,500]" />` +
 	`<node index="2" text="日本語" resource-id="com.example:id/save" class="android.widget.Button" package="com.example" content-desc="" checkable="true" checked="true" clickable="true" enabled="true" focusable="true" focused="false" scrollable="true" long-clickable="false" password="false" selected="false" bounds="[40,600][400,720]" />` +
 	`</node></hierarchy>UI hierchary dumped to: /dev/tty`
 
@@ -31,7 +31,7 @@ func TestParseUIDump(t *testing.T) {
 	if got, _ := json.Marshal(save); string(got) != string(must(json.Marshal(want))) {
 		t.Errorf("save: got %s; want %s", got, must(json.Marshal(want)))
 	}
-	if note.Hint != "Write here" || note.ContentDesc != "Note" || note.Enabled || !note.Focused {
+	if note.Hint != "Write here" || note.ContentDesc != "Note" || note.Enabled || !note.Focused || !note.Password || save.Password {
 		t.Errorf("note: got %+v", note)
 	}
 	if !other.Checkable || !other.Checked || !other.Scrollable || other.Text != "日本語" {

@@ -29,6 +29,7 @@ type uiNode struct {
 	Focused       string   `xml:"focused,attr"`
 	Scrollable    string   `xml:"scrollable,attr"`
 	LongClickable string   `xml:"long-clickable,attr"`
+	Password      string   `xml:"password,attr"`
 	Bounds        string   `xml:"bounds,attr"`
 	Nodes         []uiNode `xml:"node"`
 }
@@ -107,7 +108,7 @@ func convertNode(n uiNode, parentRef, key string) (domain.UIElement, error) {
 		ContentDesc: n.ContentDesc, Bounds: b,
 		Clickable: n.Clickable == "true", LongClickable: n.LongClickable == "true", Focusable: n.Focusable == "true",
 		Focused: n.Focused == "true", Enabled: n.Enabled != "false", Checkable: n.Checkable == "true",
-		Checked: n.Checked == "true", Scrollable: n.Scrollable == "true",
+		Checked: n.Checked == "true", Scrollable: n.Scrollable == "true", Password: n.Password == "true",
 	}
 	e.Ref = refOf(parentRef, n.Class, key)
 	e.Children, err = convertChildren(n.Nodes, e.Ref)

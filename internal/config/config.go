@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"phonefleet/domain"
 )
 
 // Config is the service's configuration.
@@ -96,6 +98,10 @@ type Config struct {
 	CopilotURL    string
 	CopilotAPIKey string
 	CopilotModel  string
+	// CopilotApprove is the deployment's approval policy
+	// (SERVICE_COPILOT_APPROVE): a comma-separated list of install,
+	// sensitive and payment, or none; see domain.ParseCopilotPolicy.
+	CopilotApprove string
 
 	// ConsoleClientID is the console's public OAuth client id, used for the
 	// authorization code + PKCE sign-in in hosted mode (SERVICE_CONSOLE_CLIENT_ID).
@@ -188,6 +194,7 @@ func (c *Config) settings() []Setting {
 		{"SERVICE_COPILOT_URL", "copilot-url", "", "OpenAI-compatible chat-completions base URL for the copilot; unset: the planner's", &c.CopilotURL},
 		{"SERVICE_COPILOT_API_KEY", "copilot-api-key", "", "bearer token for the copilot endpoint; unset with SERVICE_COPILOT_URL: the planner's", &c.CopilotAPIKey},
 		{"SERVICE_COPILOT_MODEL", "copilot-model", "", "model the copilot endpoint is asked for; unset with SERVICE_COPILOT_URL: the planner's", &c.CopilotModel},
+		{"SERVICE_COPILOT_APPROVE", "copilot-approve", "install,sensitive,payment", "copilot actions that wait for the person's yes: install (an app), sensitive (typing into a password field), payment (anything after a payment screen), comma-separated, or none", &c.CopilotApprove},
 		{"SERVICE_CONSOLE_CLIENT_ID", "console-client-id", "", "the console's public OAuth client id (hosted: authorization code + PKCE sign-in)", &c.ConsoleClientID},
 		{"SERVICE_STRIPE_SECRET_KEY", "stripe-secret-key", "", "payment provider (Stripe) secret API key; unset: checkout answers 503 checkout_unavailable", &c.StripeSecretKey},
 		{"SERVICE_STRIPE_API_BASE", "stripe-api-base", "", "payment provider API base URL (stripe-mock in tests and development); unset: Stripe's real API", &c.StripeAPIBase},
@@ -332,6 +339,9 @@ func (c *Config) validate() error {
 			return fmt.Errorf("invalid configuration: SERVICE_COPILOT_URL needs SERVICE_COPILOT_MODEL")
 		}
 		c.CopilotURL = strings.TrimRight(c.CopilotURL, "/")
+	}
+	if _, err := domain.ParseCopilotPolicy(c.CopilotApprove); err != nil {
+		return fmt.Errorf("invalid SERVICE_COPILOT_APPROVE: %v", err)
 	}
 	if c.IdentityWebhookSecret != "" {
 		// Standard Webhooks: whsec_ and the base64 of a 24 to 64 byte key.

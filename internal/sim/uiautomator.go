@@ -45,7 +45,7 @@ func writeUINode(b *bytes.Buffer, e Element, index int) {
 	flag("focused", e.Focused)
 	flag("scrollable", e.Scrollable)
 	flag("long-clickable", e.LongClickable)
-	flag("password", false)
+	flag("password", e.Password)
 	flag("selected", false)
 	bo := e.Bounds
 	attr("bounds", "["+strconv.Itoa(bo[0])+","+strconv.Itoa(bo[1])+"]["+strconv.Itoa(bo[2])+","+strconv.Itoa(bo[3])+"]")

@@ -66,6 +66,9 @@ type Element struct {
 	Checked bool `json:"checked,omitempty"`
 	// Scrollable reports that a vertical swipe on the element scrolls it.
 	Scrollable bool `json:"scrollable,omitempty"`
+	// Password marks a field whose text is hidden (uiautomator's password
+	// attribute).
+	Password bool `json:"password,omitempty"`
 	// Children are the element's visible children in drawing order.
 	Children []Element `json:"children,omitempty"`
 }

@@ -163,6 +163,32 @@ func TestConsoleCopilotPanel(t *testing.T) {
 		}
 	}
 	p.shot("copilot-command")
+
+	// New thread: the panel leaves the thread, offers the approval choice
+	// again, and the next message starts a second thread about the phone.
+	model.play(func(req modelRequest, w *modelStream) {
+		w.text("A fresh start.")
+		w.done(3, 1)
+	})
+	p.do("start a new thread", chromedp.Click(chromedp.CSS(`.copilot-new`)))
+	p.until("an empty panel with no thread, the choice offered again",
+		`(() => { const pn = document.querySelector('.device-copilot'); return !pn.dataset.threadId &&
+			document.querySelectorAll('.copilot-log li').length === 0 && !document.querySelector('#copilot-every').closest('label').hidden &&
+			document.querySelector('.copilot-new').disabled; })()`)
+	p.do("ask in the new thread", chromedp.SendKeys(chromedp.CSS(`#copilot-message`), "hello again"),
+		chromedp.Click(chromedp.CSS(`.copilot-send`)))
+	p.until("the new thread's answer, the note gone", `[...document.querySelectorAll('.copilot-msg.assistant')].some((m) => m.textContent.includes('A fresh start.'))`+
+		` && document.querySelector('.copilot-note').textContent === ''`)
+	var second string
+	p.eval(`document.querySelector('.device-copilot').dataset.threadId`, &second)
+	if second == "" || second == thread {
+		t.Fatalf("the thread after New thread is %q; want a new one, not %q", second, thread)
+	}
+	threads := call("GET", "/v1/copilot/threads", "", http.StatusOK)["threads"].([]any)
+	if len(threads) != 2 {
+		t.Errorf("threads %v; want the two", threads)
+	}
+	p.shot("copilot-new-thread")
 	p.noErrors()
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 
 	"phonefleet/commands/copilot"
+	"phonefleet/domain"
 	"phonefleet/internal/chat"
 	"phonefleet/projections"
+	"phonefleet/workers"
 )
 
 // copilotProjections are the read models of the copilot.
@@ -20,6 +22,11 @@ func copilotProjections() []projections.Projection {
 func (a *App) wireCopilot(context.Context) error {
 	cfg := copilot.Config{Store: a.store, ReadModels: a.runner, Queries: projections.CopilotQueries{DB: a.db.Pool},
 		ModelName: a.cfg.CopilotModel, Metered: a.cfg.Mode == "hosted"}
+	policy, err := domain.ParseCopilotPolicy(a.cfg.CopilotApprove)
+	if err != nil {
+		return err
+	}
+	cfg.Policy = &policy
 	// The allowance per subscribed device is on the price list.
 	if a.capabilities.Provisioning != nil {
 		cfg.TokensPerDevice = a.capabilities.Provisioning.Catalog().CopilotTokensPerDevice
@@ -35,8 +42,10 @@ func (a *App) wireCopilot(context.Context) error {
 	return nil
 }
 
-// serveCopilot stops the turns this process runs when the service stops.
+// serveCopilot stops the turns this process runs when the service
+// stops, and sweeps the threads: approvals past expiry, lost turns.
 func (a *App) serveCopilot(context.Context) error {
-	a.workers = append(a.workers, a.capabilities.Copilot.Run)
+	a.workers = append(a.workers, a.capabilities.Copilot.Run,
+		workers.CopilotSweeps{Sweep: a.app.Copilot.SweepThread, Pool: a.db.Pool, Logger: a.logger}.Run)
 	return nil
 }

@@ -79,17 +79,19 @@ export function copilotPanel(deviceId, afterAction) {
   const chatInput = h('input', { id: 'copilot-message', type: 'text', name: 'message', maxlength: '4000', autocomplete: 'off' });
   const sendBtn = h('button', { type: 'submit', class: 'primary copilot-send' }, 'Send');
   const stopBtn = h('button', { type: 'button', class: 'danger copilot-stop', disabled: true }, 'Stop');
+  const newBtn = h('button', { type: 'button', class: 'copilot-new', disabled: true }, 'New thread');
   const every = h('input', { id: 'copilot-every', type: 'checkbox', name: 'approveEveryAction' });
   const chatForm = h('form', { class: 'copilot-chat', 'aria-label': 'Ask the copilot' },
     h('label', { for: 'copilot-message' }, 'Ask the copilot', chatInput),
     h('label', { for: 'copilot-every', class: 'checkbox' }, every, 'Ask me before every action'),
-    h('div', { class: 'toolbar' }, sendBtn, stopBtn));
+    h('div', { class: 'toolbar' }, sendBtn, stopBtn, newBtn));
   const cmdInput = h('input', { id: 'copilot-command', type: 'text', name: 'command', maxlength: '1000', autocomplete: 'off',
     placeholder: 'tap "Save" · type "hello" · open Notes · back · home · swipe up · screenshot' });
   const cmdForm = h('form', { class: 'copilot-commands', 'aria-label': 'Direct commands' },
     h('label', { for: 'copilot-command' }, 'Direct command', cmdInput),
     h('div', { class: 'toolbar' }, h('button', { type: 'submit', class: 'copilot-run' }, 'Run')));
 
+  const newThreadNote = 'A new thread starts with your next message.';
   let threadId = '';
   let stream = null;
   let working = false;
@@ -168,13 +170,22 @@ export function copilotPanel(deviceId, afterAction) {
 
   // approvalCard shows what exactly would run: the action, its arguments,
   // the frame it was decided on, and why it asks.
+  function reasonText(reason) {
+    switch (reason) {
+      case 'every_action': return '(you asked to approve every action)';
+      case 'sensitive_field': return '(it types into a password field)';
+      case 'payment_screen': return '(it comes after a payment screen)';
+      default: return '(the deployment\'s policy asks)';
+    }
+  }
+
   function approvalCard(d) {
     const args = parseArgs(d.arguments);
     const approve = h('button', { type: 'button', class: 'primary approval-approve' }, 'Approve');
     const deny = h('button', { type: 'button', class: 'danger approval-deny' }, 'Deny');
     const card = h('li', { class: 'approval-card', 'data-approval': d.approvalId, 'data-state': 'pending' },
       h('p', {}, h('strong', {}, 'Approve this action?'), ' ',
-        h('span', { class: 'muted' }, d.reason === 'every_action' ? '(you asked to approve every action)' : '(the deployment\'s policy asks)')),
+        h('span', { class: 'muted' }, reasonText(d.reason))),
       h('p', {}, h('code', { class: 'approval-action' }, actionText(d.action, args))),
       h('pre', { class: 'approval-args' }, JSON.stringify(args, null, 2)),
       d.frame ? frameImage(d.frame, 'the screen it was decided on', cardFrameWidth) : null,
@@ -202,6 +213,8 @@ export function copilotPanel(deviceId, afterAction) {
     if (stream) stream.abort();
     threadId = id;
     panel.dataset.threadId = id;
+    newBtn.disabled = false;
+    if (note.textContent === newThreadNote) note.textContent = '';
     // The approval choice is made when a thread starts.
     every.closest('label').hidden = true;
     log.replaceChildren();
@@ -229,6 +242,22 @@ export function copilotPanel(deviceId, afterAction) {
       if (err.code === 'service_unavailable') note.textContent = 'This deployment has no copilot model; direct commands still work.';
       sendBtn.disabled = working;
     }
+  });
+  // A new thread: the next message starts one about this phone (the
+  // approval choice is offered again); the old thread stays in the list.
+  newBtn.addEventListener('click', () => {
+    if (stream) stream.abort();
+    stream = null;
+    threadId = '';
+    delete panel.dataset.threadId;
+    newBtn.disabled = true;
+    every.checked = false;
+    every.closest('label').hidden = false;
+    log.replaceChildren();
+    bubbles.clear(); calls.clear(); cards.clear();
+    setWorking(false);
+    note.textContent = newThreadNote;
+    chatInput.focus();
   });
   stopBtn.addEventListener('click', async () => {
     if (!threadId) return;
