@@ -77,7 +77,15 @@ func TestCLILoginEndToEnd(t *testing.T) {
 	shown := regexp.MustCompile(`(?s)(http://\S+/#/cli\?code=([A-Z]{4}-[A-Z]{4})).*approve the code  ([A-Z]{4}-[A-Z]{4})`)
 	var m []string
 	for deadline := time.Now().Add(30 * time.Second); m == nil; time.Sleep(20 * time.Millisecond) {
-		if m = shown.FindStringSubmatch(out.String()); m == nil && time.Now().After(deadline) {
+		if m = shown.FindStringSubmatch(out.String()); m != nil {
+			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("login ended before printing a code and page: %v\n%s", r.err, out)
+		default:
+		}
+		if time.Now().After(deadline) {
 			t.Fatalf("login printed no code and page:\n%s", out)
 		}
 	}
