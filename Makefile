@@ -2,7 +2,7 @@
 GO       ?= go
 BIN      := bin/phonefleet
 PKGS     := ./...
-TESTFLAGS ?= -race -count=1 -timeout 20m
+TESTFLAGS ?= -race -count=1 -timeout 20m -p 1
 
 .PHONY: run test build bench lint changelog migrate deps deps-adb deps-stripe-mock deps-nats deps-chromium deps-walkthrough clean fuzz
 
