@@ -27,9 +27,42 @@ func newTestServer(t *testing.T) *Server {
 	return s
 }
 
+// protocolDefaultHint is what MCP tells a client to assume of a hint a
+// tool leaves out.
+var protocolDefaultHint = map[string]bool{"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true}
+
+// readHints answers the four hints as a client reads them: a hint left
+// out is the protocol's default, and a read-only tool neither destroys
+// nor repeats anything.
+func readHints(a mcpgo.ToolAnnotation) hints {
+	get := func(v *bool, hint string) bool {
+		if v == nil {
+			return protocolDefaultHint[hint]
+		}
+		return *v
+	}
+	h := hints{readOnly: get(a.ReadOnlyHint, "readOnlyHint"), openWorld: get(a.OpenWorldHint, "openWorldHint")}
+	if !h.readOnly {
+		h.destructive = get(a.DestructiveHint, "destructiveHint")
+		h.idempotent = get(a.IdempotentHint, "idempotentHint")
+	}
+	return h
+}
+
+// wantHints is what a client must read off a few tools of each kind.
+var wantHints = map[string]hints{
+	"tap":           {destructive: true, openWorld: true},
+	"open_app":      {openWorld: true},
+	"observe":       {readOnly: true},
+	"list_devices":  {readOnly: true},
+	"renew_lease":   {idempotent: true},
+	"release_lease": {},
+}
+
 // TestToolDefinitions checks what every client relies on: stable
-// snake_case names, a title and a description to act on, explicit
-// behaviour annotations, a closed object schema, and at least one scope.
+// snake_case names, a title and a description to act on, behaviour
+// annotations a client reads right (hints equal to the protocol's
+// defaults left out), a closed object schema, and at least one scope.
 func TestToolDefinitions(t *testing.T) {
 	s := newTestServer(t)
 	if got := len(s.ToolNames()); got != 44 {
@@ -47,11 +80,19 @@ func TestToolDefinitions(t *testing.T) {
 				t.Errorf("got title %q and a %d-character description; want both, the description at least 40", d.Title, len(d.Description))
 			}
 			a := d.Annotations
-			if a.ReadOnlyHint == nil || a.DestructiveHint == nil || a.IdempotentHint == nil || a.OpenWorldHint == nil {
-				t.Errorf("got annotations %+v; want every hint set", a)
+			for hint, v := range map[string]*bool{"readOnlyHint": a.ReadOnlyHint, "destructiveHint": a.DestructiveHint,
+				"idempotentHint": a.IdempotentHint, "openWorldHint": a.OpenWorldHint} {
+				if v != nil && *v == protocolDefaultHint[hint] {
+					t.Errorf("got %s stated as its protocol default %v; want it left out", hint, *v)
+				}
 			}
-			if a.ReadOnlyHint != nil && *a.ReadOnlyHint && a.DestructiveHint != nil && *a.DestructiveHint {
-				t.Error("got a read-only tool marked destructive")
+			if a.ReadOnlyHint != nil && (a.DestructiveHint != nil || a.IdempotentHint != nil) {
+				t.Errorf("got a read-only tool with destructive or idempotent hints %+v; the protocol gives them no meaning there", a)
+			}
+			if want, ok := wantHints[name]; ok {
+				if got := readHints(a); got != want {
+					t.Errorf("a client reads hints %+v; want %+v", got, want)
+				}
 			}
 			var schema struct {
 				Type                 string `json:"type"`

@@ -46,11 +46,8 @@ func toolsListBytes(t *testing.T, s *Server, a domain.Auth, query string) (int, 
 
 // TestToolListSize prints what tools/list costs a client for each scope
 // set, and fails above the budgets of issue 29: 30 KB for the full
-// default set. The goal for a key holding devices:read, devices:lease and
-// devices:act is 20 KB; its 32 tools answer 21.3 KB today, so the test
-// holds them at 22 KB until the goal is met (docs/decisions.md), and the
-// 20 KB budget applies to that key choosing the toolsets that drive a
-// phone.
+// default set, 20 KB for a key holding devices:read, devices:lease and
+// devices:act (and for every single toolset).
 func TestToolListSize(t *testing.T) {
 	s := newTestServer(t)
 	read, lease, act, runs := domain.ScopeDevicesRead, domain.ScopeDevicesLease, domain.ScopeDevicesAct, domain.ScopeRunsStart
@@ -66,7 +63,7 @@ func TestToolListSize(t *testing.T) {
 	}{
 		{name: "full (local operator)", auth: domain.LocalOperator("org_1"), max: 30 << 10},
 		{name: "devices:read", auth: key(read)},
-		{name: "devices:read+lease+act", auth: key(read, lease, act), max: 22 << 10},
+		{name: "devices:read+lease+act", auth: key(read, lease, act), max: 20 << 10},
 		{name: "devices:read+lease+act+runs:start", auth: key(read, lease, act, runs)},
 		{name: "devices:read+lease+act, driving a phone", auth: key(read, lease, act), query: "?tools=devices,leases,observe,act,receipts", max: 20 << 10},
 	}

@@ -51,12 +51,24 @@ func newTool(name, title, description, schema string, h hints, scopes ...domain.
 	def := mcpgo.NewToolWithRawSchema(name, description, json.RawMessage(schema))
 	def.Title = title
 	// The title is stated once, in the definition: annotations.title
-	// would repeat it in every tools/list.
-	def.Annotations = mcpgo.ToolAnnotation{
-		ReadOnlyHint:    mcpgo.ToBoolPtr(h.readOnly),
-		DestructiveHint: mcpgo.ToBoolPtr(h.destructive && !h.readOnly),
-		IdempotentHint:  mcpgo.ToBoolPtr(h.idempotent || h.readOnly),
-		OpenWorldHint:   mcpgo.ToBoolPtr(h.openWorld),
+	// would repeat it in every tools/list. A hint is stated only where it
+	// differs from the protocol's default (readOnlyHint false,
+	// destructiveHint true, idempotentHint false, openWorldHint true), and
+	// destructiveHint and idempotentHint only on a tool that is not
+	// read-only (the protocol gives them meaning only there): a client
+	// reads the same four answers from fewer bytes.
+	if h.readOnly {
+		def.Annotations.ReadOnlyHint = mcpgo.ToBoolPtr(true)
+	} else {
+		if !h.destructive {
+			def.Annotations.DestructiveHint = mcpgo.ToBoolPtr(false)
+		}
+		if h.idempotent {
+			def.Annotations.IdempotentHint = mcpgo.ToBoolPtr(true)
+		}
+	}
+	if !h.openWorld {
+		def.Annotations.OpenWorldHint = mcpgo.ToBoolPtr(false)
 	}
 	return &tool{def: def, scopes: scopes}
 }
