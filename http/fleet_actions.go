@@ -15,9 +15,11 @@ type actionRequest struct {
 	Action         string          `json:"action"`
 	Arguments      json.RawMessage `json:"arguments"`
 	IdempotencyKey string          `json:"idempotencyKey"`
-	LeaseID        string          `json:"leaseId"`
-	ObservedFrame  string          `json:"observedFrame"`
-	AgentRunID     string          `json:"agentRunId"`
+	// RetryIfUnchanged: see fleet.PerformAction.
+	RetryIfUnchanged bool   `json:"retryIfUnchanged"`
+	LeaseID          string `json:"leaseId"`
+	ObservedFrame    string `json:"observedFrame"`
+	AgentRunID       string `json:"agentRunId"`
 }
 
 // performAction answers the action's receipt once it committed (200),
@@ -31,7 +33,7 @@ func (s *Server) performAction(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out, err := s.app.Fleet.PerformAction.Handle(r.Context(), fleet.PerformAction{Auth: a, DeviceID: mux.Vars(r)["deviceId"],
-		Action: body.Action, Arguments: body.Arguments, IdempotencyKey: body.IdempotencyKey, LeaseID: body.LeaseID,
+		Action: body.Action, Arguments: body.Arguments, IdempotencyKey: body.IdempotencyKey, RetryIfUnchanged: body.RetryIfUnchanged, LeaseID: body.LeaseID,
 		ObservedFrame: body.ObservedFrame, AgentRunID: body.AgentRunID})
 	if err != nil {
 		return err

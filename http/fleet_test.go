@@ -158,6 +158,12 @@ func TestFleetRoutesWalkthrough(t *testing.T) {
 	if !bytes.Equal(b, b2) {
 		t.Errorf("replay answered differently:\n%s\n%s", b, b2)
 	}
+	// Asked to act again if it had no effect: it had one (Settings came to
+	// the front), so its outcome answers.
+	resp, b2 = fs.do(t, "POST", "/v1/devices/"+dev+"/actions", strings.Replace(act("walk-1", snap.FrameID), "{", `{"retryIfUnchanged":true,`, 1), 200)
+	if resp.Header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(b, b2) {
+		t.Errorf("retryIfUnchanged after a change: got %q, %s; want the first outcome replayed", resp.Header.Get("Idempotent-Replayed"), b2)
+	}
 	_, b = fs.do(t, "POST", "/v1/devices/"+dev+"/actions", act("walk-2", snap.FrameID), 409)
 	if got := errorCode(t, b); got != "stale_frame" {
 		t.Errorf("stale observedFrame: got %s; want stale_frame", got)

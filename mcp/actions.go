@@ -25,6 +25,8 @@ type actionArgs struct {
 	LeaseID        string `json:"leaseId"`
 	ObservedFrame  string `json:"observedFrame"`
 	IdempotencyKey string `json:"idempotencyKey"`
+	// RetryIfUnchanged: see fleet.PerformAction.
+	RetryIfUnchanged bool `json:"retryIfUnchanged"`
 	gesture
 }
 
@@ -82,7 +84,8 @@ func perform(ctx context.Context, app *commands.Application, a domain.Auth, typ 
 		return fleet.ActOutcome{}, err
 	}
 	out, err := app.Fleet.PerformAction.Handle(ctx, fleet.PerformAction{Auth: a, DeviceID: args.DeviceID, Action: string(typ),
-		Arguments: raw, IdempotencyKey: args.IdempotencyKey, LeaseID: args.LeaseID, ObservedFrame: args.ObservedFrame})
+		Arguments: raw, IdempotencyKey: args.IdempotencyKey, RetryIfUnchanged: args.RetryIfUnchanged, LeaseID: args.LeaseID,
+		ObservedFrame: args.ObservedFrame})
 	return out, annotate(err, "idempotencyKey", args.IdempotencyKey, "deviceId", args.DeviceID)
 }
 
@@ -90,7 +93,8 @@ func perform(ctx context.Context, app *commands.Application, a domain.Auth, typ 
 // beside the shared ones, and its required ones beside deviceId.
 func (s *Server) actionTool(name, title, description string, typ domain.ActionType, h hints, required []string, own ...prop) *tool {
 	props := append([]prop{{"deviceId", sDeviceID}, {"leaseId", sLeaseID}}, own...)
-	props = append(props, prop{"observedFrame", sObservedFrame}, prop{"idempotencyKey", sIdempotencyKey})
+	props = append(props, prop{"observedFrame", sObservedFrame}, prop{"idempotencyKey", sIdempotencyKey},
+		prop{"retryIfUnchanged", `{"type":"boolean","description":"With the key of an earlier call: act again if that call's effect was unchanged."}`})
 	t := newTool(name, title, description, object(append([]string{"deviceId"}, required...), props...), h, domain.ScopeDevicesAct)
 	t.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args actionArgs) (*mcpgo.CallToolResult, error) {
 		if args.IdempotencyKey == "" {

@@ -104,7 +104,9 @@ Arguments every tool reads alike: deviceId dev_…, leaseId lse_… (from acquir
 observing does not), frameId and observedFrame frm_… (an action given observedFrame is refused with
 stale_frame, doing nothing, if the screen changed since that frame: observe again and decide anew).
 Every action takes an idempotencyKey (generated and returned when omitted): retrying a call with the
-same key returns the first outcome and never acts twice. Coordinates and bounds are device pixels.
+same key returns the first outcome and never acts twice; with retryIfUnchanged=true it acts again
+only if that outcome's effect was "unchanged" (up to 5 attempts, each its own receipt under
+<idempotencyKey>#<n>), never after "changed" or "unknown". Coordinates and bounds are device pixels.
 Lists page with limit (1-200, default 50) and the cursor the previous answer returned (after =
 nextAfter, or before = nextBefore and beforeKey = nextBeforeKey). wait_for answers met=false on a
 timeout, not an error. batch_actions' step keys default to <idempotencyKey>.<index>, so resending a

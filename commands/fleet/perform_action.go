@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -25,7 +26,13 @@ type PerformAction struct {
 	// IdempotencyKey names this action for the organisation: a retry with
 	// the same key never acts twice.
 	IdempotencyKey string
-	LeaseID        string
+	// RetryIfUnchanged asks, on a retry with the same key, that the action
+	// be performed again if its latest attempt committed without effect
+	// (domain.MayRetry); each further attempt is its own action and
+	// receipt under domain.AttemptKey. Otherwise the latest attempt's
+	// outcome answers, as for any retry.
+	RetryIfUnchanged bool
+	LeaseID          string
 	// ObservedFrame, when set, is the frame the caller decided on; if the
 	// screen has changed since, the action is refused (stale_frame) before
 	// anything physical happens.
@@ -101,6 +108,12 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 		action.APK = cmd.APK
 	}
 	fp := action.Fingerprint(cmd.DeviceID)
+	if cmd.RetryIfUnchanged {
+		if cmd.IdempotencyKey, err = h.attempt(ctx, auth, cmd.IdempotencyKey, fp); err != nil {
+			return ActOutcome{}, err
+		}
+		cmd.RetryIfUnchanged = false // decided here, not again where the device is driven
+	}
 	// refuse answers a refusal, unless the key was used before: then the
 	// key's first use decides the answer.
 	refuse := func(err error) (ActOutcome, error) {
@@ -284,6 +297,49 @@ func (h PerformActionHandler) record(ctx context.Context, orgID string, req doma
 		return "", false, err
 	}
 	return news[0].ID.String(), true, nil
+}
+
+// attempt answers the key a request with RetryIfUnchanged goes under: the
+// key itself when it was never used; the next attempt's when the latest
+// attempt under it committed without effect (domain.MayRetry); the
+// latest attempt's otherwise, whose recorded outcome (or refusal: in
+// flight, used for another action) then answers. Two such retries racing
+// both choose the same next key, and its idempotency row lets one act.
+func (h PerformActionHandler) attempt(ctx context.Context, auth domain.Auth, key, fp string) (string, error) {
+	keys := domain.AttemptKeys(key)
+	rows, err := h.f.pool.Query(ctx, `SELECT idempotency_key, action_id, fingerprint, state FROM action_idempotency
+		WHERE org_id = $1 AND idempotency_key = ANY($2)`, auth.OrgID, keys)
+	if err != nil {
+		return "", err
+	}
+	latest, actionID, fingerprint, state := 0, "", "", ""
+	for rows.Next() {
+		var k, a, f, st string
+		if err := rows.Scan(&k, &a, &f, &st); err != nil {
+			rows.Close()
+			return "", err
+		}
+		if n := slices.Index(keys, k) + 1; n > latest {
+			latest, actionID, fingerprint, state = n, a, f, st
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	if latest == 0 {
+		return key, nil
+	}
+	if fingerprint != fp || state != domain.ReceiptCommitted {
+		return domain.AttemptKey(key, latest), nil
+	}
+	rec, err := h.f.loadAction(ctx, actionID)
+	if err != nil {
+		return "", err
+	}
+	if domain.MayRetry(rec.Receipt(), key, latest) {
+		return domain.AttemptKey(key, latest+1), nil
+	}
+	return domain.AttemptKey(key, latest), nil
 }
 
 // replay answers a request whose key was used before; found is false when
