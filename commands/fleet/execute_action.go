@@ -65,11 +65,25 @@ func await(ctx context.Context, done <-chan jobResult) (jobResult, error) {
 const (
 	whyStopped  = "the service stopped before this action ran; nothing was done"
 	whyDatabase = "the database failed while this action was being accepted; nothing was done"
+	// whyDatabaseRan: the database failed when the action's turn came.
+	whyDatabaseRan = "the database failed before this action ran; nothing was done"
 )
 
 // neverRan is the failure of device work that never started:
 // device_unavailable (offline), since nothing was done — not an unknown
 // outcome.
+// beforeSending is how a failure before the action was sent is recorded:
+// a refusal the backend classified as it is, anything else as the
+// backend's command failing (backend_command_failed), so that the receipt,
+// and every retry of its key, says nothing was done instead of
+// internal_error.
+func beforeSending(err error) error {
+	if domain.ErrorCode(err) != domain.CodeInternal {
+		return err
+	}
+	return domain.Errorf(domain.CodeBackendCommandFailed, "looking at the screen before the action failed; nothing was done").WithRetryable(false)
+}
+
 func neverRan(deviceID, why string) *domain.Error {
 	return domain.Errorf(domain.CodeDeviceUnavailable, "%s", why).With("reason", domain.ReasonOffline).With("deviceId", deviceID)
 }
@@ -110,7 +124,10 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 
 	d, _, err := f.devices.Load(ctx, req.DeviceID)
 	if err != nil {
-		return o.fail(domain.Errorf(domain.CodeInternal, "internal error").Wrap(err), nil)
+		// Nothing was sent: the database failed under the action. Its
+		// receipt says so for good, so that a retry of its key answers
+		// that, never internal_error (issue 27).
+		return o.fail(neverRan(req.DeviceID, whyDatabaseRan).WithRetryable(false), nil)
 	}
 	if l := d.ActiveLease(started); l == nil || l.FencingToken != req.FencingToken {
 		return o.fail(domain.Errorf(domain.CodeLeaseMismatch, "the lease this action was accepted under ended before it ran; nothing was done").
@@ -124,7 +141,7 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 	bound, trees := j.action.Ref != "", backend.Capabilities().CheapSnapshot
 	obs, err := backend.Observe(ctx, domain.ObserveOptions{Replay: true, Snapshot: bound || trees})
 	if err != nil {
-		return o.fail(err, nil)
+		return o.fail(beforeSending(err), nil)
 	}
 	before := f.frameFor(&d, lean(obs, trees), started)
 	o.before = &before
@@ -135,7 +152,7 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 	action := j.action
 	if bound {
 		if action, err = j.resolve(obs); err != nil {
-			return o.fail(domain.AsError(err).With("deviceId", d.ID).With("frameId", before.ID), nil)
+			return o.fail(domain.AsError(beforeSending(err)).With("deviceId", d.ID).With("frameId", before.ID), nil)
 		}
 	}
 
@@ -145,6 +162,11 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 	if err != nil {
 		if domain.ErrorCode(err) == domain.CodeActionOutcomeUnknown || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return o.unknown("the device gave no outcome")
+		}
+		if domain.ErrorCode(err) == domain.CodeInternal {
+			// An error the backend did not classify, once the action was
+			// handed to it: whether the phone acted is not known.
+			return o.unknown("the device's backend failed without saying whether it acted")
 		}
 		return o.fail(err, nil)
 	}

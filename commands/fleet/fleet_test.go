@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -224,26 +225,42 @@ func TestDuplicateKeysActOnce(t *testing.T) {
 	t.Logf("%d requests: %d answered with the outcome, %d with a retryable conflict", keys*copies, keys*copies-conflicts, conflicts)
 }
 
-// faulty wraps a backend, replacing Act's answer.
+// faulty wraps a backend, replacing Act's answer, and Observe's when
+// observeFails is set.
 type faulty struct {
 	domain.Backend
-	act func(ctx context.Context, a domain.Action) (domain.ActionResult, error)
+	act          func(ctx context.Context, a domain.Action) (domain.ActionResult, error)
+	observeFails error
 }
 
 func (f faulty) Act(ctx context.Context, a domain.Action) (domain.ActionResult, error) {
 	return f.act(ctx, a)
 }
 
-// TestBackendFailures checks how an action ends when the device misbehaves.
+func (f faulty) Observe(ctx context.Context, opts domain.ObserveOptions) (domain.Observation, error) {
+	if f.observeFails != nil {
+		return domain.Observation{}, f.observeFails
+	}
+	return f.Backend.Observe(ctx, opts)
+}
+
+// TestBackendFailures checks how an action ends when the device
+// misbehaves. An error the backend does not classify (a plain Go error,
+// as a driver's socket error is) is never recorded as internal_error,
+// which every retry of the key would answer as a 500 for good (issue 27):
+// before the action is sent it is backend_command_failed, once it was
+// handed over, outcome unknown.
 func TestBackendFailures(t *testing.T) {
 	tests := []struct {
 		name string
 		// act wraps the real phone's Act.
-		act        func(inner domain.Backend) func(ctx context.Context, a domain.Action) (domain.ActionResult, error)
-		wantCode   domain.Code
-		wantState  string
-		wantInputs int
-		unknown    bool
+		act func(inner domain.Backend) func(ctx context.Context, a domain.Action) (domain.ActionResult, error)
+		// observeFails, when set, is what looking at the screen answers.
+		observeFails error
+		wantCode     domain.Code
+		wantState    string
+		wantInputs   int
+		unknown      bool
 	}{
 		{
 			name: "outcome never comes back",
@@ -273,11 +290,28 @@ func TestBackendFailures(t *testing.T) {
 			},
 			wantCode: domain.CodeBackendCommandFailed, wantState: domain.ReceiptFailed, wantInputs: 0,
 		},
+		{
+			name: "unclassified error once handed over",
+			act: func(domain.Backend) func(context.Context, domain.Action) (domain.ActionResult, error) {
+				return func(context.Context, domain.Action) (domain.ActionResult, error) {
+					return domain.ActionResult{}, errors.New("write unix @->/dev/socket: broken pipe")
+				}
+			},
+			wantCode: domain.CodeActionOutcomeUnknown, wantState: domain.ReceiptPending, wantInputs: 0, unknown: true,
+		},
+		{
+			name: "unclassified error looking before the action",
+			act: func(inner domain.Backend) func(context.Context, domain.Action) (domain.ActionResult, error) {
+				return inner.Act
+			},
+			observeFails: errors.New("read unix @->/dev/socket: connection reset by peer"),
+			wantCode:     domain.CodeBackendCommandFailed, wantState: domain.ReceiptFailed, wantInputs: 0,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := fleettest.Start(t, fleettest.Options{Devices: 1, Wrap: func(_ *domain.Device, b domain.Backend) domain.Backend {
-				return faulty{Backend: b, act: tt.act(b)}
+				return faulty{Backend: b, act: tt.act(b), observeFails: tt.observeFails}
 			}})
 			dev := env.DeviceIDs[0]
 			lease := env.Lease(t, dev).LeaseID
