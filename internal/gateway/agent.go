@@ -436,7 +436,9 @@ func sendJSON(c *http.Client, req *http.Request, out any) (int, error) {
 
 // saveFileAtomic writes data to path, mode 0600, through a temporary
 // file in the same directory renamed into place, so that path never holds
-// half a file or a wider mode. sync flushes the file to disk first.
+// half a file or a wider mode. sync flushes the file to disk before the
+// rename and the directory after it, so the new file survives a power
+// cut once saveFileAtomic returns.
 func saveFileAtomic(path string, data []byte, sync bool) error {
 	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -460,5 +462,13 @@ func saveFileAtomic(path string, data []byte, sync bool) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(f.Name(), path)
+	if err := os.Rename(f.Name(), path); err != nil || !sync {
+		return err
+	}
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.Sync()
 }

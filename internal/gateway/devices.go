@@ -120,8 +120,9 @@ func loadSim(path, serial string) (*sim.Phone, error) {
 
 // saveState writes a sim phone's state to its file (a temporary file
 // renamed into place: a killed gateway leaves the old state or the new,
-// never half of one). It does not sync the file to disk, so a power cut
-// may lose the last changes; a killed process does not.
+// never half of one), synced to disk with its directory before the call
+// that changed it answers, so that neither a killed process nor a power
+// cut brings back a phone older than the receipts of its actions.
 func (d *agentDevice) saveState() error {
 	if d.sim == nil {
 		return nil
@@ -130,7 +131,7 @@ func (d *agentDevice) saveState() error {
 	if err != nil {
 		return err
 	}
-	return saveFileAtomic(d.statePath, st, false)
+	return saveFileAtomic(d.statePath, st, true)
 }
 
 // list returns the devices' descriptions and the list's version.
