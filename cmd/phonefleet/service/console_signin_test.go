@@ -203,6 +203,29 @@ func TestConsoleHostedSignIn(t *testing.T) {
 	}
 	testutil.Screenshot(t, b, "signin-1-cancelled")
 
+	// An answer naming another issuer (RFC 9207 mix-up): refused before its
+	// code goes anywhere; no token is asked for or issued.
+	attacker := "https://attacker.example"
+	idp.ImpersonatedIssuer.Store(&attacker)
+	tokenHits := idp.TokenHits.Load()
+	if err := chromedp.Do(wait,
+		chromedp.Click(chromedp.CSS(`#main .signin button`)),
+		chromedp.WaitVisible(chromedp.ID(`allow`)),
+		chromedp.Click(chromedp.ID(`allow`)),
+		chromedp.WaitVisible(chromedp.CSS(`#toasts .toast.error`)),
+		chromedp.WaitVisible(chromedp.CSS(`#main .signin button`)),
+	); err != nil {
+		fail("an answer naming another issuer", err)
+	}
+	if got := text(`#toasts .toast.error`); !strings.Contains(got, "does not come from "+idp.Issuer) {
+		t.Errorf("after a mix-up the page says %q; want that the answer does not come from %s", got, idp.Issuer)
+	}
+	if got := idp.TokenHits.Load(); got != tokenHits || len(idp.Issued()) != 0 {
+		t.Errorf("after a mix-up the token endpoint was called %d times and %d tokens issued; want none", got-tokenHits, len(idp.Issued()))
+	}
+	testutil.Screenshot(t, b, "signin-1-mix-up-refused")
+	idp.ImpersonatedIssuer.Store(nil)
+
 	// 2. The button goes to the identity provider's one-click page.
 	if err := chromedp.Do(wait,
 		chromedp.Click(chromedp.CSS(`#main .signin button`)),

@@ -92,8 +92,16 @@ async function finishSignIn() {
   sessionStorage.removeItem('pkce');
   history.replaceState(null, '', '/' + (saved && saved.hash ? saved.hash : '#/fleet'));
   if (!saved || saved.state !== q.get('state')) throw new Error('the sign-in answer does not match this page; sign in again');
-  if (!code) throw new Error('the authorization server did not sign you in: ' + (q.get('error_description') || q.get('error')));
   const meta = await authServer();
+  // RFC 9207: an answer naming another issuer, or none where this server
+  // promises to name itself, may be another server's (a mix-up); its code
+  // is never sent anywhere.
+  const iss = q.get('iss');
+  if ((iss !== null && iss.replace(/\/$/, '') !== String(meta.issuer).replace(/\/$/, '')) ||
+      (iss === null && meta.authorization_response_iss_parameter_supported)) {
+    throw new Error('the sign-in answer does not come from ' + meta.issuer + '; sign in again');
+  }
+  if (!code) throw new Error('the authorization server did not sign you in: ' + (q.get('error_description') || q.get('error')));
   const r = await fetch(meta.token_endpoint, {
     method: 'POST',
     headers: { 'Content-Type': 'application/x-www-form-urlencoded' },

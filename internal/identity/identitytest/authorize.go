@@ -172,15 +172,16 @@ func (p *IdP) serveMetadata(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{
-		"issuer":                                p.Issuer,
-		"authorization_endpoint":                p.AuthorizationEndpoint(),
-		"token_endpoint":                        p.TokenEndpoint(),
-		"jwks_uri":                              p.JWKSURL,
-		"response_types_supported":              []string{"code"},
-		"grant_types_supported":                 []string{"authorization_code"},
-		"code_challenge_methods_supported":      []string{"S256"},
-		"token_endpoint_auth_methods_supported": []string{"none"},
-		"scopes_supported":                      []string{"openid", "profile"},
+		"issuer":                                         p.Issuer,
+		"authorization_endpoint":                         p.AuthorizationEndpoint(),
+		"token_endpoint":                                 p.TokenEndpoint(),
+		"jwks_uri":                                       p.JWKSURL,
+		"response_types_supported":                       []string{"code"},
+		"grant_types_supported":                          []string{"authorization_code"},
+		"code_challenge_methods_supported":               []string{"S256"},
+		"token_endpoint_auth_methods_supported":          []string{"none"},
+		"scopes_supported":                               []string{"openid", "profile"},
+		"authorization_response_iss_parameter_supported": true,
 	})
 }
 
@@ -258,7 +259,11 @@ func (p *IdP) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		if req.State != "" {
 			params.Set("state", req.State)
 		}
-		params.Set("iss", p.Issuer) // RFC 9207
+		iss := p.Issuer // RFC 9207
+		if other := p.ImpersonatedIssuer.Load(); other != nil {
+			iss = *other
+		}
+		params.Set("iss", iss)
 		u, _ := url.Parse(req.RedirectURI)
 		q := u.Query()
 		for k, v := range params {

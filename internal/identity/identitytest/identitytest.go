@@ -38,6 +38,10 @@ type IdP struct {
 	// AutoApprove makes the authorization endpoint sign the person in
 	// without showing its one-click page.
 	AutoApprove atomic.Bool
+	// ImpersonatedIssuer, when set, is the issuer the authorization
+	// response names in iss instead of this provider's own: what a client
+	// sees in an RFC 9207 mix-up, where another server's answer reaches it.
+	ImpersonatedIssuer atomic.Pointer[string]
 
 	mu    sync.Mutex
 	roles map[[2]string]string // (sub, org) → role
