@@ -46,9 +46,15 @@ type GatewayEnrollmentCode struct {
 	Name       string
 	SecretHash []byte
 	ExpiresAt  time.Time
-	// GatewayID is the gateway it enrolled, once used.
+	// GatewayID is the gateway it enrolled, once used, and UsedAt when.
 	GatewayID string
+	UsedAt    time.Time
 }
+
+// GatewayEnrollAgainWindow is how long after an enrollment code was used
+// the same code may be exchanged again for the same credential, while the
+// gateway has never connected: the first answer may have been lost.
+const GatewayEnrollAgainWindow = 10 * time.Minute
 
 // Apply folds one event of the code's stream.
 func (c *GatewayEnrollmentCode) Apply(e Event) {
@@ -56,25 +62,36 @@ func (c *GatewayEnrollmentCode) Apply(e Event) {
 	case GatewayEnrollmentCodeCreated:
 		c.ID, c.OrgID, c.Name, c.SecretHash, c.ExpiresAt = e.CodeID, e.OrgID, e.Name, e.SecretHash, e.ExpiresAt
 	case GatewayEnrollmentCodeUsed:
-		c.GatewayID = e.GatewayID
+		c.GatewayID, c.UsedAt = e.GatewayID, e.UsedAt
 	}
 }
 
 // Redeem decides an exchange of the code whose secret hashes to mac at
-// now: a code that does not exist, does not match, was used or has expired
-// is refused with ErrGatewayCodeRefused. The hash comparison runs in
-// constant time and runs also when the code does not exist (against
-// dummy), so the work does not tell the cases apart.
-func (c *GatewayEnrollmentCode) Redeem(mac, dummy []byte, gatewayID string, now time.Time) (GatewayEnrollmentCodeUsed, error) {
+// now: a code that does not exist, does not match, or has expired is
+// refused with ErrGatewayCodeRefused; so is a used one, except within
+// GatewayEnrollAgainWindow of its use, when again is true and the caller
+// answers the gateway it enrolled (if that gateway never connected and
+// was not revoked). The hash comparison runs in constant time and runs
+// also when the code does not exist (against dummy), so the work does not
+// tell the cases apart.
+func (c *GatewayEnrollmentCode) Redeem(mac, dummy []byte, gatewayID string, now time.Time) (used GatewayEnrollmentCodeUsed, again bool, err error) {
 	want := dummy
 	if c.ID != "" {
 		want = c.SecretHash
 	}
 	match := subtle.ConstantTimeCompare(mac, want) == 1
-	if c.ID == "" || !match || c.GatewayID != "" || !now.Before(c.ExpiresAt) {
-		return GatewayEnrollmentCodeUsed{}, ErrGatewayCodeRefused()
+	switch {
+	case c.ID == "" || !match:
+		return GatewayEnrollmentCodeUsed{}, false, ErrGatewayCodeRefused()
+	case c.GatewayID != "":
+		if now.Before(c.UsedAt.Add(GatewayEnrollAgainWindow)) {
+			return GatewayEnrollmentCodeUsed{}, true, nil
+		}
+		return GatewayEnrollmentCodeUsed{}, false, ErrGatewayCodeRefused()
+	case !now.Before(c.ExpiresAt):
+		return GatewayEnrollmentCodeUsed{}, false, ErrGatewayCodeRefused()
 	}
-	return GatewayEnrollmentCodeUsed{CodeID: c.ID, GatewayID: gatewayID, UsedAt: now}, nil
+	return GatewayEnrollmentCodeUsed{CodeID: c.ID, GatewayID: gatewayID, UsedAt: now}, false, nil
 }
 
 // Why a gateway's tunnel ended (GatewayDisconnected.Reason).
@@ -119,6 +136,8 @@ type Gateway struct {
 	// empty while none is (ConnectedAt is zero then).
 	Instance    string
 	ConnectedAt time.Time
+	// EverConnected: a tunnel of the gateway was recorded once.
+	EverConnected bool
 }
 
 // Apply folds one event of the gateway's stream.
@@ -129,7 +148,7 @@ func (g *Gateway) Apply(e Event) {
 	case GatewayRevoked:
 		g.RevokedAt = e.At
 	case GatewayConnected:
-		g.Instance, g.ConnectedAt = e.Instance, e.At
+		g.Instance, g.ConnectedAt, g.EverConnected = e.Instance, e.At, true
 		if e.Version != "" {
 			g.Version = e.Version
 		}

@@ -102,13 +102,15 @@ func TestGatewayRoutesEnrollReleasesAndRevoke(t *testing.T) {
 	}
 	cred, id := enrolled["credential"].(string), enrolled["gatewayId"].(string)
 
+	// The exchange retried (its answer lost), the gateway not connected
+	// yet: the same gateway and credential.
 	resp, again := e.do("", "", "POST", "/gateway/v1/enroll", `{"code":"`+secretCode+`"}`)
-	if c, r := gwErrReason(again); resp.StatusCode != http.StatusUnauthorized || c != "unauthorized" || r != "invalid_token" {
-		t.Errorf("enroll with a used code: %d %v", resp.StatusCode, again)
+	if resp.StatusCode != http.StatusCreated || again["credential"] != cred || again["gatewayId"] != id {
+		t.Errorf("enroll again with the code: %d %v; want the first answer", resp.StatusCode, again)
 	}
 	resp, bad := e.do("", "", "POST", "/gateway/v1/enroll", `{"code":"pfe_forged"}`)
-	if resp.StatusCode != http.StatusUnauthorized || bad["error"].(map[string]any)["message"] != again["error"].(map[string]any)["message"] {
-		t.Errorf("enroll with a malformed code: %d %v; want the used code's answer", resp.StatusCode, bad)
+	if c, r := gwErrReason(bad); resp.StatusCode != http.StatusUnauthorized || c != "unauthorized" || r != "invalid_token" {
+		t.Errorf("enroll with a malformed code: %d %v", resp.StatusCode, bad)
 	}
 
 	resp, rel := e.do("", cred, "GET", "/gateway/v1/releases/current", "")
@@ -140,6 +142,11 @@ func TestGatewayRoutesEnrollReleasesAndRevoke(t *testing.T) {
 	resp, body := e.do("", cred, "GET", "/gateway/v1/releases/current", "")
 	if _, reason := gwErrReason(body); resp.StatusCode != http.StatusUnauthorized || reason != "revoked_key" {
 		t.Errorf("releases after revocation: %d %v", resp.StatusCode, body)
+	}
+	// The code of a revoked gateway is refused as a malformed one is.
+	resp, used := e.do("", "", "POST", "/gateway/v1/enroll", `{"code":"`+secretCode+`"}`)
+	if resp.StatusCode != http.StatusUnauthorized || used["error"].(map[string]any)["message"] != bad["error"].(map[string]any)["message"] {
+		t.Errorf("enroll with the revoked gateway's code: %d %v; want the malformed code's answer", resp.StatusCode, used)
 	}
 	resp, list := e.do("admin", "", "GET", "/v1/gateways", "")
 	gws, _ := list["gateways"].([]any)

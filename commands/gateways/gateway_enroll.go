@@ -135,16 +135,18 @@ func (h EnrollGatewayHandler) Handle(ctx context.Context, cmd EnrollGateway) (En
 		return EnrolledGateway{}, domain.Errorf(domain.CodeInvalidArgument, "version must be at most %d bytes", maxGatewayVersion).
 			With("field", "version")
 	}
-	cred, err := identity.NewGatewayCredential(domain.NewID(domain.PrefixGateway))
+	cred, err := h.cfg.Hasher.GatewayCredentialFor(domain.NewID(domain.PrefixGateway), secret)
 	if err != nil {
 		return EnrolledGateway{}, err
 	}
 	mac := h.cfg.Hasher.Hash(secret)
 	var enrolled domain.GatewayEnrolled
+	var againFor string
 	_, c, err := h.codes.UpdateWith(ctx, codeID, func(code *domain.GatewayEnrollmentCode, u *eventstore.Unit) ([]domain.Event, error) {
 		now := h.now()
-		used, err := code.Redeem(mac, h.cfg.Hasher.GatewayDummyHash(), cred.ID, now)
-		if err != nil {
+		used, again, err := code.Redeem(mac, h.cfg.Hasher.GatewayDummyHash(), cred.ID, now)
+		if err != nil || again {
+			againFor = code.GatewayID
 			return nil, err
 		}
 		n := name
@@ -166,10 +168,35 @@ func (h EnrollGatewayHandler) Handle(ctx context.Context, cmd EnrollGateway) (En
 	if err != nil {
 		return EnrolledGateway{}, err
 	}
+	if againFor != "" {
+		return h.again(ctx, againFor, secret)
+	}
 	if err := h.wait(ctx, c); err != nil {
 		return EnrolledGateway{}, err
 	}
 	return EnrolledGateway{GatewayID: cred.ID, OrgID: enrolled.OrgID, Name: enrolled.Name, Credential: cred.Token}, nil
+}
+
+// again answers an exchange of a code already used, within
+// domain.GatewayEnrollAgainWindow: the gateway it enrolled with the same
+// credential, since the first answer may never have arrived — unless that
+// gateway has connected since (the answer did arrive) or was revoked, which
+// is refused like any used code.
+func (h EnrollGatewayHandler) again(ctx context.Context, gatewayID, codeSecret string) (EnrolledGateway, error) {
+	g, _, err := h.gateways.Load(ctx, gatewayID)
+	if err != nil {
+		return EnrolledGateway{}, err
+	}
+	if g.ID == "" || g.EverConnected || !g.RevokedAt.IsZero() {
+		return EnrolledGateway{}, domain.ErrGatewayCodeRefused()
+	}
+	cred, err := h.cfg.Hasher.GatewayCredentialFor(g.ID, codeSecret)
+	if err != nil {
+		return EnrolledGateway{}, err
+	}
+	// The credential is checked on the gateway's stream
+	// (AuthenticateGateway), which holds it already: nothing to wait for.
+	return EnrolledGateway{GatewayID: g.ID, OrgID: g.OrgID, Name: g.Name, Credential: cred.Token}, nil
 }
 
 // ---- Revoke.

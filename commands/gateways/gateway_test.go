@@ -128,9 +128,17 @@ func TestGatewayEnrollAuthenticateAndRevoke(t *testing.T) {
 		t.Fatalf("authenticate: %+v %v", p, err)
 	}
 
-	// A code works once.
+	// A code enrolls one gateway. Its exchange retried (the first answer
+	// lost) within domain.GatewayEnrollAgainWindow, while the gateway never
+	// connected, answers that gateway and credential again; afterwards a
+	// used code is refused.
+	again, err := e.app.Gateways.EnrollGateway.Handle(ctx, gateways.EnrollGateway{Code: c.Code, Name: "another name"})
+	if err != nil || again != g {
+		t.Fatalf("the exchange retried: %+v, %v; want the first answer %+v", again, err, g)
+	}
+	e.clock.Advance(domain.GatewayEnrollAgainWindow)
 	_, err = e.app.Gateways.EnrollGateway.Handle(ctx, gateways.EnrollGateway{Code: c.Code})
-	wantRefusal(t, "a used code", err, domain.ReasonInvalidToken)
+	wantRefusal(t, "a code used a window ago", err, domain.ReasonInvalidToken)
 	// A forged code (this code's id, another secret), an unknown one and a
 	// malformed one: one answer.
 	if id, _, err := identity.ParseGatewayCode(forgeGatewayToken(c.Code)); err != nil || id != c.CodeID {
@@ -249,30 +257,55 @@ func TestGatewayCodeExpires(t *testing.T) {
 	}
 }
 
-func TestGatewayCodeIsExchangedOnceUnderRace(t *testing.T) {
+// TestGatewayCodeEnrollsOneGatewayUnderRace: exchanges of one code racing
+// enroll one gateway, and every one of them answers it.
+func TestGatewayCodeEnrollsOneGatewayUnderRace(t *testing.T) {
 	e := newGWEnv(t)
 	c := e.code(t, 0)
 	const n = 4
 	var wg sync.WaitGroup
-	errs := make([]error, n)
+	errs, outs := make([]error, n), make([]gateways.EnrolledGateway, n)
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = e.app.Gateways.EnrollGateway.Handle(testutil.Context(t), gateways.EnrollGateway{Code: c.Code})
+			outs[i], errs[i] = e.app.Gateways.EnrollGateway.Handle(testutil.Context(t), gateways.EnrollGateway{Code: c.Code})
 		}()
 	}
 	wg.Wait()
-	ok := 0
-	for _, err := range errs {
-		if err == nil {
-			ok++
-		} else {
-			wantRefusal(t, "a losing exchange", err, domain.ReasonInvalidToken)
+	for i, err := range errs {
+		if err != nil || outs[i] != outs[0] {
+			t.Errorf("exchange %d: %+v, %v; want the one gateway %+v", i, outs[i], err, outs[0])
 		}
 	}
-	if ok != 1 {
-		t.Fatalf("%d exchanges of one code succeeded; want 1 (%v)", ok, errs)
+	var enrolled int
+	if err := e.store.Pool().QueryRow(testutil.Context(t), `SELECT count(*) FROM events WHERE event_type = 'gateway.enrolled'`).Scan(&enrolled); err != nil || enrolled != 1 {
+		t.Fatalf("%d gateways enrolled (%v); want 1", enrolled, err)
+	}
+}
+
+// TestGatewayCodeIsNotExchangedAgainOnceConnected: once the gateway a code
+// enrolled has connected (its first answer did arrive), or was revoked,
+// the code is refused even within domain.GatewayEnrollAgainWindow.
+func TestGatewayCodeIsNotExchangedAgainOnceConnected(t *testing.T) {
+	e := newGWEnv(t)
+	ctx := testutil.Context(t)
+	for _, end := range []string{"connected", "revoked"} {
+		c := e.code(t, 0)
+		g, err := e.app.Gateways.EnrollGateway.Handle(ctx, gateways.EnrollGateway{Code: c.Code})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if end == "connected" {
+			_, err = e.app.Gateways.RecordGatewayConnection.Handle(ctx, gateways.RecordGatewayConnection{GatewayID: g.GatewayID, Connected: true, Instance: "inst_1"})
+		} else {
+			_, err = e.app.Gateways.RevokeGateway.Handle(ctx, gateways.RevokeGateway{Auth: gwAdmin, GatewayID: g.GatewayID})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.app.Gateways.EnrollGateway.Handle(ctx, gateways.EnrollGateway{Code: c.Code})
+		wantRefusal(t, "the code of a gateway "+end, err, domain.ReasonInvalidToken)
 	}
 }
 

@@ -68,13 +68,30 @@ func ParseGatewayCredential(token string) (gatewayID, secret string, err error) 
 // id names nothing, so an unknown id costs the same work as a wrong secret.
 func (h *Hasher) GatewayDummyHash() []byte { return h.dummy }
 
+// GatewayCredentialFor is the tunnel credential of gateway id enrolled
+// with the enrollment code whose secret is codeSecret. Its secret is the
+// hasher's HMAC of the code's secret (labelled), so an exchange of the
+// code retried because its first answer was lost gives the same
+// credential again (EnrollGateway), and nobody without the server's key
+// and the code can compute it.
+func (h *Hasher) GatewayCredentialFor(gatewayID, codeSecret string) (GatewayToken, error) {
+	mac := h.Hash("gateway-credential\x00" + codeSecret)
+	return gatewayToken(GatewayCredentialPrefix, domain.PrefixGateway, gatewayID, mac[:secretRandom])
+}
+
 func mintGatewayToken(prefix, idPrefix, id string) (GatewayToken, error) {
-	if !domain.HasPrefix(id, idPrefix) {
-		return GatewayToken{}, fmt.Errorf("identity: %q is not a %s_ id", id, idPrefix)
-	}
 	var raw [secretRandom]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return GatewayToken{}, err
+	}
+	return gatewayToken(prefix, idPrefix, id, raw[:])
+}
+
+// gatewayToken writes the token of id with secret raw (secretRandom
+// bytes, each one base32 character).
+func gatewayToken(prefix, idPrefix, id string, raw []byte) (GatewayToken, error) {
+	if !domain.HasPrefix(id, idPrefix) {
+		return GatewayToken{}, fmt.Errorf("identity: %q is not a %s_ id", id, idPrefix)
 	}
 	var b strings.Builder
 	b.Grow(gatewayTokenLen)
