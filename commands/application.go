@@ -106,7 +106,7 @@ func NewApplication(c Capabilities) Application {
 		app.Gateways = c.Gateways.Handlers(d)
 	}
 	if c.Console != nil {
-		app.Console = c.Console.Handlers(d, console.KeyMinter{Mint: app.Keys.MintAPIKey, Revoke: app.Keys.RevokeAPIKey})
+		app.Console = c.Console.Handlers(d, console.KeyMinter{Mint: app.Keys.MintAPIKey})
 	}
 	if c.Notifications != nil {
 		app.Notifications = c.Notifications.Handlers(d)

@@ -285,10 +285,9 @@ type ApproveCLISession struct {
 // ApproveCLISessionHandler handles ApproveCLISession.
 type ApproveCLISessionHandler struct {
 	*CLISessions
-	// Mint and Revoke are the application's key commands, so every key
-	// rule holds for a key minted here.
-	Mint   cqrs.Handles[keys.MintAPIKey, keys.MintedAPIKey]
-	Revoke cqrs.Handles[keys.RevokeAPIKey, cqrs.Done]
+	// Mint is the application's key command, so every key rule holds for
+	// a key minted here.
+	Mint cqrs.Handles[keys.MintAPIKey, keys.MintedAPIKey]
 }
 
 // Handle mints an API key for the approving person, named "CLI on
@@ -298,8 +297,8 @@ type ApproveCLISessionHandler struct {
 // app (permission_denied); an unknown session, a wrong code and another
 // organisation's session are not_found; a session no longer pending is
 // invalid_argument naming its state. When the approval cannot be recorded
-// (another person decided it at the same moment) the key is revoked
-// again, so no key exists that nobody received.
+// (another person decided it at the same moment) no key is minted: the
+// key and the approval commit together or not at all.
 func (h ApproveCLISessionHandler) Handle(ctx context.Context, cmd ApproveCLISession) (CLISessionView, error) {
 	if err := cmd.Auth.RequireSession("CLI sign-in"); err != nil {
 		return CLISessionView{}, err
@@ -319,32 +318,40 @@ func (h ApproveCLISessionHandler) Handle(ctx context.Context, cmd ApproveCLISess
 	if err != nil {
 		return CLISessionView{}, err
 	}
-	minted, err := h.Mint.Handle(ctx, keys.MintAPIKey{Auth: cmd.Auth, Name: s.KeyName(), Scopes: granted, DeviceIDs: cmd.Auth.Devices})
+	now := h.now()
+	// The approval, with the key's token sealed to the CLI, commits in the
+	// key's own unit: a key exists only with its approval recorded, whatever
+	// fails or crashes between the two (issue 27). The session is read
+	// afresh on each attempt of the unit, so a decision recorded meanwhile
+	// refuses it and nothing is minted.
+	_, err = h.Mint.Handle(ctx, keys.MintAPIKey{Auth: cmd.Auth, Name: s.KeyName(), Scopes: granted, DeviceIDs: cmd.Auth.Devices,
+		Also: func(m keys.MintedAPIKey, u *eventstore.Unit) error {
+			cur, version, err := h.sessions.Load(ctx, cmd.SessionID)
+			if err != nil {
+				return err
+			}
+			sealed, err := domain.SealCLIToken(cur.PublicKey, cur.ID, m.Token)
+			if err != nil {
+				return err
+			}
+			evs, err := cur.Approve(cmd.Auth, code, m.KeyID, granted, sealed, now)
+			if err != nil {
+				return err
+			}
+			news, err := eventstore.Encode(domain.Events, cmd.Auth.OrgID, evs...)
+			if err != nil {
+				return err
+			}
+			u.Append(domain.CLISessionStream(cur.ID), version, news...)
+			return nil
+		}})
 	if err != nil {
 		return CLISessionView{}, err
 	}
-	sealed, err := domain.SealCLIToken(s.PublicKey, s.ID, minted.Token)
-	if err != nil {
-		return CLISessionView{}, h.revoke(ctx, cmd.Auth, minted.KeyID, err)
-	}
-	now := h.now()
-	s, _, err = h.sessions.Update(ctx, cmd.SessionID, func(s *domain.CLISession) ([]domain.Event, error) {
-		return s.Approve(cmd.Auth, code, minted.KeyID, granted, sealed, now)
-	})
-	if err != nil {
-		return CLISessionView{}, h.revoke(ctx, cmd.Auth, minted.KeyID, err)
+	if s, _, err = h.sessions.Load(ctx, cmd.SessionID); err != nil {
+		return CLISessionView{}, err
 	}
 	return cliSessionView(s, cmd.Auth, now), nil
-}
-
-// revoke revokes a key minted for an approval that failed with cause, and
-// returns cause (joined with the revocation's own failure, if any).
-func (h ApproveCLISessionHandler) revoke(ctx context.Context, a domain.Auth, keyID string, cause error) error {
-	_, err := h.Revoke.Handle(context.WithoutCancel(ctx), keys.RevokeAPIKey{Auth: a, KeyID: keyID})
-	if err != nil {
-		return errors.Join(cause, fmt.Errorf("revoke key %s minted for a failed CLI approval: %w", keyID, err))
-	}
-	return cause
 }
 
 // ---- Deny.

@@ -60,11 +60,10 @@ type Handlers struct {
 }
 
 // KeyMinter is what CLI sign-in needs of the key capability: minting the
-// approved CLI's key, and revoking one whose approval could not be
-// recorded (the application's key commands).
+// approved CLI's key together with its approval (the application's key
+// command).
 type KeyMinter struct {
-	Mint   cqrs.Handler[keys.MintAPIKey, keys.MintedAPIKey]
-	Revoke cqrs.Handler[keys.RevokeAPIKey, cqrs.Done]
+	Mint cqrs.Handler[keys.MintAPIKey, keys.MintedAPIKey]
 }
 
 // Handlers returns the console capability's entry points, each behind d;
@@ -73,7 +72,7 @@ func (c *Console) Handlers(d cqrs.Decorator, keys KeyMinter) Handlers {
 	h := Handlers{
 		StartCLISession:     cqrs.Serve(d, StartCLISessionHandler{c.cli}),
 		PollCLISession:      cqrs.Serve(d, PollCLISessionHandler{c.cli}),
-		ApproveCLISession:   cqrs.Serve(d, ApproveCLISessionHandler{CLISessions: c.cli, Mint: keys.Mint, Revoke: keys.Revoke}),
+		ApproveCLISession:   cqrs.Serve(d, ApproveCLISessionHandler{CLISessions: c.cli, Mint: keys.Mint}),
 		DenyCLISession:      cqrs.Serve(d, DenyCLISessionHandler{c.cli}),
 		GetCLISessionByCode: cqrs.Serve(d, GetCLISessionByCodeHandler{c.cli}),
 		RecordConsoleEvents: cqrs.Serve(d, RecordConsoleEventsHandler{c.events}),

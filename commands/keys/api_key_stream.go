@@ -38,14 +38,14 @@ func (d APIKeyDeps) now() time.Time {
 // for the key store. decide returns nil when there is nothing to record.
 // A malformed id names a key that does not exist.
 func changeAPIKey(ctx context.Context, d APIKeyDeps, keyID string,
-	decide func(k domain.APIKey, now time.Time) (domain.Event, error)) error {
+	decide func(k domain.APIKey, now time.Time, u *eventstore.Unit) (domain.Event, error)) error {
 	if !domain.HasPrefix(keyID, domain.PrefixAPIKey) {
-		_, err := decide(domain.APIKey{}, d.now())
+		_, err := decide(domain.APIKey{}, d.now(), &eventstore.Unit{})
 		return err
 	}
 	repo := eventstore.NewRepository(d.Store, apiKeyAggregate)
-	_, c, err := repo.Update(ctx, keyID, func(k *domain.APIKey) ([]domain.Event, error) {
-		ev, err := decide(*k, d.now())
+	_, c, err := repo.UpdateWith(ctx, keyID, func(k *domain.APIKey, u *eventstore.Unit) ([]domain.Event, error) {
+		ev, err := decide(*k, d.now(), u)
 		if err != nil || ev == nil {
 			return nil, err
 		}

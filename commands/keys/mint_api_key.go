@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"phonefleet/domain"
+	"phonefleet/eventstore"
 	"phonefleet/internal/identity"
 )
 
@@ -18,6 +19,11 @@ type MintAPIKey struct {
 	DeviceIDs []string
 	// Lifetime is how long the key lives; zero means the default (90 days).
 	Lifetime time.Duration
+	// Also, when set, adds to the unit that records the key what must
+	// commit with it or not at all (a CLI sign-in's approval, which
+	// carries the key's token sealed): a key then exists only together
+	// with it. An error from Also mints nothing.
+	Also func(m MintedAPIKey, u *eventstore.Unit) error
 }
 
 // MintedAPIKey is the new key's id and its token, which exists only here:
@@ -51,14 +57,20 @@ func (h MintAPIKeyHandler) Handle(ctx context.Context, cmd MintAPIKey) (MintedAP
 	if err != nil {
 		return MintedAPIKey{}, err
 	}
-	err = changeAPIKey(ctx, h.APIKeyDeps, ev.KeyID, func(k domain.APIKey, _ time.Time) (domain.Event, error) {
+	minted := MintedAPIKey{KeyID: tok.KeyID, Token: tok.Token}
+	err = changeAPIKey(ctx, h.APIKeyDeps, ev.KeyID, func(k domain.APIKey, _ time.Time, u *eventstore.Unit) (domain.Event, error) {
 		if k.Exists() {
 			return nil, errors.New("api key id drawn twice")
+		}
+		if cmd.Also != nil {
+			if err := cmd.Also(minted, u); err != nil {
+				return nil, err
+			}
 		}
 		return ev, nil
 	})
 	if err != nil {
 		return MintedAPIKey{}, err
 	}
-	return MintedAPIKey{KeyID: tok.KeyID, Token: tok.Token}, nil
+	return minted, nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"phonefleet/domain"
+	"phonefleet/eventstore"
 )
 
 // NarrowAPIKey asks for a key's scopes and/or device subset to shrink. A
@@ -34,7 +35,7 @@ func (h NarrowAPIKeyHandler) handle(ctx context.Context, cmd NarrowAPIKey) error
 	if err := cmd.Auth.RequireSession("API keys"); err != nil {
 		return err
 	}
-	return changeAPIKey(ctx, h.APIKeyDeps, cmd.KeyID, func(k domain.APIKey, now time.Time) (domain.Event, error) {
+	return changeAPIKey(ctx, h.APIKeyDeps, cmd.KeyID, func(k domain.APIKey, now time.Time, _ *eventstore.Unit) (domain.Event, error) {
 		return k.Narrow(cmd.Auth, cmd.Scopes, cmd.DeviceIDs, now)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"phonefleet/domain"
+	"phonefleet/eventstore"
 )
 
 // RenewAPIKey asks for a key's expiry to be set Lifetime from now (zero:
@@ -33,7 +34,7 @@ func (h RenewAPIKeyHandler) handle(ctx context.Context, cmd RenewAPIKey) error {
 	if err := cmd.Auth.RequireSession("API keys"); err != nil {
 		return err
 	}
-	return changeAPIKey(ctx, h.APIKeyDeps, cmd.KeyID, func(k domain.APIKey, now time.Time) (domain.Event, error) {
+	return changeAPIKey(ctx, h.APIKeyDeps, cmd.KeyID, func(k domain.APIKey, now time.Time, _ *eventstore.Unit) (domain.Event, error) {
 		return k.Renew(cmd.Auth, cmd.Lifetime, now)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"phonefleet/domain"
+	"phonefleet/eventstore"
 )
 
 // RevokeAPIKey asks for a key to be refused from its next request on.
@@ -40,7 +41,7 @@ func (h RevokeAPIKeyHandler) handle(ctx context.Context, cmd RevokeAPIKey) error
 	} else if err := cmd.Auth.RequireSession("API keys"); err != nil {
 		return err
 	}
-	return changeAPIKey(ctx, h.APIKeyDeps, cmd.KeyID, func(k domain.APIKey, now time.Time) (domain.Event, error) {
+	return changeAPIKey(ctx, h.APIKeyDeps, cmd.KeyID, func(k domain.APIKey, now time.Time, _ *eventstore.Unit) (domain.Event, error) {
 		if cmd.Self {
 			// The key acts on itself: as its organisation's admin would.
 			owner = domain.Auth{OrgID: k.OrgID, Role: domain.RoleAdmin}

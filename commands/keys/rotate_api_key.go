@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"phonefleet/domain"
+	"phonefleet/eventstore"
 	"phonefleet/internal/identity"
 )
 
@@ -32,7 +33,7 @@ func (h RotateAPIKeyHandler) Handle(ctx context.Context, cmd RotateAPIKey) (Mint
 		return MintedAPIKey{}, err
 	}
 	var tok identity.APIKeyToken
-	err := changeAPIKey(ctx, h.APIKeyDeps, cmd.KeyID, func(k domain.APIKey, now time.Time) (domain.Event, error) {
+	err := changeAPIKey(ctx, h.APIKeyDeps, cmd.KeyID, func(k domain.APIKey, now time.Time, _ *eventstore.Unit) (domain.Event, error) {
 		if !k.Exists() {
 			return nil, domain.APIKeyNotFound()
 		}
