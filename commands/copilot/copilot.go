@@ -63,7 +63,10 @@ type Config struct {
 // MCP one (lease rules, idempotency, stale-frame refusal, receipts whose
 // actor is the person).
 type Devices struct {
-	GetDevice    cqrs.Handler[fleet.GetDevice, projections.DeviceView]
+	GetDevice cqrs.Handler[fleet.GetDevice, projections.DeviceView]
+	// ListDevices lists the person's devices (a fleet thread's
+	// list_devices).
+	ListDevices  cqrs.Handler[fleet.ListDevices, fleet.DevicePage]
 	ListLeases   cqrs.Handler[fleet.ListLeases, fleet.LeasePage]
 	AcquireLease cqrs.Handler[fleet.AcquireLease, projections.LeaseView]
 	ReleaseLease cqrs.Handler[fleet.ReleaseLease, cqrs.Done]
