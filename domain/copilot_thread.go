@@ -172,7 +172,7 @@ func (t *CopilotThread) Sweep(now time.Time, lostAfter time.Duration) []Event {
 	}
 	if t.Turn != "" && lostAfter > 0 && now.Sub(t.TurnSeen) >= lostAfter {
 		out = append(out, CopilotTurnEnded{ThreadID: t.ID, TurnID: t.Turn, Outcome: CopilotTurnFailed, Reason: "turn_lost",
-			Detail: fmt.Sprintf("the turn recorded nothing for %s: the process running it is gone; nothing more will be done", lostAfter), At: now})
+			Detail: fmt.Sprintf("the turn recorded nothing for %s: the process running it is gone; nothing more will be done, and the leases it took are given back", lostAfter), At: now})
 	}
 	return out
 }
