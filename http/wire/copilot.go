@@ -14,7 +14,7 @@ type CopilotThread struct {
 	ThreadID string `json:"threadId"`
 	// DeviceID is null for a thread about the person's fleet.
 	DeviceID *string `json:"deviceId"`
-	Title    string `json:"title"`
+	Title    string  `json:"title"`
 	// State is working while a turn is in flight, else idle.
 	State       string             `json:"state"`
 	TurnID      *string            `json:"turnId"`

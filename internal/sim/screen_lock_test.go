@@ -26,7 +26,7 @@ func TestScreenLockPasswordField(t *testing.T) {
 	tapOn(t, p, byText("Security & privacy"))
 	find(t, p, byID(PkgSettings+":id/summary", "None"))
 	tapOn(t, p, byText("Screen lock"))
-	field := find(t, p, byID(PkgSettings + ":id/password_entry"))
+	field := find(t, p, byID(PkgSettings+":id/password_entry"))
 	if !field.Password || field.Focused || field.Text != "" {
 		t.Fatalf("the password field %+v; want marked password, not focused, empty", field)
 	}
@@ -37,7 +37,7 @@ func TestScreenLockPasswordField(t *testing.T) {
 	ok(p.TypeText("12345"))
 	ok(p.PressKey("DEL"))
 	p = clone(t, p)
-	field = find(t, p, byID(PkgSettings + ":id/password_entry"))
+	field = find(t, p, byID(PkgSettings+":id/password_entry"))
 	if !field.Password || !field.Focused || field.Text != "••••" || strings.Contains(dump(p.Snapshot()), "1234") {
 		t.Fatalf("the field after typing: %+v; want focused, four dots, the password nowhere in the tree", field)
 	}
@@ -55,7 +55,7 @@ func TestScreenLockPasswordField(t *testing.T) {
 	// Leaving the page forgets the password typed.
 	ok(p.PressKey("BACK"))
 	tapOn(t, p, byText("Screen lock"))
-	if field := find(t, p, byID(PkgSettings + ":id/password_entry")); field.Text != "" || field.Focused {
+	if field := find(t, p, byID(PkgSettings+":id/password_entry")); field.Text != "" || field.Focused {
 		t.Fatalf("the field after leaving and coming back: %+v; want empty, not focused", field)
 	}
 
