@@ -119,7 +119,7 @@ func NewApplication(c Capabilities) Application {
 	}
 	if c.Copilot != nil {
 		f := app.Fleet
-		app.Copilot = c.Copilot.Handlers(d, copilot.Devices{GetDevice: f.GetDevice, ListLeases: f.ListLeases,
+		app.Copilot = c.Copilot.Handlers(d, copilot.Devices{GetDevice: f.GetDevice, ListDevices: f.ListDevices, ListLeases: f.ListLeases,
 			AcquireLease: f.AcquireLease, ReleaseLease: f.ReleaseLease, Observe: f.ObserveDevice, Act: f.PerformAction,
 			WaitFor: f.WaitFor, StartRun: app.Runs.StartRun})
 	}

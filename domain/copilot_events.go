@@ -23,15 +23,20 @@ var copilotEvents = []EventDef{
 	Def[CopilotApprovalDenied](1, nil),
 	Def[CopilotApprovalExpired](1, nil),
 	Def[CopilotApprovalRefused](1, nil),
+	Def[CopilotLeaseTaken](1, nil),
 }
 
 // CopilotThreadStarted records a new thread: a person's conversation
-// about one device. It is the first event of the thread's stream.
+// about one device, or about their fleet (DeviceID empty: the model lists
+// the devices and names the one each call acts on). It is the first event
+// of the thread's stream.
 type CopilotThreadStarted struct {
 	ThreadID string `json:"threadId"`
 	OrgID    string `json:"orgId"`
 	// UserID is the person whose thread it is; only they read it.
-	UserID   string `json:"userId"`
+	UserID string `json:"userId"`
+	// DeviceID is the device the thread is about; empty for a fleet
+	// thread.
 	DeviceID string `json:"deviceId"`
 	Title    string `json:"title"`
 	// ApproveEveryAction is the person's choice for the thread: every
@@ -81,6 +86,10 @@ type CopilotToolCalled struct {
 	CallID    string          `json:"callId"`
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments"`
+	// DeviceID is the device the call acts on or looks at (absent for a
+	// call about no one device, and in events recorded before fleet
+	// threads: the thread's device).
+	DeviceID string `json:"deviceId,omitempty"`
 	// IdempotencyKey is the device action's key (actions only).
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 	// ObservedFrame is the frame the action was decided on (actions only).
@@ -265,3 +274,19 @@ type CopilotApprovalRefused struct {
 
 // EventName implements Event.
 func (CopilotApprovalRefused) EventName() string { return "copilot.approval_refused" }
+
+// CopilotLeaseTaken records a lease a turn took for itself (the person
+// held none on the device): the turn gives it back at its end, and when
+// the turn is lost, the sweep that ends it does. A lease the person took
+// by hand is never recorded here, so nothing but the turn's own is given
+// back.
+type CopilotLeaseTaken struct {
+	ThreadID string    `json:"threadId"`
+	TurnID   string    `json:"turnId"`
+	DeviceID string    `json:"deviceId"`
+	LeaseID  string    `json:"leaseId"`
+	At       time.Time `json:"at"`
+}
+
+// EventName implements Event.
+func (CopilotLeaseTaken) EventName() string { return "copilot.lease_taken" }

@@ -55,14 +55,18 @@ func CopilotThreadStream(threadID string) string { return "copilot-thread-" + th
 // CopilotThread is a thread as the command side sees it: whose it is,
 // which device it is about, and the turn in flight.
 type CopilotThread struct {
-	ID       string
-	OrgID    string
-	UserID   string
+	ID     string
+	OrgID  string
+	UserID string
+	// DeviceID is the thread's device; empty for a fleet thread.
 	DeviceID string
 	// Turn is the turn in flight ("" when none).
 	Turn string
 	// Calls are the tool calls recorded in the turn in flight.
 	Calls map[string]bool
+	// TurnLeases are the leases the turn in flight took for itself, by
+	// device id (copilot.lease_taken).
+	TurnLeases map[string]string
 	// TurnSeen is when the turn in flight last recorded anything.
 	TurnSeen time.Time
 	// ApproveEveryAction is the thread's choice.
@@ -78,6 +82,7 @@ func NewCopilotThread(id string) *CopilotThread { return &CopilotThread{ID: id} 
 func (t *CopilotThread) Clone() *CopilotThread {
 	c := *t
 	c.Calls = maps.Clone(t.Calls)
+	c.TurnLeases = maps.Clone(t.TurnLeases)
 	if t.Approvals != nil {
 		c.Approvals = make(map[string]*CopilotApproval, len(t.Approvals))
 		for id, a := range t.Approvals {
@@ -110,7 +115,15 @@ func (t *CopilotThread) Apply(e Event) {
 	case CopilotApprovalRefused:
 		t.setApproval(e.ApprovalID, ApprovalRefused)
 	case CopilotMessagePosted:
-		t.Turn, t.Calls, t.TurnSeen = e.TurnID, map[string]bool{}, e.At
+		t.Turn, t.Calls, t.TurnSeen, t.TurnLeases = e.TurnID, map[string]bool{}, e.At, nil
+	case CopilotLeaseTaken:
+		if e.TurnID == t.Turn {
+			if t.TurnLeases == nil {
+				t.TurnLeases = map[string]string{}
+			}
+			t.TurnLeases[e.DeviceID] = e.LeaseID
+			t.TurnSeen = e.At
+		}
 	case CopilotToolCalled:
 		if e.TurnID == t.Turn {
 			t.Calls[e.CallID] = true
@@ -124,7 +137,7 @@ func (t *CopilotThread) Apply(e Event) {
 		t.seen(e.TurnID, e.At)
 	case CopilotTurnEnded:
 		if e.TurnID == t.Turn {
-			t.Turn, t.Calls, t.TurnSeen = "", nil, time.Time{}
+			t.Turn, t.Calls, t.TurnSeen, t.TurnLeases = "", nil, time.Time{}, nil
 		}
 	}
 }
@@ -159,7 +172,7 @@ func (t *CopilotThread) Sweep(now time.Time, lostAfter time.Duration) []Event {
 	}
 	if t.Turn != "" && lostAfter > 0 && now.Sub(t.TurnSeen) >= lostAfter {
 		out = append(out, CopilotTurnEnded{ThreadID: t.ID, TurnID: t.Turn, Outcome: CopilotTurnFailed, Reason: "turn_lost",
-			Detail: fmt.Sprintf("the turn recorded nothing for %s: the process running it is gone; nothing more will be done", lostAfter), At: now})
+			Detail: fmt.Sprintf("the turn recorded nothing for %s: the process running it is gone; nothing more will be done, and the leases it took are given back", lostAfter), At: now})
 	}
 	return out
 }
@@ -195,8 +208,13 @@ func ErrCopilotApprovalNotFound(id string) *Error {
 	return NotFound("no copilot approval "+id).With("approvalId", id)
 }
 
+// Fleet reports whether the thread is about the person's fleet rather
+// than one device.
+func (t *CopilotThread) Fleet() bool { return t.DeviceID == "" }
+
 // VisibleTo reports whether a may read the thread: the person who
-// started it, in its organisation.
+// started it, in its organisation. A fleet thread (no device) is hidden
+// from a credential narrowed to some devices, as CanSeeDevice("") says.
 func (t *CopilotThread) VisibleTo(a Auth) bool {
 	return t.Exists() && t.OrgID == a.OrgID && t.UserID == a.UserID && a.CanSeeDevice(t.DeviceID)
 }

@@ -18,7 +18,7 @@ import (
 )
 
 // registerCopilotRoutes mounts the copilot (spec 4.5 /v1/copilot family):
-// a person's chat with a model that drives one device. Person-only: the
+// a person's chat with a model that drives one device or their fleet. Person-only: the
 // handlers refuse API keys, and the app gate refuses OAuth apps.
 func (s *Server) registerCopilotRoutes(r *mux.Router) {
 	r.Handle("/copilot", kernel.HandlerFunc(s.postCopilotMessage)).Methods(http.MethodPost)

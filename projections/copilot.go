@@ -18,7 +18,7 @@ import (
 const CopilotName = "copilot"
 
 // Copilot is the read side of copilot threads: one row per thread
-// (copilot_threads: whose, which device, the turn in flight, the tokens
+// (copilot_threads: whose, which device — empty for a fleet thread —, the turn in flight, the tokens
 // spent) and its items in the order they happened (copilot_items: the
 // person's messages, the assistant's text, each tool call with the receipt
 // or frame it produced, each turn's end), and the tokens each person spent
@@ -101,7 +101,7 @@ var copilotEventTypes = typeSet(nameOf(domain.CopilotThreadStarted{}), nameOf(do
 	nameOf(domain.CopilotTextStreamed{}), nameOf(domain.CopilotToolCalled{}), nameOf(domain.CopilotToolCompleted{}),
 	nameOf(domain.CopilotTokensUsed{}), nameOf(domain.CopilotStopRequested{}), nameOf(domain.CopilotTurnEnded{}),
 	nameOf(domain.CopilotApprovalRequested{}), nameOf(domain.CopilotApprovalGranted{}), nameOf(domain.CopilotApprovalDenied{}),
-	nameOf(domain.CopilotApprovalExpired{}), nameOf(domain.CopilotApprovalRefused{}))
+	nameOf(domain.CopilotApprovalExpired{}), nameOf(domain.CopilotApprovalRefused{}), nameOf(domain.CopilotLeaseTaken{}))
 
 // Kinds of copilot items.
 const (
@@ -153,9 +153,12 @@ func (Copilot) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eve
 			touch(ev.ThreadID, ev.At)
 		case domain.CopilotToolCalled:
 			touch(ev.ThreadID, ev.At)
-			return item(ev.ThreadID, "call:"+ev.CallID, CopilotItemToolCall, ev.TurnID, map[string]any{
-				"callId": ev.CallID, "tool": ev.Tool, "arguments": ev.Arguments, "state": "pending",
-				"idempotencyKey": ev.IdempotencyKey, "observedFrame": ev.ObservedFrame, "at": ev.At})
+			data := map[string]any{"callId": ev.CallID, "tool": ev.Tool, "arguments": ev.Arguments, "state": "pending",
+				"idempotencyKey": ev.IdempotencyKey, "observedFrame": ev.ObservedFrame, "at": ev.At}
+			if ev.DeviceID != "" {
+				data["deviceId"] = ev.DeviceID
+			}
+			return item(ev.ThreadID, "call:"+ev.CallID, CopilotItemToolCall, ev.TurnID, data)
 		case domain.CopilotToolCompleted:
 			raw, err := json.Marshal(ev)
 			if err != nil {
@@ -171,6 +174,8 @@ func (Copilot) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eve
 			b.Queue(`UPDATE `+threads+` SET input_tokens = input_tokens + $2, output_tokens = output_tokens + $3, version = $4
 				WHERE thread_id = $1`, ev.ThreadID, ev.InputTokens, ev.OutputTokens, e.StreamVersion)
 		case domain.CopilotStopRequested:
+			touch(ev.ThreadID, ev.At)
+		case domain.CopilotLeaseTaken:
 			touch(ev.ThreadID, ev.At)
 		case domain.CopilotApprovalRequested:
 			b.Queue(`INSERT INTO `+approvals+` (approval_id, thread_id, org_id, call_id, device_id, action, arguments, frame,

@@ -1,5 +1,6 @@
-// Package copilot is the copilot capability: a person drives a device by
-// chat. A message starts a turn; the turn asks an OpenAI-compatible model
+// Package copilot is the copilot capability: a person drives a device, or
+// their fleet (the model lists the devices and names the one each call is
+// for), by chat. A message starts a turn; the turn asks an OpenAI-compatible model
 // (streamed, with tools) and carries out the tool calls it answers with
 // through the fleet's own commands (the application's PerformAction,
 // ObserveDevice, AcquireLease), as the person, until the model answers
@@ -63,7 +64,10 @@ type Config struct {
 // MCP one (lease rules, idempotency, stale-frame refusal, receipts whose
 // actor is the person).
 type Devices struct {
-	GetDevice    cqrs.Handler[fleet.GetDevice, projections.DeviceView]
+	GetDevice cqrs.Handler[fleet.GetDevice, projections.DeviceView]
+	// ListDevices lists the person's devices (a fleet thread's
+	// list_devices).
+	ListDevices  cqrs.Handler[fleet.ListDevices, fleet.DevicePage]
 	ListLeases   cqrs.Handler[fleet.ListLeases, fleet.LeasePage]
 	AcquireLease cqrs.Handler[fleet.AcquireLease, projections.LeaseView]
 	ReleaseLease cqrs.Handler[fleet.ReleaseLease, cqrs.Done]

@@ -9,7 +9,8 @@ import (
 )
 
 // PostMessage is a person's message to the copilot (POST /v1/copilot): to
-// the thread ThreadID, or, without one, to a new thread about DeviceID.
+// the thread ThreadID, or, without one, to a new thread about DeviceID, or
+// about the person's fleet when DeviceID is empty too.
 type PostMessage struct {
 	Auth     domain.Auth
 	ThreadID string
@@ -34,7 +35,8 @@ type PostMessageHandler struct{ c *Copilot }
 // shows it. When the organisation's metered allowance is spent no turn
 // runs: the copilot's answer, recorded with the message, says so and how
 // to use direct commands (no model is asked, no tokens are spent). Refusals: permission_denied (not a person's session),
-// service_unavailable (no model), invalid_argument (message, deviceId),
+// service_unavailable (no model), invalid_argument (message, deviceId; a
+// fleet thread from a credential narrowed to some devices),
 // not_found (a thread that is not the caller's), device_unavailable
 // (not_found: a device the caller cannot see), wrong_state (the thread is
 // still answering).
@@ -53,11 +55,12 @@ func (h PostMessageHandler) Handle(ctx context.Context, cmd PostMessage) (Posted
 	threadID := cmd.ThreadID
 	deviceID := cmd.DeviceID
 	if threadID == "" {
-		if deviceID == "" {
-			return PostedMessage{}, domain.Errorf(domain.CodeInvalidArgument, "deviceId is required to start a thread (or name threadId)").
-				With("field", "deviceId")
-		}
-		if _, err := c.devices.GetDevice.Handle(ctx, fleet.GetDevice{Auth: a, DeviceID: deviceID}); err != nil {
+		// Without a device the thread is about the person's fleet.
+		if deviceID != "" {
+			if _, err := c.devices.GetDevice.Handle(ctx, fleet.GetDevice{Auth: a, DeviceID: deviceID}); err != nil {
+				return PostedMessage{}, err
+			}
+		} else if err := fleetThreadAllowed(a); err != nil {
 			return PostedMessage{}, err
 		}
 		threadID = domain.NewID(domain.PrefixCopilotThread)
@@ -67,7 +70,11 @@ func (h PostMessageHandler) Handle(ctx context.Context, cmd PostMessage) (Posted
 			return PostedMessage{}, err
 		}
 		if deviceID != "" && deviceID != t.DeviceID {
-			return PostedMessage{}, domain.Errorf(domain.CodeInvalidArgument, "thread %s is about device %s; a thread stays with its device", threadID, t.DeviceID).
+			about := "device " + t.DeviceID
+			if t.Fleet() {
+				about = "the fleet"
+			}
+			return PostedMessage{}, domain.Errorf(domain.CodeInvalidArgument, "thread %s is about %s; a thread stays with what it is about", threadID, about).
 				With("field", "deviceId")
 		}
 	}
@@ -127,7 +134,7 @@ func (c *Copilot) start(ctx context.Context, a domain.Auth, t *domain.CopilotThr
 	c.running[t.ID] = runningTurn{turnID: turnID, cancel: cancel}
 	c.mu.Unlock()
 	r := &turn{c: c, auth: a, threadID: t.ID, deviceID: t.DeviceID, turnID: turnID, message: text, version: version, dev: c.devices,
-		everyAction: t.ApproveEveryAction}
+		everyAction: t.ApproveEveryAction, frames: map[string]string{}, leases: map[string]*turnLease{}}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -139,4 +146,14 @@ func (c *Copilot) start(ctx context.Context, a domain.Auth, t *domain.CopilotThr
 		}
 		c.mu.Unlock()
 	}()
+}
+
+// fleetThreadAllowed refuses a fleet thread to a credential narrowed to
+// some devices: a thread about the whole fleet is not within its subset.
+func fleetThreadAllowed(a domain.Auth) error {
+	if a.Devices != nil {
+		return domain.Errorf(domain.CodeInvalidArgument, "deviceId is required: this credential reaches only some devices, so it cannot start a thread about the fleet").
+			With("field", "deviceId")
+	}
+	return nil
 }

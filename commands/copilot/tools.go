@@ -1,6 +1,7 @@
 package copilot
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -22,6 +23,13 @@ const (
 	ToolWaitFor  = "wait_for"
 	ToolStartRun = "start_run"
 )
+
+// ToolListDevices lists the person's devices and their state: a fleet
+// thread's first tool (it names the device each other call acts on).
+const ToolListDevices = "list_devices"
+
+// maxListedDevices bounds the devices list_devices gives the model.
+const maxListedDevices = 200
 
 // maxObservedElements bounds the element list an observation gives the
 // model (its budget).
@@ -54,8 +62,45 @@ var actionTools = []struct {
 
 // toolsFor are the tools the person's credential allows: observing needs
 // devices:read, acting devices:act and devices:lease (a turn takes the
-// lease when the person holds none).
-func toolsFor(a domain.Auth) []chat.Tool {
+// lease when the person holds none). A fleet thread's tools also list the
+// devices, and each device tool takes the deviceId it acts on.
+func toolsFor(a domain.Auth, fleet bool) []chat.Tool {
+	out := deviceTools(a)
+	if !fleet {
+		return out
+	}
+	for i := range out {
+		out[i].Parameters = withDeviceID(out[i].Parameters)
+		out[i].Description = "On the phone named by deviceId (from list_devices): " + out[i].Description
+	}
+	if a.Has(domain.ScopeDevicesRead) {
+		out = append([]chat.Tool{{Name: ToolListDevices,
+			Description: "List the person's phones: deviceId, name, model, status (online or asleep), whether leased and by whom (you: the person). Every other tool names the phone it acts on by deviceId.",
+			Parameters:  json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)}}, out...)
+	}
+	return out
+}
+
+// withDeviceID adds a required deviceId to a tool's argument schema.
+func withDeviceID(params json.RawMessage) json.RawMessage {
+	var schema map[string]any
+	if json.Unmarshal(params, &schema) != nil {
+		return params
+	}
+	props, _ := schema["properties"].(map[string]any)
+	if props == nil {
+		props = map[string]any{}
+	}
+	props["deviceId"] = map[string]any{"type": "string", "description": "The phone this call is for (a deviceId from list_devices)."}
+	schema["properties"] = props
+	req, _ := schema["required"].([]any)
+	schema["required"] = append([]any{"deviceId"}, req...)
+	out, _ := json.Marshal(schema)
+	return out
+}
+
+// deviceTools are the tools about one device.
+func deviceTools(a domain.Auth) []chat.Tool {
 	var out []chat.Tool
 	if a.Has(domain.ScopeDevicesRead) {
 		out = append(out, chat.Tool{Name: ToolObserve,
@@ -77,7 +122,7 @@ func toolsFor(a domain.Auth) []chat.Tool {
 	}
 	if a.Has(domain.ScopeRunsStart) {
 		out = append(out, chat.Tool{Name: ToolStartRun,
-			Description: "Hand this phone to an autonomous run that pursues a goal on its own, as the person (the phone's lease taken for this chat is given back first). Answers the run's id and state.",
+			Description: "Hand the phone to an autonomous run that pursues a goal on its own, as the person (the phone's lease taken for this chat is given back first). Answers the run's id and state.",
 			Parameters:  json.RawMessage(`{"type":"object","properties":{"goal":{"type":"string","minLength":1,"maxLength":2000},"maxSteps":{"type":"integer","minimum":1,"maximum":200}},"required":["goal"],"additionalProperties":false}`)})
 	}
 	return out
@@ -85,9 +130,14 @@ func toolsFor(a domain.Auth) []chat.Tool {
 
 // call is a tool call of the model, checked.
 type call struct {
-	id     string
-	tool   string
-	args   json.RawMessage
+	id   string
+	tool string
+	// args are the model's arguments as it wrote them (with deviceId on
+	// a fleet thread).
+	args json.RawMessage
+	// device is the device the call is for: the thread's, or the one a
+	// fleet thread's call names ("" for list_devices).
+	device string
 	action domain.Action
 	// elements is observe's argument.
 	elements string
@@ -108,8 +158,10 @@ type errMalformed struct{ msg string }
 func (e errMalformed) Error() string { return e.msg }
 
 // checkCall checks one tool call against the tools offered: a known tool,
-// arguments that are a JSON object its action accepts.
-func checkCall(tc chat.ToolCall, offered []chat.Tool) (call, error) {
+// arguments that are a JSON object its action accepts. On a fleet thread
+// (device "") each tool but list_devices names its device in deviceId,
+// which is taken out before the tool's own arguments are read.
+func checkCall(tc chat.ToolCall, offered []chat.Tool, device string) (call, error) {
 	name := tc.Function.Name
 	known := false
 	for _, t := range offered {
@@ -126,12 +178,25 @@ func checkCall(tc chat.ToolCall, offered []chat.Tool) (call, error) {
 	if err := json.Unmarshal([]byte(args), &obj); err != nil {
 		return call{}, errMalformed{fmt.Sprintf("the model's arguments to %s are not a JSON object: %s", name, clip(args, 200))}
 	}
-	c := call{id: tc.ID, tool: name, args: json.RawMessage(args)}
+	c := call{id: tc.ID, tool: name, args: json.RawMessage(args), device: device}
+	if name == ToolListDevices {
+		return c, nil
+	}
+	own := c.args // the tool's own arguments
+	if device == "" {
+		var id string
+		if err := json.Unmarshal(obj["deviceId"], &id); err != nil || strings.TrimSpace(id) == "" {
+			return call{}, errMalformed{fmt.Sprintf("the model's call of %s names no deviceId (a string from list_devices): %s", name, clip(args, 200))}
+		}
+		delete(obj, "deviceId")
+		c.device = id
+		own, _ = json.Marshal(obj)
+	}
 	if name == ToolObserve {
 		var o struct {
 			Elements string `json:"elements"`
 		}
-		_ = json.Unmarshal(c.args, &o)
+		_ = json.Unmarshal(own, &o)
 		switch o.Elements {
 		case "", domain.ElementsInteractive:
 			c.elements = domain.ElementsInteractive
@@ -144,21 +209,21 @@ func checkCall(tc chat.ToolCall, offered []chat.Tool) (call, error) {
 	}
 	switch name {
 	case ToolWaitFor:
-		dec := json.NewDecoder(strings.NewReader(args))
+		dec := json.NewDecoder(bytes.NewReader(own))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&c.wait); err != nil {
 			return call{}, errMalformed{fmt.Sprintf("the model's arguments to wait_for are not valid: %v", err)}
 		}
 		return c, nil
 	case ToolStartRun:
-		dec := json.NewDecoder(strings.NewReader(args))
+		dec := json.NewDecoder(bytes.NewReader(own))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&c.run); err != nil || strings.TrimSpace(c.run.Goal) == "" {
 			return call{}, errMalformed{fmt.Sprintf("the model's call of start_run needs a goal: %s", clip(args, 200))}
 		}
 		return c, nil
 	}
-	action, err := domain.ParseAction(name, c.args)
+	action, err := domain.ParseAction(name, own)
 	if err != nil {
 		return call{}, errMalformed{fmt.Sprintf("the model's call of %s is not a valid action: %v", name, err)}
 	}

@@ -17,6 +17,10 @@ import (
 
 const systemPrompt = `You are the copilot of a person who drives an Android phone through you. You act on the phone with tools: observe looks at the screen (elements with refs and bounds), the others act on it. Observe before acting and after the screen changes; prefer tapping an element by its ref. Each action is carried out at once as the person. Say briefly what you did. When the request is done or cannot be done, answer without a tool call.`
 
+// fleetPrompt is a fleet thread's: no one phone, so the model lists them
+// and names the one each call is for.
+const fleetPrompt = `You are the copilot of a person who drives their fleet of Android phones through you. list_devices lists the phones (deviceId, name, status, lease); every other tool takes the deviceId of the phone it is for: observe looks at that phone's screen (elements with refs and bounds), the others act on it. Observe a phone before acting on it and after its screen changes; prefer tapping an element by its ref. Each action is carried out at once as the person. Say briefly what you did, and on which phone. When the request is done or cannot be done, answer without a tool call.`
+
 // turn runs one turn of a thread: it asks the model, streams its text into
 // the thread, carries out its tool calls, and records the turn's end. Every
 // event it records is appended at the thread's version it last saw, and a
@@ -35,14 +39,11 @@ type turn struct {
 	version int64
 	step    int
 	calls   int
-	// frame is the latest frame the model decided on: an observation's,
-	// or the frame after its last action.
-	frame string
-	// lease is the lease actions go under; acquired is true when this
-	// turn took it (and so gives it back at the end).
-	lease      string
-	leaseToken int64
-	acquired   bool
+	// frames are the latest frame the model decided on, by device: an
+	// observation's, or the frame after its last action there.
+	frames map[string]string
+	// leases are the leases actions go under, by device.
+	leases map[string]*turnLease
 	// everyAction is the thread's choice that every action waits for the
 	// person's yes; awaiting is set once the turn asked for one.
 	everyAction bool
@@ -52,6 +53,14 @@ type turn struct {
 	afterPayment bool
 	// owed is the latest answer's tokens, not recorded yet.
 	owed *domain.CopilotTokensUsed
+}
+
+// turnLease is a lease a turn's actions on one device go under; acquired
+// is true when the turn took it (and so gives it back at its end).
+type turnLease struct {
+	id       string
+	token    int64
+	acquired bool
 }
 
 // withOwed puts the owed tokens before evs.
@@ -72,13 +81,13 @@ func (r *turn) settleOwed(ctx context.Context) {
 }
 
 func (r *turn) run(ctx context.Context) {
-	defer r.releaseLease(ctx)
+	defer r.releaseLeases(ctx)
 	msgs, err := r.history(ctx)
 	if err != nil {
 		r.end(ctx, domain.CopilotTurnFailed, "internal_error", err.Error())
 		return
 	}
-	tools := toolsFor(r.auth)
+	tools := toolsFor(r.auth, r.deviceID == "")
 	for r.step = 1; r.step <= r.c.cfg.MaxSteps; r.step++ {
 		// The message was let in under the allowance; each later answer
 		// is asked for only while some of it is left.
@@ -124,7 +133,7 @@ func (r *turn) run(ctx context.Context) {
 		// a malformed one fails the turn and nothing acts.
 		var checked []call
 		for _, tc := range comp.ToolCalls {
-			cl, err := checkCall(tc, tools)
+			cl, err := checkCall(tc, tools, r.deviceID)
 			if err != nil {
 				r.end(ctx, domain.CopilotTurnFailed, "malformed_tool_call", err.Error()+"; nothing was done")
 				return
@@ -223,7 +232,11 @@ func (r *turn) history(ctx context.Context) ([]chat.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	msgs := []chat.Message{{Role: "system", Content: systemPrompt}}
+	prompt := systemPrompt
+	if r.deviceID == "" {
+		prompt = fleetPrompt
+	}
+	msgs := []chat.Message{{Role: "system", Content: prompt}}
 	var answer strings.Builder
 	flush := func() {
 		if answer.Len() > 0 {
@@ -283,17 +296,21 @@ func (r *turn) history(ctx context.Context) ([]chat.Message, error) {
 func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 	r.calls++
 	callID := fmt.Sprintf("%s-%d", r.turnID, r.calls)
-	called := domain.CopilotToolCalled{ThreadID: r.threadID, TurnID: r.turnID, CallID: callID, Tool: cl.tool, Arguments: cl.args, At: r.c.now()}
+	called := domain.CopilotToolCalled{ThreadID: r.threadID, TurnID: r.turnID, CallID: callID, Tool: cl.tool, Arguments: cl.args,
+		DeviceID: cl.device, At: r.c.now()}
+	if cl.tool == ToolListDevices {
+		return r.listDevices(ctx, called)
+	}
 	if cl.tool == ToolObserve {
 		if err := r.append(ctx, called); err != nil {
 			return "", err
 		}
-		obs, err := r.dev.Observe.Handle(ctx, fleet.ObserveDevice{Auth: r.auth, DeviceID: r.deviceID, Elements: cl.elements,
+		obs, err := r.dev.Observe.Handle(ctx, fleet.ObserveDevice{Auth: r.auth, DeviceID: cl.device, Elements: cl.elements,
 			Snapshot: r.c.cfg.Policy.Payment})
 		if err != nil {
 			return r.completeFailed(ctx, callID, "", err)
 		}
-		r.frame = obs.Frame.FrameID
+		r.frames[cl.device] = obs.Frame.FrameID
 		r.screen(obs)
 		if err := r.append(ctx, domain.CopilotToolCompleted{ThreadID: r.threadID, TurnID: r.turnID, CallID: callID, State: "succeeded",
 			FrameID: obs.Frame.FrameID, At: r.c.now()}); err != nil {
@@ -318,7 +335,7 @@ func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 
 	// A turn stopped meanwhile takes no lease either. (Once it holds one,
 	// the action's record at the turn's version is the guard.)
-	if r.lease == "" {
+	if r.leases[cl.device] == nil {
 		if err := r.reload(ctx); err != nil {
 			return "", err
 		}
@@ -327,28 +344,30 @@ func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 	if cl.action.Type == domain.ActionTypeText && r.c.cfg.Policy.Sensitive {
 		// Where the text goes is read now: the focus may have moved
 		// since the model last looked.
-		obs, err := r.dev.Observe.Handle(ctx, fleet.ObserveDevice{Auth: r.auth, DeviceID: r.deviceID, Elements: domain.ElementsNone, Snapshot: true})
+		obs, err := r.dev.Observe.Handle(ctx, fleet.ObserveDevice{Auth: r.auth, DeviceID: cl.device, Elements: domain.ElementsNone, Snapshot: true})
 		if err != nil {
 			if err := r.append(ctx, called); err != nil {
 				return "", err
 			}
 			return r.completeFailed(ctx, callID, "", err)
 		}
-		r.frame = obs.Frame.FrameID
+		r.frames[cl.device] = obs.Frame.FrameID
 		scr.SensitiveFocus = r.screen(obs)
 	}
 	scr.AfterPayment = r.afterPayment
 	if why := domain.CopilotNeedsApproval(cl.action.Type, r.everyAction, *r.c.cfg.Policy, scr); why != "" {
 		return r.askApproval(ctx, cl, called, why)
 	}
-	if err := r.takeLease(ctx); err != nil {
+	lease, err := r.takeLease(ctx, cl.device)
+	if err != nil {
 		if err := r.append(ctx, called); err != nil {
 			return "", err
 		}
 		return r.completeFailed(ctx, callID, "", err)
 	}
+	frame := r.frames[cl.device]
 	key := "copilot-" + callID
-	called.IdempotencyKey, called.ObservedFrame = key, r.frame
+	called.IdempotencyKey, called.ObservedFrame = key, frame
 	news, err := eventstore.Encode(domain.Events, r.auth.OrgID, r.withOwed(called)...)
 	if err != nil {
 		return "", err
@@ -357,8 +376,8 @@ func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 	// meanwhile: it is awaited apart from the turn's cancellation.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), actionWait)
 	defer cancel()
-	out, err := r.dev.Act.Handle(actx, fleet.PerformAction{Auth: r.auth, DeviceID: r.deviceID, Action: string(cl.action.Type),
-		Arguments: cl.action.ArgumentsJSON(), IdempotencyKey: key, LeaseID: r.lease, ObservedFrame: r.frame,
+	out, err := r.dev.Act.Handle(actx, fleet.PerformAction{Auth: r.auth, DeviceID: cl.device, Action: string(cl.action.Type),
+		Arguments: cl.action.ArgumentsJSON(), IdempotencyKey: key, LeaseID: lease.id, ObservedFrame: frame,
 		Also: &fleet.StreamAppend{StreamID: domain.CopilotThreadStream(r.threadID), Expected: r.version, Events: news}})
 	// An action answered afresh was recorded with its request, the call
 	// with it, at the turn's version: the thread is where the turn left it
@@ -394,7 +413,7 @@ func (r *turn) carryOut(ctx context.Context, cl call) (string, error) {
 	}
 	rc := out.Receipt
 	if rc.Frames.After != "" {
-		r.frame = rc.Frames.After
+		r.frames[cl.device] = rc.Frames.After
 	}
 	done := domain.CopilotToolCompleted{ThreadID: r.threadID, TurnID: r.turnID, CallID: callID, State: "succeeded",
 		ActionID: rc.ActionID, IdempotencyKey: rc.IdempotencyKey, ReceiptState: rc.State, FrameBefore: rc.Frames.Before,
@@ -426,11 +445,11 @@ func (r *turn) waitFor(ctx context.Context, cl call, called domain.CopilotToolCa
 	if err := r.append(ctx, called); err != nil {
 		return "", err
 	}
-	res, err := r.dev.WaitFor.Handle(ctx, fleet.WaitFor{Auth: r.auth, DeviceID: r.deviceID, WaitCondition: cl.wait})
+	res, err := r.dev.WaitFor.Handle(ctx, fleet.WaitFor{Auth: r.auth, DeviceID: cl.device, WaitCondition: cl.wait})
 	if err != nil {
 		return r.completeFailed(ctx, called.CallID, "", err)
 	}
-	r.frame = res.FrameID
+	r.frames[cl.device] = res.FrameID
 	met := res.Met
 	if err := r.append(ctx, domain.CopilotToolCompleted{ThreadID: r.threadID, TurnID: r.turnID, CallID: called.CallID, State: "succeeded",
 		FrameID: res.FrameID, Met: &met, At: r.c.now()}); err != nil {
@@ -454,11 +473,11 @@ func (r *turn) startRun(ctx context.Context, cl call, called domain.CopilotToolC
 		return r.completeFailed(ctx, called.CallID, "", domain.Errorf(domain.CodePermissionDenied,
 			"a run's actions do not wait for approval, and this conversation asks for it; the person can start the run from the console"))
 	}
-	if r.acquired {
-		r.releaseLease(ctx)
-		r.lease, r.leaseToken, r.acquired = "", 0, false
+	if l := r.leases[cl.device]; l != nil && l.acquired {
+		r.releaseLease(ctx, cl.device, l)
+		delete(r.leases, cl.device)
 	}
-	started, err := r.dev.StartRun.Handle(ctx, runs.StartRun{Auth: r.auth, DeviceID: r.deviceID, Goal: cl.run.Goal, MaxSteps: cl.run.MaxSteps})
+	started, err := r.dev.StartRun.Handle(ctx, runs.StartRun{Auth: r.auth, DeviceID: cl.device, Goal: cl.run.Goal, MaxSteps: cl.run.MaxSteps})
 	if err != nil {
 		return r.completeFailed(ctx, called.CallID, "", err)
 	}
@@ -492,37 +511,39 @@ func (r *turn) screen(obs fleet.Observation) (sensitiveFocus bool) {
 // to its digest (action, arguments, the frame it is decided on, the
 // lease's fencing token), and keeps the lease for it.
 func (r *turn) askApproval(ctx context.Context, cl call, called domain.CopilotToolCalled, why string) (string, error) {
-	if err := r.takeLease(ctx); err != nil {
+	lease, err := r.takeLease(ctx, cl.device)
+	if err != nil {
 		if err := r.append(ctx, called); err != nil {
 			return "", err
 		}
 		return r.completeFailed(ctx, called.CallID, "", err)
 	}
-	if r.frame == "" {
-		obs, err := r.dev.Observe.Handle(ctx, fleet.ObserveDevice{Auth: r.auth, DeviceID: r.deviceID, Elements: domain.ElementsNone})
+	if r.frames[cl.device] == "" {
+		obs, err := r.dev.Observe.Handle(ctx, fleet.ObserveDevice{Auth: r.auth, DeviceID: cl.device, Elements: domain.ElementsNone})
 		if err != nil {
 			if err := r.append(ctx, called); err != nil {
 				return "", err
 			}
 			return r.completeFailed(ctx, called.CallID, "", err)
 		}
-		r.frame = obs.Frame.FrameID
+		r.frames[cl.device] = obs.Frame.FrameID
 	}
+	frame := r.frames[cl.device]
 	now := r.c.now()
 	args := cl.action.ArgumentsJSON()
 	id := domain.NewID(domain.PrefixCopilotApproval)
 	req := domain.CopilotApprovalRequested{ThreadID: r.threadID, TurnID: r.turnID, CallID: called.CallID, ApprovalID: id,
-		DeviceID: r.deviceID, Action: string(cl.action.Type), Arguments: args, Frame: r.frame, LeaseID: r.lease,
-		FencingToken: r.leaseToken, Digest: domain.CopilotActionDigest(string(cl.action.Type), args, r.frame, r.leaseToken),
+		DeviceID: cl.device, Action: string(cl.action.Type), Arguments: args, Frame: frame, LeaseID: lease.id,
+		FencingToken: lease.token, Digest: domain.CopilotActionDigest(string(cl.action.Type), args, frame, lease.token),
 		Reason: why, ExpiresAt: now.Add(domain.CopilotApprovalTTL), At: now}
-	called.ObservedFrame = r.frame
+	called.ObservedFrame = frame
 	if err := r.append(ctx, called, req, domain.CopilotToolCompleted{ThreadID: r.threadID, TurnID: r.turnID, CallID: called.CallID,
 		State: "awaiting_approval", ApprovalID: id, At: now}); err != nil {
 		return "", err
 	}
 	// The lease is kept for the approved action (its fencing token is
 	// part of what was approved); it runs out by itself otherwise.
-	r.acquired, r.awaiting = false, true
+	lease.acquired, r.awaiting = false, true
 	out, _ := json.Marshal(map[string]any{"approval": "requested", "approvalId": id, "digest": req.Digest,
 		"note": "the person must approve this action; it runs on their yes"})
 	return string(out), nil
@@ -565,35 +586,87 @@ func (r *turn) completeFailed(ctx context.Context, callID, key string, err error
 }
 
 // takeLease finds the person's lease on the device, or takes one for the
-// turn (given back at its end).
-func (r *turn) takeLease(ctx context.Context) error {
-	if r.lease != "" {
-		return nil
+// turn: recorded (copilot.lease_taken) so that it is given back at the
+// turn's end, or by the sweep that ends the turn when it is lost.
+func (r *turn) takeLease(ctx context.Context, device string) (*turnLease, error) {
+	if l := r.leases[device]; l != nil {
+		return l, nil
 	}
-	page, err := r.dev.ListLeases.Handle(ctx, fleet.ListLeases{Auth: r.auth, LeaseQuery: fleet.LeaseQuery{DeviceID: r.deviceID}})
+	page, err := r.dev.ListLeases.Handle(ctx, fleet.ListLeases{Auth: r.auth, LeaseQuery: fleet.LeaseQuery{DeviceID: device}})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, l := range page.Leases {
-		if l.DeviceID == r.deviceID && l.Holder.UserID == r.auth.UserID && l.Holder.RunID == "" {
-			r.lease, r.leaseToken = l.LeaseID, l.FencingToken
-			return nil
+		if l.DeviceID == device && l.Holder.UserID == r.auth.UserID && l.Holder.RunID == "" {
+			r.leases[device] = &turnLease{id: l.LeaseID, token: l.FencingToken}
+			return r.leases[device], nil
 		}
 	}
-	l, err := r.dev.AcquireLease.Handle(ctx, fleet.AcquireLease{Auth: r.auth, DeviceID: r.deviceID, TTLSeconds: int(r.c.cfg.LeaseTTL / time.Second)})
+	l, err := r.dev.AcquireLease.Handle(ctx, fleet.AcquireLease{Auth: r.auth, DeviceID: device, TTLSeconds: int(r.c.cfg.LeaseTTL / time.Second)})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	r.lease, r.leaseToken, r.acquired = l.LeaseID, l.FencingToken, true
-	return nil
+	tl := &turnLease{id: l.LeaseID, token: l.FencingToken, acquired: true}
+	r.leases[device] = tl
+	if err := r.append(ctx, domain.CopilotLeaseTaken{ThreadID: r.threadID, TurnID: r.turnID, DeviceID: device, LeaseID: l.LeaseID,
+		At: r.c.now()}); err != nil {
+		return nil, err
+	}
+	return tl, nil
+}
+
+// releaseLeases gives back every lease the turn took.
+func (r *turn) releaseLeases(ctx context.Context) {
+	for device, l := range r.leases {
+		if l.acquired {
+			r.releaseLease(ctx, device, l)
+		}
+	}
 }
 
 // releaseLease gives back a lease the turn took.
-func (r *turn) releaseLease(ctx context.Context) {
-	if !r.acquired {
-		return
-	}
+func (r *turn) releaseLease(ctx context.Context, device string, l *turnLease) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
-	_, _ = r.dev.ReleaseLease.Handle(ctx, fleet.ReleaseLease{Auth: r.auth, DeviceID: r.deviceID, LeaseID: r.lease})
+	_, _ = r.dev.ReleaseLease.Handle(ctx, fleet.ReleaseLease{Auth: r.auth, DeviceID: device, LeaseID: l.id})
+}
+
+// listDevices lists the person's devices for a fleet thread's model,
+// through the fleet's ListDevices (GET /v1/devices): what they are, their
+// state, and who holds them.
+func (r *turn) listDevices(ctx context.Context, called domain.CopilotToolCalled) (string, error) {
+	if err := r.append(ctx, called); err != nil {
+		return "", err
+	}
+	page, err := r.dev.ListDevices.Handle(ctx, fleet.ListDevices{Auth: r.auth, DeviceQuery: fleet.DeviceQuery{Limit: maxListedDevices}})
+	if err != nil {
+		return r.completeFailed(ctx, called.CallID, "", err)
+	}
+	type listed struct {
+		DeviceID string `json:"deviceId"`
+		Name     string `json:"name"`
+		Model    string `json:"model"`
+		Status   string `json:"status"`
+		Width    int    `json:"width"`
+		Height   int    `json:"height"`
+		// LeasedBy is "you" (the person), "someone else", or absent.
+		LeasedBy string `json:"leasedBy,omitempty"`
+	}
+	out := make([]listed, 0, len(page.Devices))
+	for _, d := range page.Devices {
+		l := listed{DeviceID: d.DeviceID, Name: d.Name, Model: d.Model, Status: d.Status, Width: d.Width, Height: d.Height}
+		if d.Leased {
+			l.LeasedBy = "someone else"
+			if h := d.Holder(); h.Kind == domain.ActorUser && h.ID == r.auth.UserID {
+				l.LeasedBy = "you"
+			}
+		}
+		out = append(out, l)
+	}
+	if err := r.append(ctx, domain.CopilotToolCompleted{ThreadID: r.threadID, TurnID: r.turnID, CallID: called.CallID, State: "succeeded",
+		At: r.c.now()}); err != nil {
+		return "", err
+	}
+	res, _ := json.Marshal(map[string]any{"devices": out, "more": page.NextAfter != ""})
+	return string(res), nil
 }

@@ -12,8 +12,9 @@ import (
 // CopilotThread is a thread as the API shows it.
 type CopilotThread struct {
 	ThreadID string `json:"threadId"`
-	DeviceID string `json:"deviceId"`
-	Title    string `json:"title"`
+	// DeviceID is null for a thread about the person's fleet.
+	DeviceID *string `json:"deviceId"`
+	Title    string  `json:"title"`
 	// State is working while a turn is in flight, else idle.
 	State       string             `json:"state"`
 	TurnID      *string            `json:"turnId"`
@@ -35,7 +36,7 @@ func NewCopilotThread(v projections.CopilotThreadView) CopilotThread {
 	if v.TurnID != "" {
 		state = "working"
 	}
-	return CopilotThread{ThreadID: v.ThreadID, DeviceID: v.DeviceID, Title: v.Title, State: state,
+	return CopilotThread{ThreadID: v.ThreadID, DeviceID: scheduleOptional(v.DeviceID), Title: v.Title, State: state,
 		TurnID: scheduleOptional(v.TurnID), LastOutcome: scheduleOptional(v.LastOutcome),
 		Usage:     CopilotThreadUsage{InputTokens: v.InputTokens, OutputTokens: v.OutputTokens},
 		CreatedAt: domain.FormatWebhookTime(v.CreatedAt), UpdatedAt: domain.FormatWebhookTime(v.UpdatedAt)}

@@ -102,6 +102,10 @@ type Config struct {
 	// (SERVICE_COPILOT_APPROVE): a comma-separated list of install,
 	// sensitive and payment, or none; see domain.ParseCopilotPolicy.
 	CopilotApprove string
+	// CopilotSweepInterval is how often the copilot's sweep looks for
+	// approvals past their time and lost turns
+	// (SERVICE_COPILOT_SWEEP_INTERVAL).
+	CopilotSweepInterval time.Duration
 
 	// ConsoleClientID is the console's public OAuth client id, used for the
 	// authorization code + PKCE sign-in in hosted mode (SERVICE_CONSOLE_CLIENT_ID).
@@ -149,6 +153,7 @@ type Config struct {
 // raw holds settings parsed from strings after the flags are read.
 type raw struct {
 	keyRotationGrace, rateAuth, rateAnon, simDevices, adbDiscover, adbSimDevices string
+	copilotSweepInterval                                                         string
 	requireReverification, refuseOutOfStock, paygDeviceLimit                     string
 }
 
@@ -195,6 +200,7 @@ func (c *Config) settings() []Setting {
 		{"SERVICE_COPILOT_API_KEY", "copilot-api-key", "", "bearer token for the copilot endpoint; unset with SERVICE_COPILOT_URL: the planner's", &c.CopilotAPIKey},
 		{"SERVICE_COPILOT_MODEL", "copilot-model", "", "model the copilot endpoint is asked for; unset with SERVICE_COPILOT_URL: the planner's", &c.CopilotModel},
 		{"SERVICE_COPILOT_APPROVE", "copilot-approve", "install,sensitive,payment", "copilot actions that wait for the person's yes: install (an app), sensitive (typing into a password field), payment (anything after a payment screen), comma-separated, or none", &c.CopilotApprove},
+		{"SERVICE_COPILOT_SWEEP_INTERVAL", "copilot-sweep-interval", "10s", "how often the copilot's sweep records approvals past their time and ends lost turns (giving back their leases)", &c.raw.copilotSweepInterval},
 		{"SERVICE_CONSOLE_CLIENT_ID", "console-client-id", "", "the console's public OAuth client id (hosted: authorization code + PKCE sign-in)", &c.ConsoleClientID},
 		{"SERVICE_STRIPE_SECRET_KEY", "stripe-secret-key", "", "payment provider (Stripe) secret API key; unset: checkout answers 503 checkout_unavailable", &c.StripeSecretKey},
 		{"SERVICE_STRIPE_API_BASE", "stripe-api-base", "", "payment provider API base URL (stripe-mock in tests and development); unset: Stripe's real API", &c.StripeAPIBase},
@@ -276,6 +282,9 @@ func (c *Config) validate() error {
 	var err2 error
 	if c.KeyRotationGrace, err2 = time.ParseDuration(c.raw.keyRotationGrace); err2 != nil || c.KeyRotationGrace < 0 {
 		return fmt.Errorf("invalid SERVICE_KEY_ROTATION_GRACE %q: want a duration such as 24h", c.raw.keyRotationGrace)
+	}
+	if c.CopilotSweepInterval, err2 = time.ParseDuration(c.raw.copilotSweepInterval); err2 != nil || c.CopilotSweepInterval <= 0 {
+		return fmt.Errorf("invalid SERVICE_COPILOT_SWEEP_INTERVAL %q: want a positive duration such as 10s", c.raw.copilotSweepInterval)
 	}
 	for _, n := range []struct {
 		env string

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 func load(env map[string]string, args ...string) (Config, error) {
@@ -34,6 +35,16 @@ func TestIdentityWebhookSecret(t *testing.T) {
 	}
 }
 
+func TestCopilotSweepInterval(t *testing.T) {
+	if c, err := load(nil); err != nil || c.CopilotSweepInterval != 10*time.Second {
+		t.Fatalf("got %v (%v); want the default 10s", c.CopilotSweepInterval, err)
+	}
+	c, err := load(map[string]string{"SERVICE_COPILOT_SWEEP_INTERVAL": "90s"}, "-copilot-sweep-interval", "2m")
+	if err != nil || c.CopilotSweepInterval != 2*time.Minute {
+		t.Fatalf("got %v (%v); want the flag's 2m", c.CopilotSweepInterval, err)
+	}
+}
+
 func TestFlagsOverrideEnvironment(t *testing.T) {
 	c, err := load(map[string]string{"SERVICE_ADDR": "127.0.0.1:9000"}, "-addr", "127.0.0.1:9001")
 	if err != nil || c.Addr != "127.0.0.1:9001" {
@@ -54,6 +65,8 @@ func TestInvalidSettingsNameThemselves(t *testing.T) {
 		{"public url", map[string]string{"SERVICE_PUBLIC_URL": "ftp://x"}, "SERVICE_PUBLIC_URL"},
 		{"log level", map[string]string{"SERVICE_LOG_LEVEL": "loud"}, "SERVICE_LOG_LEVEL"},
 		{"rotation grace", map[string]string{"SERVICE_KEY_ROTATION_GRACE": "a day"}, "SERVICE_KEY_ROTATION_GRACE"},
+		{"copilot sweep interval", map[string]string{"SERVICE_COPILOT_SWEEP_INTERVAL": "often"}, "SERVICE_COPILOT_SWEEP_INTERVAL"},
+		{"copilot sweep interval zero", map[string]string{"SERVICE_COPILOT_SWEEP_INTERVAL": "0s"}, "SERVICE_COPILOT_SWEEP_INTERVAL"},
 		{"sim devices", map[string]string{"SERVICE_SIM_DEVICES": "-1"}, "SERVICE_SIM_DEVICES"},
 		{"rate limit", map[string]string{"SERVICE_RATE_LIMIT_ANONYMOUS": "0"}, "SERVICE_RATE_LIMIT_ANONYMOUS"},
 		{"hosted without oauth", map[string]string{"SERVICE_MODE": "hosted"}, "SERVICE_OAUTH_ISSUER"},

@@ -262,6 +262,8 @@ func (p *Phone) typeText(s string, e *Effect) error {
 			*field = ""
 			p.st.Browser.SelectAll = false
 		}
+	case focusLockPassword:
+		field = &p.st.Settings.PasswordDraft
 	default:
 		return fmt.Errorf("%w: tap a text field before typing", ErrNoFocusedField)
 	}
@@ -458,10 +460,14 @@ func (p *Phone) goHome() {
 }
 
 // blur takes focus away from the focused field, as leaving its screen
-// does; an address being edited is abandoned, a note draft is kept.
+// does; an address being edited is abandoned, a note draft is kept, a
+// password typed but not set is forgotten.
 func (p *Phone) blur() {
-	if p.st.Focus == focusBrowser {
+	switch p.st.Focus {
+	case focusBrowser:
 		p.st.Browser.Draft, p.st.Browser.SelectAll = "", false
+	case focusLockPassword:
+		p.st.Settings.PasswordDraft = ""
 	}
 	p.st.Focus = ""
 }
@@ -519,6 +525,8 @@ func (p *Phone) enter() (string, error) {
 		return p.saveNote(), nil
 	case focusBrowser:
 		return p.loadDraft(), nil
+	case focusLockPassword:
+		return p.setLockPassword(), nil
 	}
 	return "nothing to submit", nil
 }
@@ -535,6 +543,8 @@ func (p *Phone) del() (string, error) {
 			*field = ""
 			return "cleared the address bar", nil
 		}
+	case focusLockPassword:
+		field = &p.st.Settings.PasswordDraft
 	default:
 		return "", fmt.Errorf("%w: DEL needs a focused text field", ErrNoFocusedField)
 	}

@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Settings toggles, by the keys the state stores them under.
@@ -48,6 +49,9 @@ const (
 	pageAbout   = "about"
 	pageApps    = "apps"
 	pageAppInfo = "app:" // followed by a package name
+	// pageScreenLock sets a screen lock password: its field is marked
+	// password in the UI tree (reached from Security & privacy).
+	pageScreenLock = "screen_lock"
 )
 
 // settingsRow is one row of a settings page: a toggle, a link to another
@@ -78,7 +82,7 @@ var subpages = []struct{ id, title, summary string }{
 }
 
 func knownSettingsPage(id string) bool {
-	if id == pageMain {
+	if id == pageMain || id == pageScreenLock {
 		return true
 	}
 	if pkg, ok := strings.CutPrefix(id, pageAppInfo); ok {
@@ -89,6 +93,9 @@ func knownSettingsPage(id string) bool {
 }
 
 func pageTitle(id string) string {
+	if id == pageScreenLock {
+		return "Screen lock"
+	}
 	if pkg, ok := strings.CutPrefix(id, pageAppInfo); ok {
 		a, _ := appByPkg(pkg)
 		return a.info.Label
@@ -222,7 +229,11 @@ func (p *Phone) rows(page string) []settingsRow {
 			info("resolution", "Screen resolution", fmt.Sprintf("%d × %d", m.Width, m.Height)),
 			info("timeout", "Screen timeout", "Never (simulated)")}
 	case "security":
-		rows = []settingsRow{info("lock", "Screen lock", "None"), p.toggleRow(toggleFindDevice, "Find My Device"),
+		lock := "None"
+		if p.st.Settings.LockSet {
+			lock = "Password"
+		}
+		rows = []settingsRow{{key: "lock", title: "Screen lock", summary: lock, page: pageScreenLock}, p.toggleRow(toggleFindDevice, "Find My Device"),
 			info("patch", "Security update", "6 January 2025")}
 	case "location":
 		rows = []settingsRow{p.toggleRow(toggleLocation, "Use location"), info("recent", "Recent access", "Browser, Notes")}
@@ -299,6 +310,9 @@ func (p *Phone) settingsBack() (string, bool) {
 	if len(s.Stack) <= 1 {
 		return "", false
 	}
+	if p.st.Focus == focusLockPassword {
+		p.blur() // leaving the page abandons the password typed
+	}
 	s.Stack = s.Stack[:len(s.Stack)-1]
 	return "back to " + pageTitle(s.Stack[len(s.Stack)-1].Page), true
 }
@@ -326,6 +340,10 @@ func (p *Phone) settingsView(c image.Rectangle) (*node, color.RGBA) {
 		}
 		bar.add(up, newLabel(PkgSettings, PkgSettings+":id/action_bar_title", pageTitle(cur.Page), image.Rect(p.d(200), c.Min.Y, W-p.d(40), headerB), p.face(fontRegular, 60), pal.text, alignLeft, 0))
 		v.add(bar)
+	}
+	if cur.Page == pageScreenLock {
+		v.add(p.screenLockForm(image.Rect(0, headerB, W, c.Max.Y)))
+		return v, pal.bg
 	}
 	list := newNode(classRecycler, PkgSettings, PkgSettings+":id/recycler_view", image.Rect(0, headerB, W, c.Max.Y))
 	rows := p.rows(cur.Page)
@@ -373,4 +391,81 @@ func (p *Phone) settingsView(c image.Rectangle) (*node, color.RGBA) {
 	}
 	v.add(list)
 	return v, pal.bg
+}
+
+// setLockPassword sets the screen lock to the password typed, and goes
+// back to Security & privacy.
+func (p *Phone) setLockPassword() string {
+	s := &p.st.Settings
+	n := utf8.RuneCountInString(s.PasswordDraft)
+	if n < minLockPassword {
+		return fmt.Sprintf("the password needs at least %d characters", minLockPassword)
+	}
+	s.LockSet = true
+	p.blur()
+	if len(s.Stack) > 1 {
+		s.Stack = s.Stack[:len(s.Stack)-1]
+	}
+	p.toast("Screen lock set")
+	return fmt.Sprintf("set a screen lock password of %d characters", n)
+}
+
+// minLockPassword is the shortest screen lock password, as Android's.
+const minLockPassword = 4
+
+// screenLockForm is the Screen lock page: a password field (its text
+// hidden: dots on the screen and in the tree, password=true) and Set.
+func (p *Phone) screenLockForm(r image.Rectangle) *node {
+	pal := p.palette()
+	W := p.model.Width
+	accent := rgb(0x1a, 0x73, 0xe8)
+	if pal.dark {
+		accent = rgb(0x8a, 0xb4, 0xf8)
+	}
+	form := newNode(classLinear, PkgSettings, PkgSettings+":id/lock_form", r)
+	y := r.Min.Y + p.d(48)
+	form.add(newLabel(PkgSettings, PkgSettings+":id/headline", "Choose a password", image.Rect(p.d(56), y, W-p.d(56), y+p.d(80)),
+		p.face(fontRegular, 56), pal.text, alignLeft, 0))
+	y += p.d(96)
+	form.add(newLabel(PkgSettings, PkgSettings+":id/sud_layout_description", fmt.Sprintf("At least %d characters", minLockPassword),
+		image.Rect(p.d(56), y, W-p.d(56), y+p.d(56)), p.face(fontRegular, 38), pal.text2, alignLeft, 0))
+	y += p.d(88)
+	s := &p.st.Settings
+	focused := p.st.Focus == focusLockPassword
+	fr := image.Rect(p.d(56), y, W-p.d(56), y+p.d(150))
+	field := newNode(classEdit, PkgSettings, PkgSettings+":id/password_entry", fr)
+	dots := strings.Repeat("•", utf8.RuneCountInString(s.PasswordDraft))
+	field.el.Text, field.el.Hint, field.el.Password = dots, "Password", true
+	field.el.Focusable, field.el.Focused = true, focused
+	field.fill, field.radius = pal.surface, p.d(20)
+	field.stroke, field.strokeW = pal.divider, p.d(3)
+	if focused {
+		field.stroke, field.strokeW = accent, p.d(5)
+	}
+	fk := p.face(fontRegular, 48)
+	tb := &textBox{face: fk, col: pal.text, padX: p.d(36), cursor: focused, cursorCol: accent, lines: []string{dots}}
+	if dots == "" && !focused {
+		tb.lines, tb.col = []string{"Password"}, pal.text2
+	}
+	field.txt = tb
+	field.onTap = func() (string, error) {
+		if p.st.Focus == focusLockPassword {
+			return "the password field already has focus", nil
+		}
+		p.st.Focus = focusLockPassword
+		return "focused the password field", nil
+	}
+	form.add(field)
+	y += p.d(150) + p.d(48)
+	br := image.Rect(W-p.d(56)-p.d(280), y, W-p.d(56), y+p.d(130))
+	set := newLabel(PkgSettings, PkgSettings+":id/set_password", "Set", br, p.face(fontMedium, 48), white(), alignCenter, 0)
+	set.el.Class = classButton
+	set.fill, set.radius = accent, p.d(65)
+	if utf8.RuneCountInString(s.PasswordDraft) < minLockPassword {
+		set.el.Enabled = false
+		set.fill, set.txt.col = pal.surface2, pal.text2
+	}
+	set.onTap = func() (string, error) { return p.setLockPassword(), nil }
+	form.add(set)
+	return form
 }

@@ -22,6 +22,9 @@ const (
 const (
 	focusNotes   = "notes.input"
 	focusBrowser = "browser.url"
+	// focusLockPassword is the password field of Settings' Screen lock
+	// page (a field marked password, as Android's).
+	focusLockPassword = "settings.password"
 )
 
 // phoneState is everything that makes one phone differ from another. It is
@@ -74,6 +77,10 @@ type settingsState struct {
 	AirplaneSaved []string        `json:"airplaneSaved,omitempty"`
 	// Proxy is the network proxy setting (network.go); nil: direct.
 	Proxy *NetworkProxy `json:"proxy,omitempty"`
+	// PasswordDraft is what is typed in the Screen lock page's password
+	// field; LockSet is true once a screen lock password was set.
+	PasswordDraft string `json:"passwordDraft,omitempty"`
+	LockSet       bool   `json:"lockSet,omitempty"`
 }
 
 type noteItem struct {
@@ -170,6 +177,11 @@ func (s *phoneState) validate(m Model) error {
 	case focusBrowser:
 		if s.Screen != screenApp || s.Foreground != PkgBrowser {
 			return bad("address bar focused while the browser is not in front")
+		}
+	case focusLockPassword:
+		if s.Screen != screenApp || s.Foreground != PkgSettings || len(s.Settings.Stack) == 0 ||
+			s.Settings.Stack[len(s.Settings.Stack)-1].Page != pageScreenLock {
+			return bad("password field focused while Settings' Screen lock page is not in front")
 		}
 	default:
 		return bad("unknown focus %q", s.Focus)

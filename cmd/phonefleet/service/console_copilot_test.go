@@ -1,10 +1,12 @@
 package service
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -259,5 +261,79 @@ func TestConsoleCopilotGauge(t *testing.T) {
 	if al["usedFraction"] != float64(1) || al["exhausted"] != true || al["used"] != float64(1000) || al["included"] != float64(1000) {
 		t.Errorf("the API's allowance %v; want what the gauge shows: 1000 of 1000, exhausted", al)
 	}
+	p.noErrors()
+}
+
+// TestConsoleFleetCopilot drives the fleet page's copilot in a real
+// headless Chromium (local service, two sim phones, a scripted model): a
+// message there starts a thread about the fleet (deviceId null); the model
+// lists the phones and presses Home on each, and the conversation shows
+// each call with the phone it was for and its receipt. The fleet panel
+// offers no direct commands (a command is for one phone). Screenshot.
+func TestConsoleFleetCopilot(t *testing.T) {
+	model := newScriptedModel(t)
+	env := localEnv(t, testutil.DatabaseURL(t), 2)
+	env["SERVICE_PLANNER_URL"] = model.URL()
+	env["SERVICE_PLANNER_API_KEY"] = "sk-console"
+	env["SERVICE_PLANNER_MODEL"] = "scripted-1"
+	a, base := startApp(t, env)
+	checked := checkedCaller(t, apitest.FromHandler(t, a.server.Handler()), base)
+	call := func(method, path, body string, want int) map[string]any {
+		t.Helper()
+		return checked("console-test", method, path, body, want)
+	}
+	var devs []string
+	waitUntil(t, 60*time.Second, "two sim phones online", func() (bool, error) {
+		devs = devs[:0]
+		devices, _ := call("GET", "/v1/devices", "", http.StatusOK)["devices"].([]any)
+		for _, d := range devices {
+			if m := d.(map[string]any); m["status"] == "online" {
+				devs = append(devs, m["deviceId"].(string))
+			}
+		}
+		return len(devs) == 2, nil
+	})
+	model.play(func(req modelRequest, w *modelStream) {
+		switch req.toolResults() {
+		case 0:
+			w.call("list_devices", `{}`)
+		case 1:
+			for _, id := range listedDevices(req.lastToolResult(t)) {
+				w.call("key", fmt.Sprintf(`{"deviceId":%q,"key":"HOME"}`, id))
+			}
+		default:
+			w.text("Both phones are home.")
+		}
+		w.done(5, 1)
+	})
+
+	p := newBrowserPage(t, base)
+	p.open("#/fleet")
+	p.until("the fleet copilot", `!!document.querySelector('.fleet-copilot #copilot-message')`)
+	var commands bool
+	p.eval(`!!document.querySelector('.fleet-copilot #copilot-command')`, &commands)
+	if commands {
+		t.Errorf("the fleet copilot offers direct commands; a command is for one phone")
+	}
+	p.do("ask about the fleet", chromedp.SendKeys(chromedp.CSS(`#copilot-message`), "send every phone home"),
+		chromedp.Click(chromedp.CSS(`.copilot-send`)))
+	p.until("the answer, each phone's call committed",
+		`[...document.querySelectorAll('.copilot-msg.assistant')].some((m) => m.textContent.includes('Both phones are home.')) &&
+		 [...document.querySelectorAll('.copilot-call[data-state="succeeded"]')].filter((c) => c.dataset.device && c.textContent.includes('receipt committed')).length === 2`)
+	var shown []string
+	p.eval(`[...document.querySelectorAll('.copilot-call[data-device]')].map((c) => c.dataset.device).filter(Boolean).sort()`, &shown)
+	want := slices.Clone(devs)
+	slices.Sort(want)
+	if !slices.Equal(shown, want) {
+		t.Errorf("the calls shown were for %v; want each phone %v", shown, want)
+	}
+	var thread string
+	p.eval(`document.querySelector('.fleet-copilot').dataset.threadId`, &thread)
+	th := call("GET", "/v1/copilot/threads/"+thread, "", http.StatusOK)["thread"].(map[string]any)
+	if v, ok := th["deviceId"]; !ok || v != nil {
+		t.Errorf("the panel's thread %v; want deviceId null (the fleet)", th)
+	}
+	p.shot("copilot-fleet")
+	admCheckA11y(t, p.ctx, "the fleet page with its copilot")
 	p.noErrors()
 }

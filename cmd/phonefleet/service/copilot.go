@@ -43,9 +43,10 @@ func (a *App) wireCopilot(context.Context) error {
 }
 
 // serveCopilot stops the turns this process runs when the service
-// stops, and sweeps the threads: approvals past expiry, lost turns.
+// stops, and sweeps the threads every SERVICE_COPILOT_SWEEP_INTERVAL:
+// approvals past expiry, lost turns.
 func (a *App) serveCopilot(context.Context) error {
 	a.workers = append(a.workers, a.capabilities.Copilot.Run,
-		workers.CopilotSweeps{Sweep: a.app.Copilot.SweepThread, Pool: a.db.Pool, Logger: a.logger}.Run)
+		workers.CopilotSweeps{Sweep: a.app.Copilot.SweepThread, Pool: a.db.Pool, Logger: a.logger, Interval: a.cfg.CopilotSweepInterval}.Run)
 	return nil
 }

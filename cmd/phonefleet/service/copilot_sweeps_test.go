@@ -15,10 +15,10 @@ import (
 )
 
 // sweeperAt is the copilot sweep as another process runs it (it runs no
-// turn), on an injected clock.
+// turn), on an injected clock, giving leases back through the fleet.
 func sweeperAt(s *copilotService, clock *testutil.Clock) workers.CopilotSweeps {
 	other := copilot.New(copilot.Config{Store: s.a.store, ReadModels: s.a.runner, Queries: projections.CopilotQueries{DB: s.a.db.Pool}, Now: clock.Now})
-	h := other.Handlers(cqrs.Decorator{}, copilot.Devices{})
+	h := other.Handlers(cqrs.Decorator{}, copilot.Devices{ReleaseLease: s.a.app.Fleet.ReleaseLease})
 	return workers.CopilotSweeps{Sweep: h.SweepThread, Pool: s.a.db.Pool, Now: clock.Now}
 }
 
@@ -127,5 +127,81 @@ func TestCopilotSweepEndsALostTurn(t *testing.T) {
 	}
 	if after := copilotRows(t, s.a); after != rows {
 		t.Fatalf("rebuild changed the rows:\nbefore %s\nafter  %s", rows, after)
+	}
+}
+
+// TestCopilotSweepGivesBackALostTurnsLease: a turn that took a lease for
+// itself (the person held none), acted, then went quiet, is ended lost by
+// the sweep, which gives that lease back: the phone is free at once, not
+// when the lease's time runs out. A turn that acted under the person's own
+// lease (taken by hand) and went quiet is ended too, and the person's
+// lease stays theirs.
+func TestCopilotSweepGivesBackALostTurnsLease(t *testing.T) {
+	s := startCopilotService(t)
+	ctx := testutil.Context(t)
+	// lose scripts a turn that presses HOME, then waits on a model that
+	// answers only when released, and has the sweep end it lost.
+	lose := func(message string) (threadID string, free func()) {
+		t.Helper()
+		release := make(chan struct{})
+		var once sync.Once
+		free = func() { once.Do(func() { close(release) }) }
+		t.Cleanup(free)
+		pressed := make(chan struct{}, 1)
+		s.model.play(func(req modelRequest, w *modelStream) {
+			if req.toolResults() == 0 {
+				w.call("key", `{"key":"HOME"}`)
+				w.done(5, 1)
+				return
+			}
+			pressed <- struct{}{}
+			<-release
+			w.text("Done.")
+			w.done(5, 1)
+		})
+		posted := s.call(s.person, "POST", "/v1/copilot", `{"deviceId":"`+s.device+`","message":"`+message+`"}`, http.StatusAccepted)
+		threadID = posted["threadId"].(string)
+		select {
+		case <-pressed:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the turn never pressed HOME")
+		}
+		clock := testutil.NewClock(time.Now().Add(domain.CopilotTurnLostAfter + time.Minute))
+		if n, err := sweeperAt(s, clock).RunOnce(ctx); err != nil || n != 1 {
+			t.Fatalf("a sweep past the bound: %d, %v; want the thread swept", n, err)
+		}
+		ends := items(s.call(s.person, "GET", "/v1/copilot/threads/"+threadID, "", http.StatusOK), "turn_ended")
+		if len(ends) != 1 || ends[0]["reason"] != "turn_lost" {
+			t.Fatalf("turn ends %v; want one, turn_lost", ends)
+		}
+		return threadID, free
+	}
+	leases := func() []any {
+		t.Helper()
+		if err := cqrs.AwaitAll(ctx, s.a.store, s.a.runner, projections.LeasesName); err != nil {
+			t.Fatal(err)
+		}
+		return s.call(s.person, "GET", "/v1/leases", "", http.StatusOK)["leases"].([]any)
+	}
+
+	// The turn's own lease is given back by the sweep.
+	threadID, free := lose("go home")
+	if ls := leases(); len(ls) != 0 {
+		t.Fatalf("leases after the sweep ended the lost turn: %v; want none (the turn's lease given back)", ls)
+	}
+	free()
+	s.settled(threadID)
+
+	// The person's own lease is not the turn's to give back.
+	mine := s.call(s.person, "POST", "/v1/devices/"+s.device+"/lease", `{"ttlSeconds":600}`, http.StatusCreated)
+	threadID, free = lose("go home again")
+	ls := leases()
+	if len(ls) != 1 || ls[0].(map[string]any)["leaseId"] != mine["leaseId"] {
+		t.Fatalf("leases after the sweep: %v; want the person's own %v, still in force", ls, mine["leaseId"])
+	}
+	free()
+	s.settled(threadID)
+	if ls := leases(); len(ls) != 1 || ls[0].(map[string]any)["leaseId"] != mine["leaseId"] {
+		t.Errorf("leases after the lost turn woke: %v; want the person's own still in force", ls)
 	}
 }

@@ -1,5 +1,6 @@
-// The copilot panel of the device page: a chat with the copilot about this
-// phone (its text streamed as the model produces it), each tool call and
+// The copilot panel of the device page (a chat with the copilot about this
+// phone) and of the fleet page (about all the person's phones: the model
+// lists them and names the one each call is for): its text streamed as the model produces it), each tool call and
 // its receipt, approve/deny cards showing the exact action, its arguments
 // and the frame it was decided on, a stop button, the monthly allowance
 // gauge (hosted, metered deployments only) and direct commands (command
@@ -69,10 +70,12 @@ async function readEvents(path, signal, onEvent) {
   }
 }
 
-// copilotPanel returns the panel for deviceId; afterAction is called when
-// the copilot or a command acted on the phone (the page refreshes its
-// receipts).
+// copilotPanel returns the panel for deviceId, or for the fleet when
+// deviceId is null (no direct commands there: a command is for one phone);
+// afterAction is called when the copilot or a command acted on the phone
+// (the page refreshes its receipts).
 export function copilotPanel(deviceId, afterAction) {
+  const fleet = deviceId === null;
   const log = h('ol', { class: 'copilot-log', 'aria-label': 'Conversation with the copilot', 'aria-live': 'polite' });
   const note = h('p', { class: 'muted small copilot-note', role: 'status' });
   const gauge = h('div', { class: 'copilot-gauge', hidden: true });
@@ -125,8 +128,11 @@ export function copilotPanel(deviceId, afterAction) {
         break;
       }
       case 'copilot.tool_called': {
-        const it = add(h('li', { class: 'copilot-call', 'data-call': d.callId, 'data-state': 'pending' },
-          h('code', {}, actionText(d.tool, parseArgs(d.arguments))), ' ', h('span', { class: 'call-state' }, '…')));
+        const args = parseArgs(d.arguments);
+        delete args.deviceId;
+        const it = add(h('li', { class: 'copilot-call', 'data-call': d.callId, 'data-state': 'pending', 'data-device': d.deviceId || '' },
+          fleet && d.deviceId ? h('span', { class: 'muted call-device' }, d.deviceId + ' · ') : null,
+          h('code', {}, d.tool === 'list_devices' ? 'list devices' : actionText(d.tool, args)), ' ', h('span', { class: 'call-state' }, '…')));
         calls.set(d.callId, it);
         break;
       }
@@ -186,7 +192,8 @@ export function copilotPanel(deviceId, afterAction) {
     const card = h('li', { class: 'approval-card', 'data-approval': d.approvalId, 'data-state': 'pending' },
       h('p', {}, h('strong', {}, 'Approve this action?'), ' ',
         h('span', { class: 'muted' }, reasonText(d.reason))),
-      h('p', {}, h('code', { class: 'approval-action' }, actionText(d.action, args))),
+      h('p', {}, fleet ? h('span', { class: 'muted approval-device' }, 'on ' + d.deviceId + ' · ') : null,
+        h('code', { class: 'approval-action' }, actionText(d.action, args))),
       h('pre', { class: 'approval-args' }, JSON.stringify(args, null, 2)),
       d.frame ? frameImage(d.frame, 'the screen it was decided on', cardFrameWidth) : null,
       h('p', { class: 'muted small' }, 'Lease fencing token ', h('code', {}, String(d.fencingToken)),
@@ -233,7 +240,8 @@ export function copilotPanel(deviceId, afterAction) {
     if (!message) { chatInput.focus(); return; }
     sendBtn.disabled = true;
     try {
-      const body = threadId ? { threadId, message } : { deviceId, message, approveEveryAction: every.checked };
+      const body = threadId ? { threadId, message } : { message, approveEveryAction: every.checked };
+      if (!threadId && !fleet) body.deviceId = deviceId;
       const r = await api.post('/v1/copilot', body);
       chatInput.value = '';
       if (r.threadId !== threadId) follow(r.threadId);
@@ -243,7 +251,7 @@ export function copilotPanel(deviceId, afterAction) {
       sendBtn.disabled = working;
     }
   });
-  // A new thread: the next message starts one about this phone (the
+  // A new thread: the next message starts one about this phone or the fleet (the
   // approval choice is offered again); the old thread stays in the list.
   newBtn.addEventListener('click', () => {
     if (stream) stream.abort();
@@ -311,14 +319,17 @@ export function copilotPanel(deviceId, afterAction) {
         a.exhausted ? ' — spent: direct commands only until it renews.' : a.nearLimit ? ' — nearly spent.' : ''));
     gauge.hidden = false;
     chatForm.hidden = a.exhausted;
-    if (a.exhausted) note.textContent = 'The copilot allowance is spent: use direct commands below.';
+    if (a.exhausted) note.textContent = fleet ? 'The copilot allowance is spent: use direct commands on a phone\'s page.'
+      : 'The copilot allowance is spent: use direct commands below.';
   }
 
-  const panel = h('section', { class: 'device-copilot', 'aria-labelledby': 'copilot-heading' },
-    h('h2', { id: 'copilot-heading' }, 'Copilot'),
-    gauge, log, note, chatForm, cmdForm);
+  const panel = h('section', { class: 'device-copilot' + (fleet ? ' fleet-copilot' : ''), 'aria-labelledby': 'copilot-heading' },
+    h('h2', { id: 'copilot-heading' }, fleet ? 'Fleet copilot' : 'Copilot'),
+    fleet ? h('p', { class: 'muted small' }, 'Ask about all your phones: the copilot lists them and says which one it acts on.') : null,
+    gauge, log, note, chatForm, fleet ? null : cmdForm);
 
-  // The latest thread about this phone, if any, is followed.
+  // The latest thread about this phone (or the fleet: deviceId null), if
+  // any, is followed.
   (async () => {
     try {
       const list = await api.get('/v1/copilot/threads', { limit: 100 });

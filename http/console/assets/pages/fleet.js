@@ -1,5 +1,7 @@
-// The fleet: every device's live screen with its status, holder and lease.
+// The fleet: every device's live screen with its status, holder and lease,
+// and the fleet copilot.
 import { api, h, route, liveScreen, fmtTime } from '/console/app.js';
+import { copilotPanel } from '/console/pages/copilot.js';
 
 function holderText(lease) {
   if (!lease || !lease.holder) return 'free';
@@ -32,6 +34,8 @@ async function fleetPage(main) {
         h('span', { class: 'status status-' + d.status }, d.status),
         h('span', { class: 'holder' }, d.leased ? 'leased by ' + holderText(d.lease) : 'free'),
         d.leased && d.lease ? h('span', { class: 'muted' }, 'until ' + fmtTime(d.lease.expiresAt)) : null)))));
+  // A chat with the copilot about the whole fleet.
+  main.append(copilotPanel(null, null));
 }
 
 // The fleet is #/fleet; #/devices, the parent of every #/devices/<id>,
