@@ -94,16 +94,20 @@ func FindAnchor(root UIElement, a ElementAnchor) (UIElement, bool) {
 }
 
 // Missing says what of the guard the screen whose tree is root does not
-// show; empty when the guard holds.
+// show — another app in front, or the first anchors missing — and is
+// empty when the guard holds.
 func (g ScreenGuard) Missing(root UIElement) string {
-	var missing []string
 	if g.App != "" && root.Package != g.App {
-		missing = append(missing, fmt.Sprintf("app %q is not in front (%q is)", g.App, root.Package))
+		return fmt.Sprintf("app %q is not in front (%q is)", g.App, root.Package)
 	}
+	var missing []string
 	for _, a := range g.Anchors {
 		if _, ok := FindAnchor(root, a); !ok {
 			missing = append(missing, "no element with "+a.String())
 		}
+	}
+	if len(missing) > 3 {
+		missing = append(missing[:3], fmt.Sprintf("and %d more", len(missing)-3))
 	}
 	return strings.Join(missing, "; ")
 }
