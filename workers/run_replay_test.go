@@ -3,6 +3,7 @@ package workers_test
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -166,6 +167,13 @@ func TestRunReplayDivergence(t *testing.T) {
 			}
 			if got := len(e.steps(t, id)); got != tc.step-1 && !(tc.reason == domain.DivergedEffectDiffers && got == tc.step) {
 				t.Errorf("got %d steps taken; want the steps before the divergence", got)
+			}
+			// The report is the run's events: a capability that never saw
+			// the run (no cache) reads it equal from the store.
+			fresh := runs.New(runs.Config{Store: e.Store, ReadModels: e.Runner, Devices: e.Fleet, Now: e.Now})
+			again, err := runs.GetRunDivergenceHandler{Runs: fresh}.Handle(bg, runs.GetRunDivergence{Auth: e.Auth, RunID: id})
+			if err != nil || !reflect.DeepEqual(again.Divergence, rep.Divergence) || again.Replay != rep.Replay || again.Steps != rep.Steps {
+				t.Errorf("read afresh: got %+v, %v; want %+v", again, err, rep)
 			}
 		})
 	}
