@@ -123,6 +123,9 @@ type Run struct {
 	Reason       *string
 	Detail       *string
 	EndedAt      time.Time
+	// Divergence is where a replay diverged from its script (nil when it
+	// did not, or follows none).
+	Divergence *RunDiverged
 	// UpdatedAt is when the last transition or step happened.
 	UpdatedAt time.Time
 	Version   int64
@@ -177,6 +180,9 @@ func (r *Run) Apply(orgID string, e Event, version int64) {
 		r.ClaimedBy, r.ClaimUntil, r.UpdatedAt = "", time.Time{}, e.At
 	case RunStepTaken:
 		r.StepSeq, r.UpdatedAt = e.Seq, e.At
+	case RunDiverged:
+		d := e
+		r.Divergence = &d
 	case RunEnded:
 		r.State, r.Reason, r.Detail, r.EndedAt, r.LeaseID = e.State, e.Reason, e.Detail, e.EndedAt, ""
 		r.UpdatedAt = e.EndedAt

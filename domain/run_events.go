@@ -15,6 +15,7 @@ var runEvents = []EventDef{
 	Def[RunParked](1, nil),
 	Def[RunStepTaken](1, nil),
 	Def[RunEnded](1, nil),
+	Def[RunDiverged](1, nil),
 }
 
 // RunStarted records a run accepted for a device: its goal and bounds, who

@@ -16,11 +16,24 @@ type RunScript struct {
 
 // ScriptStep is one step of a script. ExpectScreen, when set, is the
 // layout signature (LayoutSignature) of the screen the step was decided
-// on: a replay that sees another screen stops with stale_frame.
+// on: a replay that sees another screen stops with stale_frame — unless
+// the step is guarded (WaitFor set), when the replay waits for WaitFor
+// instead, acts bound to Element and compares the effect with Effect (see
+// RunDiverged).
 type ScriptStep struct {
 	Action       string          `json:"action,omitempty"`
 	Arguments    json.RawMessage `json:"arguments,omitempty"`
 	ExpectScreen string          `json:"expectScreen,omitempty"`
+	// FrameID is the frame the original step was decided on (shown beside
+	// the replay's when the replay diverges there).
+	FrameID string       `json:"frameId,omitempty"`
+	WaitFor *ScreenGuard `json:"waitFor,omitempty"`
+	// Element is the element a tap acted on; the replay taps it wherever
+	// it is on its phone.
+	Element *ElementAnchor `json:"element,omitempty"`
+	// Effect is the original action's effect (changed, unchanged); unknown
+	// or empty is not compared.
+	Effect string `json:"effect,omitempty"`
 	// Finish, instead of an action, ends the run (succeeded or failed).
 	Finish string `json:"finish,omitempty"`
 	Reason string `json:"reason,omitempty"`
@@ -55,6 +68,9 @@ func ParseRunScript(raw json.RawMessage) (RunScript, error) {
 			}
 			continue
 		}
+		if err := st.checkGuard(); err != nil {
+			return RunScript{}, Errorf(CodeInvalidArgument, "script.steps[%d]: %s", i, AsError(err).Message)
+		}
 		if _, err := ParseAction(st.Action, st.Arguments); err != nil {
 			var de *Error
 			if errors.As(err, &de) {
@@ -64,4 +80,29 @@ func ParseRunScript(raw json.RawMessage) (RunScript, error) {
 		}
 	}
 	return s, nil
+}
+
+// Guarded reports whether a replay waits for the step's screen.
+func (s ScriptStep) Guarded() bool { return s.WaitFor != nil }
+
+// checkGuard checks the parts a guarded step adds.
+func (s ScriptStep) checkGuard() error {
+	if err := s.WaitFor.check(); err != nil {
+		return err
+	}
+	if err := s.Element.check(); err != nil {
+		return err
+	}
+	if s.Element != nil && s.Action != string(ActionTap) {
+		return Errorf(CodeInvalidArgument, "element binds a tap only")
+	}
+	switch s.Effect {
+	case "", EffectChanged, EffectUnchanged, EffectUnknown:
+	default:
+		return Errorf(CodeInvalidArgument, "effect must be changed, unchanged or unknown")
+	}
+	if len(s.FrameID) > 64 {
+		return Errorf(CodeInvalidArgument, "frameId is longer than 64 characters")
+	}
+	return nil
 }

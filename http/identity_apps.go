@@ -39,9 +39,10 @@ func init() {
 		"POST /v1/devices/{}/actions", "POST /v1/devices/{}/wake",
 		// 3. the organisation's leases; one receipt by its idempotency key.
 		"GET /v1/leases", "GET /v1/receipts/{}",
-		// 4. runs (reading one includes its script) and their frames.
+		// 4. runs (reading one includes its script and a replay's
+		// divergence report) and their frames.
 		"POST /v1/runs", "GET /v1/runs", "GET /v1/runs/{}", "POST /v1/runs/{}/pause", "POST /v1/runs/{}/resume",
-		"POST /v1/runs/{}/cancel", "GET /v1/runs/{}/frames", "GET /v1/runs/{}/script", "GET /v1/frames/{}",
+		"POST /v1/runs/{}/cancel", "GET /v1/runs/{}/frames", "GET /v1/runs/{}/script", "GET /v1/runs/{}/divergence", "GET /v1/frames/{}",
 		// 5. webhooks (the routes themselves limit an app to those it created).
 		"POST /v1/webhooks", "GET /v1/webhooks", "GET /v1/webhooks/{}", "PATCH /v1/webhooks/{}",
 		"DELETE /v1/webhooks/{}", "POST /v1/webhooks/{}/rotate", "POST /v1/webhooks/{}/test",

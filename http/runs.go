@@ -31,6 +31,7 @@ func (s *Server) registerRunRoutes(r *mux.Router) {
 	// ("read runs") lets an OAuth app do: it is on the app list
 	// (identity_apps.go).
 	r.Handle("/runs/{runId}/script", kernel.HandlerFunc(s.getRunScript)).Methods(http.MethodGet)
+	r.Handle("/runs/{runId}/divergence", kernel.HandlerFunc(s.getRunDivergence)).Methods(http.MethodGet)
 }
 
 // startRunRequest is the body of POST /v1/runs.
@@ -145,4 +146,12 @@ func (s *Server) getRunScript(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return kernel.WriteJSON(w, http.StatusOK, wire.NewRunScript(script))
+}
+
+func (s *Server) getRunDivergence(w http.ResponseWriter, r *http.Request) error {
+	d, err := s.app.Runs.GetRunDivergence.Handle(r.Context(), runs.GetRunDivergence{Auth: authOf(r), RunID: mux.Vars(r)["runId"]})
+	if err != nil {
+		return err
+	}
+	return kernel.WriteJSON(w, http.StatusOK, wire.NewRunDivergence(d))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +71,7 @@ type runFake struct {
 	page   projections.RunPage
 	frames projections.RunFramePage
 	script domain.RunScript
+	div    runs.RunDivergence
 }
 
 // runEnv is a server whose run routes run on a runFake.
@@ -82,7 +84,7 @@ type runEnv struct {
 
 func newRunEnv(t *testing.T) *runEnv {
 	t.Helper()
-	f := &runFake{view: runView(), script: domain.RunScript{Version: 1}}
+	f := &runFake{view: runView(), script: domain.RunScript{Version: 1}, div: runs.RunDivergence{Run: runView()}}
 	app := commands.NewApplication(commands.Capabilities{})
 	view := func(ctx context.Context, c any) (projections.RunView, error) {
 		f.got = c
@@ -121,6 +123,10 @@ func newRunEnv(t *testing.T) *runEnv {
 	app.Runs.GetRunScript = cqrs.Fake[runs.GetRunScript, domain.RunScript](func(ctx context.Context, c runs.GetRunScript) (domain.RunScript, error) {
 		f.got = c
 		return f.script, f.err
+	})
+	app.Runs.GetRunDivergence = cqrs.Fake[runs.GetRunDivergence, runs.RunDivergence](func(ctx context.Context, c runs.GetRunDivergence) (runs.RunDivergence, error) {
+		f.got = c
+		return f.div, f.err
 	})
 	s, _ := newTestServer(t, Deps{Auth: runAuthenticator{}, App: &app})
 	return &runEnv{t: t, s: s, v: apitest.FromHandler(t, s.Handler()), fake: f}
@@ -297,6 +303,7 @@ func TestRunErrors(t *testing.T) {
 		{"POST", "/v1/runs/" + runID + "/cancel", ""},
 		{"GET", "/v1/runs/" + runID + "/frames", ""},
 		{"GET", "/v1/runs/" + runID + "/script", ""},
+		{"GET", "/v1/runs/" + runID + "/divergence", ""},
 	}
 	errs := []struct {
 		name   string
@@ -444,6 +451,25 @@ func TestRunFramesAndScriptTranslate(t *testing.T) {
 			t.Errorf("got replayed script %+v (%v); want the exported one", replayed, err)
 		}
 	})
+	t.Run("divergence", func(t *testing.T) {
+		at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+		e.fake.div = runs.RunDivergence{Run: runView(), Replay: true, Steps: 3, Divergence: &domain.RunDiverged{Step: 3, Action: "tap",
+			Reason: domain.DivergedEffectDiffers, Detail: "the original action's effect was changed; the replay's is unchanged",
+			ExpectedFrame: "frm_a", ActualFrame: "frm_b", ExpectedEffect: "changed", ActualEffect: "unchanged", At: at}}
+		status, body := e.do("key", "GET", "/v1/runs/"+runID+"/divergence", "")
+		want := map[string]any{"runId": runID, "state": "running", "replay": true, "steps": float64(3), "divergence": map[string]any{
+			"step": float64(3), "action": "tap", "reason": "effect_differs", "detail": "the original action's effect was changed; the replay's is unchanged",
+			"expected": map[string]any{"frameId": "frm_a", "effect": "changed"}, "actual": map[string]any{"frameId": "frm_b", "effect": "unchanged"},
+			"at": "2026-11-27T10:00:00Z"}}
+		if status != http.StatusOK || !reflect.DeepEqual(body, want) {
+			t.Fatalf("got %d %v; want %v", status, body, want)
+		}
+		e.fake.div = runs.RunDivergence{Run: runView(), Steps: 0}
+		_, body = e.do("key", "GET", "/v1/runs/"+runID+"/divergence", "")
+		if body["replay"] != false || body["divergence"] != nil {
+			t.Errorf("a run replaying nothing: got %v; want replay false, divergence null", body)
+		}
+	})
 	t.Run("a run without steps", func(t *testing.T) {
 		e.fake.script = domain.RunScript{Version: 1}
 		status, body := e.do("key", "GET", "/v1/runs/"+runID+"/script", "")
@@ -468,6 +494,7 @@ func TestRunRoutesAdmitApps(t *testing.T) {
 		{"POST", "/v1/runs/" + runID + "/cancel", ""},
 		{"GET", "/v1/runs/" + runID + "/frames", ""},
 		{"GET", "/v1/runs/" + runID + "/script", ""},
+		{"GET", "/v1/runs/" + runID + "/divergence", ""},
 	} {
 		t.Run(r.method+" "+r.path, func(t *testing.T) {
 			e.fake.got = nil
@@ -573,6 +600,19 @@ func TestRunRoutesWalkthrough(t *testing.T) {
 	if replay["hasScript"] != true || replay["executor"] != "builtin" {
 		t.Errorf("replay: got %v; want a builtin run following the script", replay)
 	}
+	// The exported step is guarded: its frame, the screen to wait for, its effect.
+	if st := script.Steps[0]; st.FrameID != obs.Frame.FrameID || st.WaitFor == nil || st.WaitFor.App == "" || st.Effect == "" {
+		t.Errorf("script step: got %+v; want its frame %s, a screen guard and an effect", st, obs.Frame.FrameID)
+	}
+	// The divergence report: the replay (queued, no executor here) has not
+	// diverged; the original replays nothing.
+	for id, want := range map[string]bool{replay["runId"].(string): true, runID: false, agentRunID: false} {
+		_, b = fs.do(t, "GET", "/v1/runs/"+id+"/divergence", "", 200)
+		rep := decodeInto[map[string]any](t, b)
+		if rep["replay"] != want || rep["divergence"] != nil || rep["steps"] == nil {
+			t.Errorf("divergence of %s: got %s; want replay %v and no divergence", id, b, want)
+		}
+	}
 
 	_, b = fs.do(t, "GET", "/v1/runs?limit=1", "", 200)
 	first := decodeInto[map[string]any](t, b)
@@ -597,7 +637,8 @@ func TestRunRoutesWalkthrough(t *testing.T) {
 	if got := decodeInto[map[string]any](t, b)["leased"]; got != false {
 		t.Errorf("device after cancel: got leased %v; want the run's lease released", got)
 	}
-	for _, path := range []string{"/v1/runs/" + domain.NewID(domain.PrefixRun), "/v1/runs/not-a-run/frames", "/v1/runs/" + domain.NewID(domain.PrefixAgentRun) + "/script"} {
+	for _, path := range []string{"/v1/runs/" + domain.NewID(domain.PrefixRun), "/v1/runs/not-a-run/frames", "/v1/runs/" + domain.NewID(domain.PrefixAgentRun) + "/script",
+		"/v1/runs/" + domain.NewID(domain.PrefixRun) + "/divergence"} {
 		_, b = fs.do(t, "GET", path, "", 404)
 		if got := errorCode(t, b); got != "run_not_found" {
 			t.Errorf("GET %s: got %s; want run_not_found", path, got)

@@ -240,6 +240,7 @@ func TestEveryToolAnswersItsOutputSchema(t *testing.T) {
 			c.call(t, "pause_run", map[string]any{"runId": run.RunID}, nil)
 			c.call(t, "resume_run", map[string]any{"runId": run.RunID}, nil)
 			c.call(t, "get_run_frames", map[string]any{"runId": run.RunID}, nil)
+			c.call(t, "get_run_divergence", map[string]any{"runId": run.RunID}, nil)
 			c.call(t, "cancel_run", map[string]any{"runId": run.RunID}, nil)
 
 			// The app store.

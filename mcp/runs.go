@@ -167,5 +167,15 @@ func (s *Server) runTools() []*tool {
 		}
 		return jsonResult(wire.NewRunFramePage(page))
 	})
-	return []*tool{start, list, get, pause, resume, cancel, frames}
+	divergence := runTool("get_run_divergence", "Replay divergence",
+		"Where a replay first diverged from its script: step, reason, both frames.",
+		object([]string{"runId"}, prop{"runId", sRunID}), hints{readOnly: true})
+	divergence.run = run(s, func(ctx context.Context, app *commands.Application, a domain.Auth, args runArgs) (*mcpgo.CallToolResult, error) {
+		d, err := app.Runs.GetRunDivergence.Handle(ctx, runs.GetRunDivergence{Auth: a, RunID: args.RunID})
+		if err != nil {
+			return nil, err
+		}
+		return jsonResult(wire.NewRunDivergence(d))
+	})
+	return []*tool{start, list, get, pause, resume, cancel, frames, divergence}
 }

@@ -10,7 +10,7 @@ import (
 	"phonefleet/testutil"
 )
 
-var runTools = []string{"cancel_run", "get_run", "get_run_frames", "list_runs", "pause_run", "resume_run", "start_run"}
+var runTools = []string{"cancel_run", "get_run", "get_run_divergence", "get_run_frames", "list_runs", "pause_run", "resume_run", "start_run"}
 
 // runJSON is a run as the run tools answer it.
 type runJSON struct {
@@ -151,6 +151,17 @@ func TestRunToolsLifecycle(t *testing.T) {
 					t.Errorf("got %+v; want a (possibly empty) list of frames and no cursor on the last page", page)
 				}
 			})
+			t.Run("divergence", func(t *testing.T) {
+				var rep struct {
+					RunID      string         `json:"runId"`
+					Replay     bool           `json:"replay"`
+					Divergence map[string]any `json:"divergence"`
+				}
+				mustCall(t, a, "get_run_divergence", map[string]any{"runId": run.AgentRunID}).json(t, &rep)
+				if rep.RunID != run.RunID || rep.Replay || rep.Divergence != nil {
+					t.Errorf("got %+v; want the run, replaying nothing, with no divergence", rep)
+				}
+			})
 			var ended runJSON
 			mustCall(t, a, "cancel_run", map[string]any{"runId": run.RunID}).json(t, &ended)
 			if ended.State != "cancelled" || ended.EndedAt == nil {
@@ -194,7 +205,7 @@ func TestRunToolsAnswerAnotherOrganisationsRunAsMissing(t *testing.T) {
 		{"runId", run.RunID, domain.NewID(domain.PrefixRun)},
 		{"agentRunId", run.AgentRunID, domain.NewID(domain.PrefixAgentRun)},
 	} {
-		for _, tool := range []string{"get_run", "pause_run", "resume_run", "cancel_run", "get_run_frames"} {
+		for _, tool := range []string{"get_run", "pause_run", "resume_run", "cancel_run", "get_run_frames", "get_run_divergence"} {
 			t.Run(ids.name+"/"+tool, func(t *testing.T) {
 				a, err := orgB.call(t, tool, map[string]any{"runId": ids.ofA})
 				if err != nil {

@@ -65,7 +65,7 @@ var wantHints = map[string]hints{
 // defaults left out), a closed object schema, and at least one scope.
 func TestToolDefinitions(t *testing.T) {
 	s := newTestServer(t)
-	if got := len(s.ToolNames()); got != 44 {
+	if got := len(s.ToolNames()); got != 45 {
 		t.Errorf("got %d tools; want 44", got)
 	}
 	snake := regexp.MustCompile(`^[a-z]+(_[a-z]+)*$`)
@@ -115,7 +115,7 @@ func TestToolDefinitions(t *testing.T) {
 func TestToolVisibility(t *testing.T) {
 	s := newTestServer(t)
 	read, lease, act, runs := domain.ScopeDevicesRead, domain.ScopeDevicesLease, domain.ScopeDevicesAct, domain.ScopeRunsStart
-	runTools := []string{"cancel_run", "get_run", "get_run_frames", "list_runs", "pause_run", "resume_run", "start_run"}
+	runTools := []string{"cancel_run", "get_run", "get_run_divergence", "get_run_frames", "list_runs", "pause_run", "resume_run", "start_run"}
 	tests := []struct {
 		name string
 		auth domain.Auth
@@ -188,7 +188,7 @@ func TestToolVisibility(t *testing.T) {
 			// an app holding both sees them.
 			name: "OAuth app with runs:start and devices:act",
 			auth: domain.Auth{OrgID: "org_1", Kind: domain.PrincipalApp, UserID: "u", ClientID: "c", Scopes: []domain.Scope{runs, act}},
-			see: []string{"batch_actions", "cancel_run", "double_tap", "get_run", "get_run_frames", "install_catalog_app", "list_runs",
+			see: []string{"batch_actions", "cancel_run", "double_tap", "get_run", "get_run_divergence", "get_run_frames", "install_catalog_app", "list_runs",
 				"long_press", "open_app", "pause_run", "press_key", "resume_run", "start_run", "swipe", "tap", "tap_element", "type_text",
 				"wake_device"},
 			refusal: func(tool string) map[string]any {

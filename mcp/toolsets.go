@@ -33,7 +33,7 @@ var toolsets = map[string][]string{
 	"act":      {"tap", "tap_element", "double_tap", "long_press", "swipe", "type_text", "press_key", "open_app", "install_catalog_app", "batch_actions"},
 	"receipts": {"get_receipt", "list_receipts", "review_receipt"},
 	"webhooks": {"list_webhooks", "create_webhook", "update_webhook", "rotate_webhook_secret", "test_webhook", "delete_webhook", "list_webhook_deliveries"},
-	"runs":     {"start_run", "list_runs", "get_run", "pause_run", "resume_run", "cancel_run", "get_run_frames"},
+	"runs":     {"start_run", "list_runs", "get_run", "pause_run", "resume_run", "cancel_run", "get_run_frames", "get_run_divergence"},
 	"apps":     {"get_app_catalog", "create_app_installation", "get_app_installation", "get_app_inventory"},
 }
 

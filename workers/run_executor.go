@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -70,6 +71,13 @@ type RunExecutorConfig struct {
 	// History is how many recent steps a planner is shown; zero means
 	// planner.DefaultHistory.
 	History int
+	// ReplayLooks is how often a replayed script's guarded step looks for
+	// its screen before the replay diverges (screen_not_reached); zero
+	// means 20. A screen still changing from one look to the next is
+	// waited for up to twice as many looks.
+	ReplayLooks int
+	// ReplaySettle is the pause between those looks; zero means 250 ms.
+	ReplaySettle time.Duration
 	// Hosting, when set, says whether this process hosts the devices: an
 	// instance that does not claims no run (it could not act on its
 	// device). Nil means it does.
@@ -137,6 +145,12 @@ func NewRunExecutor(cfg RunExecutorConfig) *RunExecutor {
 	}
 	if cfg.History <= 0 {
 		cfg.History = planner.DefaultHistory
+	}
+	if cfg.ReplayLooks <= 0 {
+		cfg.ReplayLooks = 20
+	}
+	if cfg.ReplaySettle <= 0 {
+		cfg.ReplaySettle = 250 * time.Millisecond
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -356,8 +370,19 @@ func (e *RunExecutor) drive(ctx context.Context, run domain.Run) {
 			return
 		}
 		plannerFailures = 0
-		switch d.Kind {
-		case planner.KindAct:
+		switch {
+		case d.Kind == planner.KindAct && d.Guard != nil:
+			step, div, lost := e.replayStep(ctx, run, acc, obs, d)
+			switch {
+			case lost:
+				return
+			case div != nil:
+				e.diverged(pctx, acc, div, log)
+				return
+			}
+			attempt, actRetries = 0, 0
+			s.record(step, e.cfg.History)
+		case d.Kind == planner.KindAct:
 			key := fmt.Sprintf("%s/step-%d/%d", run.RunID, obs.StepSeq+1, attempt)
 			out, err := app.Runs.RunAct.Handle(pctx, runs.RunAct{Access: acc, Action: d.Action,
 				Arguments: d.Arguments, IdempotencyKey: key, ObservedFrame: obs.Frame.FrameID})
@@ -392,7 +417,7 @@ func (e *RunExecutor) drive(ctx context.Context, run domain.Run) {
 			}
 			attempt, actRetries = 0, 0
 			s.record(step, e.cfg.History)
-		case planner.KindNeedsUser:
+		case d.Kind == planner.KindNeedsUser:
 			if _, err := app.Runs.RunNeedsUser.Handle(pctx, runs.RunNeedsUser{Access: acc, Reason: d.Reason}); err != nil {
 				if e.lost(pctx, acc) {
 					return
@@ -403,10 +428,10 @@ func (e *RunExecutor) drive(ctx context.Context, run domain.Run) {
 			// Parked: the claim is gone; resume queues the run again.
 			s.record(planner.Step{Kind: planner.KindNeedsUser, Reason: d.Reason}, e.cfg.History)
 			return
-		case planner.KindFinish:
+		case d.Kind == planner.KindFinish:
 			e.finish(pctx, acc, d.State, d.Reason, d.Detail, log)
 			return
-		case planner.KindWait:
+		case d.Kind == planner.KindWait:
 			e.cfg.Sleep(ctx, d.Wait)
 			s.record(planner.Step{Kind: planner.KindWait}, e.cfg.History)
 		}
@@ -435,6 +460,130 @@ func (e *RunExecutor) finish(ctx context.Context, acc runs.RunAccess, state, rea
 	if _, err := e.cfg.App.Runs.RunFinish.Handle(ctx, runs.RunFinish{Access: acc, State: state,
 		Reason: clipRunes(reason, domain.MaxRunReasonRunes), Detail: clipRunes(detail, domain.MaxRunDetailRunes)}); err != nil {
 		log.Info("run executor could not finish the run", "state", state, "reason", reason, "err", err)
+	}
+}
+
+// replayStep takes a guarded script step (d.Guard) on the run's phone. It
+// waits for the step's screen: the guard's app in front and its anchors
+// shown, and the element a tap acted on; looking again every ReplaySettle,
+// ReplayLooks times, or up to twice as often while the screen is still
+// changing between looks (an app still loading is waited for, a settled
+// other screen is not). It then acts bound to that element as this phone
+// shows it (a tap names its ref; the fleet re-resolves it at the moment of
+// the tap) and compares the action's effect with the original's. It
+// returns the step taken, or the divergence: screen_not_reached,
+// element_gone or element_moved (after the retries a stale frame gets),
+// effect_differs or step_failed. lost says the run was let go.
+func (e *RunExecutor) replayStep(ctx context.Context, run domain.Run, acc runs.RunAccess, obs runs.RunObservation,
+	d planner.Decision) (step planner.Step, div *domain.RunDiverged, lost bool) {
+	g := d.Guard
+	app := e.cfg.App
+	diverge := func(reason, detail, frame string) *domain.RunDiverged {
+		return &domain.RunDiverged{Step: d.Step, Action: d.Action, Reason: reason, Detail: clipRunes(detail, 500),
+			ExpectedFrame: g.FrameID, ActualFrame: frame, ExpectedEffect: g.Effect}
+	}
+	attempt, retries, prevLayout := 0, 0, ""
+	for look := 1; ctx.Err() == nil; look++ {
+		pctx := workerPass(ctx, "run-executor")
+		args, missing := d.Arguments, ""
+		switch {
+		case obs.Tree == nil:
+			missing = "the device showed no UI tree"
+		default:
+			missing = g.WaitFor.Missing(*obs.Tree)
+			if missing == "" && g.Element != nil {
+				if el, ok := domain.FindAnchor(*obs.Tree, *g.Element); ok {
+					args, _ = json.Marshal(map[string]string{"ref": el.Ref})
+				} else {
+					missing = "no element with " + g.Element.String()
+				}
+			}
+		}
+		if missing != "" {
+			changing := obs.Layout != prevLayout
+			if look >= e.cfg.ReplayLooks && (!changing || look >= 2*e.cfg.ReplayLooks) {
+				return step, diverge(domain.DivergedScreenNotReached, missing, obs.Frame.FrameID), false
+			}
+			prevLayout = obs.Layout
+			e.cfg.Sleep(ctx, e.cfg.ReplaySettle)
+			next, err := app.Runs.RunObserve.Handle(pctx, runs.RunObserve{Access: acc, Image: "none", Elements: "all"})
+			if err != nil {
+				if e.lost(pctx, acc) {
+					return step, nil, true
+				}
+				continue // counted as a look that did not find the screen
+			}
+			obs = next
+			continue
+		}
+		key := fmt.Sprintf("%s/step-%d/%d", run.RunID, obs.StepSeq+1, attempt)
+		out, err := app.Runs.RunAct.Handle(pctx, runs.RunAct{Access: acc, Action: d.Action, Arguments: args,
+			IdempotencyKey: key, ObservedFrame: obs.Frame.FrameID})
+		var reason string
+		if err == nil && out.Receipt.Error != nil {
+			err = &domain.Error{Code: out.Receipt.Error.Code, Message: out.Receipt.Error.Message}
+			reason = out.Receipt.Error.Reason
+		}
+		if err != nil {
+			de := domain.AsError(err)
+			if r, ok := de.Extra["reason"].(string); ok {
+				reason = r
+			}
+			retry := false
+			switch de.Code {
+			case domain.CodeStaleFrame, domain.VrxStaleFrame, domain.CodeActionOutcomeUnknown, domain.VrxActionOutcomeUnknown:
+				// Look again and act again, under a new key.
+				attempt++
+				retry = true
+			case domain.CodeIdempotencyConflict:
+				if de.Retryable != nil && *de.Retryable {
+					e.cfg.Sleep(ctx, backoff(1)) // the same step is in flight
+				} else {
+					attempt++
+				}
+				retry = true
+			}
+			if retry && retries < runActRetries {
+				retries++
+				look = 0
+				if next, oerr := app.Runs.RunObserve.Handle(pctx, runs.RunObserve{Access: acc, Image: "none", Elements: "all"}); oerr == nil {
+					obs = next
+				}
+				continue
+			}
+			if e.lost(pctx, acc) {
+				return step, nil, true
+			}
+			if reason == domain.ReasonElementGone || reason == domain.ReasonElementMoved {
+				return step, diverge(reason, de.Message, obs.Frame.FrameID), false
+			}
+			return step, diverge(domain.DivergedStepFailed, string(de.Code)+": "+de.Message, obs.Frame.FrameID), false
+		}
+		step = planner.Step{Kind: planner.KindAct, Action: d.Action, Arguments: args}
+		if r := out.Receipt.Result; r != nil {
+			step.Result = r.Description
+		}
+		if eff := out.Receipt.Effect; eff != nil && effectSays(g.Effect) && effectSays(eff.State) && eff.State != g.Effect {
+			dv := diverge(domain.DivergedEffectDiffers, fmt.Sprintf("the original action's effect was %s; the replay's is %s", g.Effect, eff.State),
+				obs.Frame.FrameID)
+			dv.ActualEffect = eff.State
+			return step, dv, false
+		}
+		return step, nil, false
+	}
+	return step, nil, true
+}
+
+// effectSays reports whether an effect says something (unknown does not).
+func effectSays(effect string) bool {
+	return effect == domain.EffectChanged || effect == domain.EffectUnchanged
+}
+
+// diverged ends a replay at its divergence and forgets it.
+func (e *RunExecutor) diverged(ctx context.Context, acc runs.RunAccess, div *domain.RunDiverged, log *slog.Logger) {
+	defer e.forget(acc.RunID)
+	if _, err := e.cfg.App.Runs.RunFinish.Handle(ctx, runs.RunFinish{Access: acc, Divergence: div}); err != nil {
+		log.Info("run executor could not record the divergence", "step", div.Step, "reason", div.Reason, "err", err)
 	}
 }
 

@@ -413,9 +413,12 @@ func (r ListRunFramesHandler) Handle(ctx context.Context, q ListRunFrames) (proj
 // GetRunScriptHandler handles GetRunScript.
 type GetRunScriptHandler struct{ *Runs }
 
-// Handle exports a run's committed steps, each with the screen it was
-// decided on, as a script the scripted planner follows; a run that
-// succeeded ends its script with finish succeeded.
+// Handle exports a run's committed steps as a guarded plan the scripted
+// planner follows: each step with the screen it was decided on (its layout
+// signature, and what a replay on another phone waits for: the app in front
+// and a few of its elements), the element a tap acted on, the frame, and the
+// action's effect; a run that succeeded ends its script with finish
+// succeeded. A step whose frame is past retention is left unguarded.
 func (r GetRunScriptHandler) Handle(ctx context.Context, q GetRunScript) (domain.RunScript, error) {
 	run, err := r.resolve(ctx, RunRef(q))
 	if err != nil {
@@ -428,18 +431,22 @@ func (r GetRunScriptHandler) Handle(ctx context.Context, q GetRunScript) (domain
 	s := domain.RunScript{Version: 1, Goal: run.Goal, Steps: []domain.ScriptStep{}}
 	for _, st := range steps {
 		step := domain.ScriptStep{Action: st.Action, Arguments: st.Arguments}
+		if rc, err := projections.GetReceipt(ctx, r.pool, run.OrgID, st.IdempotencyKey); err != nil {
+			return domain.RunScript{}, err
+		} else if rc.Effect != nil {
+			step.Effect = rc.Effect.State
+		}
 		if st.ObservedFrame != "" {
-			// The layout the step was decided on, read back from its frame
-			// (a frame past retention leaves the step unchecked).
-			fr, err := r.devices.Frame(ctx, fleet.GetFrame{Auth: runAuth(run), FrameID: st.ObservedFrame, FrameOptions: fleet.FrameOptions{Snapshot: true}})
-			if err == nil && len(fr.Snapshot) > 0 {
-				var root domain.UIElement
-				if err := json.Unmarshal(fr.Snapshot, &root); err != nil {
-					return domain.RunScript{}, err
-				}
-				step.ExpectScreen = domain.LayoutSignature(root)
-			} else if err != nil && domain.ErrorCode(err) != domain.CodeFrameNotFound {
+			root, ok, err := r.frameTree(ctx, run, st.ObservedFrame)
+			if err != nil {
 				return domain.RunScript{}, err
+			}
+			if ok {
+				step.ExpectScreen, step.FrameID = domain.LayoutSignature(root), st.ObservedFrame
+				if action, err := domain.ParseAction(st.Action, st.Arguments); err == nil {
+					guard, element := domain.GuardStep(root, action)
+					step.WaitFor, step.Element = &guard, element
+				}
 			}
 		}
 		s.Steps = append(s.Steps, step)
@@ -448,6 +455,39 @@ func (r GetRunScriptHandler) Handle(ctx context.Context, q GetRunScript) (domain
 		s.Steps = append(s.Steps, domain.ScriptStep{Finish: domain.RunStateSucceeded})
 	}
 	return s, nil
+}
+
+// frameTree reads the UI tree of a frame of the run's device; ok is false
+// when the frame is past retention or carries no tree.
+func (r *Runs) frameTree(ctx context.Context, run domain.Run, frameID string) (root domain.UIElement, ok bool, err error) {
+	fr, err := r.devices.Frame(ctx, fleet.GetFrame{Auth: runAuth(run), FrameID: frameID, FrameOptions: fleet.FrameOptions{Snapshot: true}})
+	if err != nil {
+		if domain.ErrorCode(err) == domain.CodeFrameNotFound {
+			return root, false, nil
+		}
+		return root, false, err
+	}
+	if len(fr.Snapshot) == 0 {
+		return root, false, nil
+	}
+	if err := json.Unmarshal(fr.Snapshot, &root); err != nil {
+		return root, false, err
+	}
+	return root, true, nil
+}
+
+// GetRunDivergenceHandler handles GetRunDivergence.
+type GetRunDivergenceHandler struct{ *Runs }
+
+// Handle reads a run's divergence report from its own stream (the
+// run.diverged event its executor recorded with its end): nothing is
+// derived from a read model, so the report is what the events say.
+func (r GetRunDivergenceHandler) Handle(ctx context.Context, q GetRunDivergence) (RunDivergence, error) {
+	run, err := r.resolve(ctx, RunRef(q))
+	if err != nil {
+		return RunDivergence{}, err
+	}
+	return RunDivergence{Run: runView(run), Replay: len(run.Script) > 0, Steps: run.StepSeq, Divergence: run.Divergence}, nil
 }
 
 // runView renders the run aggregate as the read model does.

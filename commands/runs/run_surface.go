@@ -124,6 +124,7 @@ func (r RunObserveHandler) Handle(ctx context.Context, cmd RunObserve) (RunObser
 		}
 		out.Elements = domain.CompactElements(root, elems == domain.ElementsInteractive)
 		out.Layout = domain.LayoutSignature(root)
+		out.Tree = &root
 	}
 	return out, nil
 }
@@ -268,8 +269,20 @@ func (r RunFinishHandler) Handle(ctx context.Context, cmd RunFinish) (projection
 	if err != nil {
 		return projections.RunView{}, err
 	}
-	if cmd.State != domain.RunStateSucceeded && cmd.State != domain.RunStateFailed {
+	if cmd.Divergence == nil && cmd.State != domain.RunStateSucceeded && cmd.State != domain.RunStateFailed {
 		return projections.RunView{}, domain.Errorf(domain.CodeInvalidArgument, "state must be succeeded or failed")
+	}
+	if cmd.Divergence != nil {
+		return r.change(ctx, run.RunID, func(run *domain.Run, u *eventstore.Unit, now time.Time) ([]domain.Event, error) {
+			if run.Terminal() || !now.Before(run.DeadlineAt) {
+				return nil, errRunTokenRefused
+			}
+			evs, err := run.Diverge(now, *cmd.Divergence)
+			if err != nil || len(evs) == 0 {
+				return evs, err
+			}
+			return evs, r.releaseDevice(ctx, u, run, now)
+		})
 	}
 	state, reason, detail := cmd.State, cmd.Reason, cmd.Detail
 	if state == domain.RunStateSucceeded && run.SuccessCheck != nil {

@@ -77,6 +77,10 @@ var runAggregate = eventstore.Aggregate[domain.Run, domain.Event]{
 			c := *r.SuccessCheck
 			r.SuccessCheck = &c
 		}
+		if r.Divergence != nil {
+			d := *r.Divergence
+			r.Divergence = &d
+		}
 		return r
 	},
 	Keep: func(r *domain.Run) bool { return r.Exists() },
@@ -154,6 +158,20 @@ type GetRun RunRef
 // follows (GET /v1/runs/{runId}/script).
 type GetRunScript RunRef
 
+// GetRunDivergence reads whether and where a replay diverged from the
+// script it follows (GET /v1/runs/{runId}/divergence).
+type GetRunDivergence RunRef
+
+// RunDivergence is a run's divergence report: whether it replays a script
+// (Replay), how many of its steps were taken (Steps), and the first step
+// where it diverged (nil while it has not).
+type RunDivergence struct {
+	Run        projections.RunView
+	Replay     bool
+	Steps      int
+	Divergence *domain.RunDiverged
+}
+
 // ListRuns pages through the organisation's runs, newest first
 // (GET /v1/runs).
 type ListRuns struct {
@@ -213,7 +231,11 @@ type RunObservation struct {
 	Elements    []domain.Element
 	// Layout is the screen's layout signature (domain.LayoutSignature), when the
 	// elements were asked for.
-	Layout  string
+	Layout string
+	// Tree is the screen's whole UI tree, when the elements were asked for
+	// (a replay's guards are matched on it; the device surface does not
+	// send it).
+	Tree    *domain.UIElement
 	StepSeq int
 }
 
@@ -254,6 +276,10 @@ type RunFinish struct {
 	State  string
 	Reason string
 	Detail string
+	// Divergence, from the built-in executor replaying a guarded script,
+	// ends the run failed (replay_diverged) recording where it diverged;
+	// State, Reason and Detail are then not read.
+	Divergence *domain.RunDiverged
 }
 
 // ClaimRun gives a queued built-in run to a worker, or renews the
@@ -297,6 +323,8 @@ type Handlers struct {
 	GetRun        cqrs.Handler[GetRun, projections.RunView]
 	ListRunFrames cqrs.Handler[ListRunFrames, projections.RunFramePage]
 	GetRunScript  cqrs.Handler[GetRunScript, domain.RunScript]
+	// GetRunDivergence is a replay's divergence report.
+	GetRunDivergence cqrs.Handler[GetRunDivergence, RunDivergence]
 	// The device surface's reads.
 	RunInfo     cqrs.Handler[RunInfo, projections.RunView]
 	RunGetFrame cqrs.Handler[RunGetFrame, fleet.Frame]
@@ -305,21 +333,22 @@ type Handlers struct {
 // Handlers returns the run capability's entry points, each behind d.
 func (r *Runs) Handlers(d cqrs.Decorator) Handlers {
 	return Handlers{
-		StartRun:      cqrs.Serve(d, StartRunHandler{r}),
-		PauseRun:      cqrs.Serve(d, PauseRunHandler{r}),
-		ResumeRun:     cqrs.Serve(d, ResumeRunHandler{r}),
-		CancelRun:     cqrs.Serve(d, CancelRunHandler{r}),
-		ClaimRun:      cqrs.Serve(d, ClaimRunHandler{r}),
-		EndOverdueRun: cqrs.Serve(d, EndOverdueRunHandler{r}),
-		RunObserve:    cqrs.Serve(d, RunObserveHandler{r}),
-		RunAct:        cqrs.Serve(d, RunActHandler{r}),
-		RunNeedsUser:  cqrs.Serve(d, RunNeedsUserHandler{r}),
-		RunFinish:     cqrs.Serve(d, RunFinishHandler{r}),
-		ListRuns:      cqrs.Serve(d, ListRunsHandler{r}),
-		GetRun:        cqrs.Serve(d, GetRunHandler{r}),
-		ListRunFrames: cqrs.Serve(d, ListRunFramesHandler{r}),
-		GetRunScript:  cqrs.Serve(d, GetRunScriptHandler{r}),
-		RunInfo:       cqrs.Serve(d, RunInfoHandler{r}),
-		RunGetFrame:   cqrs.Serve(d, RunGetFrameHandler{r}),
+		StartRun:         cqrs.Serve(d, StartRunHandler{r}),
+		PauseRun:         cqrs.Serve(d, PauseRunHandler{r}),
+		ResumeRun:        cqrs.Serve(d, ResumeRunHandler{r}),
+		CancelRun:        cqrs.Serve(d, CancelRunHandler{r}),
+		ClaimRun:         cqrs.Serve(d, ClaimRunHandler{r}),
+		EndOverdueRun:    cqrs.Serve(d, EndOverdueRunHandler{r}),
+		RunObserve:       cqrs.Serve(d, RunObserveHandler{r}),
+		RunAct:           cqrs.Serve(d, RunActHandler{r}),
+		RunNeedsUser:     cqrs.Serve(d, RunNeedsUserHandler{r}),
+		RunFinish:        cqrs.Serve(d, RunFinishHandler{r}),
+		ListRuns:         cqrs.Serve(d, ListRunsHandler{r}),
+		GetRun:           cqrs.Serve(d, GetRunHandler{r}),
+		ListRunFrames:    cqrs.Serve(d, ListRunFramesHandler{r}),
+		GetRunScript:     cqrs.Serve(d, GetRunScriptHandler{r}),
+		GetRunDivergence: cqrs.Serve(d, GetRunDivergenceHandler{r}),
+		RunInfo:          cqrs.Serve(d, RunInfoHandler{r}),
+		RunGetFrame:      cqrs.Serve(d, RunGetFrameHandler{r}),
 	}
 }

@@ -148,3 +148,47 @@ func NewRunScript(s domain.RunScript) domain.RunScript {
 	}
 	return s
 }
+
+// RunDivergence is a run's divergence report (GET /v1/runs/{runId}/divergence
+// and the get_run_divergence tool): whether the run replays a script, its
+// state and steps taken, and the first step where it diverged from the
+// script (null while it has not).
+type RunDivergence struct {
+	RunID      string        `json:"runId"`
+	State      string        `json:"state"`
+	Replay     bool          `json:"replay"`
+	Steps      int           `json:"steps"`
+	Divergence *DivergedStep `json:"divergence"`
+}
+
+// DivergedStep is where a replay diverged: the step (1-based, in the
+// script), its action, why, and the original's and the replay's frames
+// with their effects, side by side. A frame is read with GET
+// /v1/frames/{frameId}; null when there is none (a script without frame
+// ids, a phone that could not be looked at).
+type DivergedStep struct {
+	Step     int           `json:"step"`
+	Action   *string       `json:"action"`
+	Reason   string        `json:"reason"`
+	Detail   *string       `json:"detail"`
+	Expected DivergedFrame `json:"expected"`
+	Actual   DivergedFrame `json:"actual"`
+	At       time.Time     `json:"at"`
+}
+
+// DivergedFrame is one side of a divergence.
+type DivergedFrame struct {
+	FrameID *string `json:"frameId"`
+	Effect  *string `json:"effect"`
+}
+
+// NewRunDivergence returns d as the API shows it.
+func NewRunDivergence(d runs.RunDivergence) RunDivergence {
+	out := RunDivergence{RunID: d.Run.RunID, State: d.Run.State, Replay: d.Replay, Steps: d.Steps}
+	if dv := d.Divergence; dv != nil {
+		out.Divergence = &DivergedStep{Step: dv.Step, Action: optionalString(dv.Action), Reason: dv.Reason, Detail: optionalString(dv.Detail),
+			Expected: DivergedFrame{FrameID: optionalString(dv.ExpectedFrame), Effect: optionalString(dv.ExpectedEffect)},
+			Actual:   DivergedFrame{FrameID: optionalString(dv.ActualFrame), Effect: optionalString(dv.ActualEffect)}, At: dv.At}
+	}
+	return out
+}

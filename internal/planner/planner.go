@@ -175,6 +175,12 @@ type Decision struct {
 	// ExpectScreen is the screen hash the decision was made for (a
 	// script's step), empty when any.
 	ExpectScreen string
+	// Guard, for a script's guarded step (domain.ScriptStep.Guarded), is
+	// that step, and Step its 1-based index in the script: the executor
+	// waits for its screen, acts bound to its element and compares its
+	// effect, instead of the planner comparing the screen once.
+	Guard *domain.ScriptStep
+	Step  int
 }
 
 // Check refuses a decision the executor cannot carry out, wrapping

@@ -29,7 +29,8 @@ const (
 
 // Scripted follows a script step by step. A step naming ExpectScreen is
 // taken only on that screen: on another one the run ends failed with
-// stale_frame. A step whose action failed on the device ends the run
+// stale_frame. A guarded step (WaitFor set) is handed to the executor with
+// its guard (Decision.Guard), which waits for its screen. A step whose action failed on the device ends the run
 // failed (step_failed); a script that runs out of steps ends it
 // succeeded (script_completed), so a successCheck has the final word.
 type Scripted struct {
@@ -67,6 +68,14 @@ func (p *Scripted) Next(_ context.Context, in Input) (Decision, error) {
 		return Decision{Kind: KindFinish, State: domain.RunStateSucceeded, Reason: ReasonScriptCompleted}, nil
 	}
 	s := p.steps[i]
+	if s.Guarded() && isDeviceAction(s) {
+		d, err := stepDecision(s)
+		if err != nil {
+			return Decision{}, fmt.Errorf("script step %d: %w", i+1, err)
+		}
+		d.Guard, d.Step = &s, i+1
+		return d, nil
+	}
 	if s.ExpectScreen != "" && s.ExpectScreen != in.Observation.Layout {
 		return Decision{Kind: KindFinish, State: domain.RunStateFailed, Reason: domain.RunReasonStaleFrame,
 			Detail: fmt.Sprintf("step %d expected screen %s; the device shows %s", i+1, s.ExpectScreen, in.Observation.Layout)}, nil

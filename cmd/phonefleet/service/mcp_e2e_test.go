@@ -63,10 +63,10 @@ func TestServeOffersTheToolSurface(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 33 device, receipt and webhook tools, the 7 run tools and the 4 app
+	// 33 device, receipt and webhook tools, the 8 run tools and the 4 app
 	// store tools (every scope).
-	if got := len(list.Tools); got != 44 {
-		t.Errorf("got %d tools for the local operator; want 44", got)
+	if got := len(list.Tools); got != 45 {
+		t.Errorf("got %d tools for the local operator; want 45", got)
 	}
 	var devices struct {
 		Devices []struct {

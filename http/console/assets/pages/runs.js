@@ -4,7 +4,10 @@
 // (pause, resume, cancel; for a parked run, take control of its device and
 // hand it back), its steps as a timeline — each an action receipt of the
 // run (GET /v1/receipts?agentRunId=…) with its frames before and after —
-// and every frame it saw (GET /v1/runs/{id}/frames). A run that has not
+// and every frame it saw (GET /v1/runs/{id}/frames); a run replaying a
+// script shows its divergence report (GET /v1/runs/{id}/divergence): the
+// first step where it diverged, why, and the original's frame beside the
+// replay's. A run that has not
 // ended is watched: the page reads it again every two seconds and redraws
 // what changed.
 import { api, h, route, toast, errorBox, fmtTime, navigate, reload } from '/console/app.js';
@@ -331,6 +334,30 @@ function stepsList(receipts) {
       framesPair(rc, 160))));
 }
 
+// divergenceBox shows a replay's divergence report: none yet (or none at
+// all, for a replay that succeeded), or the step, its reason and detail,
+// and the original's and the replay's frames side by side.
+function divergenceBox(rep) {
+  const box = h('div', { class: 'divergence', 'data-diverged': rep.divergence ? 'true' : 'false' });
+  const d = rep.divergence;
+  if (!d) {
+    box.append(h('p', {}, terminal.has(rep.state)
+      ? 'The replay followed the script: no step diverged (' + rep.steps + ' steps taken).'
+      : 'No step has diverged so far (' + rep.steps + ' steps taken).'));
+    return box;
+  }
+  const side = (s, who) => {
+    const caption = who + (s.effect ? ' — effect ' + s.effect : '');
+    return s.frameId ? frameImage(s.frameId, caption, 240) : h('p', { class: 'muted' }, who + ': no frame');
+  };
+  box.append(
+    h('p', { class: 'divergence-step' }, h('strong', {}, 'Diverged at step ' + d.step), d.action ? [' (', h('code', {}, d.action), ')'] : '',
+      ': ', h('span', { class: 'divergence-reason' }, d.reason)),
+    d.detail ? h('p', { class: 'muted divergence-detail' }, d.detail) : '',
+    h('div', { class: 'frames-pair divergence-frames' }, side(d.expected, 'original'), side(d.actual, 'replay')));
+  return box;
+}
+
 function framesGallery(run, result, stepOf, loadMore) {
   if (result.frames.length === 0) return h('p', { class: 'muted' }, 'No frames yet.');
   const list = h('ol', { class: 'frame-gallery' }, result.frames.map((f) => {
@@ -351,12 +378,13 @@ route('/runs/:id', async (main, params) => {
   const controlBox = h('section', { 'aria-labelledby': 'run-control-h' });
   const stepsBox = h('div', {});
   const framesBox = h('div', {});
+  const replayBox = h('section', { 'aria-labelledby': 'run-replay-h', class: 'run-replay', hidden: !run.hasScript });
   const stepsCount = h('span', { class: 'muted' });
   const framesCount = h('span', { class: 'muted' });
   let frameLimit = 200;
   main.append(h('p', {}, h('a', { href: '#/runs' }, '← All runs')), title,
     h('pre', { class: 'goal' }, run.goal),
-    summaryBox, controlBox,
+    summaryBox, controlBox, replayBox,
     h('section', { 'aria-labelledby': 'run-steps-h', class: 'run-steps' }, h('h2', { id: 'run-steps-h' }, 'Steps ', stepsCount),
       h('p', { class: 'muted' }, 'Each step is one action receipt of the run, with the screen before and after it (',
         h('a', { href: '#/receipts?agentRunId=' + encodeURIComponent(run.agentRunId) }, 'the run\'s receipts'), ').'),
@@ -374,10 +402,15 @@ route('/runs/:id', async (main, params) => {
     const sig = [run.state, run.stepSeq, run.updatedAt, holder].join('|');
     if (!force && sig === last && !pendingSteps) return;
     last = sig;
-    const [receipts, frames] = await Promise.all([
+    const [receipts, frames, report] = await Promise.all([
       runReceipts(run.agentRunId).catch((e) => e),
       runFrames(run.runId, frameLimit).catch((e) => e),
+      run.hasScript ? api.get('/v1/runs/' + encodeURIComponent(run.runId) + '/divergence').catch((e) => e) : null,
     ]);
+    if (report) {
+      replayBox.replaceChildren(h('h2', { id: 'run-replay-h' }, 'Replay'),
+        report instanceof Error ? errorBox(report) : divergenceBox(report));
+    }
     summaryBox.replaceChildren(summary(run, device));
     // Keep the keyboard in the controls when they are redrawn under it.
     const hadFocus = controlBox.contains(document.activeElement);
