@@ -170,3 +170,52 @@ func (p CheckpointPolicy) Due(entries, lastEntries int64, lastAt, now time.Time)
 	}
 	return !now.Before(lastAt.Add(p.Interval))
 }
+
+// CheckpointChain is the state of an organisation's checkpoint stream:
+// its last checkpoint.
+type CheckpointChain struct {
+	OrgID string
+	Last  receiptchain.Checkpoint
+}
+
+// Apply folds one event into the chain's checkpoints.
+func (c *CheckpointChain) Apply(e Event) {
+	if s, ok := e.(ReceiptCheckpointSigned); ok {
+		c.Last = s.Checkpoint
+	}
+}
+
+// Sign returns the checkpoint event of the chain at head when policy says
+// it is due at now (none otherwise), signed with the active key of keys
+// (opened with box). It is signed at now, or at the key's start should
+// this clock be behind it, so that it lies in the key's validity.
+func (c CheckpointChain) Sign(keys SigningKeys, box *SecretBox, head receiptchain.Head, policy CheckpointPolicy, now time.Time) ([]Event, error) {
+	var lastAt time.Time
+	if c.Last.SignedAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, c.Last.SignedAt)
+		if err != nil {
+			return nil, err
+		}
+		lastAt = t
+	}
+	if !policy.Due(head.Seq, c.Last.Entries, lastAt, now) {
+		return nil, nil
+	}
+	key, ok := keys.Active()
+	if !ok {
+		return nil, ErrNoSigningKey
+	}
+	priv, err := key.PrivateKey(box)
+	if err != nil {
+		return nil, err
+	}
+	at := now.UTC().Truncate(time.Microsecond)
+	if at.Before(key.ValidFrom) {
+		at = key.ValidFrom
+	}
+	cp, err := receiptchain.Sign(priv, key.KeyID, c.OrgID, head, at)
+	if err != nil {
+		return nil, err
+	}
+	return []Event{ReceiptCheckpointSigned{Checkpoint: cp}}, nil
+}

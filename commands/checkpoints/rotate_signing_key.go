@@ -1,0 +1,34 @@
+package checkpoints
+
+import (
+	"context"
+
+	"phonefleet/domain"
+	"phonefleet/receiptchain"
+)
+
+// RotateSigningKey replaces the active signing key with a new one. The old
+// key stays published, valid until the new one's start, so checkpoints it
+// signed keep verifying.
+type RotateSigningKey struct{}
+
+// RotateSigningKeyHandler handles RotateSigningKey.
+type RotateSigningKeyHandler struct{ c *Checkpoints }
+
+// Handle returns the new key. A checkpoint being signed with the old key
+// while it commits is refused by the store (it expects the keys' stream
+// where it read it) and signed again with the new key.
+func (h RotateSigningKeyHandler) Handle(ctx context.Context, _ RotateSigningKey) (receiptchain.PublishedKey, error) {
+	keys, committed, err := h.c.keys().Update(ctx, "", func(s *domain.SigningKeys) ([]domain.Event, error) {
+		g, err := s.Generate(h.c.Box, h.c.now())
+		if err != nil {
+			return nil, err
+		}
+		return []domain.Event{g}, nil
+	})
+	if err != nil {
+		return receiptchain.PublishedKey{}, err
+	}
+	key, _ := keys.Active()
+	return key.Published(), h.c.wait(ctx, committed)
+}

@@ -1,0 +1,201 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"phonefleet/domain"
+	"phonefleet/eventstore"
+	"phonefleet/receiptchain"
+)
+
+// ReceiptCheckpoints is the read side of signed receipt checkpoints and of
+// the signing keys that signed them: receipt_checkpoints holds every
+// checkpoint (its export line, byte for byte, beside its members), and
+// receipt_signing_keys the public half of every key with its validity. It
+// consumes receipt.checkpoint_signed and receipt_signing.key_generated and
+// emits nothing; a sealed private key never reaches it.
+type ReceiptCheckpoints struct{}
+
+// ReceiptCheckpointsName is the projection's stable name.
+const ReceiptCheckpointsName = "receipt_checkpoints"
+
+// Name implements Projection.
+func (ReceiptCheckpoints) Name() string { return ReceiptCheckpointsName }
+
+// Tables implements Projection.
+func (ReceiptCheckpoints) Tables() []string {
+	return []string{"receipt_checkpoints", "receipt_signing_keys"}
+}
+
+// EventTypes implements Selective.
+func (ReceiptCheckpoints) EventTypes() []string {
+	return []string{nameOf(domain.ReceiptCheckpointSigned{}), nameOf(domain.ReceiptSigningKeyGenerated{})}
+}
+
+// Setup implements Projection.
+func (ReceiptCheckpoints) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
+	_, err := tx.Exec(ctx, `CREATE TABLE `+schema+`.receipt_checkpoints (
+		org_id    text NOT NULL,
+		entries   bigint NOT NULL,
+		head_hash text NOT NULL,
+		signed_at timestamptz NOT NULL,
+		key_id    text NOT NULL,
+		line      text NOT NULL,
+		PRIMARY KEY (org_id, entries)
+	);
+	CREATE TABLE `+schema+`.receipt_signing_keys (
+		key_id      text PRIMARY KEY,
+		public_key  bytea NOT NULL,
+		valid_from  timestamptz NOT NULL,
+		valid_until timestamptz,
+		position    bigint NOT NULL
+	);`)
+	return err
+}
+
+// Apply implements Projection.
+func (ReceiptCheckpoints) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eventstore.Event) error {
+	for _, e := range events {
+		ev, err := domain.Events.Decode(e.Type, e.SchemaVersion, e.Data)
+		if err != nil {
+			return fmt.Errorf("decode %s at %d: %w", e.Type, e.Position, err)
+		}
+		switch ev := ev.(type) {
+		case domain.ReceiptCheckpointSigned:
+			c := ev.Checkpoint
+			at, err := time.Parse(time.RFC3339Nano, c.SignedAt)
+			if err != nil {
+				return fmt.Errorf("checkpoint at %d: %w", e.Position, err)
+			}
+			line, err := receiptchain.CheckpointLine(c)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.receipt_checkpoints (org_id, entries, head_hash, signed_at, key_id, line)
+				VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, c.OrgID, c.Entries, c.HeadHash, at, c.KeyID, string(line)); err != nil {
+				return err
+			}
+		case domain.ReceiptSigningKeyGenerated:
+			if _, err := tx.Exec(ctx, `UPDATE `+schema+`.receipt_signing_keys SET valid_until = $1 WHERE valid_until IS NULL`, ev.ValidFrom); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.receipt_signing_keys (key_id, public_key, valid_from, position)
+				VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, ev.KeyID, ev.PublicKey, ev.ValidFrom, e.Position); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// SigningKeys returns the published signing keys, newest first.
+func SigningKeys(ctx context.Context, pool *pgxpool.Pool) ([]domain.SigningKey, error) {
+	rows, err := pool.Query(ctx, `SELECT key_id, public_key, valid_from, valid_until FROM public.receipt_signing_keys ORDER BY position DESC`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []domain.SigningKey
+	for rows.Next() {
+		var k domain.SigningKey
+		var until *time.Time
+		if err := rows.Scan(&k.KeyID, &k.PublicKey, &k.ValidFrom, &until); err != nil {
+			return nil, err
+		}
+		if until != nil {
+			k.ValidUntil = *until
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// Checkpoints returns up to limit of orgID's checkpoints counting fewer
+// than before entries (0: no bound), the newest first.
+func Checkpoints(ctx context.Context, pool *pgxpool.Pool, orgID string, before int64, limit int) ([]receiptchain.Checkpoint, error) {
+	rows, err := pool.Query(ctx, `SELECT line FROM public.receipt_checkpoints WHERE org_id = $1 AND ($2 = 0 OR entries < $2)
+		ORDER BY entries DESC LIMIT $3`, orgID, before, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []receiptchain.Checkpoint
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return nil, err
+		}
+		var l struct {
+			Checkpoint receiptchain.Checkpoint `json:"checkpoint"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			return nil, err
+		}
+		out = append(out, l.Checkpoint)
+	}
+	return out, rows.Err()
+}
+
+// CheckpointLines returns the export lines of orgID's checkpoints counting
+// after+1 to upTo entries, by the entry they sign.
+func CheckpointLines(ctx context.Context, pool *pgxpool.Pool, orgID string, after, upTo int64) (map[int64]string, error) {
+	rows, err := pool.Query(ctx, `SELECT entries, line FROM public.receipt_checkpoints WHERE org_id = $1 AND entries > $2 AND entries <= $3`,
+		orgID, after, upTo)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int64]string{}
+	for rows.Next() {
+		var n int64
+		var line string
+		if err := rows.Scan(&n, &line); err != nil {
+			return nil, err
+		}
+		out[n] = line
+	}
+	return out, rows.Err()
+}
+
+// ChainDue is an organisation's chain head beside its last checkpoint.
+type ChainDue struct {
+	OrgID       string
+	Head        receiptchain.Head
+	LastEntries int64
+	LastAt      time.Time
+}
+
+// ChainsAhead lists, for every organisation whose chain has entries its
+// last checkpoint does not count, the chain's head and that checkpoint
+// (zero when none), up to limit of them, after organisation after.
+func ChainsAhead(ctx context.Context, pool *pgxpool.Pool, after string, limit int) ([]ChainDue, error) {
+	rows, err := pool.Query(ctx, `SELECT h.org_id, h.seq, h.hash, h.idempotency_key, coalesce(c.entries, 0), c.signed_at
+		FROM (SELECT DISTINCT ON (org_id) org_id, seq, hash, idempotency_key FROM public.receipt_chain
+		      WHERE org_id > $1 ORDER BY org_id, seq DESC) h
+		LEFT JOIN LATERAL (SELECT entries, signed_at FROM public.receipt_checkpoints WHERE org_id = h.org_id ORDER BY entries DESC LIMIT 1) c ON true
+		WHERE h.seq > coalesce(c.entries, 0)
+		ORDER BY h.org_id LIMIT $2`, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ChainDue
+	for rows.Next() {
+		var d ChainDue
+		var at *time.Time
+		if err := rows.Scan(&d.OrgID, &d.Head.Seq, &d.Head.Hash, &d.Head.Key, &d.LastEntries, &at); err != nil {
+			return nil, err
+		}
+		if at != nil {
+			d.LastAt = *at
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
