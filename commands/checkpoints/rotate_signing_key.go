@@ -19,7 +19,20 @@ type RotateSigningKeyHandler struct{ c *Checkpoints }
 // while it commits is refused by the store (it expects the keys' stream
 // where it read it) and signed again with the new key.
 func (h RotateSigningKeyHandler) Handle(ctx context.Context, _ RotateSigningKey) (receiptchain.PublishedKey, error) {
+	if h.c.Box == nil {
+		return receiptchain.PublishedKey{}, domain.Errorf(domain.CodeInvalidArgument,
+			"no server key to seal a signing key with: run with the service's SERVICE_DATA_DIR")
+	}
 	keys, committed, err := h.c.keys().Update(ctx, "", func(s *domain.SigningKeys) ([]domain.Event, error) {
+		// A server key that cannot open the active key is not the
+		// service's (another SERVICE_DATA_DIR): the service could not
+		// open the new key either, and would stop signing.
+		if a, ok := s.Active(); ok {
+			if _, err := a.PrivateKey(h.c.Box); err != nil {
+				return nil, domain.Errorf(domain.CodeInvalidArgument,
+					"this server key cannot open the active signing key %s: run with the service's SERVICE_DATA_DIR", a.KeyID)
+			}
+		}
 		g, err := s.Generate(h.c.Box, h.c.now())
 		if err != nil {
 			return nil, err
