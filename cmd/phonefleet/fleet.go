@@ -7,11 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"phonefleet/commands/checkpoints"
 	"strings"
 	"time"
 
 	"phonefleet/cmd/phonefleet/service"
+	"phonefleet/commands/checkpoints"
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/internal/adb"
