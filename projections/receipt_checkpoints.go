@@ -14,12 +14,11 @@ import (
 	"phonefleet/receiptchain"
 )
 
-// ReceiptCheckpoints is the read side of signed receipt checkpoints and of
-// the signing keys that signed them: receipt_checkpoints holds every
-// checkpoint (its export line, byte for byte, beside its members), and
-// receipt_signing_keys the public half of every key with its validity. It
-// consumes receipt.checkpoint_signed and receipt_signing.key_generated and
-// emits nothing; a sealed private key never reaches it.
+// ReceiptCheckpoints is the read side of signed receipt checkpoints:
+// receipt_checkpoints holds every checkpoint (its export line, byte for
+// byte, beside its members). It consumes receipt.checkpoint_signed and
+// emits nothing. The signing keys have no read model: their one short
+// stream is read where they are published.
 type ReceiptCheckpoints struct{}
 
 // ReceiptCheckpointsName is the projection's stable name.
@@ -30,12 +29,12 @@ func (ReceiptCheckpoints) Name() string { return ReceiptCheckpointsName }
 
 // Tables implements Projection.
 func (ReceiptCheckpoints) Tables() []string {
-	return []string{"receipt_checkpoints", "receipt_signing_keys"}
+	return []string{"receipt_checkpoints"}
 }
 
 // EventTypes implements Selective.
 func (ReceiptCheckpoints) EventTypes() []string {
-	return []string{nameOf(domain.ReceiptCheckpointSigned{}), nameOf(domain.ReceiptSigningKeyGenerated{})}
+	return []string{nameOf(domain.ReceiptCheckpointSigned{})}
 }
 
 // Setup implements Projection.
@@ -48,13 +47,6 @@ func (ReceiptCheckpoints) Setup(ctx context.Context, tx pgx.Tx, schema string) e
 		key_id    text NOT NULL,
 		line      text NOT NULL,
 		PRIMARY KEY (org_id, entries)
-	);
-	CREATE TABLE `+schema+`.receipt_signing_keys (
-		key_id      text PRIMARY KEY,
-		public_key  bytea NOT NULL,
-		valid_from  timestamptz NOT NULL,
-		valid_until timestamptz,
-		position    bigint NOT NULL
 	);`)
 	return err
 }
@@ -66,8 +58,7 @@ func (ReceiptCheckpoints) Apply(ctx context.Context, tx pgx.Tx, schema string, e
 		if err != nil {
 			return fmt.Errorf("decode %s at %d: %w", e.Type, e.Position, err)
 		}
-		switch ev := ev.(type) {
-		case domain.ReceiptCheckpointSigned:
+		if ev, ok := ev.(domain.ReceiptCheckpointSigned); ok {
 			c := ev.Checkpoint
 			at, err := time.Parse(time.RFC3339Nano, c.SignedAt)
 			if err != nil {
@@ -81,39 +72,9 @@ func (ReceiptCheckpoints) Apply(ctx context.Context, tx pgx.Tx, schema string, e
 				VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, c.OrgID, c.Entries, c.HeadHash, at, c.KeyID, string(line)); err != nil {
 				return err
 			}
-		case domain.ReceiptSigningKeyGenerated:
-			if _, err := tx.Exec(ctx, `UPDATE `+schema+`.receipt_signing_keys SET valid_until = $1 WHERE valid_until IS NULL`, ev.ValidFrom); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.receipt_signing_keys (key_id, public_key, valid_from, position)
-				VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, ev.KeyID, ev.PublicKey, ev.ValidFrom, e.Position); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
-}
-
-// SigningKeys returns the published signing keys, newest first.
-func SigningKeys(ctx context.Context, pool *pgxpool.Pool) ([]domain.SigningKey, error) {
-	rows, err := pool.Query(ctx, `SELECT key_id, public_key, valid_from, valid_until FROM public.receipt_signing_keys ORDER BY position DESC`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []domain.SigningKey
-	for rows.Next() {
-		var k domain.SigningKey
-		var until *time.Time
-		if err := rows.Scan(&k.KeyID, &k.PublicKey, &k.ValidFrom, &until); err != nil {
-			return nil, err
-		}
-		if until != nil {
-			k.ValidUntil = *until
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
 }
 
 // Checkpoints returns up to limit of orgID's checkpoints counting fewer

@@ -17,15 +17,17 @@ type ListSigningKeys struct{}
 // ListSigningKeysHandler handles ListSigningKeys.
 type ListSigningKeysHandler struct{ c *Checkpoints }
 
-// Handle returns every key that ever signed, newest first.
+// Handle returns every key that ever signed, newest first. It reads the
+// keys' stream itself (a handful of events), not a read model: a key is
+// published the moment it can sign, before any checkpoint it signs.
 func (h ListSigningKeysHandler) Handle(ctx context.Context, _ ListSigningKeys) (receiptchain.KeySet, error) {
-	keys, err := projections.SigningKeys(ctx, h.c.Pool)
+	keys, _, err := h.c.keys().Load(ctx, "")
 	if err != nil {
 		return receiptchain.KeySet{}, err
 	}
-	set := receiptchain.KeySet{Keys: make([]receiptchain.PublishedKey, 0, len(keys))}
-	for _, k := range keys {
-		set.Keys = append(set.Keys, k.Published())
+	set := receiptchain.KeySet{Keys: make([]receiptchain.PublishedKey, 0, len(keys.Keys))}
+	for i := len(keys.Keys) - 1; i >= 0; i-- {
+		set.Keys = append(set.Keys, keys.Keys[i].Published())
 	}
 	return set, nil
 }
