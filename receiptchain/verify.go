@@ -468,7 +468,7 @@ func checkpointAt(ln int, raw []byte, head Head, rep *Report, keys *KeySet) *Pro
 		return &Problem{Line: ln, Key: head.Key, Seq: c.Entries, Kind: Foreign,
 			Detail: fmt.Sprintf("the checkpoint is of organisation %q, the export of %q", c.OrgID, rep.OrgID)}
 	case c.Entries > head.Seq:
-		return &Problem{Line: ln, Key: head.Key, Seq: head.Seq + 1, Kind: Removed,
+		return &Problem{Line: ln, Key: head.Key, Seq: head.Seq, Kind: Removed,
 			Detail: fmt.Sprintf("a checkpoint signed at %s counts %d entries, but only %d precede it: entries %d to %d were removed", c.SignedAt, c.Entries, head.Seq, head.Seq+1, c.Entries)}
 	case c.Entries < head.Seq:
 		return &Problem{Line: ln, Key: head.Key, Seq: c.Entries, Kind: Reordered,
@@ -493,7 +493,7 @@ func checkHeld(ln int, head Head, orgID string, held []Checkpoint) *Problem {
 		case orgID != "" && c.OrgID != orgID:
 			return &Problem{Line: ln, Kind: Foreign, Detail: fmt.Sprintf("a checkpoint held apart is of organisation %q, the export of %q", c.OrgID, orgID)}
 		case c.Entries > head.Seq:
-			return &Problem{Line: ln, Key: head.Key, Seq: head.Seq + 1, Kind: Removed,
+			return &Problem{Line: ln, Key: head.Key, Seq: head.Seq, Kind: Removed,
 				Detail: fmt.Sprintf("the export ends at entry %d, but a checkpoint signed at %s counts %d entries: entries %d to %d were removed from its end (and its end line rewritten)",
 					head.Seq, c.SignedAt, c.Entries, head.Seq+1, c.Entries)}
 		}
