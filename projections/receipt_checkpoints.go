@@ -136,12 +136,19 @@ type ChainDue struct {
 // last checkpoint does not count, the chain's head and that checkpoint
 // (zero when none), up to limit of them, after organisation after.
 func ChainsAhead(ctx context.Context, pool *pgxpool.Pool, after string, limit int) ([]ChainDue, error) {
-	rows, err := pool.Query(ctx, `SELECT h.org_id, h.seq, h.hash, h.idempotency_key, coalesce(c.entries, 0), c.signed_at
-		FROM (SELECT DISTINCT ON (org_id) org_id, seq, hash, idempotency_key FROM public.receipt_chain
-		      WHERE org_id > $1 ORDER BY org_id, seq DESC) h
-		LEFT JOIN LATERAL (SELECT entries, signed_at FROM public.receipt_checkpoints WHERE org_id = h.org_id ORDER BY entries DESC LIMIT 1) c ON true
-		WHERE h.seq > coalesce(c.entries, 0)
-		ORDER BY h.org_id LIMIT $2`, after, limit)
+	// The organisations are walked one index probe each (a skip scan of
+	// the chain's primary key), not by reading every entry.
+	rows, err := pool.Query(ctx, `WITH RECURSIVE orgs(org_id) AS (
+			(SELECT org_id FROM public.receipt_chain WHERE org_id > $1 ORDER BY org_id LIMIT 1)
+			UNION ALL
+			SELECT (SELECT r.org_id FROM public.receipt_chain r WHERE r.org_id > o.org_id ORDER BY r.org_id LIMIT 1)
+			FROM orgs o WHERE o.org_id IS NOT NULL)
+		SELECT o.org_id, h.seq, h.hash, h.idempotency_key, coalesce(c.entries, 0), c.signed_at
+		FROM orgs o
+		JOIN LATERAL (SELECT seq, hash, idempotency_key FROM public.receipt_chain WHERE org_id = o.org_id ORDER BY seq DESC LIMIT 1) h ON true
+		LEFT JOIN LATERAL (SELECT entries, signed_at FROM public.receipt_checkpoints WHERE org_id = o.org_id ORDER BY entries DESC LIMIT 1) c ON true
+		WHERE o.org_id IS NOT NULL AND h.seq > coalesce(c.entries, 0)
+		ORDER BY o.org_id LIMIT $2`, after, limit)
 	if err != nil {
 		return nil, err
 	}
