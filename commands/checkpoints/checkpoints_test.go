@@ -93,7 +93,9 @@ func TestInstancesAgreeAndSignOnce(t *testing.T) {
 	signBoth := func() int {
 		t.Helper()
 		env.Settle(t)
-		n := both(func(h checkpoints.Handlers) (any, error) { return h.SignCheckpoints.Handle(ctx, checkpoints.SignCheckpoints{}) })
+		n := both(func(h checkpoints.Handlers) (any, error) {
+			return h.SignCheckpoints.Handle(ctx, checkpoints.SignCheckpoints{})
+		})
 		env.Settle(t)
 		return n[0].(int) + n[1].(int)
 	}
