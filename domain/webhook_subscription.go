@@ -203,8 +203,8 @@ func (s *WebhookSet) PersonLeft(userID string) []Event {
 	return out
 }
 
-// CheckWebhookEvents refuses an empty list and any name outside the four
-// webhook events, and returns the names deduplicated in spec order.
+// CheckWebhookEvents refuses an empty list and any name outside
+// WebhookEventNames, and returns the names deduplicated in that order.
 func CheckWebhookEvents(events []string) ([]string, error) {
 	if len(events) == 0 {
 		return nil, Errorf(CodeInvalidArgument, "events must name at least one of %v", WebhookEventNames).With("reason", "no_events")
