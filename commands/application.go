@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"phonefleet/commands/apps"
+	"phonefleet/commands/checkpoints"
 	"phonefleet/commands/console"
 	"phonefleet/commands/copilot"
 	"phonefleet/commands/cqrs"
@@ -40,6 +41,8 @@ type Application struct {
 	Apps          apps.Handlers
 	Proxies       proxies.Handlers
 	Copilot       copilot.Handlers
+	// Checkpoints: the receipt signing keys and the signed checkpoints.
+	Checkpoints checkpoints.Handlers
 }
 
 // Capabilities are what the application object is built from. A
@@ -74,6 +77,9 @@ type Capabilities struct {
 	// Copilot is the person's chat-driven device control; it acts through
 	// the application's fleet entry points.
 	Copilot *copilot.Copilot
+	// Checkpoints is the receipt signing keys and the checkpoints they
+	// sign of each organisation's receipt chain.
+	Checkpoints *checkpoints.Checkpoints
 	// Logger receives one debug line per command and query (name, time
 	// taken, error code); nil discards.
 	Logger *slog.Logger
@@ -116,6 +122,9 @@ func NewApplication(c Capabilities) Application {
 	}
 	if c.Proxies != nil {
 		app.Proxies = c.Proxies.Handlers(d)
+	}
+	if c.Checkpoints != nil {
+		app.Checkpoints = c.Checkpoints.Handlers(d)
 	}
 	if c.Copilot != nil {
 		f := app.Fleet

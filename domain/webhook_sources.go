@@ -32,6 +32,7 @@ type WebhookSource struct {
 //	fulfilment provisioned /   fulfilment.changed       the provisioning issue
 //	awaiting / cancelled (the
 //	cases of spec 3.2 that send)
+//	receipt.checkpoint_signed  receipt.checkpoint_signed issue 27 (additive)
 //
 // The later rows name domain events that do not exist yet; each issue that
 // adds one adds its row here with a Build that returns exactly the data
@@ -48,6 +49,8 @@ var webhookSources = map[string]WebhookSource{
 	FulfilmentProvisioned{}.EventName():          {Event: WebhookFulfilmentChanged, Build: fulfilmentChanged},
 	FulfilmentAwaitingProvisioning{}.EventName(): {Event: WebhookFulfilmentChanged, Build: fulfilmentChanged},
 	FulfilmentCancelled{}.EventName():            {Event: WebhookFulfilmentChanged, Build: fulfilmentChanged},
+
+	ReceiptCheckpointSigned{}.EventName(): {Event: WebhookReceiptCheckpoint, Build: receiptCheckpoint},
 }
 
 // WebhookSourceTypes lists the event types that cause webhooks, sorted.
@@ -117,5 +120,25 @@ func runNeedsUserControl(e Event) (map[string]any, string, bool) {
 		"deviceId":   p.DeviceID,
 		"goal":       p.Goal,
 		"deadlineAt": p.DeadlineAt.UTC().Format(time.RFC3339Nano),
+	}, "", true
+}
+
+// receiptCheckpoint is the data of receipt.checkpoint_signed: the signed
+// checkpoint itself, every member as GET /v1/receipts/checkpoints shows
+// it, so a receiver can keep it and check an export against it later.
+func receiptCheckpoint(e Event) (map[string]any, string, bool) {
+	c, ok := e.(ReceiptCheckpointSigned)
+	if !ok {
+		return nil, "", false
+	}
+	cp := c.Checkpoint
+	return map[string]any{
+		"v":         cp.V,
+		"orgId":     cp.OrgID,
+		"entries":   cp.Entries,
+		"headHash":  cp.HeadHash,
+		"signedAt":  cp.SignedAt,
+		"keyId":     cp.KeyID,
+		"signature": cp.Signature,
 	}, "", true
 }

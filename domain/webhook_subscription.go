@@ -5,17 +5,23 @@ import (
 	"time"
 )
 
-// The webhook events a subscription may name (spec 6). Exactly these four;
-// any other name is refused at subscribe time.
+// The webhook events a subscription may name: the four of spec 6, and
+// receipt.checkpoint_signed, added since (issue 27, an additive change
+// announced in the changelog). Any other name is refused at subscribe time.
 const (
 	WebhookRunEnded            = "run.ended"
 	WebhookRunNeedsUserControl = "run.needs_user_control"
 	WebhookScheduleTriggered   = "schedule.triggered"
 	WebhookFulfilmentChanged   = "fulfilment.changed"
+	// WebhookReceiptCheckpoint carries each signed checkpoint of the
+	// organisation's receipt chain as it is made.
+	WebhookReceiptCheckpoint = "receipt.checkpoint_signed"
 )
 
-// WebhookEventNames lists the four webhook event names in spec order.
-var WebhookEventNames = []string{WebhookRunEnded, WebhookRunNeedsUserControl, WebhookScheduleTriggered, WebhookFulfilmentChanged}
+// WebhookEventNames lists the webhook event names: spec 6's four in its
+// order, then the ones added since.
+var WebhookEventNames = []string{WebhookRunEnded, WebhookRunNeedsUserControl, WebhookScheduleTriggered, WebhookFulfilmentChanged,
+	WebhookReceiptCheckpoint}
 
 // Limits of webhook subscriptions (spec 8).
 const (
@@ -197,8 +203,8 @@ func (s *WebhookSet) PersonLeft(userID string) []Event {
 	return out
 }
 
-// CheckWebhookEvents refuses an empty list and any name outside the four
-// webhook events, and returns the names deduplicated in spec order.
+// CheckWebhookEvents refuses an empty list and any name outside
+// WebhookEventNames, and returns the names deduplicated in that order.
 func CheckWebhookEvents(events []string) ([]string, error) {
 	if len(events) == 0 {
 		return nil, Errorf(CodeInvalidArgument, "events must name at least one of %v", WebhookEventNames).With("reason", "no_events")

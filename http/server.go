@@ -157,6 +157,8 @@ func New(deps Deps) *Server {
 	// Before /v1's subrouter, which would authenticate them: the CLI has
 	// no credential yet when it starts and polls a sign-in.
 	s.registerCLISessionPublicRoutes(s.router)
+	// Also before /v1's subrouter: the signing keys are public.
+	s.registerSigningKeyPublicRoutes(s.router)
 	s.registerConsoleRoutes(s.router)
 	s.registerGatewaySurfaceRoutes(s.router)
 	if s.auth == nil {
@@ -169,6 +171,7 @@ func New(deps Deps) *Server {
 	s.registerIdentityRoutes(s.v1)
 	// Before the fleet's /v1/receipts/{idempotencyKey}, which would take "export".
 	s.registerReceiptExportRoutes(s.v1)
+	s.registerCheckpointRoutes(s.v1)
 	// Before the fleet's /v1/devices/{deviceId}, which would take "take".
 	s.registerPoolRoutes(s.v1)
 	s.registerFleetRoutes(s.v1)

@@ -14,7 +14,7 @@ import (
 // Fleet returns the read models of devices, leases, receipts (and their
 // chain), frames and the resets devices owe.
 func Fleet() []Projection {
-	return []Projection{Devices{}, Leases{}, Receipts{}, ReceiptChain{}, FrameIndex{}, DeviceResets{}}
+	return []Projection{Devices{}, Leases{}, Receipts{}, ReceiptChain{}, ReceiptCheckpoints{}, FrameIndex{}, DeviceResets{}}
 }
 
 // applyBatch decodes the events named in types and queues the statements

@@ -34,6 +34,9 @@ const (
 	// Unmatched: the head recorded earlier (a hash alone) is no entry of
 	// the chain: entries were removed from its end, or it was forged.
 	Unmatched = "unmatched head"
+	// BadSignature: a checkpoint whose signature does not verify under
+	// the published keys (or names no published key).
+	BadSignature = "bad signature"
 )
 
 // Problem is the first break in an export's chain: the line where it shows
@@ -68,6 +71,15 @@ type Report struct {
 	// HeadHash is the last entry's hash: record it to check that a later
 	// export extends this one, or compare it with the service's.
 	HeadHash string
+	// Checkpoints counts the signed checkpoints the export holds; Held
+	// the checkpoints given in Options that it was checked against.
+	Checkpoints, Held int
+	// SignaturesChecked is true when the checkpoints' signatures were
+	// checked against published keys (Options.Keys).
+	SignaturesChecked bool
+	// Latest is the checkpoint counting the most entries among those
+	// seen (in the export or held), nil when there was none.
+	Latest *Checkpoint
 }
 
 // Options adjust a verification.
@@ -78,6 +90,16 @@ type Options struct {
 	// or one rewritten and re-hashed whole, cannot be told from a genuine
 	// one.
 	Head ExpectedHead
+	// Keys, when not nil, are the published signing keys: every
+	// checkpoint's signature is checked against them. Without them a
+	// checkpoint is checked against the chain only.
+	Keys *KeySet
+	// Checkpoints are checkpoints held apart from the export (received by
+	// webhook, or read from GET /v1/receipts/checkpoints): each must
+	// match the chain, and one counting more entries than the export
+	// holds proves that entries were removed from its end, even when the
+	// end line was rewritten to match.
+	Checkpoints []Checkpoint
 }
 
 // ExpectedHead is a chain head recorded earlier: its entry number (0 when
@@ -131,6 +153,19 @@ func Verify(r io.Reader, opt Options) (Report, error) {
 		key, hash  string
 		hashSeenAt int64
 	}
+	held := map[int64][]Checkpoint{}
+	for _, c := range opt.Checkpoints {
+		if opt.Keys != nil {
+			if err := opt.Keys.CheckSignature(c); err != nil {
+				return rep, &Problem{Kind: BadSignature, Seq: c.Entries,
+					Detail: fmt.Sprintf("the checkpoint held apart (entry %d, signed at %s) does not verify: %v", c.Entries, c.SignedAt, err)}
+			}
+		}
+		held[c.Entries] = append(held[c.Entries], c)
+		rep.Held++
+		rep.Latest = later(rep.Latest, c)
+	}
+	rep.SignaturesChecked = opt.Keys != nil
 	for {
 		ln, raw, err := in.next()
 		if err == io.EOF {
@@ -139,6 +174,12 @@ func Verify(r io.Reader, opt Options) (Report, error) {
 		}
 		if err != nil {
 			return rep, err
+		}
+		if bytes.HasPrefix(raw, checkpointPrefix) {
+			if p := checkpointAt(ln, raw, head, &rep, opt.Keys); p != nil {
+				return rep, p
+			}
+			continue
 		}
 		end, entry, perr := parse(raw)
 		if perr != nil {
@@ -161,6 +202,9 @@ func Verify(r io.Reader, opt Options) (Report, error) {
 				return rep, p
 			}
 			if p := checkHead(ln, head, opt.Head, atHead.line, atHead.key, atHead.hash, atHead.hashSeenAt); p != nil {
+				return rep, p
+			}
+			if p := checkHeld(ln, head, rep.OrgID, opt.Checkpoints); p != nil {
 				return rep, p
 			}
 			if ln2, raw2, err := in.next(); err == nil {
@@ -211,6 +255,13 @@ func Verify(r io.Reader, opt Options) (Report, error) {
 		}
 		if entry.Hash == opt.Head.Hash && atHead.hashSeenAt == 0 {
 			atHead.hashSeenAt = entry.Seq
+		}
+		for _, c := range held[entry.Seq] {
+			if c.OrgID == entry.OrgID && c.HeadHash != entry.Hash {
+				return rep, &Problem{Line: ln, Key: key, Seq: entry.Seq, Kind: Forged,
+					Detail: fmt.Sprintf("a checkpoint held apart (signed at %s) records entry %d with hash %s; the export's entry hashes to %s: the chain was rewritten at or before this entry",
+						c.SignedAt, c.Entries, short(c.HeadHash), short(entry.Hash))}
+			}
 		}
 		rep.Entries = entry.Seq
 		keys[key] = struct{}{}
@@ -383,4 +434,77 @@ func (l *lines) peekEntry() (*Entry, bool) {
 	}
 	_, e, err := parse(l.peeked)
 	return e, err == nil && e != nil
+}
+
+// checkpointPrefix starts a checkpoint line (its one member, in canonical
+// form).
+var checkpointPrefix = []byte(`{"checkpoint":`)
+
+// checkpointAt checks the checkpoint line raw (line ln), which follows the
+// entry at head: it must be canonical, of the export's organisation, sign
+// that very entry (its number and hash) and, with keys, verify.
+func checkpointAt(ln int, raw []byte, head Head, rep *Report, keys *KeySet) *Problem {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var l struct {
+		Checkpoint *Checkpoint `json:"checkpoint"`
+	}
+	if err := dec.Decode(&l); err != nil || l.Checkpoint == nil || dec.More() {
+		return &Problem{Line: ln, Key: head.Key, Seq: head.Seq, Kind: Malformed, Detail: "the line is not a checkpoint"}
+	}
+	if canon, err := Canonical(raw); err != nil || !bytes.Equal(canon, raw) {
+		return &Problem{Line: ln, Key: head.Key, Seq: head.Seq, Kind: Malformed,
+			Detail: "the checkpoint is not in the canonical form the export writes (RFC 8785 JSON): it was re-serialised or edited"}
+	}
+	c := *l.Checkpoint
+	if keys != nil {
+		if err := keys.CheckSignature(c); err != nil {
+			return &Problem{Line: ln, Key: head.Key, Seq: c.Entries, Kind: BadSignature,
+				Detail: fmt.Sprintf("the checkpoint of entry %d (signed at %s) does not verify: %v", c.Entries, c.SignedAt, err)}
+		}
+	}
+	switch {
+	case rep.OrgID != "" && c.OrgID != rep.OrgID:
+		return &Problem{Line: ln, Key: head.Key, Seq: c.Entries, Kind: Foreign,
+			Detail: fmt.Sprintf("the checkpoint is of organisation %q, the export of %q", c.OrgID, rep.OrgID)}
+	case c.Entries > head.Seq:
+		return &Problem{Line: ln, Key: head.Key, Seq: head.Seq, Kind: Removed,
+			Detail: fmt.Sprintf("a checkpoint signed at %s counts %d entries, but only %d precede it: entries %d to %d were removed", c.SignedAt, c.Entries, head.Seq, head.Seq+1, c.Entries)}
+	case c.Entries < head.Seq:
+		return &Problem{Line: ln, Key: head.Key, Seq: c.Entries, Kind: Reordered,
+			Detail: fmt.Sprintf("the checkpoint of entry %d stands after entry %d; it belongs right after the entry it signs", c.Entries, head.Seq)}
+	case c.HeadHash != head.Hash:
+		return &Problem{Line: ln, Key: head.Key, Seq: head.Seq, Kind: Forged,
+			Detail: fmt.Sprintf("the checkpoint signed at %s records entry %d with hash %s; the entry hashes to %s: the chain was rewritten at or before this entry",
+				c.SignedAt, c.Entries, short(c.HeadHash), short(head.Hash))}
+	}
+	rep.Checkpoints++
+	rep.Latest = later(rep.Latest, c)
+	return nil
+}
+
+// checkHeld checks the end of a chain (head, its end line at line ln)
+// against the checkpoints held apart: one of another organisation does not
+// belong to it, and one counting more entries proves that entries were
+// removed from the export's end, whatever its end line says.
+func checkHeld(ln int, head Head, orgID string, held []Checkpoint) *Problem {
+	for _, c := range held {
+		switch {
+		case orgID != "" && c.OrgID != orgID:
+			return &Problem{Line: ln, Kind: Foreign, Detail: fmt.Sprintf("a checkpoint held apart is of organisation %q, the export of %q", c.OrgID, orgID)}
+		case c.Entries > head.Seq:
+			return &Problem{Line: ln, Key: head.Key, Seq: head.Seq, Kind: Removed,
+				Detail: fmt.Sprintf("the export ends at entry %d, but a checkpoint signed at %s counts %d entries: entries %d to %d were removed from its end (and its end line rewritten)",
+					head.Seq, c.SignedAt, c.Entries, head.Seq+1, c.Entries)}
+		}
+	}
+	return nil
+}
+
+// later returns whichever of a and c counts more entries.
+func later(a *Checkpoint, c Checkpoint) *Checkpoint {
+	if a == nil || c.Entries > a.Entries {
+		return &c
+	}
+	return a
 }

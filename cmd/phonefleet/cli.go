@@ -54,6 +54,8 @@ func cliCommands() []cliCommand {
 			flags: (&eventsTailOptions{}).register, settings: databaseSettings, run: eventsTailCmd},
 		{words: "receipts verify", synopsis: "check an export of the receipt chain offline (FILE), or the receipts read model against the history",
 			help: receiptsVerifyHelp, flags: (&receiptsVerifyOptions{}).register, settings: databaseSettings, run: receiptsVerifyCmd},
+		{words: "receipts rotate-key", synopsis: "replace the key that signs receipt checkpoints (the old one stays published)",
+			help: receiptsRotateKeyHelp, settings: databaseSettings, run: receiptsRotateKeyCmd},
 		{words: "devices add", synopsis: "register devices (as events) for an organisation", help: devicesUsage,
 			flags: (&devicesAddOptions{}).register, settings: append(slices.Clone(databaseSettings), "adb-addr"), run: devicesAddCmd},
 		{words: "fulfilments refund", synopsis: "the owner's refund of one phone (no webhook is sent)", help: fulfilmentsRefundUsage,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"phonefleet/cmd/phonefleet/service"
+	"phonefleet/commands/checkpoints"
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/internal/adb"
@@ -92,10 +93,10 @@ func adbModel(ctx context.Context, addr, serial string, out io.Writer) string {
 // export when it names one (FILE, or --file), else against the database.
 func receiptsVerifyCmd(ctx context.Context, c cliCommand, args []string, out io.Writer) error {
 	if file, ok := exportNamed(args); ok {
-		return verifyExport(c, args, file, os.Stdin, out)
+		return verifyExport(ctx, c, args, file, os.Stdin, out)
 	}
 	return withOperator(ctx, c, args, out, (&receiptsVerifyOptions{}).register, func(ctx context.Context, fs *flag.FlagSet, op *service.Operator, _ *slog.Logger) error {
-		if fs.NArg() > 0 || fs.Lookup("head").Value.String() != "" {
+		if fs.NArg() > 0 || fs.Lookup("head").Value.String() != "" || fs.Lookup("keys").Value.String() != "" || fs.Lookup("checkpoint").Value.String() != "" {
 			return usageError{c.help}
 		}
 		if err := op.Runner.Ensure(ctx); err != nil {
@@ -122,5 +123,30 @@ func receiptsVerifyCmd(ctx context.Context, c cliCommand, args []string, out io.
 			fmt.Fprintln(out, "MISMATCH:", m)
 		}
 		return fmt.Errorf("receipts verify: %d mismatches", len(rep.Mismatches))
+	})
+}
+
+const receiptsRotateKeyHelp = `usage: phonefleet receipts rotate-key
+
+Replaces the Ed25519 key that signs receipt checkpoints with a new one,
+sealed with the service's server key (run it with the service's
+SERVICE_DATA_DIR: a server key that cannot open the active signing key is
+refused). The old key stays published by GET /v1/receipts/signing-keys,
+valid until the new one's start, so the checkpoints it signed keep
+verifying. Running instances sign with the new key from their next
+checkpoint on.`
+
+// receiptsRotateKeyCmd runs `phonefleet receipts rotate-key`.
+func receiptsRotateKeyCmd(ctx context.Context, c cliCommand, args []string, out io.Writer) error {
+	return withOperator(ctx, c, args, out, nil, func(ctx context.Context, fs *flag.FlagSet, op *service.Operator, _ *slog.Logger) error {
+		if fs.NArg() > 0 {
+			return usageError{c.help}
+		}
+		key, err := op.App.Checkpoints.RotateSigningKey.Handle(op.Context(ctx), checkpoints.RotateSigningKey{})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "OK: signing key %s (Ed25519, public key %s) signs from %s on\n", key.KeyID, key.PublicKey, key.ValidFrom)
+		return nil
 	})
 }

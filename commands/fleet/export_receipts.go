@@ -23,7 +23,8 @@ type ReceiptExport struct {
 	// is read are left for the next export, so the end line matches.
 	Head receiptchain.Head
 	// Lines calls emit with each entry's line (canonical JSON, no
-	// newline), oldest first, then with the end line; it stops at the
+	// newline), oldest first, each followed by the line of the signed
+	// checkpoint of that entry if there is one, then with the end line; it stops at the
 	// first error emit or the database returns. flush, when not nil, is
 	// called after each page.
 	Lines func(ctx context.Context, emit func(line []byte) error, flush func()) error
@@ -72,9 +73,18 @@ func (f *Fleet) exportReceipts(ctx context.Context, q ExportReceipts) (ReceiptEx
 			if len(lines) == 0 {
 				return errors.New("receipt chain: entries missing below the head")
 			}
-			for _, l := range lines {
+			signed, err := projections.CheckpointLines(ctx, f.pool, org, after, last)
+			if err != nil {
+				return err
+			}
+			for i, l := range lines {
 				if err := emit([]byte(l)); err != nil {
 					return err
+				}
+				if c, ok := signed[after+int64(i)+1]; ok {
+					if err := emit([]byte(c)); err != nil {
+						return err
+					}
 				}
 			}
 			if flush != nil {

@@ -47,6 +47,12 @@ type Config struct {
 	FirstPartyOAuthClients string
 	// KeyRotationGrace is how long a rotated API key's old secret keeps working (SERVICE_KEY_ROTATION_GRACE).
 	KeyRotationGrace time.Duration
+	// CheckpointEvery and CheckpointInterval say when an organisation's
+	// receipt chain is signed: once that many entries were added since
+	// its last checkpoint, or once that long passed since it with at
+	// least one added (SERVICE_RECEIPT_CHECKPOINT_EVERY, _INTERVAL).
+	CheckpointEvery    int
+	CheckpointInterval time.Duration
 	// RateLimitAuthenticated and RateLimitAnonymous are the per-minute request budgets (hosted only).
 	RateLimitAuthenticated int
 	RateLimitAnonymous     int
@@ -155,6 +161,7 @@ type raw struct {
 	keyRotationGrace, rateAuth, rateAnon, simDevices, adbDiscover, adbSimDevices string
 	copilotSweepInterval                                                         string
 	requireReverification, refuseOutOfStock, paygDeviceLimit                     string
+	checkpointEvery, checkpointInterval                                          string
 }
 
 // Settings lists every setting: its environment variable, its flag, its
@@ -212,6 +219,8 @@ func (c *Config) settings() []Setting {
 		{"SERVICE_REFUSE_OUT_OF_STOCK", "refuse-out-of-stock", "false", "refuse with 409 out_of_stock a purchase that cannot be fulfilled now, instead of accepting it as awaiting provisioning", &c.raw.refuseOutOfStock},
 		{"SERVICE_SMTP_URL", "smtp-url", "", "SMTP server notifications are e-mailed through: smtp://[user:password@]host[:port]?from=sender@example.com (or smtp+starttls://, smtps://); unset: notifications reach the console only", &c.SMTPURL},
 		{"SERVICE_PAYG_DEVICE_LIMIT", "payg-device-limit", "2", "devices a pay-as-you-go organisation may hold at once", &c.raw.paygDeviceLimit},
+		{"SERVICE_RECEIPT_CHECKPOINT_EVERY", "receipt-checkpoint-every", "100", "sign an organisation's receipt chain once this many entries were added since its last checkpoint", &c.raw.checkpointEvery},
+		{"SERVICE_RECEIPT_CHECKPOINT_INTERVAL", "receipt-checkpoint-interval", "5m", "sign an organisation's receipt chain once this long passed since its last checkpoint, if an entry was added", &c.raw.checkpointInterval},
 	}
 }
 
@@ -286,6 +295,9 @@ func (c *Config) validate() error {
 	if c.CopilotSweepInterval, err2 = time.ParseDuration(c.raw.copilotSweepInterval); err2 != nil || c.CopilotSweepInterval <= 0 {
 		return fmt.Errorf("invalid SERVICE_COPILOT_SWEEP_INTERVAL %q: want a positive duration such as 10s", c.raw.copilotSweepInterval)
 	}
+	if c.CheckpointInterval, err2 = time.ParseDuration(c.raw.checkpointInterval); err2 != nil || c.CheckpointInterval < time.Second {
+		return fmt.Errorf("invalid SERVICE_RECEIPT_CHECKPOINT_INTERVAL %q: want a duration of a second or more, such as 5m", c.raw.checkpointInterval)
+	}
 	for _, n := range []struct {
 		env string
 		raw string
@@ -297,6 +309,7 @@ func (c *Config) validate() error {
 		{"SERVICE_SIM_DEVICES", c.raw.simDevices, &c.SimDevices, 0},
 		{"SERVICE_ADB_SIM_DEVICES", c.raw.adbSimDevices, &c.ADBSimDevices, 0},
 		{"SERVICE_PAYG_DEVICE_LIMIT", c.raw.paygDeviceLimit, &c.PAYGDeviceLimit, 1},
+		{"SERVICE_RECEIPT_CHECKPOINT_EVERY", c.raw.checkpointEvery, &c.CheckpointEvery, 1},
 	} {
 		v, err := strconv.Atoi(n.raw)
 		if err != nil || v < n.min || v > 1_000_000 {

@@ -203,12 +203,12 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 		// and the parts below them (identity, the way to the other
 		// instances, the device runtime).
 		a.wireIdentity, a.dialCluster, a.wireFleet, a.startADBSims, a.wireWebhooks, a.wireRuns, a.wireSchedules, a.wireApps, a.wireProvisioning,
-		a.wireConsole, a.wireGateways, a.wireNotifications, a.wireProxies, a.wireCopilot,
+		a.wireConsole, a.wireGateways, a.wireNotifications, a.wireProxies, a.wireCopilot, a.wireCheckpoints,
 		// The application object, composed once.
 		a.wireApplication,
 		// Everything that receives it: the device runtime's takeovers, the
 		// workers and the surfaces.
-		a.serveFleet, a.serveWebhooks, a.serveRuns, a.serveSchedules, a.serveApps, a.serveProvisioning, a.serveNotifications, a.serveProxies, a.serveCopilot, a.wireMCP, a.wireVRX, a.serveCluster,
+		a.serveFleet, a.serveWebhooks, a.serveRuns, a.serveSchedules, a.serveApps, a.serveProvisioning, a.serveNotifications, a.serveProxies, a.serveCopilot, a.serveCheckpoints, a.wireMCP, a.wireVRX, a.serveCluster,
 	} {
 		if err == nil {
 			err = wire(ctx)

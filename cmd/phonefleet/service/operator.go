@@ -2,9 +2,13 @@ package service
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"log/slog"
+	"path/filepath"
 
 	"phonefleet/commands"
+	"phonefleet/commands/checkpoints"
 	"phonefleet/commands/fleet"
 	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
@@ -56,8 +60,22 @@ func OpenOperator(ctx context.Context, cfg config.Config, logger *slog.Logger) (
 	if cfg.StripeSecretKey != "" {
 		provider = payments.New(payments.Config{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase})
 	}
+	// Receipt signing keys are sealed with the service's server key, read
+	// from the same data directory; an operator without it (another data
+	// directory) rotates nothing, and creates no key of its own.
+	var box *domain.SecretBox
+	if key, err := readWebhookKey(filepath.Join(cfg.DataDir, WebhookKeyFile)); err == nil {
+		if box, err = domain.NewSecretBox(key); err != nil {
+			db.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		db.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	return &Operator{Store: store, Runner: runner, db: db, App: commands.NewApplication(commands.Capabilities{
 		Fleet:        fleet,
+		Checkpoints:  &checkpoints.Checkpoints{Store: store, Pool: db.Pool, Box: box},
 		Provisioning: provisioning.New(provisioning.Config{Store: store, Devices: fleet, Payments: provider}),
 		Logger:       logger.With("component", "application"),
 	})}, nil

@@ -11,6 +11,7 @@ const EVENTS = [
   ['run.needs_user_control', 'a run needs a person'],
   ['schedule.triggered', 'a schedule fired'],
   ['fulfilment.changed', 'an order changed'],
+  ['receipt.checkpoint_signed', 'the receipts were signed (a checkpoint)'],
 ];
 
 // The most subscriptions an organisation may have (spec 4.4).
@@ -118,7 +119,7 @@ function subscribeForm(count) {
 route('/webhooks', async (main) => {
   const { webhooks } = await api.get('/v1/webhooks');
   main.append(h('h1', {}, 'Webhooks'),
-    h('p', { class: 'muted' }, 'Signed deliveries of run, schedule and order events to your https endpoints. ' +
+    h('p', { class: 'muted' }, 'Signed deliveries of run, schedule, order and receipt checkpoint events to your https endpoints. ' +
       'A signing secret is shown once, when it is made or rotated.'));
   main.append(h('h2', { id: 'webhooks-title' }, 'Subscriptions ', h('span', { class: 'muted' }, '(' + webhooks.length + ' of ' + MAX_WEBHOOKS + ')')));
   if (webhooks.length === 0) main.append(h('p', {}, 'No webhooks yet.'));
