@@ -455,8 +455,8 @@ func (p *Provisioning) markedDevice(ctx context.Context, fulfilmentID string) (s
 	return seeded.DeviceIDs[0], true, nil
 }
 
-// registerDevice registers a fulfilment's sim unit for the organisation
-// through the fleet, exactly once: the registration claims the marker
+// registerDevice registers a fulfilment's sim unit, of its sku's model
+// (Catalog.SimModel), for the organisation through the fleet, exactly once: the registration claims the marker
 // stream FulfilmentDeviceStream in its own unit, and a second attempt (or
 // a concurrent one) reads the device the first registered.
 func (p *Provisioning) registerDevice(ctx context.Context, orgID, fulfilmentID string, c domain.PurchaseChoice) (string, error) {
@@ -465,7 +465,7 @@ func (p *Provisioning) registerDevice(ctx context.Context, orgID, fulfilmentID s
 		prefix += "-" + c.Model
 	}
 	_, err := p.cfg.Devices.Register(ctx, fleet.RegisterDevices{OrgID: orgID, Backend: domain.BackendSim, Count: 1,
-		NamePrefix: prefix, SeedMarker: domain.FulfilmentDeviceStream(fulfilmentID)})
+		Model: p.cfg.Catalog.SimModel(c.Sku), NamePrefix: prefix, SeedMarker: domain.FulfilmentDeviceStream(fulfilmentID)})
 	if err != nil {
 		return "", err
 	}

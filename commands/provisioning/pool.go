@@ -202,13 +202,14 @@ func (pp *poolPart) takenAnswer(ctx context.Context, deviceID string) (TakenPool
 	return TakenPoolDevice{Device: projections.TakenDeviceView(&d, evs[1].OccurredAt), Lease: projections.LeaseViewOf(d.Lease)}, nil
 }
 
-// lend adds to u the registration of a new sim device for orgID and the
-// lease for holder on it (one append on the device's new stream), and its
+// lend adds to u the registration of a new sim device for orgID, of the
+// pool's sku's model (Catalog.SimModel), and the lease for holder on it (one append on the device's new stream), and its
 // starting state. Each take lends a fresh phone:
 // nothing one organisation did on a unit reaches the next.
 func (pp *poolPart) lend(u *eventstore.Unit, orgID, deviceID, name, leaseID string, holder domain.Actor, ttl time.Duration,
 	now time.Time) error {
-	reg := domain.DeviceRegistered{DeviceID: deviceID, OrgID: orgID, Name: name, Backend: domain.BackendSim, RegisteredAt: now}
+	reg := domain.DeviceRegistered{DeviceID: deviceID, OrgID: orgID, Name: name, Backend: domain.BackendSim,
+		Model: pp.p.cfg.Catalog.SimModel(pp.p.cfg.Catalog.Pool.Sku), RegisteredAt: now}
 	_, err := pp.p.cfg.Devices.RegisterInto(u, reg, func(d *domain.Device) ([]domain.Event, error) {
 		return d.AcquireLease(now, holder, leaseID, ttl)
 	})

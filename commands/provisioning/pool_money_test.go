@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"phonefleet/commands"
+	"phonefleet/commands/fleet"
 	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
@@ -174,5 +175,38 @@ func TestTakeRacingEndOfAccessIsRefused(t *testing.T) {
 	}
 	if names := pe.poolEvents(t); len(names) != 0 {
 		t.Errorf("pool stream %v; want nothing lent", names)
+	}
+}
+
+// TestPoolDeviceIsThePoolSkusModel: a pool device is registered as the
+// simulator model the pool's sku names (its screen with it), not the
+// simulator's default.
+func TestPoolDeviceIsThePoolSkusModel(t *testing.T) {
+	clock := fleettest.NewClock(poolStart)
+	env := fleettest.Start(t, fleettest.Options{Clock: clock})
+	catalog := domain.DefaultCatalog()
+	for i := range catalog.Skus {
+		if catalog.Skus[i].Sku == domain.SkuEmulator {
+			catalog.Skus[i].SimModel = "Compact"
+		}
+	}
+	catalog.Pool = &domain.CatalogPool{Sku: domain.SkuEmulator, Size: 2}
+	p := provisioning.New(provisioning.Config{Store: env.Store, ReadModels: env.Runner, Catalog: catalog, Devices: env.Fleet,
+		PaygDeviceLimit: 2, Now: clock.Now})
+	pe := &poolEnv{Env: env, clock: clock, app: commands.NewApplication(commands.Capabilities{Fleet: env.Fleet, Provisioning: p})}
+	org := domain.NewID(domain.PrefixOrganisation)
+	grantPayg(t, env.Store, org)
+
+	got := pe.mustTake(t, person(org), 60)
+	if got.Device.Model != "Compact" || got.Device.Width != 720 || got.Device.Height != 1600 {
+		t.Errorf("answered device %s %dx%d; want the sku's Compact, 720x1600", got.Device.Model, got.Device.Width, got.Device.Height)
+	}
+	view, err := env.App.Fleet.GetDevice.Handle(testutil.Context(t), fleet.GetDevice{Auth: person(org), DeviceID: got.Device.DeviceID})
+	if err != nil || view.Model != "Compact" {
+		t.Errorf("GET the device: %+v %v; want model Compact", view, err)
+	}
+	var model string
+	if err := env.Pool.QueryRow(testutil.Context(t), `SELECT model FROM device_states WHERE device_id = $1`, got.Device.DeviceID).Scan(&model); err != nil || model != "Compact" {
+		t.Errorf("saved sim state is model %q (%v); want Compact", model, err)
 	}
 }
