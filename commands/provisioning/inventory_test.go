@@ -20,7 +20,14 @@ import (
 // PostgreSQL: its own repositories and caches, the same store.
 func (e *fulEnv) secondInstance(t *testing.T, devices provisioning.Devices) commands.Application {
 	t.Helper()
-	p := provisioning.New(provisioning.Config{Store: e.Store, Catalog: e.p.Catalog(), Devices: devices,
+	return e.instance(t, devices, nil)
+}
+
+// instance is secondInstance with the runs it ends on the devices it
+// retires (nil: none).
+func (e *fulEnv) instance(t *testing.T, devices provisioning.Devices, runs provisioning.RunsOnDevice) commands.Application {
+	t.Helper()
+	p := provisioning.New(provisioning.Config{Store: e.Store, Catalog: e.p.Catalog(), Devices: devices, Runs: runs,
 		WebhookSecret: fulSecret, Now: e.clock.Now,
 		ReadModels: testutil.ReadModels{RM: e.Runner, By: map[string]interface {
 			WaitFor(context.Context, string, eventstore.Appended) error

@@ -392,17 +392,38 @@ func (p *Provisioning) appendFulfilment(u *eventstore.Unit, orgID, id string, ve
 	return nil
 }
 
-// retire adds the retirement of a cancelled fulfilment's device to u.
+// retire adds the retirement of a cancelled fulfilment's device to u, and
+// the end of every run on it (retireDevice).
 func (p *Provisioning) retire(ctx context.Context, u *eventstore.Unit, orgID, deviceID, reason string, now time.Time) error {
 	if p.cfg.Devices == nil || deviceID == "" {
 		return nil
 	}
-	return p.cfg.Devices.DecideInto(ctx, u, deviceID, func(d *domain.Device) ([]domain.Event, error) {
-		if d.OrgID != orgID {
+	return p.retireDevice(ctx, u, deviceID, reason, now, func(d *domain.Device) bool { return d.OrgID == orgID })
+}
+
+// retireDevice adds to u the retirement of deviceID (after the end of its
+// lease) when due says so, and the end of every run on it, failed with
+// reason device_lost and a detail naming reason: a run is never left
+// going on a device that left its organisation.
+func (p *Provisioning) retireDevice(ctx context.Context, u *eventstore.Unit, deviceID, reason string, now time.Time,
+	due func(d *domain.Device) bool) error {
+	var holder domain.Actor
+	retired := false
+	err := p.cfg.Devices.DecideInto(ctx, u, deviceID, func(d *domain.Device) ([]domain.Event, error) {
+		if !due(d) {
 			return nil, nil
 		}
-		return d.Retire(reason, now), nil
+		if d.Lease != nil {
+			holder = d.Lease.Holder
+		}
+		evs := d.Retire(reason, now)
+		retired = len(evs) > 0
+		return evs, nil
 	})
+	if err != nil || !retired || p.cfg.Runs == nil {
+		return err
+	}
+	return p.cfg.Runs.EndRunsOnDeviceInto(ctx, u, deviceID, holder, "the device was retired from the organisation ("+reason+")", now)
 }
 
 // handOut claims units of c's slot for the fulfilments ids of orgID, in

@@ -288,12 +288,9 @@ func (pp *poolPart) giveBack(ctx context.Context, deviceID string, paygActive bo
 		now := pp.p.now()
 		var reason string
 		var due bool
-		err := pp.p.cfg.Devices.DecideInto(ctx, u, deviceID, func(d *domain.Device) ([]domain.Event, error) {
+		err := pp.p.retireDevice(ctx, u, deviceID, ReasonPoolReturned, now, func(d *domain.Device) bool {
 			reason, due = domain.PoolReturnDue(d.ActiveLease(now) != nil, paygActive)
-			if !due || d.OrgID != loan.OrgID {
-				return nil, nil
-			}
-			return d.Retire(ReasonPoolReturned, now), nil
+			return due && d.OrgID == loan.OrgID
 		})
 		if err != nil || !due {
 			return nil, err

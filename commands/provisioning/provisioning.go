@@ -32,6 +32,9 @@ type Config struct {
 	// and the pool lends, and retires them when a fulfilment ends or a
 	// unit goes back; nil: no device is handed over.
 	Devices Devices
+	// Runs ends the runs on a device provisioning retires (a fulfilment's
+	// end, a pool unit going back), in the same unit; nil: no runs.
+	Runs RunsOnDevice
 	// PublicURL is {base_url}: where the hosted payment page and the portal
 	// send the browser back to.
 	PublicURL string
@@ -75,6 +78,15 @@ type Devices interface {
 	// decides on it (a pool unit's lease), to a unit: a pool unit, or a
 	// paid phone's unit with its claim and its fulfilment.
 	RegisterInto(u *eventstore.Unit, reg domain.DeviceRegistered, then func(d *domain.Device) ([]domain.Event, error)) (domain.Device, error)
+}
+
+// RunsOnDevice is what provisioning needs of the runs (commands/runs.Runs
+// satisfies it).
+type RunsOnDevice interface {
+	// EndRunsOnDeviceInto adds to a unit that retires deviceID the end of
+	// every run on it (holder: the lease's holder as the retirement saw it),
+	// failed, reason device_lost, with detail.
+	EndRunsOnDeviceInto(ctx context.Context, u *eventstore.Unit, deviceID string, holder domain.Actor, detail string, now time.Time) error
 }
 
 // Provisioning is the provisioning capability: the price list, checkout,

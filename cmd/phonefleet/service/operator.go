@@ -7,6 +7,7 @@ import (
 	"phonefleet/commands"
 	"phonefleet/commands/fleet"
 	"phonefleet/commands/provisioning"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/backends"
@@ -48,7 +49,8 @@ func OpenOperator(ctx context.Context, cfg config.Config, logger *slog.Logger) (
 		return nil, err
 	}
 	// The operator's fleet registers and retires devices and drives none;
-	// its provisioning refunds and reconciles, waiting for no read model
+	// its provisioning refunds (ending the runs on the device it retires)
+	// and reconciles, waiting for no read model
 	// (the service may not be running: a command that reads one brings it
 	// up to date itself).
 	fleet := fleet.New(fleet.Config{Store: store, NewSimState: backends.NewSimState})
@@ -57,9 +59,10 @@ func OpenOperator(ctx context.Context, cfg config.Config, logger *slog.Logger) (
 		provider = payments.New(payments.Config{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase})
 	}
 	return &Operator{Store: store, Runner: runner, db: db, App: commands.NewApplication(commands.Capabilities{
-		Fleet:        fleet,
-		Provisioning: provisioning.New(provisioning.Config{Store: store, Devices: fleet, Payments: provider}),
-		Logger:       logger.With("component", "application"),
+		Fleet: fleet,
+		Provisioning: provisioning.New(provisioning.Config{Store: store, Devices: fleet, Payments: provider,
+			Runs: runs.New(runs.Config{Store: store, Devices: fleet})}),
+		Logger: logger.With("component", "application"),
 	})}, nil
 }
 

@@ -54,6 +54,7 @@ func (a *App) wireProvisioning(ctx context.Context) error {
 		Payments:              provider,
 		WebhookSecret:         a.cfg.StripeWebhookSecret,
 		Devices:               a.capabilities.Fleet,
+		Runs:                  a.capabilities.Runs,
 		PublicURL:             a.baseURL(),
 		RequireReverification: a.cfg.RequireReverification,
 		StepUp:                identity.StepUpVerifier(a.deps.Auth),
