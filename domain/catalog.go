@@ -92,6 +92,11 @@ type CatalogSku struct {
 	// deployment can hand out at all.
 	Inventory int            `json:"inventory"`
 	Models    []CatalogModel `json:"models,omitempty"`
+	// SimModel is the simulator model (internal/sim) the sku's units are
+	// while the deployment hands out sim units: the pool's devices and
+	// the phones of its fulfilments. Empty: the simulator's default model.
+	// The service checks it against the simulator's models at start-up.
+	SimModel string `json:"simModel,omitempty"`
 }
 
 // CatalogModel is one model of a sku.
@@ -242,6 +247,13 @@ func (c *Catalog) Sku(sku string) (CatalogSku, bool) {
 		}
 	}
 	return CatalogSku{}, false
+}
+
+// SimModel is the simulator model a unit of sku is registered as (see
+// CatalogSku.SimModel): "" for the simulator's default.
+func (c *Catalog) SimModel(sku string) string {
+	s, _ := c.Sku(sku)
+	return s.SimModel
 }
 
 // PriceRow is one row of the price list: a sku and billing pair the

@@ -1,6 +1,9 @@
 package domain
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -47,6 +50,11 @@ type PoolDeviceTaken struct {
 	LeaseID string    `json:"leaseId"`
 	By      Actor     `json:"by"`
 	At      time.Time `json:"at"`
+	// IdempotencyKey is the SHA-256 of the take's Idempotency-Key header
+	// (DigestKey), and RequestDigest what the take asked (TakeDigest);
+	// both empty for a take without a key (added in place).
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	RequestDigest  string `json:"requestDigest,omitempty"`
 }
 
 // EventName implements Event.
@@ -97,6 +105,10 @@ type PoolLoan struct {
 // device id. Apply is the only place its state changes.
 type Pool struct {
 	Out map[string]PoolLoan
+	// Keys are the takes made with an Idempotency-Key in the last
+	// CheckoutKeyWindow (as of the newest take), by organisation and key
+	// digest (poolKey): a repeat answers the take they name.
+	Keys map[string]PoolKeyUse
 	// OrgID is the organisation the last event concerned; the events of
 	// one take or return concern one organisation, whose id they are
 	// recorded under.
@@ -105,8 +117,18 @@ type Pool struct {
 	Version int64
 }
 
+// PoolKeyUse is a take made with an Idempotency-Key.
+type PoolKeyUse struct {
+	DeviceID      string
+	RequestDigest string
+	At            time.Time
+}
+
+// poolKey is the key of Pool.Keys: a key is the organisation's own.
+func poolKey(orgID, keyDigest string) string { return orgID + "/" + keyDigest }
+
 // NewPool returns the state of an empty pool stream.
-func NewPool() Pool { return Pool{Out: map[string]PoolLoan{}} }
+func NewPool() Pool { return Pool{Out: map[string]PoolLoan{}, Keys: map[string]PoolKeyUse{}} }
 
 // Clone returns a copy of p that shares nothing with it.
 func (p Pool) Clone() Pool {
@@ -114,6 +136,10 @@ func (p Pool) Clone() Pool {
 	c.Out = make(map[string]PoolLoan, len(p.Out))
 	for k, v := range p.Out {
 		c.Out[k] = v
+	}
+	c.Keys = make(map[string]PoolKeyUse, len(p.Keys))
+	for k, v := range p.Keys {
+		c.Keys[k] = v
 	}
 	return c
 }
@@ -124,14 +150,56 @@ func (p *Pool) Apply(e Event, version int64) {
 	if p.Out == nil {
 		p.Out = map[string]PoolLoan{}
 	}
+	if p.Keys == nil {
+		p.Keys = map[string]PoolKeyUse{}
+	}
 	switch e := e.(type) {
 	case PoolDeviceTaken:
 		p.OrgID = e.OrgID
 		p.Out[e.DeviceID] = PoolLoan{DeviceID: e.DeviceID, OrgID: e.OrgID, Sku: e.Sku, LeaseID: e.LeaseID, By: e.By, TakenAt: e.At}
+		// Keys older than the window are forgotten as of this take, so
+		// the state does not grow with the stream.
+		for k, use := range p.Keys {
+			if e.At.Sub(use.At) >= CheckoutKeyWindow {
+				delete(p.Keys, k)
+			}
+		}
+		if e.IdempotencyKey != "" {
+			p.Keys[poolKey(e.OrgID, e.IdempotencyKey)] = PoolKeyUse{DeviceID: e.DeviceID, RequestDigest: e.RequestDigest, At: e.At}
+		}
 	case PoolDeviceReturned:
 		p.OrgID = e.OrgID
 		delete(p.Out, e.DeviceID)
 	}
+}
+
+// UseKey looks up the organisation's take made with an Idempotency-Key
+// (its digest, DigestKey) within CheckoutKeyWindow of now, as checkout
+// does (spec 4.1): found with the same request (TakeDigest), the repeat
+// answers that take again (replay); found with another request, 409
+// idempotency_conflict, not retryable. A take is one append, so no take
+// is ever found still running.
+func (p *Pool) UseKey(orgID, key, request string, now time.Time) (use PoolKeyUse, replay bool, err error) {
+	if key == "" {
+		return PoolKeyUse{}, false, nil
+	}
+	use, ok := p.Keys[poolKey(orgID, key)]
+	if !ok || now.Sub(use.At) >= CheckoutKeyWindow {
+		return PoolKeyUse{}, false, nil
+	}
+	if use.RequestDigest != request {
+		return PoolKeyUse{}, false, Errorf(CodeIdempotencyConflict,
+			"this Idempotency-Key was used for a different take in the last 24 hours; use a new key for a new take").WithRetryable(false)
+	}
+	return use, true, nil
+}
+
+// TakeDigest is what a take asks, compared between the takes sent with one
+// Idempotency-Key: the lease's time-to-live once defaulted, so a repeat
+// that spells the default out asks the same.
+func TakeDigest(ttl time.Duration) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("take ttlSeconds=%d", int64(ttl/time.Second))))
+	return hex.EncodeToString(h[:])
 }
 
 // Loans returns the units out, oldest first (device ids are time-ordered,
@@ -169,6 +237,9 @@ type PoolTake struct {
 	DeviceID string
 	LeaseID  string
 	Now      time.Time
+	// IdempotencyKey and RequestDigest are recorded on the take (see
+	// PoolDeviceTaken); empty without a key.
+	IdempotencyKey, RequestDigest string
 	// LeaseEnds returns when the lease in force on a lent device ends, or
 	// the zero time when none is (its return is due); it is asked only to
 	// name retryAfterMs on a refusal.
@@ -200,7 +271,8 @@ func (p *Pool) Take(t PoolTake) ([]Event, error) {
 		return nil, Errorf(CodeDeviceUnavailable, "every device of the shared pool is in use; retry after retryAfterMs").
 			With("reason", ReasonPoolExhausted).With("retryAfterMs", wait).WithRetryable(true)
 	}
-	return []Event{PoolDeviceTaken{DeviceID: t.DeviceID, OrgID: t.OrgID, Sku: t.Sku, LeaseID: t.LeaseID, By: t.By, At: t.Now}}, nil
+	return []Event{PoolDeviceTaken{DeviceID: t.DeviceID, OrgID: t.OrgID, Sku: t.Sku, LeaseID: t.LeaseID, By: t.By, At: t.Now,
+		IdempotencyKey: t.IdempotencyKey, RequestDigest: t.RequestDigest}}, nil
 }
 
 // poolRetryAfter is the milliseconds until the earliest lease on loans

@@ -62,15 +62,11 @@ func (s *Server) startCheckout(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	cmd := provisioning.StartCheckout{Auth: authOf(r), Request: req, StepUp: r.Header.Get(headerStepUp)}
-	if keys := r.Header.Values(headerIdempotencyKey); len(keys) > 1 {
-		return domain.Errorf(domain.CodeInvalidArgument, "send at most one Idempotency-Key header").With("field", headerIdempotencyKey)
-	} else if len(keys) == 1 {
-		if err := domain.CheckCheckoutKey(keys[0]); err != nil {
-			return err
-		}
-		cmd.IdempotencyKey = keys[0]
+	key, err := idempotencyKeyOf(r)
+	if err != nil {
+		return err
 	}
+	cmd := provisioning.StartCheckout{Auth: authOf(r), Request: req, StepUp: r.Header.Get(headerStepUp), IdempotencyKey: key}
 	a, err := s.app.Provisioning.StartCheckout.Handle(r.Context(), cmd)
 	if err != nil {
 		return err
@@ -80,4 +76,21 @@ func (s *Server) startCheckout(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	return kernel.WriteJSON(w, http.StatusOK, wire.NewCheckoutSession(a))
+}
+
+// idempotencyKeyOf reads the Idempotency-Key header of checkout and of a
+// pool take: "" when none was sent; more than one, or one that is not 1 to
+// 255 printable ASCII characters, is 400 invalid_argument.
+func idempotencyKeyOf(r *http.Request) (string, error) {
+	keys := r.Header.Values(headerIdempotencyKey)
+	switch {
+	case len(keys) > 1:
+		return "", domain.Errorf(domain.CodeInvalidArgument, "send at most one Idempotency-Key header").With("field", headerIdempotencyKey)
+	case len(keys) == 0:
+		return "", nil
+	}
+	if err := domain.CheckCheckoutKey(keys[0]); err != nil {
+		return "", err
+	}
+	return keys[0], nil
 }

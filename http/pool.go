@@ -23,7 +23,8 @@ func (s *Server) registerPoolRoutes(r *mux.Router) {
 	r.Handle("/devices/take", kernel.HandlerFunc(s.takePoolDevice)).Methods(http.MethodPost)
 }
 
-// takeBody is the optional body of POST /v1/devices/take.
+// takeBody is the optional body of POST /v1/devices/take. The route also
+// reads the Idempotency-Key header, with checkout's rules (spec 4.1).
 type takeBody struct {
 	TTLSeconds int `json:"ttlSeconds"`
 }
@@ -36,9 +37,17 @@ func (s *Server) takePoolDevice(w http.ResponseWriter, r *http.Request) error {
 	if _, err := kernel.DecodeOptionalJSON(r, &body); err != nil {
 		return err
 	}
-	t, err := s.app.Provisioning.TakePoolDevice.Handle(r.Context(), provisioning.TakePoolDevice{Auth: authOf(r), TTLSeconds: body.TTLSeconds})
+	key, err := idempotencyKeyOf(r)
 	if err != nil {
 		return err
+	}
+	t, err := s.app.Provisioning.TakePoolDevice.Handle(r.Context(),
+		provisioning.TakePoolDevice{Auth: authOf(r), TTLSeconds: body.TTLSeconds, IdempotencyKey: key})
+	if err != nil {
+		return err
+	}
+	if t.Replayed {
+		w.Header().Set(headerIdempotentReplayed, "true")
 	}
 	return kernel.WriteJSON(w, http.StatusCreated, wire.NewPoolDevice(t))
 }

@@ -228,3 +228,51 @@ func TestPoolTakeNotShadowed(t *testing.T) {
 		t.Errorf("got %d %s; want 503 service_unavailable", resp.StatusCode, raw)
 	}
 }
+
+// doKeyed is do with an Idempotency-Key header; it returns the raw body
+// too, to compare answers byte for byte.
+func (e *poolHTTPEnv) doKeyed(principal, key, body string) (int, http.Header, []byte) {
+	e.t.Helper()
+	req := httptest.NewRequest("POST", "/v1/devices/take", strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Idempotency-Key", key)
+	resp, raw := call(e.t, e.s, e.v, principal, req)
+	return resp.StatusCode, resp.Header, raw
+}
+
+// TestPoolTakeIdempotencyKey: a take retried with its Idempotency-Key
+// (its answer lost) answers the first take again, byte for byte, with
+// Idempotent-Replayed: true, and the organisation holds one device; the
+// key reused for another ttl is 409 idempotency_conflict; a malformed key
+// is 400.
+func TestPoolTakeIdempotencyKey(t *testing.T) {
+	e := newPoolHTTPEnv(t, "hosted", 5, 2)
+	e.grant(e.orgA)
+
+	status, h, first := e.doKeyed("admin-a", "lost-answer-1", `{"ttlSeconds":120}`)
+	if status != http.StatusCreated || h.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("first take: got %d %s (Idempotent-Replayed %q); want 201 without the header", status, first, h.Get("Idempotent-Replayed"))
+	}
+	e.clock.Advance(3 * time.Second)
+	status, h, again := e.doKeyed("admin-a", "lost-answer-1", `{"ttlSeconds":120}`)
+	if status != http.StatusCreated || h.Get("Idempotent-Replayed") != "true" || string(again) != string(first) {
+		t.Fatalf("repeat: got %d %s (Idempotent-Replayed %q); want 201, the first answer, replayed\n%s", status, again,
+			h.Get("Idempotent-Replayed"), first)
+	}
+	status, _, page := e.do("admin-a", "GET", "/v1/devices", "")
+	if list, _ := page["devices"].([]any); status != http.StatusOK || len(list) != 1 {
+		t.Errorf("A's devices after a repeated take: got %d %v; want one", status, page)
+	}
+	status, h, conflict := e.doKeyed("admin-a", "lost-answer-1", "")
+	body := jsonObject(t, "conflict", conflict)
+	if status != http.StatusConflict || errorOf(body)["code"] != "idempotency_conflict" || errorOf(body)["retryable"] != false ||
+		h.Get("Retry-After") != "" {
+		t.Errorf("same key, another ttl: got %d %v; want 409 idempotency_conflict, not retryable", status, body)
+	}
+	status, _, bad := e.doKeyed("admin-a", "caf\u00e9", "")
+	if body := jsonObject(t, "bad key", bad); status != http.StatusBadRequest || errorOf(body)["code"] != "invalid_argument" {
+		t.Errorf("malformed key: got %d %v; want 400 invalid_argument", status, body)
+	}
+}

@@ -127,6 +127,21 @@ type DeviceView struct {
 	fencing int64
 }
 
+// TakenDeviceView is d, a device just registered with a lease on it, as
+// this read model shows it once it applied both (its status is online and
+// updatedAt the time the lease's event was recorded), at the lease's
+// start: the answer of a pool take (POST /v1/devices/take), built from the
+// take's own events so that a repeat of the take answers it exactly.
+func TakenDeviceView(d *domain.Device, updatedAt time.Time) DeviceView {
+	v := DeviceView{DeviceID: d.ID, OrgID: d.OrgID, Name: d.Name, Backend: d.Backend, Model: d.Model, Width: d.Width,
+		Height: d.Height, Status: domain.DeviceOnline, RegisteredAt: d.RegisteredAt, UpdatedAt: updatedAt}
+	if l := d.Lease; l != nil {
+		v.Leased, v.leaseID, v.holder, v.fencing = true, l.ID, l.Holder, l.FencingToken
+		v.Lease = &DeviceLeaseView{Holder: l.Holder.ForReceipt(), AcquiredAt: l.AcquiredAt, ExpiresAt: l.ExpiresAt}
+	}
+	return v
+}
+
 // DeviceLeaseView is who holds a device and until when; the lease id is
 // not shown here (it is the holder's, from the lease routes).
 type DeviceLeaseView struct {

@@ -279,10 +279,23 @@ func UnitsInUse(ctx context.Context, db DBTX) (map[string]int, error) {
 	return slotCounts(ctx, db, domain.FulfilmentProvisionedState, domain.FulfilmentAwaitingState)
 }
 
-// ProvisionedUnits returns how many provisioned fulfilments each slot has:
-// the units actually handed out.
-func ProvisionedUnits(ctx context.Context, db DBTX) (map[string]int, error) {
-	return slotCounts(ctx, db, domain.FulfilmentProvisionedState)
+// AwaitingUnits returns how many fulfilments of slot await provisioning:
+// the queue a unit freed goes to first.
+func AwaitingUnits(ctx context.Context, db DBTX, slot string) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, `SELECT count(*) FROM public.fulfilments WHERE slot = $1 AND state = $2`,
+		slot, domain.FulfilmentAwaitingState).Scan(&n)
+	return n, err
+}
+
+// ProvisionedIn lists the provisioned fulfilments of slot.
+func ProvisionedIn(ctx context.Context, db DBTX, slot string) ([]string, error) {
+	rows, err := db.Query(ctx, `SELECT fulfilment_id FROM public.fulfilments WHERE slot = $1 AND state = $2 ORDER BY fulfilment_id`,
+		slot, domain.FulfilmentProvisionedState)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 func slotCounts(ctx context.Context, db DBTX, states ...string) (map[string]int, error) {

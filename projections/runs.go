@@ -238,6 +238,16 @@ func scanRun(row pgx.Row) (RunView, error) {
 	return v, nil
 }
 
+// LiveRunsOnDevice lists the runs on deviceID that have not ended.
+func LiveRunsOnDevice(ctx context.Context, pool *pgxpool.Pool, deviceID string) ([]string, error) {
+	rows, err := pool.Query(ctx, `SELECT run_id FROM public.runs WHERE device_id = $1 AND state <> ALL($2) ORDER BY run_id`,
+		deviceID, []string{domain.RunStateSucceeded, domain.RunStateFailed, domain.RunStateCancelled})
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
 // FindRun reads a run of orgID by its run id or agent run id; ok is false
 // when there is none.
 func FindRun(ctx context.Context, pool *pgxpool.Pool, orgID, id string) (RunView, bool, error) {

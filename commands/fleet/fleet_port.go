@@ -72,11 +72,6 @@ func (f *Fleet) Frame(ctx context.Context, q GetFrame) (Frame, error) {
 	return f.frame(ctx, q.Auth, q.FrameID, q.FrameOptions)
 }
 
-// Register registers devices as RegisterDevices does.
-func (f *Fleet) Register(ctx context.Context, cmd RegisterDevices) ([]string, error) {
-	return f.RegisterDevices().Handle(ctx, cmd)
-}
-
 // Lease takes a device's lease as AcquireLease does.
 func (f *Fleet) Lease(ctx context.Context, cmd AcquireLease) (projections.LeaseView, error) {
 	return f.AcquireLease().Handle(ctx, cmd)

@@ -297,7 +297,10 @@ func (p *Provisioning) endFulfilment(ctx context.Context, a domain.Auth, id stri
 			return evs, err
 		}
 		end, _ := evs[0].(domain.FulfilmentCancelled)
-		return evs, p.retire(ctx, u, f.OrgID, f.DeviceID, end.Reason, now)
+		if err := p.retire(ctx, u, f.OrgID, f.DeviceID, end.Reason, now); err != nil {
+			return nil, err
+		}
+		return evs, p.releaseUnits(ctx, u, f.OrgID, f.Choice.Slot(), []string{f.FulfilmentID}, end.Reason, now)
 	})
 	if err != nil {
 		return f, err
@@ -351,14 +354,8 @@ func (p SweepFulfilmentHandler) Handle(ctx context.Context, cmd SweepFulfilment)
 	now := p.now()
 	switch f.State {
 	case domain.FulfilmentAwaitingState:
-		device, err := p.freeUnitFor(ctx, &f)
-		if err != nil {
-			return SweptNothing, err
-		}
-		if device != "" {
-			return p.sweepStep(ctx, cmd.FulfilmentID, SweptProvisioned, func(f *domain.Fulfilment) ([]domain.Event, error) {
-				return f.Provision(device, now)
-			})
+		if did, err := p.provisionAwaiting(ctx, &f, now); err != nil || did != SweptNothing {
+			return did, err
 		}
 		if !now.Before(f.At.Add(after)) {
 			ended, err := p.endFulfilment(ctx, domain.Auth{}, cmd.FulfilmentID, func(f *domain.Fulfilment, now time.Time) ([]domain.Event, error) {
@@ -398,34 +395,32 @@ func (p *Provisioning) sweepStep(ctx context.Context, id, did string, decide fun
 	return did, p.wait(ctx, projections.FulfilmentsName, c)
 }
 
-// freeUnitFor returns the device of an awaiting fulfilment when a unit of
-// its slot is free for it: one registered for it before (an attempt that
-// stopped half-way) is its; otherwise the slot's capacity must exceed its
-// provisioned units plus the fulfilments awaiting ahead of this one. ""
-// means it waits on.
-func (p *Provisioning) freeUnitFor(ctx context.Context, f *domain.Fulfilment) (string, error) {
+// provisionAwaiting provisions an awaiting fulfilment when a unit of its
+// slot is free for it: the slot's capacity exceeds the units held (its
+// inventory stream) plus the fulfilments awaiting ahead of this one (first
+// come, first served). The claim, the device's registration and
+// fulfilment.provisioned are one unit (handOut). It answers
+// SweptProvisioned, or SweptNothing while it waits on.
+func (p *Provisioning) provisionAwaiting(ctx context.Context, f *domain.Fulfilment, now time.Time) (string, error) {
 	if p.cfg.Devices == nil {
-		return "", nil
+		return SweptNothing, nil
 	}
-	device, ok, err := p.markedDevice(ctx, f.FulfilmentID)
-	if err != nil || ok {
-		return device, err
-	}
-	c := f.Choice
-	capacity, _, listed := p.cfg.Catalog.Capacity(c.Sku, c.Model, c.Region)
-	if !listed {
-		return "", nil
-	}
-	used, err := projections.ProvisionedUnits(ctx, p.pool)
+	ahead, err := projections.AwaitingAhead(ctx, p.pool, f.Choice.Slot(), f.At, f.FulfilmentID)
 	if err != nil {
-		return "", err
+		return SweptNothing, err
 	}
-	ahead, err := projections.AwaitingAhead(ctx, p.pool, c.Slot(), f.At, f.FulfilmentID)
-	if err != nil {
-		return "", err
+	_, c, err := p.fulfilments.UpdateWith(ctx, f.FulfilmentID, func(f *domain.Fulfilment, u *eventstore.Unit) ([]domain.Event, error) {
+		if f.State != domain.FulfilmentAwaitingState {
+			return nil, nil
+		}
+		devices, err := p.handOut(ctx, u, f.OrgID, f.Choice, []string{f.FulfilmentID}, ahead, now)
+		if err != nil || devices[f.FulfilmentID] == "" {
+			return nil, err
+		}
+		return f.Provision(devices[f.FulfilmentID], now)
+	})
+	if err != nil || len(c.Appends) == 0 {
+		return SweptNothing, err
 	}
-	if capacity-used[c.Slot()]-ahead <= 0 {
-		return "", nil
-	}
-	return p.registerDevice(ctx, f.OrgID, f.FulfilmentID, c)
+	return SweptProvisioned, p.wait(ctx, projections.FulfilmentsName, c)
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"phonefleet/commands/fleet"
+	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/payments"
@@ -134,31 +134,12 @@ func (p *Provisioning) ApplyProviderEvent(ctx context.Context, ev payments.Event
 	r.OrderID = s.orderID
 	now := p.now()
 	s.paid.PaidAt = now
-	// A payment's phones get their devices before the payment is recorded
-	// (registration is exactly once per fulfilment), and only once the
-	// event is known to apply.
-	var devices map[string]string
-	if s.do == settlePaid {
-		acc, _, err := p.accounts.Load(ctx, s.orgID)
-		if err != nil {
-			return r, err
-		}
-		evs, err := acc.SettlePaid(s.paid)
-		if err != nil {
-			return r, err
-		}
-		if o, ok := acc.Order(s.orderID); ok && len(evs) > 0 {
-			if devices, err = p.allocate(ctx, o); err != nil {
-				return r, err
-			}
-		}
-	}
 	// The unit is decided again, under the one retry policy, when the
 	// account, a fulfilment or a device moved on first; the marker taken
 	// by another delivery of the event makes it a duplicate instead.
 	errDuplicate := errors.New("the provider event was applied meanwhile")
 	c, err := eventstore.Retry(ctx, func(int) (eventstore.Committed, error) {
-		u, err := p.settleUnit(ctx, ev, s, devices, now)
+		u, err := p.settleUnit(ctx, ev, s, now)
 		if err != nil {
 			return eventstore.Committed{}, err
 		}
@@ -277,8 +258,7 @@ func (p *Provisioning) settlementOf(ctx context.Context, ev payments.Event) (set
 // settleUnit builds the unit of one provider event: its marker, and the
 // account's and fulfilments' events it calls for, each at the version it
 // was decided on.
-func (p *Provisioning) settleUnit(ctx context.Context, ev payments.Event, s settlement, devices map[string]string,
-	now time.Time) (*eventstore.Unit, error) {
+func (p *Provisioning) settleUnit(ctx context.Context, ev payments.Event, s settlement, now time.Time) (*eventstore.Unit, error) {
 	u := &eventstore.Unit{}
 	mark, err := eventstore.Encode(domain.Events, s.orgID, domain.Event(domain.ProviderEventApplied{
 		ProviderEventID: ev.ID, Type: ev.Type, OrgID: s.orgID, At: now}))
@@ -315,7 +295,7 @@ func (p *Provisioning) settleUnit(ctx context.Context, ev payments.Event, s sett
 	o, _ := acc.Order(s.orderID)
 	switch s.do {
 	case settlePaid:
-		return u, p.createFulfilments(ctx, u, o, s.paid, devices, now)
+		return u, p.createFulfilments(ctx, u, o, s.paid, now)
 	case settleEnd:
 		return u, p.endFulfilments(ctx, u, o, s.reason, ev.ID, now)
 	}
@@ -323,16 +303,25 @@ func (p *Provisioning) settleUnit(ctx context.Context, ev payments.Event, s sett
 }
 
 // createFulfilments adds a paid order's fulfilments to u: one per id the
-// checkout committed to, each provisioned with its device when one was
-// allocated, else awaiting provisioning promised within PromiseWithin. A
-// pay-as-you-go order has none (it grants pool access).
+// checkout committed to, each provisioned with a new device when a unit of
+// its slot is claimed for it in u (handOut), else awaiting provisioning
+// promised within PromiseWithin. A pay-as-you-go order has none (it grants
+// pool access).
 func (p *Provisioning) createFulfilments(ctx context.Context, u *eventstore.Unit, o *domain.Order, paid domain.OrderPaid,
-	devices map[string]string, now time.Time) error {
+	now time.Time) error {
 	if o.Choice.Billing == domain.BillingPayg {
 		return nil
 	}
 	choice := o.Choice
 	choice.Quantity = 1 // each fulfilment is one phone
+	reserved, err := projections.AwaitingUnits(ctx, p.pool, choice.Slot())
+	if err != nil {
+		return err
+	}
+	devices, err := p.handOut(ctx, u, o.OrgID, choice, o.FulfilmentIDs, reserved, now)
+	if err != nil {
+		return err
+	}
 	for _, id := range o.FulfilmentIDs {
 		f, version, err := p.fulfilments.Load(ctx, id)
 		if err != nil {
@@ -352,7 +341,8 @@ func (p *Provisioning) createFulfilments(ctx context.Context, u *eventstore.Unit
 }
 
 // endFulfilments adds the end of every live fulfilment of an order the
-// provider ended to u, each retiring its device in the same unit.
+// provider ended to u, each retiring its device and releasing its unit in
+// the same unit.
 func (p *Provisioning) endFulfilments(ctx context.Context, u *eventstore.Unit, o *domain.Order, reason, providerEventID string,
 	now time.Time) error {
 	for _, id := range o.FulfilmentIDs {
@@ -374,7 +364,19 @@ func (p *Provisioning) endFulfilments(ctx context.Context, u *eventstore.Unit, o
 			return err
 		}
 	}
-	return nil
+	return p.releaseUnits(ctx, u, o.OrgID, o.Choice.Slot(), o.FulfilmentIDs, reason, now)
+}
+
+// releaseUnits adds to u the release of the units of slot that the
+// fulfilments ids (ending in u) hold, at the version of the slot's
+// inventory stream decided on; one decision for the slot, however many
+// phones of an order end together.
+func (p *Provisioning) releaseUnits(ctx context.Context, u *eventstore.Unit, orgID, slot string, ids []string, reason string,
+	now time.Time) error {
+	_, err := p.inventory.DecideInto(ctx, u, slot, func(i *domain.Inventory) ([]domain.Event, error) {
+		return i.Release(slot, ids, orgID, reason, now), nil
+	})
+	return err
 }
 
 // appendFulfilment adds a fulfilment's events to u at version.
@@ -390,52 +392,116 @@ func (p *Provisioning) appendFulfilment(u *eventstore.Unit, orgID, id string, ve
 	return nil
 }
 
-// retire adds the retirement of a cancelled fulfilment's device to u.
+// retire adds the retirement of a cancelled fulfilment's device to u, and
+// the end of every run on it (retireDevice).
 func (p *Provisioning) retire(ctx context.Context, u *eventstore.Unit, orgID, deviceID, reason string, now time.Time) error {
 	if p.cfg.Devices == nil || deviceID == "" {
 		return nil
 	}
-	return p.cfg.Devices.DecideInto(ctx, u, deviceID, func(d *domain.Device) ([]domain.Event, error) {
-		if d.OrgID != orgID {
-			return nil, nil
-		}
-		return d.Retire(reason, now), nil
-	})
+	return p.retireDevice(ctx, u, deviceID, reason, now, func(d *domain.Device) bool { return d.OrgID == orgID })
 }
 
-// allocate gives the phones of a paid order that can ship now their
-// devices: a phone whose device was registered by an earlier attempt
-// keeps it; otherwise a unit of its slot is free when the slot's capacity
-// exceeds its live fulfilments (those awaiting count: they are ahead in
-// the queue). It returns the device of each phone that has one.
-func (p *Provisioning) allocate(ctx context.Context, o *domain.Order) (map[string]string, error) {
+// retireDevice adds to u the retirement of deviceID (after the end of its
+// lease) when due says so, and the end of every run on it, failed with
+// reason device_lost and a detail naming reason: a run is never left
+// going on a device that left its organisation.
+func (p *Provisioning) retireDevice(ctx context.Context, u *eventstore.Unit, deviceID, reason string, now time.Time,
+	due func(d *domain.Device) bool) error {
+	var holder domain.Actor
+	retired := false
+	err := p.cfg.Devices.DecideInto(ctx, u, deviceID, func(d *domain.Device) ([]domain.Event, error) {
+		if !due(d) {
+			return nil, nil
+		}
+		if d.Lease != nil {
+			holder = d.Lease.Holder
+		}
+		evs := d.Retire(reason, now)
+		retired = len(evs) > 0
+		return evs, nil
+	})
+	if err != nil || !retired || p.cfg.Runs == nil {
+		return err
+	}
+	return p.cfg.Runs.EndRunsOnDeviceInto(ctx, u, deviceID, holder, "the device was retired from the organisation ("+reason+")", now)
+}
+
+// handOut claims units of c's slot for the fulfilments ids of orgID, in
+// order, while the slot has units free beyond reserved (the phones ahead
+// of them in its queue), and adds to u, for each that got one, the
+// registration of its device: one unit of work with the claims (on the
+// slot's inventory stream, at the version decided on) and with whatever
+// the caller records (the payment, the fulfilment provisioned). So two
+// instances cannot hand out one unit twice (the loser's unit conflicts and
+// decides again), and no device is ever registered without the fulfilment
+// that holds it, whatever stops the work. It returns the device of each
+// fulfilment that got a unit. A fulfilment that a version before issue 26
+// registered a device for (its marker stream) keeps that device.
+func (p *Provisioning) handOut(ctx context.Context, u *eventstore.Unit, orgID string, c domain.PurchaseChoice, ids []string,
+	reserved int, now time.Time) (map[string]string, error) {
 	out := map[string]string{}
-	if p.cfg.Devices == nil || o.Choice.Billing == domain.BillingPayg || len(o.FulfilmentIDs) == 0 {
+	capacity, _, listed := p.cfg.Catalog.Capacity(c.Sku, c.Model, c.Region)
+	if p.cfg.Devices == nil || !listed || len(ids) == 0 {
 		return out, nil
 	}
-	inUse, err := projections.UnitsInUse(ctx, p.pool)
-	if err != nil {
-		return nil, err
-	}
-	c := o.Choice
-	capacity, _, listed := p.cfg.Catalog.Capacity(c.Sku, c.Model, c.Region)
-	for _, id := range o.FulfilmentIDs {
+	claims := make([]domain.InventoryClaim, len(ids))
+	registered := make([]bool, len(ids))
+	for n, id := range ids {
 		device, ok, err := p.markedDevice(ctx, id)
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
-			if !listed || capacity-inUse[c.Slot()] <= 0 {
-				continue
-			}
-			if device, err = p.registerDevice(ctx, o.OrgID, id, c); err != nil {
+			device = domain.NewID(domain.PrefixDevice)
+		}
+		claims[n], registered[n] = domain.InventoryClaim{FulfilmentID: id, OrgID: orgID, DeviceID: device}, ok
+	}
+	slot := c.Slot()
+	var got []bool
+	_, err := p.inventory.DecideInto(ctx, u, slot, func(i *domain.Inventory) ([]domain.Event, error) {
+		var held []string
+		if !i.Opened {
+			var err error
+			if held, err = p.heldBeforeClaims(ctx, slot); err != nil {
 				return nil, err
 			}
 		}
-		inUse[c.Slot()]++
-		out[id] = device
+		evs, g := i.Claim(slot, capacity, reserved, held, claims, now)
+		got = g
+		return evs, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	prefix := c.Sku
+	if c.Model != "" {
+		prefix += "-" + c.Model
+	}
+	for n, claim := range claims {
+		if !got[n] {
+			continue
+		}
+		if !registered[n] {
+			reg := domain.DeviceRegistered{DeviceID: claim.DeviceID, OrgID: orgID, Name: prefix + "-1", Backend: domain.BackendSim,
+				Model: p.cfg.Catalog.SimModel(c.Sku), RegisteredAt: now}
+			if _, err := p.cfg.Devices.RegisterInto(u, reg, nil); err != nil {
+				return nil, err
+			}
+		}
+		out[claim.FulfilmentID] = claim.DeviceID
 	}
 	return out, nil
+}
+
+// heldBeforeClaims lists the fulfilments of slot that hold a unit without
+// a claim on its inventory stream (provisioned before the stream existed),
+// from the fulfilments read model once it has applied everything
+// committed: read once, when the slot's stream is opened.
+func (p *Provisioning) heldBeforeClaims(ctx context.Context, slot string) ([]string, error) {
+	if err := cqrs.AwaitAll(ctx, p.store, p.cfg.ReadModels, projections.FulfilmentsName); err != nil {
+		return nil, err
+	}
+	return projections.ProvisionedIn(ctx, p.pool, slot)
 }
 
 // markedDevice returns the device registered for a fulfilment, if any.
@@ -453,25 +519,4 @@ func (p *Provisioning) markedDevice(ctx context.Context, fulfilmentID string) (s
 		return "", false, fmt.Errorf("%s holds %s, not one device", domain.FulfilmentDeviceStream(fulfilmentID), evs[0].Type)
 	}
 	return seeded.DeviceIDs[0], true, nil
-}
-
-// registerDevice registers a fulfilment's sim unit for the organisation
-// through the fleet, exactly once: the registration claims the marker
-// stream FulfilmentDeviceStream in its own unit, and a second attempt (or
-// a concurrent one) reads the device the first registered.
-func (p *Provisioning) registerDevice(ctx context.Context, orgID, fulfilmentID string, c domain.PurchaseChoice) (string, error) {
-	prefix := c.Sku
-	if c.Model != "" {
-		prefix += "-" + c.Model
-	}
-	_, err := p.cfg.Devices.Register(ctx, fleet.RegisterDevices{OrgID: orgID, Backend: domain.BackendSim, Count: 1,
-		NamePrefix: prefix, SeedMarker: domain.FulfilmentDeviceStream(fulfilmentID)})
-	if err != nil {
-		return "", err
-	}
-	device, ok, err := p.markedDevice(ctx, fulfilmentID)
-	if err == nil && !ok {
-		err = fmt.Errorf("fulfilment %s: registered a device but its marker is missing", fulfilmentID)
-	}
-	return device, err
 }

@@ -3,6 +3,7 @@ package provisioning
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"phonefleet/commands/cqrs"
@@ -22,6 +23,9 @@ type TakePoolDevice struct {
 	// TTLSeconds is the time-to-live of the lease handed over; 0 means the
 	// default (as POST /v1/devices/{deviceId}/lease).
 	TTLSeconds int
+	// IdempotencyKey is the Idempotency-Key header; empty when none was
+	// sent. A repeat within 24 hours answers the first take again.
+	IdempotencyKey string
 }
 
 // TakenPoolDevice is a unit of the pool handed to the caller: the device,
@@ -29,6 +33,9 @@ type TakePoolDevice struct {
 type TakenPoolDevice struct {
 	Device projections.DeviceView
 	Lease  projections.LeaseView
+	// Replayed is set when the answer is an earlier take's, repeated for
+	// its Idempotency-Key (the Idempotent-Replayed header).
+	Replayed bool
 }
 
 // ReturnPoolDevices gives back to the pool every lent unit that is due
@@ -76,12 +83,20 @@ type TakePoolDeviceHandler struct{ *poolPart }
 // It needs devices:lease and a person: a signed-in session or an OAuth app
 // acting for one. An API key is refused with permission_denied, since
 // pay-as-you-go is never available to a key (spec 4.1 rule 5; taking a
-// unit starts metered charges). Then, in order: service_unavailable when
-// the deployment has no pool; invalid_argument (ttlSeconds); forbidden
+// unit starts metered charges). Then, in order: invalid_argument (a
+// malformed Idempotency-Key); service_unavailable when the deployment has
+// no pool; invalid_argument (ttlSeconds); the Idempotency-Key's earlier
+// take: replayed, or idempotency_conflict for another request; forbidden
 // without pay-as-you-go access; fleet_at_capacity at the organisation's
 // limit and device_unavailable (reason pool_exhausted) with every unit
-// out, both retryable with retryAfterMs. The answer is read from the
-// device and lease read models, which it waits for.
+// out, both retryable with retryAfterMs.
+//
+// The key's earlier take, the access and the pool are decided at one
+// version of the pool stream and of the organisation's billing account
+// (the unit expects the account where it was read): a take racing the end
+// of pay-as-you-go access, or another take with the same key, decides
+// again on what won. The answer is built from the take's own events
+// (takenAnswer), after the device and lease read models applied them.
 func (pp TakePoolDeviceHandler) Handle(ctx context.Context, cmd TakePoolDevice) (TakenPoolDevice, error) {
 	p, auth := pp.p, cmd.Auth
 	if err := auth.Require(domain.ScopeDevicesLease); err != nil {
@@ -91,6 +106,11 @@ func (pp TakePoolDeviceHandler) Handle(ctx context.Context, cmd TakePoolDevice) 
 		return TakenPoolDevice{}, domain.Errorf(domain.CodePermissionDenied,
 			"pay-as-you-go is not available to an API key; take a pool device signed in, or through an OAuth app")
 	}
+	if cmd.IdempotencyKey != "" {
+		if err := domain.CheckCheckoutKey(cmd.IdempotencyKey); err != nil {
+			return TakenPoolDevice{}, err
+		}
+	}
 	pool := p.cfg.Catalog.Pool
 	if pool == nil || pool.Size <= 0 || p.cfg.Devices == nil {
 		return TakenPoolDevice{}, domain.Errorf(domain.CodeServiceUnavailable, "this deployment has no pay-as-you-go pool")
@@ -99,14 +119,7 @@ func (pp TakePoolDeviceHandler) Handle(ctx context.Context, cmd TakePoolDevice) 
 	if err != nil {
 		return TakenPoolDevice{}, err
 	}
-	account, _, err := p.accounts.Load(ctx, auth.OrgID)
-	if err != nil {
-		return TakenPoolDevice{}, err
-	}
-	if !account.PaygActive() {
-		return TakenPoolDevice{}, domain.Errorf(domain.CodeForbidden,
-			"the organisation has no pay-as-you-go access; start it with a pay-as-you-go checkout (POST /v1/checkout-sessions, billing payg)")
-	}
+	key, request := domain.DigestKey(cmd.IdempotencyKey), domain.TakeDigest(ttl)
 	skuName := pool.Sku
 	if s, ok := p.cfg.Catalog.Sku(pool.Sku); ok {
 		skuName = s.Name
@@ -114,48 +127,93 @@ func (pp TakePoolDeviceHandler) Handle(ctx context.Context, cmd TakePoolDevice) 
 	now := p.now()
 	holder := domain.HolderOf(auth)
 	deviceID, leaseID := domain.NewID(domain.PrefixDevice), domain.NewID(domain.PrefixLease)
-	var lease domain.Lease
-	_, c, err := pp.loans.UpdateWith(ctx, domain.PoolStreamID, func(s *domain.Pool, u *eventstore.Unit) ([]domain.Event, error) {
+	var replayed string
+	_, _, err = pp.loans.UpdateWith(ctx, domain.PoolStreamID, func(s *domain.Pool, u *eventstore.Unit) ([]domain.Event, error) {
+		replayed = ""
+		if use, replay, err := s.UseKey(auth.OrgID, key, request, now); err != nil || replay {
+			replayed = use.DeviceID
+			return nil, err
+		}
+		account, version, err := p.accounts.Load(ctx, auth.OrgID)
+		if err != nil {
+			return nil, err
+		}
+		if !account.PaygActive() {
+			return nil, domain.Errorf(domain.CodeForbidden,
+				"the organisation has no pay-as-you-go access; start it with a pay-as-you-go checkout (POST /v1/checkout-sessions, billing payg)")
+		}
+		// Access is decided on the account at this version: an end of
+		// access committed first makes this unit conflict and decide again.
+		u.Expect(domain.AccountStream(auth.OrgID), version)
 		evs, err := s.Take(domain.PoolTake{OrgID: auth.OrgID, By: domain.ActorOf(auth), Sku: pool.Sku, Size: pool.Size,
 			Limit: p.cfg.PaygDeviceLimit, DeviceID: deviceID, LeaseID: leaseID, Now: now,
+			IdempotencyKey: key, RequestDigest: request,
 			LeaseEnds: func(id string) (time.Time, error) { return pp.leaseEnds(ctx, id, now) }})
 		if err != nil {
 			return nil, err
 		}
-		l, err := pp.lend(u, auth.OrgID, deviceID, domain.PoolDeviceName(skuName), leaseID, holder, ttl, now)
-		if err != nil {
+		if err := pp.lend(u, auth.OrgID, deviceID, domain.PoolDeviceName(skuName), leaseID, holder, ttl, now); err != nil {
 			return nil, err
 		}
-		lease = l
 		return evs, nil
 	})
 	if err != nil {
 		return TakenPoolDevice{}, err
 	}
-	if err := cqrs.Await(ctx, p.cfg.ReadModels, c.Last(), projections.DevicesName, projections.LeasesName); err != nil {
-		return TakenPoolDevice{}, err
+	if replayed != "" {
+		t, err := pp.takenAnswer(ctx, replayed)
+		t.Replayed = true
+		return t, err
 	}
-	view, err := projections.GetDevice(ctx, p.pool, auth.OrgID, deviceID, p.now())
-	if err != nil {
-		return TakenPoolDevice{}, err
-	}
-	return TakenPoolDevice{Device: view, Lease: projections.LeaseViewOf(&lease)}, nil
+	return pp.takenAnswer(ctx, deviceID)
 }
 
-// lend adds to u the registration of a new sim device for orgID and the
-// lease for holder on it (one append on the device's new stream), and its
-// starting state, and returns the lease. Each take lends a fresh phone:
+// takenAnswer is the answer of the take that lent deviceID, the same on
+// every call: the lease it handed over and the device as the devices read
+// model showed it right after the take, both folded from the first events
+// of the device's stream (its registration and the lease, which the take
+// appended), so a repeat of the take with its Idempotency-Key answers
+// exactly what the take did, even once the lease has ended or the device
+// has gone back to the pool. It returns once the device and lease read
+// models have applied the take (read-your-writes).
+func (pp *poolPart) takenAnswer(ctx context.Context, deviceID string) (TakenPoolDevice, error) {
+	evs, err := pp.p.store.Load(ctx, domain.DeviceStream(deviceID), 1)
+	if err != nil {
+		return TakenPoolDevice{}, err
+	}
+	if len(evs) < 2 {
+		return TakenPoolDevice{}, fmt.Errorf("pool device %s: its stream holds %d events, not its registration and lease", deviceID, len(evs))
+	}
+	var d domain.Device
+	for _, e := range evs[:2] {
+		ev, err := domain.Events.Decode(e.Type, e.SchemaVersion, e.Data)
+		if err != nil {
+			return TakenPoolDevice{}, err
+		}
+		d.Apply(ev, e.StreamVersion)
+	}
+	if d.Lease == nil {
+		return TakenPoolDevice{}, fmt.Errorf("pool device %s: its second event is %s, not its lease", deviceID, evs[1].Type)
+	}
+	at := eventstore.Appended{LastPosition: evs[1].Position, TransactionID: evs[1].TransactionID}
+	if err := cqrs.Await(ctx, pp.p.cfg.ReadModels, at, projections.DevicesName, projections.LeasesName); err != nil {
+		return TakenPoolDevice{}, err
+	}
+	return TakenPoolDevice{Device: projections.TakenDeviceView(&d, evs[1].OccurredAt), Lease: projections.LeaseViewOf(d.Lease)}, nil
+}
+
+// lend adds to u the registration of a new sim device for orgID, of the
+// pool's sku's model (Catalog.SimModel), and the lease for holder on it (one append on the device's new stream), and its
+// starting state. Each take lends a fresh phone:
 // nothing one organisation did on a unit reaches the next.
 func (pp *poolPart) lend(u *eventstore.Unit, orgID, deviceID, name, leaseID string, holder domain.Actor, ttl time.Duration,
-	now time.Time) (domain.Lease, error) {
-	reg := domain.DeviceRegistered{DeviceID: deviceID, OrgID: orgID, Name: name, Backend: domain.BackendSim, RegisteredAt: now}
-	d, err := pp.p.cfg.Devices.RegisterInto(u, reg, func(d *domain.Device) ([]domain.Event, error) {
+	now time.Time) error {
+	reg := domain.DeviceRegistered{DeviceID: deviceID, OrgID: orgID, Name: name, Backend: domain.BackendSim,
+		Model: pp.p.cfg.Catalog.SimModel(pp.p.cfg.Catalog.Pool.Sku), RegisteredAt: now}
+	_, err := pp.p.cfg.Devices.RegisterInto(u, reg, func(d *domain.Device) ([]domain.Event, error) {
 		return d.AcquireLease(now, holder, leaseID, ttl)
 	})
-	if err != nil {
-		return domain.Lease{}, err
-	}
-	return *d.Lease, nil
+	return err
 }
 
 // leaseEnds returns when the lease in force on a lent device ends, or the
@@ -230,12 +288,9 @@ func (pp *poolPart) giveBack(ctx context.Context, deviceID string, paygActive bo
 		now := pp.p.now()
 		var reason string
 		var due bool
-		err := pp.p.cfg.Devices.DecideInto(ctx, u, deviceID, func(d *domain.Device) ([]domain.Event, error) {
+		err := pp.p.retireDevice(ctx, u, deviceID, ReasonPoolReturned, now, func(d *domain.Device) bool {
 			reason, due = domain.PoolReturnDue(d.ActiveLease(now) != nil, paygActive)
-			if !due || d.OrgID != loan.OrgID {
-				return nil, nil
-			}
-			return d.Retire(ReasonPoolReturned, now), nil
+			return due && d.OrgID == loan.OrgID
 		})
 		if err != nil || !due {
 			return nil, err

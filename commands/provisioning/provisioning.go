@@ -7,7 +7,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"phonefleet/commands/cqrs"
-	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/payments"
@@ -33,6 +32,9 @@ type Config struct {
 	// and the pool lends, and retires them when a fulfilment ends or a
 	// unit goes back; nil: no device is handed over.
 	Devices Devices
+	// Runs ends the runs on a device provisioning retires (a fulfilment's
+	// end, a pool unit going back), in the same unit; nil: no runs.
+	Runs RunsOnDevice
 	// PublicURL is {base_url}: where the hosted payment page and the portal
 	// send the browser back to.
 	PublicURL string
@@ -73,11 +75,18 @@ type Devices interface {
 	// provisioning commits.
 	DecideInto(ctx context.Context, u *eventstore.Unit, deviceID string, decide func(d *domain.Device) ([]domain.Event, error)) error
 	// RegisterInto adds a new device's registration, and the events then
-	// decides on it (a pool unit's lease), to a unit.
+	// decides on it (a pool unit's lease), to a unit: a pool unit, or a
+	// paid phone's unit with its claim and its fulfilment.
 	RegisterInto(u *eventstore.Unit, reg domain.DeviceRegistered, then func(d *domain.Device) ([]domain.Event, error)) (domain.Device, error)
-	// Register registers devices (a paid phone's unit), once per seed
-	// marker.
-	Register(ctx context.Context, cmd fleet.RegisterDevices) ([]string, error)
+}
+
+// RunsOnDevice is what provisioning needs of the runs (commands/runs.Runs
+// satisfies it).
+type RunsOnDevice interface {
+	// EndRunsOnDeviceInto adds to a unit that retires deviceID the end of
+	// every run on it (holder: the lease's holder as the retirement saw it),
+	// failed, reason device_lost, with detail.
+	EndRunsOnDeviceInto(ctx context.Context, u *eventstore.Unit, deviceID string, holder domain.Actor, detail string, now time.Time) error
 }
 
 // Provisioning is the provisioning capability: the price list, checkout,
@@ -89,6 +98,7 @@ type Provisioning struct {
 	store       *eventstore.Store
 	accounts    *eventstore.Repository[domain.Account, domain.Event]
 	fulfilments *eventstore.Repository[domain.Fulfilment, domain.Event]
+	inventory   *eventstore.Repository[domain.Inventory, domain.Event]
 }
 
 // accountAggregate folds an organisation's billing account (its checkout
@@ -110,6 +120,16 @@ var fulfilmentAggregate = eventstore.Aggregate[domain.Fulfilment, domain.Event]{
 	OrgID:  func(f *domain.Fulfilment) string { return f.OrgID },
 }
 
+// inventoryAggregate folds one slot's inventory stream (the units its
+// fulfilments hold).
+var inventoryAggregate = eventstore.Aggregate[domain.Inventory, domain.Event]{
+	Stream: domain.InventoryStream,
+	Codec:  domain.Events,
+	New:    func(slot string) domain.Inventory { return domain.Inventory{Slot: slot} },
+	Apply:  func(i *domain.Inventory, e domain.Event, at eventstore.Recorded) { i.Apply(e, at.Version) },
+	OrgID:  func(i *domain.Inventory) string { return i.OrgID },
+}
+
 // New returns the provisioning capability.
 func New(cfg Config) *Provisioning {
 	if cfg.Now == nil {
@@ -126,7 +146,8 @@ func New(cfg Config) *Provisioning {
 	}
 	return &Provisioning{cfg: cfg, pool: cfg.Store.Pool(), store: cfg.Store,
 		accounts:    eventstore.NewRepository(cfg.Store, accountAggregate),
-		fulfilments: eventstore.NewRepository(cfg.Store, fulfilmentAggregate)}
+		fulfilments: eventstore.NewRepository(cfg.Store, fulfilmentAggregate),
+		inventory:   eventstore.NewRepository(cfg.Store, inventoryAggregate)}
 }
 
 // Catalog returns the price list.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"phonefleet/commands/fleet"
@@ -315,6 +316,35 @@ func (r *Runs) releaseDevice(ctx context.Context, u *eventstore.Unit, run *domai
 // fails the unit with a conflict, and the run's repository decides again).
 func (r *Runs) deviceEvents(ctx context.Context, u *eventstore.Unit, run *domain.Run, decide func(d *domain.Device) ([]domain.Event, error)) error {
 	return r.devices.DecideInto(ctx, u, run.DeviceID, decide)
+}
+
+// EndRunsOnDeviceInto adds to u the end of every run on deviceID, a
+// device the caller retires in u: the run holding its lease (holder, read
+// from the device's stream by the caller) and any other live run on it
+// (parked, or paused without the lease, from the runs read model). Each
+// ends failed, reason device_lost, with detail saying why, appended at the
+// version of its stream decided on. The caller's unit already ends the
+// device's lease, so nothing else is added to the device's stream.
+func (r *Runs) EndRunsOnDeviceInto(ctx context.Context, u *eventstore.Unit, deviceID string, holder domain.Actor, detail string,
+	now time.Time) error {
+	ids, err := projections.LiveRunsOnDevice(ctx, r.pool, deviceID)
+	if err != nil {
+		return err
+	}
+	if holder.Kind == domain.ActorRun && !slices.Contains(ids, holder.ID) {
+		ids = append(ids, holder.ID)
+	}
+	for _, id := range ids {
+		if _, err := r.runs.DecideInto(ctx, u, id, func(run *domain.Run) ([]domain.Event, error) {
+			if !run.Exists() || run.DeviceID != deviceID {
+				return nil, nil
+			}
+			return run.End(now, domain.RunStateFailed, domain.RunReasonDeviceLost, detail, nil)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ClaimRunHandler handles ClaimRun.

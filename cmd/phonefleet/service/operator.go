@@ -11,6 +11,7 @@ import (
 	"phonefleet/commands/checkpoints"
 	"phonefleet/commands/fleet"
 	"phonefleet/commands/provisioning"
+	"phonefleet/commands/runs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/backends"
@@ -52,7 +53,8 @@ func OpenOperator(ctx context.Context, cfg config.Config, logger *slog.Logger) (
 		return nil, err
 	}
 	// The operator's fleet registers and retires devices and drives none;
-	// its provisioning refunds and reconciles, waiting for no read model
+	// its provisioning refunds (ending the runs on the device it retires)
+	// and reconciles, waiting for no read model
 	// (the service may not be running: a command that reads one brings it
 	// up to date itself).
 	fleet := fleet.New(fleet.Config{Store: store, NewSimState: backends.NewSimState})
@@ -74,10 +76,11 @@ func OpenOperator(ctx context.Context, cfg config.Config, logger *slog.Logger) (
 		return nil, err
 	}
 	return &Operator{Store: store, Runner: runner, db: db, App: commands.NewApplication(commands.Capabilities{
-		Fleet:        fleet,
-		Checkpoints:  &checkpoints.Checkpoints{Store: store, Pool: db.Pool, Box: box},
-		Provisioning: provisioning.New(provisioning.Config{Store: store, Devices: fleet, Payments: provider}),
-		Logger:       logger.With("component", "application"),
+		Fleet:       fleet,
+		Checkpoints: &checkpoints.Checkpoints{Store: store, Pool: db.Pool, Box: box},
+		Provisioning: provisioning.New(provisioning.Config{Store: store, Devices: fleet, Payments: provider,
+			Runs: runs.New(runs.Config{Store: store, Devices: fleet})}),
+		Logger: logger.With("component", "application"),
 	})}, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"phonefleet/domain"
 	"phonefleet/internal/identity"
 	"phonefleet/internal/payments"
+	"phonefleet/internal/sim"
 	"phonefleet/projections"
 	"phonefleet/workers"
 )
@@ -36,6 +37,9 @@ func (a *App) wireProvisioning(ctx context.Context) error {
 			return fmt.Errorf("SERVICE_CATALOG_FILE %s: %w", a.cfg.CatalogFile, err)
 		}
 	}
+	if err := checkSimModels(catalog); err != nil {
+		return fmt.Errorf("SERVICE_CATALOG_FILE %s: %w", a.cfg.CatalogFile, err)
+	}
 	var provider payments.Provider
 	if a.cfg.StripeSecretKey != "" {
 		provider = payments.New(payments.Config{SecretKey: a.cfg.StripeSecretKey, APIBase: a.cfg.StripeAPIBase})
@@ -50,6 +54,7 @@ func (a *App) wireProvisioning(ctx context.Context) error {
 		Payments:              provider,
 		WebhookSecret:         a.cfg.StripeWebhookSecret,
 		Devices:               a.capabilities.Fleet,
+		Runs:                  a.capabilities.Runs,
 		PublicURL:             a.baseURL(),
 		RequireReverification: a.cfg.RequireReverification,
 		StepUp:                identity.StepUpVerifier(a.deps.Auth),
@@ -59,6 +64,26 @@ func (a *App) wireProvisioning(ctx context.Context) error {
 		ReadModels:            a.runner,
 	})
 	a.payments = provider
+	return nil
+}
+
+// checkSimModels refuses a price list naming a simModel the simulator
+// does not have, so a misspelt model stops start-up instead of every
+// take and paid phone of its sku.
+func checkSimModels(c *domain.Catalog) error {
+	for _, s := range c.Skus {
+		if s.SimModel == "" {
+			continue
+		}
+		if _, err := sim.LookupModel(s.SimModel); err != nil {
+			names := []string{}
+			for _, m := range sim.Models() {
+				names = append(names, m.Name)
+			}
+			return fmt.Errorf("catalog: sku %s: simModel %q is not a simulator model (want one of %s)", s.Sku, s.SimModel,
+				strings.Join(names, ", "))
+		}
+	}
 	return nil
 }
 
