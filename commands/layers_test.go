@@ -55,9 +55,7 @@ var allowedCapabilityImports = map[[2]string]string{
 		"sending the fleet's request types, so the copilot's actions are the REST and MCP ones",
 	{"copilot", "runs"}: "a turn's start_run tool starts a run as the person through the application's StartRun (copilot.Devices.StartRun), " +
 		"whose request it builds",
-	{"console", "keys"}: "CLI sign-in mints and revokes keys through the application's key commands (console.KeyMinter)",
-	{"provisioning", "fleet"}: "fulfilments register, lend and retire devices through provisioning.Devices, " +
-		"which *fleet.Fleet satisfies, sending the fleet's request types",
+	{"console", "keys"}: "CLI sign-in mints its key, with the approval in the key's unit, through the application's key command (console.KeyMinter)",
 	{"runs", "fleet"}: "a run holds, observes and acts on its device through runs.Devices, which *fleet.Fleet satisfies, " +
 		"sending the fleet's request types",
 	{"schedules", "runs"}: "a schedule's firing starts a run through the application's StartRun, whose request it builds",
