@@ -39,18 +39,8 @@ func (e *fulEnv) instance(t *testing.T, devices provisioning.Devices, runs provi
 // read model).
 func (e *fulEnv) fulfilmentState(t *testing.T, id string) domain.Fulfilment {
 	t.Helper()
-	evs, err := e.Store.Load(testutil.Context(t), domain.FulfilmentStream(id), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var f domain.Fulfilment
-	for _, ev := range evs {
-		de, err := domain.Events.Decode(ev.Type, ev.SchemaVersion, ev.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Apply(de, ev.StreamVersion)
-	}
+	e.streamEvents(t, domain.FulfilmentStream(id), f.Apply)
 	return f
 }
 

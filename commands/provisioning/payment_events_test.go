@@ -185,21 +185,28 @@ func (e *fulEnv) streamTypes(t *testing.T, stream string) []string {
 	return out
 }
 
-// account folds org's billing account.
-func (e *fulEnv) account(t *testing.T, org string) domain.Account {
+// streamEvents calls apply with each event of stream, decoded, and its
+// version.
+func (e *fulEnv) streamEvents(t *testing.T, stream string, apply func(ev domain.Event, version int64)) {
 	t.Helper()
-	evs, err := e.Store.Load(testutil.Context(t), domain.AccountStream(org), 1)
+	evs, err := e.Store.Load(testutil.Context(t), stream, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := domain.Account{OrgID: org}
 	for _, ev := range evs {
 		de, err := domain.Events.Decode(ev.Type, ev.SchemaVersion, ev.Data)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a.Apply(de, ev.StreamVersion)
+		apply(de, ev.StreamVersion)
 	}
+}
+
+// account folds org's billing account.
+func (e *fulEnv) account(t *testing.T, org string) domain.Account {
+	t.Helper()
+	a := domain.Account{OrgID: org}
+	e.streamEvents(t, domain.AccountStream(org), a.Apply)
 	return a
 }
 
@@ -226,21 +233,16 @@ func (e *fulEnv) fulfilment(t *testing.T, org, id string) projections.Fulfilment
 // cancelled returns the fulfilment.cancelled recorded for id.
 func (e *fulEnv) cancelled(t *testing.T, id string) domain.FulfilmentCancelled {
 	t.Helper()
-	evs, err := e.Store.Load(testutil.Context(t), domain.FulfilmentStream(id), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ev := range evs {
-		if ev.Type == (domain.FulfilmentCancelled{}).EventName() {
-			de, err := domain.Events.Decode(ev.Type, ev.SchemaVersion, ev.Data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return de.(domain.FulfilmentCancelled)
+	var found *domain.FulfilmentCancelled
+	e.streamEvents(t, domain.FulfilmentStream(id), func(ev domain.Event, _ int64) {
+		if c, ok := ev.(domain.FulfilmentCancelled); ok && found == nil {
+			found = &c
 		}
+	})
+	if found == nil {
+		t.Fatalf("fulfilment %s has no fulfilment.cancelled: %v", id, e.streamTypes(t, domain.FulfilmentStream(id)))
 	}
-	t.Fatalf("fulfilment %s has no fulfilment.cancelled: %v", id, e.streamTypes(t, domain.FulfilmentStream(id)))
-	return domain.FulfilmentCancelled{}
+	return *found
 }
 
 // deviceVisible reports whether org's admin sees the device.

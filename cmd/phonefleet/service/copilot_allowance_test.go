@@ -37,6 +37,27 @@ func recordFulfilment(t *testing.T, a *App, orgID, billing string, at time.Time)
 	return id
 }
 
+// runCopilot runs a copilot of s's service on its scripted model, with
+// cfg's settings beside them (metering, clock), until the test ends, and
+// answers it and its entry points, acting through the service's fleet.
+func runCopilot(t *testing.T, s *copilotService, cfg copilot.Config) (*copilot.Copilot, copilot.Handlers) {
+	t.Helper()
+	model, err := chat.New(chat.Config{BaseURL: s.model.URL(), APIKey: "sk-copilot-e2e", Model: "scripted-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Store, cfg.ReadModels, cfg.Queries = s.a.store, s.a.runner, projections.CopilotQueries{DB: s.a.db.Pool}
+	cfg.Model, cfg.ModelName = model, "scripted-1"
+	cp := copilot.New(cfg)
+	ctx, stop := context.WithCancel(testutil.Context(t))
+	done := make(chan struct{})
+	go func() { cp.Run(ctx); close(done) }()
+	t.Cleanup(func() { stop(); <-done })
+	f := s.a.app.Fleet
+	return cp, cp.Handlers(cqrs.Decorator{}, copilot.Devices{GetDevice: f.GetDevice, ListLeases: f.ListLeases, AcquireLease: f.AcquireLease,
+		ReleaseLease: f.ReleaseLease, Observe: f.ObserveDevice, Act: f.PerformAction})
+}
+
 // TestCopilotAllowance: the allowance on an injected clock. One live
 // subscription at 1000 tokens a device includes 1000 (a day pass and
 // another organisation's subscription count nothing); an answer of 850
@@ -56,20 +77,8 @@ func TestCopilotAllowance(t *testing.T) {
 	recordFulfilment(t, s.a, "org_b", domain.BillingSubscription, clock.Now())
 	recordFulfilment(t, s.a, "org_b", domain.BillingSubscription, clock.Now())
 
-	model, err := chat.New(chat.Config{BaseURL: s.model.URL(), APIKey: "sk-copilot-e2e", Model: "scripted-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	perDevice := int64(1000)
-	cp := copilot.New(copilot.Config{Store: s.a.store, ReadModels: s.a.runner, Queries: projections.CopilotQueries{DB: s.a.db.Pool},
-		Model: model, ModelName: "scripted-1", Metered: true, TokensPerDevice: &perDevice, Now: clock.Now})
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { cp.Run(rctx); close(done) }()
-	t.Cleanup(func() { stop(); <-done })
-	f := s.a.app.Fleet
-	h := cp.Handlers(cqrs.Decorator{}, copilot.Devices{GetDevice: f.GetDevice, ListLeases: f.ListLeases, AcquireLease: f.AcquireLease,
-		ReleaseLease: f.ReleaseLease, Observe: f.ObserveDevice, Act: f.PerformAction})
+	cp, h := runCopilot(t, s, copilot.Config{Metered: true, TokensPerDevice: &perDevice, Now: clock.Now})
 	authA := domain.Auth{OrgID: "org_a", Kind: domain.PrincipalConsole, UserID: "user_a", Role: domain.RoleMember, Scopes: domain.AllScopes}
 	authB := domain.Auth{OrgID: "org_b", Kind: domain.PrincipalConsole, UserID: "user_b", Role: domain.RoleAdmin, Scopes: domain.AllScopes}
 
@@ -201,8 +210,7 @@ func TestCopilotAllowance(t *testing.T) {
 
 	// Unmetered (local mode): metered false, nothing counted, nothing
 	// refused.
-	local := copilot.New(copilot.Config{Store: s.a.store, ReadModels: s.a.runner, Queries: projections.CopilotQueries{DB: s.a.db.Pool},
-		Model: model, Now: clock.Now}).Handlers(cqrs.Decorator{}, copilot.Devices{})
+	_, local := runCopilot(t, s, copilot.Config{Now: clock.Now})
 	if al, err := local.GetAllowance.Handle(ctx, copilot.GetAllowance{Auth: authA}); err != nil || al.Metered || al.Used != 0 || al.Exhausted ||
 		al.Period.Name() != "2026-04-01" {
 		t.Errorf("unmetered: %+v, %v; want metered false, used 0, not exhausted", al, err)

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -11,9 +10,7 @@ import (
 	"time"
 
 	"phonefleet/commands/copilot"
-	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
-	"phonefleet/internal/chat"
 	"phonefleet/projections"
 	"phonefleet/testutil"
 )
@@ -51,20 +48,8 @@ func TestNotificationsCopilotAllowance(t *testing.T) {
 	recordFulfilment(t, s.a, "org_a", domain.BillingSubscription, clock.Now())
 	recordFulfilment(t, s.a, "org_b", domain.BillingSubscription, clock.Now())
 
-	model, err := chat.New(chat.Config{BaseURL: s.model.URL(), APIKey: "sk-copilot-e2e", Model: "scripted-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	perDevice := int64(1000)
-	cp := copilot.New(copilot.Config{Store: s.a.store, ReadModels: s.a.runner, Queries: projections.CopilotQueries{DB: s.a.db.Pool},
-		Model: model, ModelName: "scripted-1", Metered: true, TokensPerDevice: &perDevice, Now: clock.Now})
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { cp.Run(rctx); close(done) }()
-	t.Cleanup(func() { stop(); <-done })
-	f := s.a.app.Fleet
-	h := cp.Handlers(cqrs.Decorator{}, copilot.Devices{GetDevice: f.GetDevice, ListLeases: f.ListLeases, AcquireLease: f.AcquireLease,
-		ReleaseLease: f.ReleaseLease, Observe: f.ObserveDevice, Act: f.PerformAction})
+	cp, h := runCopilot(t, s, copilot.Config{Metered: true, TokensPerDevice: &perDevice, Now: clock.Now})
 	authM := domain.Auth{OrgID: "org_a", Kind: domain.PrincipalConsole, UserID: "user_m", Role: domain.RoleMember, Scopes: domain.AllScopes}
 
 	// The people, known to notifications from a first visit: admins
@@ -194,19 +179,7 @@ func TestNotificationsCopilotAllowanceUnmetered(t *testing.T) {
 	clock := testutil.NewClock(time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC))
 	recordFulfilment(t, s.a, "org_a", domain.BillingSubscription, clock.Now())
 	notificationsOf(s.call, s.person, "") // user_a, an admin, is known
-	model, err := chat.New(chat.Config{BaseURL: s.model.URL(), APIKey: "sk-copilot-e2e", Model: "scripted-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp := copilot.New(copilot.Config{Store: s.a.store, ReadModels: s.a.runner, Queries: projections.CopilotQueries{DB: s.a.db.Pool},
-		Model: model, ModelName: "scripted-1", Now: clock.Now})
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { cp.Run(rctx); close(done) }()
-	t.Cleanup(func() { stop(); <-done })
-	f := s.a.app.Fleet
-	h := cp.Handlers(cqrs.Decorator{}, copilot.Devices{GetDevice: f.GetDevice, ListLeases: f.ListLeases, AcquireLease: f.AcquireLease,
-		ReleaseLease: f.ReleaseLease, Observe: f.ObserveDevice, Act: f.PerformAction})
+	cp, h := runCopilot(t, s, copilot.Config{Now: clock.Now})
 	auth := domain.Auth{OrgID: "org_a", Kind: domain.PrincipalConsole, UserID: "user_a", Role: domain.RoleAdmin, Scopes: domain.AllScopes}
 	var threadID string
 	for _, n := range []int{1_000_000, 700_000, 500_000} { // past the default price list's 2,000,000 a device
