@@ -25,8 +25,13 @@ func fulfilmentsRefundCmd(ctx context.Context, c cliCommand, args []string, out 
 		if fs.NArg() != 1 {
 			return usageError{fulfilmentsRefundUsage}
 		}
-		// The fulfilment's device is retired in the same unit. No read
-		// model is waited for: the service may not be running.
+		// The fulfilment's device is retired in the same unit, with the
+		// runs on it the runs read model lists; its tables are made if the
+		// service never ran on this database. No read model is waited for:
+		// the service may not be running.
+		if err := op.Runner.Ensure(ctx); err != nil {
+			return err
+		}
 		f, err := op.App.Provisioning.RefundFulfilment.Handle(op.Context(ctx), provisioning.RefundFulfilment{FulfilmentID: fs.Arg(0)})
 		if err != nil {
 			return err
