@@ -82,7 +82,8 @@ func TestAReplayedScriptReproducesARunOnAnotherPhone(t *testing.T) {
 		t.Fatalf("replay ended on screen %s, the original on %s", b, a)
 	}
 
-	// A phone showing something else: the first step's screen differs.
+	// A phone showing something else: the first step's screen never
+	// comes, so the replay diverges there (replay_diverged) before acting.
 	lease, err := h.app.Fleet.AcquireLease.Handle(h.ctx, fleet.AcquireLease{Auth: h.auth, DeviceID: devs[2]})
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +98,7 @@ func TestAReplayedScriptReproducesARunOnAnotherPhone(t *testing.T) {
 	before := screen(devs[2])
 	changed := h.start(t, "replay on a changed screen", func(c *runs.StartRun) { c.DeviceID, c.Script = devs[2], raw })
 	v := h.waitEnded(t, changed.RunID)
-	if v.State != domain.RunStateFailed || str0(v.Reason) != domain.RunReasonStaleFrame || v.StepSeq != 0 {
+	if v.State != domain.RunStateFailed || str0(v.Reason) != domain.RunReasonReplayDiverged || v.StepSeq != 0 {
 		t.Fatalf("replay on a changed screen: %+v (%s)", v, str0(v.Detail))
 	}
 	if after := screen(devs[2]); after != before {

@@ -28,7 +28,7 @@ func init() {
 		return map[string]string{"runId": cached["runId"]}, nil
 	}
 	for _, p := range []string{"/v1/runs/{runId}", "/v1/runs/{runId}/pause", "/v1/runs/{runId}/resume", "/v1/runs/{runId}/cancel",
-		"/v1/runs/{runId}/frames", "/v1/runs/{runId}/script"} {
+		"/v1/runs/{runId}/frames", "/v1/runs/{runId}/script", "/v1/runs/{runId}/divergence"} {
 		tenancyFixtures[p] = run
 	}
 }
