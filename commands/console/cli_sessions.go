@@ -338,6 +338,10 @@ func (h ApproveCLISessionHandler) Handle(ctx context.Context, cmd ApproveCLISess
 			if err != nil {
 				return err
 			}
+			for _, e := range evs {
+				cur.Apply(e)
+			}
+			s = cur // the session as this approval leaves it (a poll may consume it at once)
 			news, err := eventstore.Encode(domain.Events, cmd.Auth.OrgID, evs...)
 			if err != nil {
 				return err
@@ -346,9 +350,6 @@ func (h ApproveCLISessionHandler) Handle(ctx context.Context, cmd ApproveCLISess
 			return nil
 		}})
 	if err != nil {
-		return CLISessionView{}, err
-	}
-	if s, _, err = h.sessions.Load(ctx, cmd.SessionID); err != nil {
 		return CLISessionView{}, err
 	}
 	return cliSessionView(s, cmd.Auth, now), nil
