@@ -45,6 +45,7 @@ func (b *bench) observeBudget(ctx context.Context, d time.Duration) error {
 	}
 	per := max(d/time.Duration(len(budgets)), 500*time.Millisecond)
 	var baseline float64
+	p50 := map[string]time.Duration{}
 	for _, bud := range budgets {
 		p, err := sim.New(sim.DefaultModel, "BENCH-OBSERVE")
 		if err != nil {
@@ -71,6 +72,7 @@ func (b *bench) observeBudget(ctx context.Context, d time.Duration) error {
 			if err != nil {
 				return err
 			}
+			took = append(took, time.Since(start))
 			size := len(obs.Image)
 			if bud.elements {
 				var root domain.UIElement
@@ -83,9 +85,9 @@ func (b *bench) observeBudget(ctx context.Context, d time.Duration) error {
 				}
 				size += len(els)
 			}
-			took = append(took, time.Since(start))
 			bytes += int64(size)
 		}
+		p50[bud.name] = percentile(took, 0.5)
 		avg := float64(bytes) / float64(len(took))
 		if baseline == 0 {
 			baseline = avg
@@ -93,5 +95,12 @@ func (b *bench) observeBudget(ctx context.Context, d time.Duration) error {
 		line("%-26s %12.0f %10s %10s %9.3f×  %s", bud.name, avg, percentile(took, 0.5).Round(10*time.Microsecond),
 			percentile(took, 0.99).Round(10*time.Microsecond), avg/baseline, fmt.Sprintf("%d observations", len(took)))
 	}
+	// Issue 28: the budgeted picture drawn at its size costs no more than
+	// the full-size PNG, and its marks little more than it.
+	png, jpg, marks := p50["PNG full size (baseline)"], p50["JPEG q70 at 768 px"], p50["set-of-marks JPEG at 768 px"]
+	line("goal: JPEG q70 at 768 px p50 %s ≤ PNG full size p50 %s (%.2f×): %s", jpg.Round(10*time.Microsecond),
+		png.Round(10*time.Microsecond), float64(jpg)/float64(png), verdict(jpg <= png))
+	line("goal: set-of-marks JPEG at 768 px p50 %s ≤ 1.2× JPEG q70 at 768 px (%.2f×): %s", marks.Round(10*time.Microsecond),
+		float64(marks)/float64(jpg), verdict(float64(marks) <= 1.2*float64(jpg)))
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"image/jpeg"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -18,6 +17,7 @@ import (
 
 	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/internal/config"
+	"phonefleet/internal/screenjpeg"
 	"phonefleet/internal/sim"
 )
 
@@ -50,7 +50,7 @@ func (b *bench) streams(ctx context.Context, d time.Duration) error {
 			if err != nil {
 				return err
 			}
-			return jpeg.Encode(io.Discard, img, &jpeg.Options{Quality: 70})
+			return screenjpeg.Encode(io.Discard, img, 70)
 		}},
 	} {
 		rate, cpu, err := rawFrameLoop(ctx, d, raw.frame)

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"image"
-	"image/jpeg"
 	"image/png"
 	"sync"
 	"time"
 
 	"phonefleet/domain"
+	"phonefleet/internal/screenjpeg"
 )
 
 // Live screens (GET /v1/devices/{deviceId}/stream): a device's screen as a
@@ -182,7 +182,7 @@ func (st *Streams) join(key feedKey, src ScreenSource, interval time.Duration) *
 	defer st.mu.Unlock()
 	f := st.feeds[key]
 	if f == nil {
-		f = &screenFeed{key: key, src: src, quality: quality(key.quality), fastest: interval}
+		f = &screenFeed{key: key, src: src, fastest: interval}
 		st.feeds[key] = f
 	}
 	f.viewers++
@@ -196,8 +196,6 @@ func (st *Streams) join(key feedKey, src ScreenSource, interval time.Duration) *
 	f.mu.Unlock()
 	return f
 }
-
-func quality(q int) *jpeg.Options { return &jpeg.Options{Quality: q} }
 
 // leave counts one viewer fewer, forgetting the feed after its last.
 func (st *Streams) leave(f *screenFeed) {
@@ -219,7 +217,6 @@ func (st *Streams) Feeds() int {
 // screenFeed is the shared picture of one device at one size and quality.
 type screenFeed struct {
 	key     feedKey
-	quality *jpeg.Options
 	viewers int // under Streams.mu
 
 	mu       sync.Mutex
@@ -289,7 +286,7 @@ func (f *screenFeed) encode(src ScreenSource, seq uint64) (StreamFrame, string, 
 	}
 	var buf bytes.Buffer
 	buf.Grow(64 << 10)
-	if err := jpeg.Encode(&buf, img, f.quality); err != nil {
+	if err := screenjpeg.Encode(&buf, img, f.key.quality); err != nil {
 		return StreamFrame{}, "", domain.Errorf(domain.CodeInternal, "internal error").Wrap(err)
 	}
 	b := img.Bounds()

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"fmt"
 	"image"
 	"image/png"
 	"testing"
@@ -110,16 +111,6 @@ func BenchmarkEncodeStdlib(b *testing.B) {
 	}
 }
 
-// BenchmarkDownscale measures shrinking a full-size frame to 360 pixels.
-func BenchmarkDownscale(b *testing.B) {
-	p := benchPhone(b)
-	img := getFrame(p.model.Width, p.model.Height)
-	renderInto(img, p.build())
-	for b.Loop() {
-		downscale(img, 360)
-	}
-}
-
 // encodePNG is the standard library encoder at BestSpeed, kept for
 // comparison with encodeFastPNG.
 func encodePNG(img image.Image) ([]byte, error) {
@@ -129,4 +120,50 @@ func encodePNG(img image.Image) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// BenchmarkPicturePNG measures the full-size PNG picture of observe.
+func BenchmarkPicturePNG(b *testing.B) {
+	p := benchPhone(b)
+	for b.Loop() {
+		if _, err := p.Picture(PictureOptions{}, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPictureJPEG768 measures the budgeted picture: 768 px JPEG q70.
+func BenchmarkPictureJPEG768(b *testing.B) {
+	p := benchPhone(b)
+	for b.Loop() {
+		if _, err := p.Picture(PictureOptions{MaxWidth: 768, JPEG: true, Quality: 70}, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPictureMarks768 measures the same picture with set-of-marks.
+func BenchmarkPictureMarks768(b *testing.B) {
+	p := benchPhone(b)
+	for b.Loop() {
+		if _, err := p.Picture(PictureOptions{MaxWidth: 768, JPEG: true, Quality: 70}, benchMarks); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchMarks frames every clickable element.
+func benchMarks(root Element) []Mark {
+	var out []Mark
+	var walk func(e Element)
+	walk = func(e Element) {
+		if e.Clickable {
+			out = append(out, Mark{Label: fmt.Sprint(len(out) + 1), Bounds: e.Bounds})
+		}
+		for _, k := range e.Children {
+			walk(k)
+		}
+	}
+	walk(root)
+	return out
 }

@@ -13,28 +13,21 @@ import (
 // an error wrapping ErrInvalidArgument.
 //
 // The phone's lock is held while the screen is laid out and painted, as for
-// Screenshot, so an input never lands half-way through a frame; shrinking
-// happens after the lock is released.
+// Screenshot, so an input never lands half-way through a frame; a narrower
+// picture is painted at its own size.
 func (p *Phone) LiveFrame(maxWidth int) (*image.RGBA, string, error) {
 	if maxWidth < 0 {
 		return nil, "", fmt.Errorf("%w: maxWidth %d must not be negative", ErrInvalidArgument, maxWidth)
 	}
-	full := maxWidth == 0 || maxWidth >= p.model.Width
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	root := p.build()
-	h := hashTree(root)
-	var img *image.RGBA
-	if full {
-		img = image.NewRGBA(p.screenRect())
-	} else {
-		img = getFrame(p.model.Width, p.model.Height)
+	if maxWidth == 0 || maxWidth >= p.model.Width {
+		img := image.NewRGBA(p.screenRect())
+		renderInto(img, root)
+		return img, hashTree(root), nil
 	}
-	renderInto(img, root)
-	p.mu.Unlock()
-	if full {
-		return img, h, nil
-	}
-	out := downscale(img, maxWidth)
-	putFrame(img)
-	return out, h, nil
+	img := image.NewRGBA(image.Rectangle{Max: scaledSize(p.model.Width, p.model.Height, maxWidth)})
+	renderScaled(img, root, p.model.Width, p.model.Height)
+	return img, hashTree(root), nil
 }

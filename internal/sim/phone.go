@@ -306,10 +306,9 @@ func (p *Phone) ScreenshotScaled(maxWidth int) ([]byte, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	img := getFrame(p.model.Width, p.model.Height)
+	img := p.frameOf(p.build(), maxWidth)
 	defer putFrame(img)
-	renderInto(img, p.build())
-	data, err := encodeFastPNG(downscale(img, maxWidth))
+	data, err := encodeFastPNG(img)
 	if err != nil {
 		return nil, fmt.Errorf("sim: encode screenshot: %w", err)
 	}

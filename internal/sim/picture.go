@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"image"
 	"image/color"
-	"image/jpeg"
+
+	"phonefleet/internal/screenjpeg"
 )
 
 // PictureOptions say how Picture draws and encodes the screen.
 type PictureOptions struct {
-	// MaxWidth, when positive and smaller than the screen, shrinks the
-	// picture to that width, keeping the aspect ratio (box filter, as
+	// MaxWidth, when positive and smaller than the screen, draws the
+	// picture at that width, keeping the aspect ratio (as
 	// ScreenshotScaled).
 	MaxWidth int
 	// JPEG encodes the picture as a JPEG of Quality (1–100) instead of a
@@ -87,18 +88,13 @@ func (p *Phone) Picture(opts PictureOptions, pick func(root Element) []Mark) (Pi
 	if pick != nil {
 		out.Marks = pick(out.Root)
 	}
-	full := getFrame(p.model.Width, p.model.Height)
-	defer putFrame(full)
-	renderInto(full, root)
-	img := full
-	if opts.MaxWidth > 0 && opts.MaxWidth < p.model.Width {
-		img = downscale(full, opts.MaxWidth)
-	}
+	img := p.frameOf(root, opts.MaxWidth)
+	defer putFrame(img)
 	drawMarks(img, out.Marks, float64(img.Rect.Dx())/float64(p.model.Width))
 	var err error
 	if opts.JPEG {
 		var b bytes.Buffer
-		err = jpeg.Encode(&b, img, &jpeg.Options{Quality: opts.Quality})
+		err = screenjpeg.Encode(&b, img, opts.Quality)
 		out.Data = b.Bytes()
 	} else {
 		out.Data, err = encodeFastPNG(img)
@@ -116,7 +112,7 @@ func drawMarks(img *image.RGBA, marks []Mark, scale float64) {
 	if len(marks) == 0 {
 		return
 	}
-	cv := &canvas{img: img, clip: img.Rect}
+	cv := newCanvas(img, 1)
 	w := img.Rect.Dx()
 	stroke := MarkStroke(w)
 	size := max(10, w/40)

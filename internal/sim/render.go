@@ -15,11 +15,50 @@ import (
 // nodes, which is what lets ScreenHash (a hash of the same tree) stand in for
 // the pixels.
 
-// canvas draws into an RGBA image, never outside clip.
+// canvas draws into an RGBA image, never outside clip. Its drawing methods
+// take screen coordinates and draw them scale times as large (a picture
+// narrower than the screen is painted at its own size, not painted full size
+// and shrunk: sharper, and cheaper by the square of the scale); the
+// methods named ...Px take picture pixels.
 type canvas struct {
-	img  *image.RGBA
-	clip image.Rectangle
+	img   *image.RGBA
+	clip  image.Rectangle // picture pixels
+	scale float64
 }
+
+// newCanvas returns a canvas drawing on img at scale picture pixels per
+// screen pixel, clipped to img.
+func newCanvas(img *image.RGBA, scale float64) *canvas {
+	return &canvas{img: img, clip: img.Rect, scale: scale}
+}
+
+// px converts a screen coordinate to picture pixels.
+func (cv *canvas) px(v int) int {
+	if cv.scale == 1 {
+		return v
+	}
+	return int(math.Round(float64(v) * cv.scale))
+}
+
+// rect converts a screen rectangle to picture pixels; rectangles sharing an
+// edge on the screen share it in the picture, and one thinner than a
+// picture pixel (a text cursor, an underline) keeps one.
+func (cv *canvas) rect(r image.Rectangle) image.Rectangle {
+	if cv.scale == 1 {
+		return r
+	}
+	out := image.Rect(cv.px(r.Min.X), cv.px(r.Min.Y), cv.px(r.Max.X), cv.px(r.Max.Y))
+	if r.Dx() > 0 && out.Dx() == 0 {
+		out.Max.X++
+	}
+	if r.Dy() > 0 && out.Dy() == 0 {
+		out.Max.Y++
+	}
+	return out
+}
+
+// setClip clips drawing to r (screen coordinates).
+func (cv *canvas) setClip(r image.Rectangle) { cv.clip = cv.rect(r).Intersect(cv.img.Rect) }
 
 // blend composites a premultiplied colour scaled by coverage cov (0..255)
 // over the pixel at offset i.
@@ -36,7 +75,10 @@ func blend(pix []uint8, i int, c color.RGBA, cov uint32) {
 }
 
 // fill paints r with c.
-func (cv *canvas) fill(r image.Rectangle, c color.RGBA) {
+func (cv *canvas) fill(r image.Rectangle, c color.RGBA) { cv.fillPx(cv.rect(r), c) }
+
+// fillPx paints r (picture pixels) with c.
+func (cv *canvas) fillPx(r image.Rectangle, c color.RGBA) {
 	r = r.Intersect(cv.clip)
 	if r.Empty() || c.A == 0 {
 		return
@@ -90,15 +132,16 @@ const (
 // roundRectCorners is roundRect with the corners named in square left
 // square.
 func (cv *canvas) roundRectCorners(r image.Rectangle, radius int, c color.RGBA, square uint8) {
-	radius = min(radius, r.Dx()/2, r.Dy()/2)
+	r = cv.rect(r)
+	radius = min(cv.px(radius), r.Dx()/2, r.Dy()/2)
 	if radius <= 0 {
-		cv.fill(r, c)
+		cv.fillPx(r, c)
 		return
 	}
 	// The body without the corner bands is a plain fill.
-	cv.fill(image.Rect(r.Min.X, r.Min.Y+radius, r.Max.X, r.Max.Y-radius), c)
-	cv.fill(image.Rect(r.Min.X+radius, r.Min.Y, r.Max.X-radius, r.Min.Y+radius), c)
-	cv.fill(image.Rect(r.Min.X+radius, r.Max.Y-radius, r.Max.X-radius, r.Max.Y), c)
+	cv.fillPx(image.Rect(r.Min.X, r.Min.Y+radius, r.Max.X, r.Max.Y-radius), c)
+	cv.fillPx(image.Rect(r.Min.X+radius, r.Min.Y, r.Max.X-radius, r.Min.Y+radius), c)
+	cv.fillPx(image.Rect(r.Min.X+radius, r.Max.Y-radius, r.Max.X-radius, r.Max.Y), c)
 	rf := float64(radius)
 	corners := []struct {
 		bit    uint8
@@ -112,7 +155,7 @@ func (cv *canvas) roundRectCorners(r image.Rectangle, radius int, c color.RGBA, 
 	}
 	for _, k := range corners {
 		if square&k.bit != 0 {
-			cv.fill(k.area, c)
+			cv.fillPx(k.area, c)
 			continue
 		}
 		a := k.area.Intersect(cv.clip)
@@ -130,6 +173,7 @@ func (cv *canvas) roundRectCorners(r image.Rectangle, radius int, c color.RGBA, 
 // ring paints the outline of a circle (inner radius > 0) or a disc (inner
 // radius 0) centred on (cx, cy).
 func (cv *canvas) ring(cx, cy, outer, inner float64, c color.RGBA) {
+	cx, cy, outer, inner = cx*cv.scale, cy*cv.scale, outer*cv.scale, inner*cv.scale
 	a := image.Rect(int(cx-outer-1), int(cy-outer-1), int(cx+outer+2), int(cy+outer+2)).Intersect(cv.clip)
 	for y := a.Min.Y; y < a.Max.Y; y++ {
 		dy := float64(y) + 0.5 - cy
@@ -154,6 +198,17 @@ type shape [][2]float32
 // poly fills the polygons (several sub-paths; opposite windings cut holes)
 // with c, anti-aliased by the x/image/vector rasterizer.
 func (cv *canvas) poly(c color.RGBA, paths ...shape) {
+	if cv.scale != 1 {
+		k := float32(cv.scale)
+		scaled := make([]shape, len(paths))
+		for i, p := range paths {
+			scaled[i] = make(shape, len(p))
+			for j, pt := range p {
+				scaled[i][j] = [2]float32{pt[0] * k, pt[1] * k}
+			}
+		}
+		paths = scaled
+	}
 	minX, minY := float32(math.MaxFloat32), float32(math.MaxFloat32)
 	maxX, maxY := float32(-math.MaxFloat32), float32(-math.MaxFloat32)
 	for _, p := range paths {
@@ -181,8 +236,19 @@ func (cv *canvas) poly(c color.RGBA, paths ...shape) {
 	draw.DrawMask(cv.img, dr, image.NewUniform(c), image.Point{}, mask, dr.Min.Sub(box.Min), draw.Over)
 }
 
-// text draws s with its baseline origin at (x, baseline).
+// text draws s with its baseline origin at (x, baseline), in the face's
+// size scaled.
 func (cv *canvas) text(fk faceKey, s string, x, baseline int, c color.RGBA) {
+	if cv.scale != 1 {
+		fk.size = max(1, cv.px(fk.size))
+		x, baseline = cv.px(x), cv.px(baseline)
+	}
+	cv.textPx(fk, s, x, baseline, c)
+}
+
+// textPx draws s with its baseline origin at (x, baseline) in picture
+// pixels.
+func (cv *canvas) textPx(fk faceKey, s string, x, baseline int, c color.RGBA) {
 	e := textEng()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -203,7 +269,7 @@ func (cv *canvas) text(fk faceKey, s string, x, baseline int, c color.RGBA) {
 
 // paint draws n and its subtree within clip.
 func paint(cv *canvas, n *node, clip image.Rectangle) {
-	cv.clip = clip
+	cv.setClip(clip)
 	if n.stroke.A > 0 && n.strokeW > 0 {
 		cv.roundRect(n.rect, n.radius, n.stroke)
 		cv.roundRect(n.rect.Inset(n.strokeW), max(0, n.radius-n.strokeW), n.fill)
@@ -223,7 +289,7 @@ func paint(cv *canvas, n *node, clip image.Rectangle) {
 	for _, k := range n.kids {
 		paint(cv, k, inner)
 	}
-	cv.clip = clip
+	cv.setClip(clip)
 }
 
 // textLayout positions the lines of a text box inside its node: the
@@ -431,61 +497,36 @@ func putFrame(img *image.RGBA) {
 	}
 }
 
-// renderInto paints the tree over the whole frame.
+// renderInto paints the tree over the whole frame, at full size.
 func renderInto(img *image.RGBA, root *node) {
-	paint(&canvas{img: img, clip: img.Rect}, root, img.Rect)
+	paint(newCanvas(img, 1), root, img.Rect)
 }
 
-// downscale shrinks an opaque frame to width w by averaging the source
-// pixels each destination pixel covers (a box filter): cheap, and text stays
-// recognisable rather than aliased. Stripes of rows are shrunk in parallel;
-// each output pixel depends only on its own box, so the result does not
-// depend on scheduling.
-func downscale(src *image.RGBA, w int) *image.RGBA {
-	sw, sh := src.Rect.Dx(), src.Rect.Dy()
-	h := max(1, (sh*w+sw/2)/sw)
-	dst := image.NewRGBA(image.Rect(0, 0, w, h))
-	xs := make([]int, w+1)
-	for x := range xs {
-		xs[x] = x * sw / w
+// scaledSize is the size of a picture w pixels wide of a screen sw×sh
+// (the aspect ratio kept, rounded).
+func scaledSize(sw, sh, w int) image.Point {
+	return image.Pt(w, max(1, (sh*w+sw/2)/sw))
+}
+
+// frameOf paints root into a pooled frame (putFrame it when done): full
+// size, or maxWidth wide when that is positive and narrower than the
+// screen.
+func (p *Phone) frameOf(root *node, maxWidth int) *image.RGBA {
+	w, h := p.model.Width, p.model.Height
+	if maxWidth <= 0 || maxWidth >= w {
+		img := getFrame(w, h)
+		renderInto(img, root)
+		return img
 	}
-	const stripes = 4
-	var wg sync.WaitGroup
-	for s := 0; s < stripes; s++ {
-		wg.Add(1)
-		go func(ya, yb int) {
-			defer wg.Done()
-			col := make([]uint32, 3*sw)
-			for y := ya; y < yb; y++ {
-				y0, y1 := y*sh/h, (y+1)*sh/h
-				clear(col)
-				for sy := y0; sy < y1; sy++ {
-					off := sy * src.Stride
-					row := src.Pix[off : off+4*sw]
-					for x, j := 0, 0; x+4 <= len(row) && j+3 <= len(col); x, j = x+4, j+3 {
-						px, c := row[x:x+3:x+3], col[j:j+3:j+3]
-						c[0] += uint32(px[0])
-						c[1] += uint32(px[1])
-						c[2] += uint32(px[2])
-					}
-				}
-				out := dst.Pix[y*dst.Stride : y*dst.Stride+4*w]
-				for x := 0; x < w; x++ {
-					var r, g, b uint32
-					for sx := xs[x]; sx < xs[x+1]; sx++ {
-						r += col[3*sx]
-						g += col[3*sx+1]
-						b += col[3*sx+2]
-					}
-					n := uint32((xs[x+1] - xs[x]) * (y1 - y0))
-					out[4*x] = uint8((r + n/2) / n)
-					out[4*x+1] = uint8((g + n/2) / n)
-					out[4*x+2] = uint8((b + n/2) / n)
-					out[4*x+3] = 0xff
-				}
-			}
-		}(h*s/stripes, h*(s+1)/stripes)
-	}
-	wg.Wait()
-	return dst
+	sz := scaledSize(w, h, maxWidth)
+	img := getFrame(sz.X, sz.Y)
+	renderScaled(img, root, w, h)
+	return img
+}
+
+// renderScaled paints the tree of a screen sw×sh into img, a picture of
+// it narrower than the screen (scaledSize), at img's scale.
+func renderScaled(img *image.RGBA, root *node, sw, sh int) {
+	clear(img.Pix) // the screen's edge may round a pixel short of the picture's
+	paint(newCanvas(img, float64(img.Rect.Dx())/float64(sw)), root, image.Rect(0, 0, sw, sh))
 }

@@ -1,0 +1,435 @@
+// Package screenjpeg encodes pictures of phone screens as baseline JPEG:
+// JFIF, 4:2:0 chroma, the quantization and Huffman tables of ITU T.81
+// Annex K scaled by quality as libjpeg scales them, so any decoder reads it
+// and a given quality looks as it does elsewhere.
+//
+// It exists for speed (issue 28): a screen is mostly flat colour, and
+// image/jpeg transforms every 8×8 block whatever it holds. Here a block
+// whose 64 pixels are one colour costs one colour conversion and two
+// Huffman codes (its DC difference and end of block), an MCU of one colour
+// six of each; other blocks go through the floating-point AAN transform.
+// The output is checked against image/jpeg's decoder in the tests.
+package screenjpeg
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"image"
+	"io"
+	"math"
+	"math/bits"
+	"sync"
+)
+
+// unscaledQuant are Annex K's quantization tables (luminance, chrominance)
+// in zig-zag order.
+var unscaledQuant = [2][64]byte{
+	{
+		16, 11, 12, 14, 12, 10, 16, 14, 13, 14, 18, 17, 16, 19, 24, 40,
+		26, 24, 22, 22, 24, 49, 35, 37, 29, 40, 58, 51, 61, 60, 57, 51,
+		56, 55, 64, 72, 92, 78, 64, 68, 87, 69, 55, 56, 80, 109, 81, 87,
+		95, 98, 103, 104, 103, 62, 77, 113, 121, 112, 100, 120, 92, 101, 103, 99,
+	},
+	{
+		17, 18, 18, 24, 21, 24, 47, 26, 26, 47, 99, 66, 56, 66, 99, 99,
+		99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99,
+		99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99,
+		99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99,
+	},
+}
+
+// unzig maps a zig-zag index to the natural (row-major) index.
+var unzig = [64]int{
+	0, 1, 8, 16, 9, 2, 3, 10, 17, 24, 32, 25, 18, 11, 4, 5,
+	12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13, 6, 7, 14, 21, 28,
+	35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51,
+	58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63,
+}
+
+// huffSpec is a Huffman table as a JPEG file states it: how many codes of
+// each length 1–16, and the values in code order.
+type huffSpec struct {
+	counts [16]byte
+	values []byte
+}
+
+// huffSpecs are Annex K.3's tables: luminance DC, luminance AC,
+// chrominance DC, chrominance AC (DHT class and id: 0x00, 0x10, 0x01, 0x11).
+var huffSpecs = [4]huffSpec{
+	{[16]byte{0, 1, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}, []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}},
+	{[16]byte{0, 2, 1, 3, 3, 2, 4, 3, 5, 5, 4, 4, 0, 0, 1, 125}, []byte{
+		0x01, 0x02, 0x03, 0x00, 0x04, 0x11, 0x05, 0x12, 0x21, 0x31, 0x41, 0x06, 0x13, 0x51, 0x61, 0x07,
+		0x22, 0x71, 0x14, 0x32, 0x81, 0x91, 0xa1, 0x08, 0x23, 0x42, 0xb1, 0xc1, 0x15, 0x52, 0xd1, 0xf0,
+		0x24, 0x33, 0x62, 0x72, 0x82, 0x09, 0x0a, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x25, 0x26, 0x27, 0x28,
+		0x29, 0x2a, 0x34, 0x35, 0x36, 0x37, 0x38, 0x39, 0x3a, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x49,
+		0x4a, 0x53, 0x54, 0x55, 0x56, 0x57, 0x58, 0x59, 0x5a, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68, 0x69,
+		0x6a, 0x73, 0x74, 0x75, 0x76, 0x77, 0x78, 0x79, 0x7a, 0x83, 0x84, 0x85, 0x86, 0x87, 0x88, 0x89,
+		0x8a, 0x92, 0x93, 0x94, 0x95, 0x96, 0x97, 0x98, 0x99, 0x9a, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,
+		0xa8, 0xa9, 0xaa, 0xb2, 0xb3, 0xb4, 0xb5, 0xb6, 0xb7, 0xb8, 0xb9, 0xba, 0xc2, 0xc3, 0xc4, 0xc5,
+		0xc6, 0xc7, 0xc8, 0xc9, 0xca, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7, 0xd8, 0xd9, 0xda, 0xe1, 0xe2,
+		0xe3, 0xe4, 0xe5, 0xe6, 0xe7, 0xe8, 0xe9, 0xea, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7, 0xf8,
+		0xf9, 0xfa,
+	}},
+	{[16]byte{0, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0}, []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}},
+	{[16]byte{0, 2, 1, 2, 4, 4, 3, 4, 7, 5, 4, 4, 0, 1, 2, 119}, []byte{
+		0x00, 0x01, 0x02, 0x03, 0x11, 0x04, 0x05, 0x21, 0x31, 0x06, 0x12, 0x41, 0x51, 0x07, 0x61, 0x71,
+		0x13, 0x22, 0x32, 0x81, 0x08, 0x14, 0x42, 0x91, 0xa1, 0xb1, 0xc1, 0x09, 0x23, 0x33, 0x52, 0xf0,
+		0x15, 0x62, 0x72, 0xd1, 0x0a, 0x16, 0x24, 0x34, 0xe1, 0x25, 0xf1, 0x17, 0x18, 0x19, 0x1a, 0x26,
+		0x27, 0x28, 0x29, 0x2a, 0x35, 0x36, 0x37, 0x38, 0x39, 0x3a, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48,
+		0x49, 0x4a, 0x53, 0x54, 0x55, 0x56, 0x57, 0x58, 0x59, 0x5a, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68,
+		0x69, 0x6a, 0x73, 0x74, 0x75, 0x76, 0x77, 0x78, 0x79, 0x7a, 0x82, 0x83, 0x84, 0x85, 0x86, 0x87,
+		0x88, 0x89, 0x8a, 0x92, 0x93, 0x94, 0x95, 0x96, 0x97, 0x98, 0x99, 0x9a, 0xa2, 0xa3, 0xa4, 0xa5,
+		0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xb2, 0xb3, 0xb4, 0xb5, 0xb6, 0xb7, 0xb8, 0xb9, 0xba, 0xc2, 0xc3,
+		0xc4, 0xc5, 0xc6, 0xc7, 0xc8, 0xc9, 0xca, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7, 0xd8, 0xd9, 0xda,
+		0xe2, 0xe3, 0xe4, 0xe5, 0xe6, 0xe7, 0xe8, 0xe9, 0xea, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7, 0xf8,
+		0xf9, 0xfa,
+	}},
+}
+
+// code is a Huffman code: its bits (low size bits) and size.
+type code struct {
+	bits uint32
+	size uint8
+}
+
+// codes are huffSpecs compiled: for each table, the code of each value.
+var codes = func() (out [4][256]code) {
+	for t, s := range huffSpecs {
+		c, k := uint32(0), 0
+		for n, count := range s.counts {
+			for range count {
+				out[t][s.values[k]] = code{c, uint8(n + 1)}
+				c++
+				k++
+			}
+			c <<= 1
+		}
+	}
+	return out
+}()
+
+// aan are the AAN transform's scale factors: cos(kπ/16)·√2, 1 for k = 0.
+var aan = func() (f [8]float64) {
+	f[0] = 1
+	for k := 1; k < 8; k++ {
+		f[k] = math.Cos(float64(k)*math.Pi/16) * math.Sqrt2
+	}
+	return f
+}()
+
+// tables are the quantization of one quality: the tables as written
+// (zig-zag order) and the multipliers that quantize the AAN transform's
+// output (natural order).
+type tables struct {
+	quant [2][64]byte
+	mul   [2][64]float32
+}
+
+var qualities sync.Map // int → *tables
+
+func tablesFor(quality int) *tables {
+	if t, ok := qualities.Load(quality); ok {
+		return t.(*tables)
+	}
+	scale := 200 - 2*quality
+	if quality < 50 {
+		scale = 5000 / quality
+	}
+	t := &tables{}
+	for i := range 2 {
+		for zig, base := range unscaledQuant[i] {
+			q := min(max((int(base)*scale+50)/100, 1), 255)
+			t.quant[i][zig] = byte(q)
+			n := unzig[zig]
+			t.mul[i][n] = float32(1 / (float64(q) * aan[n/8] * aan[n%8] * 8))
+		}
+	}
+	qualities.Store(quality, t)
+	return t
+}
+
+// Encode writes img as a JPEG of quality 1–100 (values outside are
+// clamped). Alpha is ignored: screens are opaque.
+func Encode(w io.Writer, img *image.RGBA, quality int) error {
+	quality = min(max(quality, 1), 100)
+	b := img.Rect
+	if b.Dx() < 1 || b.Dy() < 1 || b.Dx() > 65535 || b.Dy() > 65535 {
+		return fmt.Errorf("screenjpeg: cannot encode a %dx%d image", b.Dx(), b.Dy())
+	}
+	e := &encoder{img: img, t: tablesFor(quality), out: make([]byte, 0, b.Dx()*b.Dy()/8)}
+	e.header()
+	e.scan()
+	e.out = append(e.out, 0xff, 0xd9)
+	bw := bufio.NewWriter(w)
+	if _, err := bw.Write(e.out); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+type encoder struct {
+	img *image.RGBA
+	t   *tables
+	out []byte
+	// acc holds bits not yet written, the last n of them pending.
+	acc uint64
+	n   uint
+	// dc are the previous DC values of Y, Cb and Cr.
+	dc [3]int32
+}
+
+func (e *encoder) marker(m byte, length int) {
+	e.out = append(e.out, 0xff, m, byte(length>>8), byte(length))
+}
+
+func (e *encoder) header() {
+	e.out = append(e.out, 0xff, 0xd8)
+	// JFIF APP0: version 1.1, no density, no thumbnail.
+	e.marker(0xe0, 16)
+	e.out = append(e.out, 'J', 'F', 'I', 'F', 0, 1, 1, 0, 0, 1, 0, 1, 0, 0)
+	e.marker(0xdb, 2+2*65)
+	for i := range 2 {
+		e.out = append(e.out, byte(i))
+		e.out = append(e.out, e.t.quant[i][:]...)
+	}
+	w, h := e.img.Rect.Dx(), e.img.Rect.Dy()
+	e.marker(0xc0, 8+3*3)
+	e.out = append(e.out, 8, byte(h>>8), byte(h), byte(w>>8), byte(w), 3,
+		1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1)
+	n := 2
+	for _, s := range huffSpecs {
+		n += 17 + len(s.values)
+	}
+	e.marker(0xc4, n)
+	for i, s := range huffSpecs {
+		e.out = append(e.out, []byte{0x00, 0x10, 0x01, 0x11}[i])
+		e.out = append(e.out, s.counts[:]...)
+		e.out = append(e.out, s.values...)
+	}
+	e.marker(0xda, 6+2*3)
+	e.out = append(e.out, 3, 1, 0x00, 2, 0x11, 3, 0x11, 0, 63, 0)
+}
+
+// emit writes the low size bits of v, stuffing a zero after each 0xff.
+func (e *encoder) emit(v uint32, size uint8) {
+	e.acc = e.acc<<size | uint64(v&(1<<size-1))
+	e.n += uint(size)
+	for e.n >= 8 {
+		e.n -= 8
+		c := byte(e.acc >> e.n)
+		e.out = append(e.out, c)
+		if c == 0xff {
+			e.out = append(e.out, 0)
+		}
+	}
+}
+
+// value writes the Huffman code of (run, the size of v) from table t,
+// then v's bits.
+func (e *encoder) value(t int, run int32, v int32) {
+	a := v
+	if a < 0 {
+		a, v = -a, v-1
+	}
+	size := uint8(bits.Len32(uint32(a)))
+	c := codes[t][byte(run)<<4|size]
+	e.emit(c.bits, c.size)
+	if size > 0 {
+		e.emit(uint32(v), size)
+	}
+}
+
+// block writes a quantized block (natural order) of component comp.
+func (e *encoder) block(q *[64]int32, comp int) {
+	dc, ac := 0, 1
+	if comp > 0 {
+		dc, ac = 2, 3
+	}
+	e.value(dc, 0, q[0]-e.dc[comp])
+	e.dc[comp] = q[0]
+	run := int32(0)
+	for zig := 1; zig < 64; zig++ {
+		v := q[unzig[zig]]
+		if v == 0 {
+			run++
+			continue
+		}
+		for run > 15 {
+			c := codes[ac][0xf0]
+			e.emit(c.bits, c.size)
+			run -= 16
+		}
+		e.value(ac, run, v)
+		run = 0
+	}
+	if run > 0 {
+		c := codes[ac][0x00]
+		e.emit(c.bits, c.size)
+	}
+}
+
+// flat writes a block of one level-shifted value v of component comp.
+func (e *encoder) flat(v float32, comp int) {
+	mul := e.t.mul[min(comp, 1)][0]
+	q := round(64 * v * mul)
+	dc, ac := 0, 1
+	if comp > 0 {
+		dc, ac = 2, 3
+	}
+	e.value(dc, 0, q-e.dc[comp])
+	e.dc[comp] = q
+	c := codes[ac][0x00]
+	e.emit(c.bits, c.size)
+}
+
+func round(v float32) int32 {
+	if v < 0 {
+		return int32(v - 0.5)
+	}
+	return int32(v + 0.5)
+}
+
+// ycc converts a pixel to level-shifted Y, Cb, Cr (JFIF).
+func ycc(r, g, b uint8) (y, cb, cr float32) {
+	fr, fg, fb := float32(r), float32(g), float32(b)
+	return 0.299*fr + 0.587*fg + 0.114*fb - 128,
+		-0.168736*fr - 0.331264*fg + 0.5*fb,
+		0.5*fr - 0.418688*fg - 0.081312*fb
+}
+
+// scan writes the entropy-coded data: MCUs of 16×16 pixels, four Y blocks
+// and one Cb and one Cr block each, the edges repeated past the image.
+func (e *encoder) scan() {
+	img := e.img
+	b := img.Rect
+	var ys [4][64]float32
+	var cb, cr [64]float32
+	var q [64]int32
+	for my := b.Min.Y; my < b.Max.Y; my += 16 {
+		for mx := b.Min.X; mx < b.Max.X; mx += 16 {
+			inside := mx+16 <= b.Max.X && my+16 <= b.Max.Y
+			if inside && e.uniform(mx, my, 16) {
+				off := img.PixOffset(mx, my)
+				y, u, v := ycc(img.Pix[off], img.Pix[off+1], img.Pix[off+2])
+				for range 4 {
+					e.flat(y, 0)
+				}
+				e.flat(u, 1)
+				e.flat(v, 2)
+				continue
+			}
+			clear(cb[:])
+			clear(cr[:])
+			var flatY [4]bool
+			for k := range 4 {
+				flatY[k] = inside && e.uniform(mx+8*(k%2), my+8*(k/2), 8)
+			}
+			// The offsets of the MCU's columns and rows, past the edges
+			// repeating the last.
+			var cols, rows [16]int
+			for i := range 16 {
+				cols[i] = 4 * (min(mx+i, b.Max.X-1) - b.Min.X)
+				rows[i] = (min(my+i, b.Max.Y-1) - b.Min.Y) * img.Stride
+			}
+			for j := range 16 {
+				row := img.Pix[rows[j]:]
+				yk, cj := 2*(j/8), 8*(j/2)
+				for i := range 16 {
+					px := row[cols[i] : cols[i]+3 : cols[i]+3]
+					y, u, v := ycc(px[0], px[1], px[2])
+					ys[yk+i/8][8*(j%8)+i%8] = y
+					cb[cj+i/2] += u
+					cr[cj+i/2] += v
+				}
+			}
+			for k := range 4 {
+				if flatY[k] {
+					e.flat(ys[k][0], 0)
+					continue
+				}
+				fdct(&ys[k])
+				quantize(&q, &ys[k], &e.t.mul[0])
+				e.block(&q, 0)
+			}
+			for i := range cb {
+				cb[i] *= 0.25
+				cr[i] *= 0.25
+			}
+			fdct(&cb)
+			quantize(&q, &cb, &e.t.mul[1])
+			e.block(&q, 1)
+			fdct(&cr)
+			quantize(&q, &cr, &e.t.mul[1])
+			e.block(&q, 2)
+		}
+	}
+	// Pad the last byte with ones.
+	if e.n > 0 {
+		e.emit(0x7f, uint8(8-e.n))
+	}
+}
+
+// uniform reports whether the size×size square at (x, y), inside the
+// image, is one colour (alpha counted: screens are opaque).
+func (e *encoder) uniform(x, y, size int) bool {
+	img := e.img
+	off := img.PixOffset(x, y)
+	first := img.Pix[off : off+4*size]
+	p := binary.LittleEndian.Uint32(first)
+	for i := 4; i < len(first); i += 4 {
+		if binary.LittleEndian.Uint32(first[i:]) != p {
+			return false
+		}
+	}
+	for j := 1; j < size; j++ {
+		o := off + j*img.Stride
+		if !bytes.Equal(img.Pix[o:o+4*size], first) {
+			return false
+		}
+	}
+	return true
+}
+
+func quantize(q *[64]int32, d *[64]float32, mul *[64]float32) {
+	for i := range q {
+		q[i] = round(d[i] * mul[i])
+	}
+}
+
+// fdct is the floating-point AAN forward DCT in place: each output is the
+// true coefficient times 8·aan[u]·aan[v], which the quantization
+// multipliers divide out.
+func fdct(d *[64]float32) {
+	for i := 0; i < 64; i += 8 {
+		fdct8(d, i, 1)
+	}
+	for i := range 8 {
+		fdct8(d, i, 8)
+	}
+}
+
+// fdct8 transforms the eight values of d at start, start+step, ….
+func fdct8(d *[64]float32, start, step int) {
+	p := func(k int) *float32 { return &d[start+k*step] }
+	t0, t7 := *p(0)+*p(7), *p(0)-*p(7)
+	t1, t6 := *p(1)+*p(6), *p(1)-*p(6)
+	t2, t5 := *p(2)+*p(5), *p(2)-*p(5)
+	t3, t4 := *p(3)+*p(4), *p(3)-*p(4)
+	// Even part.
+	t10, t13 := t0+t3, t0-t3
+	t11, t12 := t1+t2, t1-t2
+	*p(0), *p(4) = t10+t11, t10-t11
+	z1 := (t12 + t13) * 0.707106781
+	*p(2), *p(6) = t13+z1, t13-z1
+	// Odd part.
+	t10, t11, t12 = t4+t5, t5+t6, t6+t7
+	z5 := (t10 - t12) * 0.382683433
+	z2 := 0.541196100*t10 + z5
+	z4 := 1.306562965*t12 + z5
+	z3 := t11 * 0.707106781
+	z11, z13 := t7+z3, t7-z3
+	*p(5), *p(3) = z13+z2, z13-z2
+	*p(1), *p(7) = z11+z4, z11-z4
+}
