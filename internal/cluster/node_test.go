@@ -649,3 +649,37 @@ func TestClusterIDIsWrittenOnceAndShared(t *testing.T) {
 		t.Fatalf("another database's cluster id: %q, %v; want one of its own", other, err)
 	}
 }
+
+func TestClusterSecretIsWrittenOnceAndNeedsThePepper(t *testing.T) {
+	pool := testutil.FreshPool(t)
+	ctx := testutil.Context(t)
+	pepper := []byte("the server pepper")
+	keys := make([][]byte, 8)
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i := range keys {
+		wg.Go(func() { keys[i], errs[i] = ClusterSecret(ctx, pool, pepper) })
+	}
+	wg.Wait()
+	for i := range keys {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if !bytes.Equal(keys[i], keys[0]) || len(keys[i]) != 32 {
+			t.Fatalf("instances derived keys %x; want one of 32 bytes", keys)
+		}
+	}
+	var stored []byte
+	if err := pool.QueryRow(ctx, `SELECT secret FROM cluster_secret`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(stored, keys[0]) {
+		t.Fatal("the database holds the key itself; want only its random half")
+	}
+	if other, err := ClusterSecret(ctx, pool, []byte("another pepper")); err != nil || bytes.Equal(other, keys[0]) {
+		t.Fatalf("another pepper derives %x, %v; want another key", other, err)
+	}
+	if other, err := ClusterSecret(ctx, testutil.FreshPool(t), pepper); err != nil || bytes.Equal(other, keys[0]) {
+		t.Fatalf("another database derives %x, %v; want another key", other, err)
+	}
+}
