@@ -150,6 +150,23 @@ func Dial(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Logger = slog.Default()
 	}
 	log := cfg.Logger.With("component", "cluster")
+	// Failed attempts to (re)connect are logged when their reason changes,
+	// not four times a second: a server refusing this instance's
+	// credentials or certificate says so once.
+	var failMu sync.Mutex
+	lastFail := ""
+	failed := func(err error) {
+		failMu.Lock()
+		defer failMu.Unlock()
+		if err == nil {
+			lastFail = ""
+			return
+		}
+		if msg := err.Error(); msg != lastFail {
+			lastFail = msg
+			log.Warn("cannot reach the message bus; trying again", "err", msg)
+		}
+	}
 	opts := append([]nats.Option{
 		nats.Name(cfg.Name),
 		// Nothing is kept while disconnected: a call is delivered now or
@@ -159,14 +176,17 @@ func Dial(ctx context.Context, cfg Config) (*Node, error) {
 		nats.RetryOnFailedConnect(true),
 		nats.ReconnectWait(reconnectWait),
 		nats.ConnectHandler(func(c *nats.Conn) {
+			failed(nil)
 			log.Info("connected to the message bus", "server", c.ConnectedUrlRedacted())
 		}),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { failed(err) }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn("lost the message bus: device calls to other instances are not delivered until it is back", "err", err)
 			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
+			failed(nil)
 			log.Info("message bus back", "server", c.ConnectedUrlRedacted())
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
