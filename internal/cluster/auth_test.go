@@ -1,25 +1,15 @@
 package cluster
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
-	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 
 	"phonefleet/internal/devices"
 	"phonefleet/testutil"
@@ -46,29 +36,13 @@ func dialWith(t *testing.T, url, clusterID string, creds Credentials, h *holder,
 	return n
 }
 
-// nkeyUser makes an NKEY user and writes its seed to a file of the test.
-func nkeyUser(t *testing.T) (seedFile, public string) {
-	t.Helper()
-	kp, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed, _ := kp.Seed()
-	public, _ = kp.PublicKey()
-	seedFile = filepath.Join(t.TempDir(), "user.nk")
-	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return seedFile, public
-}
-
 // The NATS server admits only the users its authorization names: an
 // instance with the deployment's NKEY joins and forwards, one without
 // credentials or with another key is refused, reaches no holder and
 // serves nothing.
 func TestOnlyInstancesWithCredentialsJoin(t *testing.T) {
-	seed, public := nkeyUser(t)
-	otherSeed, _ := nkeyUser(t)
+	seed, public := testutil.NKeyUser(t)
+	otherSeed, _ := testutil.NKeyUser(t)
 	url := testutil.NATSConfigured(t, fmt.Sprintf("authorization { users = [ { nkey: %q } ] }\n", public))
 	id := newClusterID(t)
 	creds := Credentials{NkeySeedFile: seed}
@@ -120,66 +94,16 @@ func TestOnlyInstancesWithCredentialsJoin(t *testing.T) {
 	}
 }
 
-// testPKI is a CA made for one test, with a server certificate for
-// 127.0.0.1 and a client certificate, as PEM files.
-type testPKI struct {
-	dir                                                  string
-	caFile, serverCert, serverKey, clientCert, clientKey string
-}
-
-func newTestPKI(t *testing.T) testPKI {
-	t.Helper()
-	dir := t.TempDir()
-	p := testPKI{dir: dir}
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "phonefleet test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ = x509.ParseCertificate(caDER)
-	p.caFile = writePEM(t, dir, "ca.pem", "CERTIFICATE", caDER)
-	leaf := func(name string, serial int64, usage x509.ExtKeyUsage, ips []net.IP) (cert, key string) {
-		k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: ips}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kder, err := x509.MarshalECPrivateKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return writePEM(t, dir, name+".pem", "CERTIFICATE", der), writePEM(t, dir, name+"-key.pem", "EC PRIVATE KEY", kder)
-	}
-	p.serverCert, p.serverKey = leaf("server", 2, x509.ExtKeyUsageServerAuth, []net.IP{net.ParseIP("127.0.0.1")})
-	p.clientCert, p.clientKey = leaf("client", 3, x509.ExtKeyUsageClientAuth, nil)
-	return p
-}
-
-func writePEM(t *testing.T, dir, name, typ string, der []byte) string {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // Over TLS with a CA made for the test, the server verifying clients'
 // certificates: instances with the CA and a client certificate forward to
 // each other; one that does not trust the server's CA, or brings no
 // certificate, does not get on the bus.
 func TestInstancesTalkOverTLS(t *testing.T) {
-	pki := newTestPKI(t)
+	pki := testutil.NewPKI(t)
 	url := testutil.NATSConfigured(t, fmt.Sprintf("tls { cert_file: %q, key_file: %q, ca_file: %q, verify: true, timeout: 5 }\n",
-		pki.serverCert, pki.serverKey, pki.caFile))
+		pki.ServerCert, pki.ServerKey, pki.CAFile))
 	id := newClusterID(t)
-	creds := Credentials{CAFile: pki.caFile, CertFile: pki.clientCert, KeyFile: pki.clientKey}
+	creds := Credentials{CAFile: pki.CAFile, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}
 
 	var logs testutil.SyncBuffer
 	a := &holder{name: "A"}
@@ -199,9 +123,9 @@ func TestInstancesTalkOverTLS(t *testing.T) {
 		creds Credentials
 		log   string
 	}{
-		{"not trusting the server's CA", Credentials{CertFile: pki.clientCert, KeyFile: pki.clientKey}, "certificate signed by unknown authority"},
+		{"not trusting the server's CA", Credentials{CertFile: pki.ClientCert, KeyFile: pki.ClientKey}, "certificate signed by unknown authority"},
 		// The server closes the handshake; how the client words it varies.
-		{"without a client certificate", Credentials{CAFile: pki.caFile}, ""},
+		{"without a client certificate", Credentials{CAFile: pki.CAFile}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var outsiderLogs testutil.SyncBuffer
@@ -220,9 +144,9 @@ func TestInstancesTalkOverTLS(t *testing.T) {
 }
 
 func TestCredentialsRefuseWhatCannotBeMeant(t *testing.T) {
-	seed, _ := nkeyUser(t)
+	seed, _ := testutil.NKeyUser(t)
 	missing := filepath.Join(t.TempDir(), "missing")
-	notASeed := writePEM(t, t.TempDir(), "x.pem", "CERTIFICATE", []byte("x"))
+	notASeed := testutil.WritePEM(t, t.TempDir(), "x.pem", "CERTIFICATE", []byte("x"))
 	for _, tc := range []struct {
 		name  string
 		creds Credentials
