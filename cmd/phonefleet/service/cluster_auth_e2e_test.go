@@ -46,17 +46,7 @@ tls { cert_file: %q, key_file: %q, ca_file: %q, verify: true, timeout: 5 }
 	if second.holdsSim() {
 		n = first
 	}
-	var deviceID string
-	waitUntil(t, time.Minute, "the sim phone listed online", func() (bool, error) {
-		list, _ := n.c.must("GET", "/v1/devices", nil, http.StatusOK, nil).body["devices"].([]any)
-		if len(list) != 1 {
-			return false, nil
-		}
-		d := list[0].(map[string]any)
-		deviceID = str(t, d, "deviceId")
-		return d["status"] == "online", nil
-	})
-	snapshot := "/v1/devices/" + deviceID + "/snapshot"
+	snapshot := "/v1/devices/" + n.onlineSimPhone(t) + "/snapshot"
 	// The holder's subscription may reach the server after the phone is
 	// listed; until then a forwarded call is not delivered.
 	waitUntil(t, time.Minute, "a snapshot through "+n.name, func() (bool, error) {
