@@ -20,6 +20,7 @@ require (
 	github.com/mark3labs/mcp-go v1.2.1
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/nats-io/nats.go v1.55.0
+	github.com/nats-io/nkeys v0.4.16
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/stripe/stripe-go/v79 v79.12.0
 	go.yaml.in/yaml/v3 v3.0.6
@@ -31,7 +32,6 @@ require (
 require (
 	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6 // indirect
 	github.com/klauspost/compress v1.20.0 // indirect
-	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 )

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -73,4 +74,25 @@ func natsGreets(ctx context.Context, addr string) error {
 		return fmt.Errorf("greeted with %.60q", greeting)
 	}
 	return nil
+}
+
+// NATSConfigured starts a nats-server of the test's own with the
+// configuration conf (nats-server's config file syntax: an authorization
+// block, a tls block…; file paths in it absolute) on a free loopback port,
+// and returns its URL (nats://127.0.0.1:PORT, whatever conf says of TLS:
+// the client upgrades when the server asks). The server stops when the
+// test ends. Unlike NATS it ignores PHONEFLEET_NATS_URL: a shared server
+// cannot have the test's settings. The binary is found as NATS finds it.
+func NATSConfigured(t testing.TB, conf string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "nats-server.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := &supervised{name: natsServer.name, env: natsServer.env, hint: natsServer.hint,
+		args:      append([]string{"-c", path}, natsServer.args...),
+		listening: natsServer.listening, scheme: natsServer.scheme, probe: natsServer.probe, timeout: natsServer.timeout}
+	u := s.url(t)
+	t.Cleanup(func() { _ = s.lifeline.Close() })
+	return u
 }

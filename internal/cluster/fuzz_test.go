@@ -68,28 +68,31 @@ func FuzzReplyParts(f *testing.F) {
 	})
 }
 
-// FuzzVerifyCall: a call verifies only when its signature is the secret's
-// over exactly its op, deadline and body, and its deadline is ahead;
-// nothing a message carries makes verify panic.
+// FuzzVerifyCall: a call verifies only when its MAC is the secret's over
+// exactly its subject, reply subject, call id, deadline, op and body, and
+// its deadline is ahead; nothing a message carries makes verify panic.
 func FuzzVerifyCall(f *testing.F) {
-	f.Add("perform_action", "4102444800000", []byte(`{"cmd":{}}`), "", "1", "_INBOX.r", false)
-	f.Add("observe_device", "1", []byte{}, "00", "1", "", true)
-	f.Add("", "x", []byte{0}, "zz", "2", "_INBOX.r", true)
+	f.Add("perform_action", "4102444800000", []byte(`{"cmd":{}}`), "", "2", "_INBOX.r", "0123456789abcdef0123456789abcdef", false)
+	f.Add("observe_device", "1", []byte{}, "00", "2", "", "x", true)
+	f.Add("", "x", []byte{0}, "zz", "1", "_INBOX.r", "", true)
 	secret := []byte("cluster secret")
 	now := time.UnixMilli(2_000_000_000_000)
-	f.Fuzz(func(t *testing.T, op, deadline string, body []byte, sig, version, reply string, forge bool) {
-		m := nats.NewMsg("pf.c.host.sim")
+	const subj = "pf.c.host.sim"
+	f.Fuzz(func(t *testing.T, op, deadline string, body []byte, mac, version, reply, id string, forge bool) {
+		m := nats.NewMsg(subj)
 		m.Reply = reply
 		m.Data = body
 		m.Header.Set(hdrVersion, version)
 		m.Header.Set(hdrOp, op)
+		m.Header.Set(hdrCall, id)
 		m.Header.Set(hdrDeadline, deadline)
+		want := macOf(secret, kindCall, body, subj, reply, id, deadline, op)
 		if forge {
-			m.Header.Set(hdrSig, sig)
+			m.Header.Set(hdrMAC, mac)
 		} else {
-			m.Header.Set(hdrSig, sign(secret, op, deadline, body))
+			m.Header.Set(hdrMAC, want)
 		}
-		gotOp, gotDeadline, err := verify(secret, m, now)
+		c, err := verify(secret, m, now)
 		if err != nil {
 			return
 		}
@@ -97,12 +100,51 @@ func FuzzVerifyCall(f *testing.F) {
 		switch {
 		case version != wireVersion || reply == "":
 			t.Fatalf("accepted version %q, reply %q", version, reply)
-		case forge && sig != sign(secret, op, deadline, body):
-			t.Fatalf("accepted a forged signature %q", sig)
+		case forge && !macMatches(mac, want):
+			t.Fatalf("accepted a forged MAC %q", mac)
+		case len(id) != callIDLen:
+			t.Fatalf("accepted call id %q", id)
 		case perr != nil || !now.Before(time.UnixMilli(ms)):
 			t.Fatalf("accepted deadline %q at %v", deadline, now)
-		case gotOp != op || !gotDeadline.Equal(time.UnixMilli(ms)):
-			t.Fatalf("verified %q, %v; sent %q, %q", gotOp, gotDeadline, op, deadline)
+		case c.op != op || c.id != id || c.dl != deadline || !c.deadline.Equal(time.UnixMilli(ms)):
+			t.Fatalf("verified %+v; sent %q, %q, %q", c, op, id, deadline)
+		}
+	})
+}
+
+// FuzzVerifyReply: a reply message passes only when it names the call
+// and its MAC is the secret's over that call's id and deadline, its part
+// headers and its body.
+func FuzzVerifyReply(f *testing.F) {
+	f.Add([]byte("reply"), "", "", "", false, false)
+	f.Add([]byte("x"), "0", "2", "00", true, false)
+	f.Add([]byte{}, "1", "2", "", false, true)
+	secret := []byte("cluster secret")
+	const id, dl = "0123456789abcdef0123456789abcdef", "4102444800000"
+	f.Fuzz(func(t *testing.T, body []byte, part, parts, mac string, forge, otherCall bool) {
+		m := nats.NewMsg("_INBOX.r")
+		m.Data = body
+		if part != "" {
+			m.Header.Set(hdrPart, part)
+		}
+		if parts != "" {
+			m.Header.Set(hdrParts, parts)
+		}
+		c := call{id: id, dl: dl}
+		if otherCall {
+			c.id = "fedcba9876543210fedcba9876543210"
+		}
+		signReply(secret, c, []*nats.Msg{m})
+		signed := m.Header.Get(hdrMAC)
+		if forge {
+			m.Header.Set(hdrMAC, mac)
+		}
+		err := verifyReply(secret, m, id, dl)
+		if err == nil && (otherCall || forge && !macMatches(mac, signed)) {
+			t.Fatalf("accepted a reply to call %q with MAC %q", c.id, mac)
+		}
+		if err != nil && !otherCall && !forge {
+			t.Fatalf("refused the holder's own reply: %v", err)
 		}
 	})
 }

@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 
@@ -26,4 +28,30 @@ func ClusterID(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 		return "", fmt.Errorf("cluster id: %w", err)
 	}
 	return id, nil
+}
+
+// clusterKeyLabel names what the key ClusterSecret derives is for.
+const clusterKeyLabel = "phonefleet cluster key v2"
+
+// ClusterSecret returns the key the instances of the deployment sign
+// their calls and replies with (Config.Secret): HMAC-SHA-256 under pepper
+// (the server pepper every instance holds) of a label and 32 random bytes
+// in table cluster_secret, written by the first instance to ask, as
+// ClusterID is. Reading it takes both the database and the pepper file.
+// Errors are the database's.
+func ClusterSecret(ctx context.Context, pool *pgxpool.Pool, pepper []byte) ([]byte, error) {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	if _, err := pool.Exec(ctx, `INSERT INTO cluster_secret (id, secret) VALUES (1, $1) ON CONFLICT (id) DO NOTHING`,
+		b[:]); err != nil {
+		return nil, fmt.Errorf("cluster secret: %w", err)
+	}
+	var shared []byte
+	if err := pool.QueryRow(ctx, `SELECT secret FROM cluster_secret WHERE id = 1`).Scan(&shared); err != nil {
+		return nil, fmt.Errorf("cluster secret: %w", err)
+	}
+	m := hmac.New(sha256.New, pepper)
+	m.Write([]byte(clusterKeyLabel))
+	m.Write(shared)
+	return m.Sum(nil), nil
 }

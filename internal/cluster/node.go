@@ -9,8 +9,11 @@
 // Each holder keeps one queue subscription per host it holds, on subject
 // pf.<clusterId>.host.<host>. The cluster id comes from the shared database
 // (ClusterID), so two deployments on one NATS server never hear each other.
-// Every call is signed with a secret all instances share: another client
-// of the NATS server cannot inject a call carrying someone's authorization.
+// Every call and every reply carries a MAC under a secret all instances
+// share (ClusterSecret), binding it to its subject, its call id and its
+// deadline: another client of the NATS server can neither inject a call,
+// nor replay one, nor answer one. The bus itself is locked down by the
+// NATS server's authentication and TLS (Config.Options).
 package cluster
 
 import (
@@ -50,6 +53,9 @@ type Config struct {
 	// Name names the connection on the NATS server (its monitoring lists
 	// connections by name).
 	Name string
+	// Options are added to the connection's own: the deployment's NATS
+	// credentials and TLS (ConnectOptions builds them from the settings).
+	Options []nats.Option
 }
 
 const (
@@ -102,6 +108,9 @@ type Node struct {
 	// one starts (calls.Add happens only under mu while it is false).
 	refusing bool
 	calls    sync.WaitGroup
+
+	// seen holds the ids of the calls accepted, against replays.
+	seen seenCalls
 }
 
 // Start connects to the NATS server at cfg.URL and serves the hosts
@@ -141,7 +150,24 @@ func Dial(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Logger = slog.Default()
 	}
 	log := cfg.Logger.With("component", "cluster")
-	nc, err := nats.Connect(cfg.URL,
+	// Failed attempts to (re)connect are logged when their reason changes,
+	// not four times a second: a server refusing this instance's
+	// credentials or certificate says so once.
+	var failMu sync.Mutex
+	lastFail := ""
+	failed := func(err error) {
+		failMu.Lock()
+		defer failMu.Unlock()
+		if err == nil {
+			lastFail = ""
+			return
+		}
+		if msg := err.Error(); msg != lastFail {
+			lastFail = msg
+			log.Warn("cannot reach the message bus; trying again", "err", msg)
+		}
+	}
+	opts := append([]nats.Option{
 		nats.Name(cfg.Name),
 		// Nothing is kept while disconnected: a call is delivered now or
 		// never, not late after its caller gave up on it.
@@ -150,20 +176,27 @@ func Dial(ctx context.Context, cfg Config) (*Node, error) {
 		nats.RetryOnFailedConnect(true),
 		nats.ReconnectWait(reconnectWait),
 		nats.ConnectHandler(func(c *nats.Conn) {
+			failed(nil)
 			log.Info("connected to the message bus", "server", c.ConnectedUrlRedacted())
 		}),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { failed(err) }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn("lost the message bus: device calls to other instances are not delivered until it is back", "err", err)
 			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
+			failed(nil)
 			log.Info("message bus back", "server", c.ConnectedUrlRedacted())
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			log.Warn("message bus error", "err", err)
 		}),
-	)
+		// A server refusing this instance's credentials is asked again
+		// (it may be reloading them), not given up on for good.
+		nats.IgnoreAuthErrorAbort(),
+	}, cfg.Options...)
+	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: connect to the message bus: %w", err)
 	}
@@ -283,22 +316,30 @@ func (n *Node) receive(m *nats.Msg) {
 }
 
 // serve checks a call, runs it under the caller's deadline and sends the
-// reply, in parts when it is larger than one message may be. A call that
-// fails the checks (version, signature, deadline) is dropped with a
-// warning: its caller's wait ends at its deadline.
+// reply, signed and bound to the call's id, in parts when it is larger
+// than one message may be. A call that fails the checks (version, MAC,
+// deadline, an id already seen) is dropped with a warning naming neither
+// the secret nor the MAC: its sender's wait ends at its deadline.
 func (n *Node) serve(m *nats.Msg) {
-	op, deadline, err := verify(n.cfg.Secret, m, time.Now())
+	now := time.Now()
+	c, err := verify(n.cfg.Secret, m, now)
+	if err == nil && !n.seen.first(c.id, c.deadline, now) {
+		err = errReplayed
+	}
 	if err != nil {
-		n.log.Warn("refused a device call from the message bus", "subject", m.Subject, "reason", err)
+		n.log.Warn("refused a device call from the message bus", "subject", m.Subject, "reason", err.Error())
 		return
 	}
-	ctx, cancel := context.WithDeadline(n.base, deadline)
+	ctx, cancel := context.WithDeadline(n.base, c.deadline)
 	n.mu.Lock()
 	serve := n.cfg.Serve
 	n.mu.Unlock()
-	out := serve(ctx, op, m.Data)
+	out := serve(ctx, c.op, m.Data)
 	cancel()
-	for _, r := range replyMsgs(m.Reply, out, partSize(n.nc.MaxPayload())) {
+	msgs := replyMsgs(m.Reply, out, partSize(n.nc.MaxPayload()))
+	signReply(n.cfg.Secret, c, msgs)
+	op := c.op
+	for _, r := range msgs {
 		if err := n.nc.PublishMsg(r); err != nil {
 			n.log.Warn("could not answer a forwarded device call", "op", op, "err", err)
 			return
@@ -312,7 +353,9 @@ func (n *Node) serve(m *nats.Msg) {
 // devices.ErrNotDelivered mean nothing ran: no process holds host, the
 // node is not connected, the call could not be published, or it is
 // larger than a message may be. Any other error means the call went out
-// and no (readable) answer came back: it may have run.
+// and no (readable) answer came back: it may have run. A message on the
+// reply subject that is not the holder's answer to this call (another
+// call's id, a bad MAC) is logged and ignored: the wait goes on.
 func (n *Node) Forward(ctx context.Context, host, op string, body []byte) ([]byte, error) {
 	if !validTokens(host) {
 		return nil, fmt.Errorf("%w: host %q cannot be named on the message bus", devices.ErrNotDelivered, host)
@@ -340,7 +383,9 @@ func (n *Node) Forward(ctx context.Context, host, op string, body []byte) ([]byt
 	if err := sub.SetPendingLimits(maxParts+1, int(maxParts+1)*int(maxPayload)); err != nil {
 		return nil, fmt.Errorf("%w: %w", devices.ErrNotDelivered, err)
 	}
-	if err := n.nc.PublishMsg(request(n.cfg.Secret, subject(n.cfg.ClusterID, host), inbox, op, deadline, body)); err != nil {
+	req := request(n.cfg.Secret, subject(n.cfg.ClusterID, host), inbox, newCallID(), op, deadline, body)
+	id, dl := req.Header.Get(hdrCall), req.Header.Get(hdrDeadline)
+	if err := n.nc.PublishMsg(req); err != nil {
 		if errors.Is(err, nats.ErrMaxPayload) {
 			return nil, fmt.Errorf("%w: the %s call (%d bytes) is larger than the message bus takes (%d bytes)",
 				devices.ErrNotDelivered, op, len(body), maxPayload)
@@ -355,6 +400,10 @@ func (n *Node) Forward(ctx context.Context, host, op string, body []byte) ([]byt
 		}
 		if err != nil {
 			return nil, fmt.Errorf("no answer from the instance holding host %s: %w", host, err)
+		}
+		if err := verifyReply(n.cfg.Secret, m, id, dl); err != nil {
+			n.log.Warn("ignored a reply from the message bus", "subject", m.Subject, "host", host, "op", op, "reason", err.Error())
+			continue
 		}
 		reply, done, err := asm.add(m)
 		if err != nil {

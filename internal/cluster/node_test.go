@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -215,39 +216,93 @@ func TestALargeReplyArrivesWholeInParts(t *testing.T) {
 	}
 }
 
-func TestTheHolderDropsForgedAndExpiredCalls(t *testing.T) {
+func TestTheHolderDropsForgedReplayedAndExpiredCalls(t *testing.T) {
 	url, id := testutil.NATS(t), newClusterID(t)
 	var logs testutil.SyncBuffer
-	a := &holder{name: "A"}
+	a, b := &holder{name: "A"}, &holder{name: "B"}
 	a.hold("sim")
+	b.hold("gw.gw_01")
 	startNode(t, url, id, testSecret, a, &logs)
+	startNode(t, url, id, testSecret, b, &logs)
 	caller := startNode(t, url, id, testSecret, nil, nil)
-	forwardEventually(t, caller, "sim", "observe_device", []byte("genuine"))
+	forwardEventually(t, caller, "gw.gw_01", "observe_device", []byte("warm-up"))
+	forwardEventually(t, caller, "sim", "observe_device", []byte("warm-up"))
 
-	// Another client of the server, with the subject but not the secret.
+	// Another client of the server, with the subjects but not the secret,
+	// which records a genuine call on its way (a plain subscription gets a
+	// copy of what the holder's queue subscription gets).
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
 	subj := subject(id, "sim")
+	spy, err := nc.SubscribeSync(subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := forwardOnce(t, caller, "sim", "perform_action", []byte("genuine"), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	genuine, err := spy.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("the spy saw no call: %v", err)
+	}
+	_ = spy.Unsubscribe()
+	copyOf := func(m *nats.Msg, subj, reply string) *nats.Msg {
+		c := nats.NewMsg(subj)
+		c.Reply, c.Data = reply, m.Data
+		for k, v := range m.Header {
+			c.Header[k] = append([]string(nil), v...)
+		}
+		return c
+	}
+
 	future := time.Now().Add(time.Minute)
-	tampered := request(testSecret, subj, "", "perform_action", future, []byte(`{"auth":"someone"}`))
-	tampered.Data = []byte(`{"auth":"admin"}`)
-	noSig := request(testSecret, subj, "", "perform_action", future, []byte("unsigned"))
-	noSig.Header.Del(hdrSig)
-	oldVersion := request(testSecret, subj, "", "perform_action", future, []byte("old"))
-	oldVersion.Header.Set(hdrVersion, "0")
 	for _, tc := range []struct {
-		name   string
-		msg    *nats.Msg
+		name string
+		// msg is the message sent, answered on inbox.
+		msg    func(inbox string) *nats.Msg
 		reason string
 	}{
-		{"signed with another secret", request([]byte("not the secret"), subj, "", "perform_action", future, []byte("forged")), "bad signature"},
-		{"body changed after signing", tampered, "bad signature"},
-		{"no signature", noSig, "bad signature"},
-		{"past its deadline", request(testSecret, subj, "", "perform_action", time.Now().Add(-time.Second), []byte("late")), "past its deadline"},
-		{"another wire version", oldVersion, "unknown wire version"},
+		{"signed with another secret", func(inbox string) *nats.Msg {
+			return request([]byte("not the secret"), subj, inbox, newCallID(), "perform_action", future, []byte("forged"))
+		}, "bad MAC"},
+		{"body changed after signing", func(inbox string) *nats.Msg {
+			m := request(testSecret, subj, inbox, newCallID(), "perform_action", future, []byte(`{"auth":"someone"}`))
+			m.Data = []byte(`{"auth":"admin"}`)
+			return m
+		}, "bad MAC"},
+		{"no MAC", func(inbox string) *nats.Msg {
+			m := request(testSecret, subj, inbox, newCallID(), "perform_action", future, []byte("unsigned"))
+			m.Header.Del(hdrMAC)
+			return m
+		}, "bad MAC"},
+		{"deadline moved after signing", func(inbox string) *nats.Msg {
+			m := request(testSecret, subj, inbox, newCallID(), "perform_action", time.Now().Add(-time.Second), []byte("late"))
+			m.Header.Set(hdrDeadline, strconv.FormatInt(future.UnixMilli(), 10))
+			return m
+		}, "bad MAC"},
+		{"past its deadline", func(inbox string) *nats.Msg {
+			return request(testSecret, subj, inbox, newCallID(), "perform_action", time.Now().Add(-time.Second), []byte("late"))
+		}, "past its deadline"},
+		{"another wire version", func(inbox string) *nats.Msg {
+			m := request(testSecret, subj, inbox, newCallID(), "perform_action", future, []byte("old"))
+			m.Header.Set(hdrVersion, "1")
+			return m
+		}, "unknown wire version"},
+		{"a genuine call replayed as it was", func(string) *nats.Msg {
+			return copyOf(genuine, subj, genuine.Reply)
+		}, "a call id already seen"},
+		{"a genuine call replayed to be answered elsewhere", func(inbox string) *nats.Msg {
+			return copyOf(genuine, subj, inbox)
+		}, "bad MAC"},
+		{"a genuine call replayed to another host", func(string) *nats.Msg {
+			return copyOf(genuine, subject(id, "gw.gw_01"), genuine.Reply)
+		}, "bad MAC"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := strings.Count(logs.String(), "reason=\""+tc.reason)
@@ -257,8 +312,7 @@ func TestTheHolderDropsForgedAndExpiredCalls(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer sub.Unsubscribe()
-			tc.msg.Reply = inbox
-			if err := nc.PublishMsg(tc.msg); err != nil {
+			if err := nc.PublishMsg(tc.msg(inbox)); err != nil {
 				t.Fatal(err)
 			}
 			eventually(t, "the holder's refusal", func() bool {
@@ -269,8 +323,14 @@ func TestTheHolderDropsForgedAndExpiredCalls(t *testing.T) {
 			}
 		})
 	}
-	if calls := a.calls(); len(calls) != 1 || calls[0] != "observe_device genuine" {
-		t.Fatalf("the holder served %q; want only the genuine call", calls)
+	if calls := a.calls(); len(calls) != 2 || calls[1] != "perform_action genuine" {
+		t.Fatalf("the holder of sim served %q; want only the genuine call", calls)
+	}
+	if calls := b.calls(); len(calls) != 1 || calls[0] != "observe_device warm-up" {
+		t.Fatalf("the holder of gw.gw_01 served %q; want only the warm-up call", calls)
+	}
+	if strings.Contains(logs.String(), string(testSecret)) || strings.Contains(logs.String(), genuine.Header.Get(hdrMAC)) {
+		t.Fatalf("a refusal logged the secret or a MAC:\n%s", logs.String())
 	}
 
 	// A node with another secret gets no answer: its call ends at its
@@ -279,6 +339,106 @@ func TestTheHolderDropsForgedAndExpiredCalls(t *testing.T) {
 	_, err = forwardOnce(t, forger, "sim", "perform_action", []byte("forged"), time.Second)
 	if err == nil || errors.Is(err, devices.ErrNotDelivered) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a call signed with another secret: got %v; want no answer by the deadline", err)
+	}
+}
+
+// A caller takes only the holder's signed answer to its own call: a
+// forged reply on its reply subject, or another call's genuine reply
+// replayed there, is ignored, and the genuine one is returned.
+func TestTheCallerIgnoresRepliesThatAreNotTheHolders(t *testing.T) {
+	url, id := testutil.NATS(t), newClusterID(t)
+	var logs testutil.SyncBuffer
+	release := make(chan struct{})
+	a := &holder{name: "A", reply: func(ctx context.Context, op string, body []byte) []byte {
+		if string(body) == "slow" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return []byte("genuine " + string(body))
+	}}
+	a.hold("sim")
+	startNode(t, url, id, testSecret, a, nil)
+	caller := startNode(t, url, id, testSecret, nil, &logs)
+
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	calls, err := nc.SubscribeSync(subject(id, "sim"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replies, err := nc.SubscribeSync("_INBOX.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// An earlier call's genuine reply, to replay later.
+	forwardEventually(t, caller, "sim", "observe_device", []byte("earlier"))
+	var earlier *nats.Msg
+	for earlier == nil {
+		m, err := replies.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("the spy saw no reply: %v", err)
+		}
+		if m.Header.Get(hdrMAC) != "" {
+			earlier = m
+		}
+	}
+
+	type result struct {
+		out []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		out, err := caller.Forward(ctx, "sim", "observe_device", []byte("slow"))
+		done <- result{out, err}
+	}()
+	var slow *nats.Msg
+	for slow == nil {
+		m, err := calls.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("the spy saw no call: %v", err)
+		}
+		if string(m.Data) == "slow" {
+			slow = m
+		}
+	}
+	forged := nats.NewMsg(slow.Reply)
+	forged.Data = []byte("forged")
+	forged.Header.Set(hdrCall, slow.Header.Get(hdrCall))
+	forged.Header.Set(hdrMAC, earlier.Header.Get(hdrMAC))
+	replayed := nats.NewMsg(slow.Reply)
+	replayed.Data = earlier.Data
+	for k, v := range earlier.Header {
+		replayed.Header[k] = v
+	}
+	unsigned := &nats.Msg{Subject: slow.Reply, Data: []byte("unsigned")}
+	for _, m := range []*nats.Msg{forged, replayed, unsigned} {
+		if err := nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the caller's three refusals", func() bool {
+		return strings.Count(logs.String(), "ignored a reply") >= 3
+	})
+	close(release)
+	r := <-done
+	if r.err != nil || string(r.out) != "genuine slow" {
+		t.Fatalf("the call answered %q, %v; want the holder's own reply", r.out, r.err)
+	}
+	for _, reason := range []string{"bad MAC", "not the call waited for"} {
+		if !strings.Contains(logs.String(), "reason=\""+reason) {
+			t.Errorf("no refusal for %q in the caller's log:\n%s", reason, logs.String())
+		}
 	}
 }
 
@@ -487,5 +647,39 @@ func TestClusterIDIsWrittenOnceAndShared(t *testing.T) {
 	}
 	if other, err := ClusterID(ctx, testutil.FreshPool(t)); err != nil || other == ids[0] {
 		t.Fatalf("another database's cluster id: %q, %v; want one of its own", other, err)
+	}
+}
+
+func TestClusterSecretIsWrittenOnceAndNeedsThePepper(t *testing.T) {
+	pool := testutil.FreshPool(t)
+	ctx := testutil.Context(t)
+	pepper := []byte("the server pepper")
+	keys := make([][]byte, 8)
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i := range keys {
+		wg.Go(func() { keys[i], errs[i] = ClusterSecret(ctx, pool, pepper) })
+	}
+	wg.Wait()
+	for i := range keys {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if !bytes.Equal(keys[i], keys[0]) || len(keys[i]) != 32 {
+			t.Fatalf("instances derived keys %x; want one of 32 bytes", keys)
+		}
+	}
+	var stored []byte
+	if err := pool.QueryRow(ctx, `SELECT secret FROM cluster_secret`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(stored, keys[0]) {
+		t.Fatal("the database holds the key itself; want only its random half")
+	}
+	if other, err := ClusterSecret(ctx, pool, []byte("another pepper")); err != nil || bytes.Equal(other, keys[0]) {
+		t.Fatalf("another pepper derives %x, %v; want another key", other, err)
+	}
+	if other, err := ClusterSecret(ctx, testutil.FreshPool(t), pepper); err != nil || bytes.Equal(other, keys[0]) {
+		t.Fatalf("another database derives %x, %v; want another key", other, err)
 	}
 }

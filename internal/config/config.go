@@ -5,6 +5,7 @@ package config
 
 import (
 	"encoding/base64"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -71,6 +72,19 @@ type Config struct {
 	// list names several servers of one NATS cluster); empty: one
 	// instance, and a device another process drives answers offline.
 	NATSURL string
+	// NATSCreds is a NATS credentials file (user JWT and NKEY seed) this
+	// instance authenticates to the NATS server with (SERVICE_NATS_CREDS).
+	NATSCreds string
+	// NATSNkeySeed is a file holding the NKEY user seed (SU…) this
+	// instance authenticates with instead (SERVICE_NATS_NKEY_SEED).
+	NATSNkeySeed string
+	// NATSTLSCA is a CA bundle the NATS server's certificate is checked
+	// against; set, the connection is TLS (SERVICE_NATS_TLS_CA).
+	NATSTLSCA string
+	// NATSTLSCert and NATSTLSKey are this instance's TLS certificate and
+	// key for a NATS server that verifies clients (SERVICE_NATS_TLS_CERT,
+	// SERVICE_NATS_TLS_KEY).
+	NATSTLSCert, NATSTLSKey string
 
 	// SimDevices is how many sim phones local mode starts with (SERVICE_SIM_DEVICES).
 	SimDevices int
@@ -195,6 +209,11 @@ func (c *Config) settings() []Setting {
 		{"SERVICE_IDENTITY_WEBHOOK_SECRET", "identity-webhook-secret", "", "whsec_ secret the identity provider signs POST /webhooks/identity with; unset: that route answers 404", &c.IdentityWebhookSecret},
 		{"SERVICE_RELEASES_FILE", "releases-file", "", "releases manifest (JSON) for GET /gateway/v1/releases/current, validated at start; unset: no releases", &c.ReleasesFile},
 		{"SERVICE_NATS_URL", "nats-url", "", "NATS server (nats://host:port, comma separated for several) carrying device calls between instances that share the database; unset: one instance", &c.NATSURL},
+		{"SERVICE_NATS_CREDS", "nats-creds", "", "NATS credentials file (user JWT and NKEY seed) to authenticate to the NATS server with", &c.NATSCreds},
+		{"SERVICE_NATS_NKEY_SEED", "nats-nkey-seed", "", "file holding the NKEY user seed (SU…) to authenticate to the NATS server with; not with SERVICE_NATS_CREDS", &c.NATSNkeySeed},
+		{"SERVICE_NATS_TLS_CA", "nats-tls-ca", "", "CA bundle (PEM) the NATS server's certificate is checked against; set, the connection is TLS", &c.NATSTLSCA},
+		{"SERVICE_NATS_TLS_CERT", "nats-tls-cert", "", "this instance's TLS client certificate (PEM) for a NATS server that verifies clients", &c.NATSTLSCert},
+		{"SERVICE_NATS_TLS_KEY", "nats-tls-key", "", "the key (PEM) of SERVICE_NATS_TLS_CERT", &c.NATSTLSKey},
 		{"SERVICE_SIM_DEVICES", "sim-devices", "3", "local mode: sim phones to start with", &c.raw.simDevices},
 		{"SERVICE_ADB_ADDR", "adb-addr", "127.0.0.1:5037", "adb server (host:port) that drives the adb devices", &c.ADBAddr},
 		{"SERVICE_ADB_DISCOVER", "adb-discover", "false", "local mode: register every device the adb server reports, and track it going offline and online", &c.raw.adbDiscover},
@@ -238,6 +257,32 @@ func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, 
 		return c, err
 	}
 	return c, c.validate()
+}
+
+// validateNATS refuses message bus settings that cannot be meant: any of
+// them without the bus, two ways to authenticate, half a client
+// certificate. Whether the files hold what they should is checked when
+// the service connects (cluster.Credentials.Options).
+func (c *Config) validateNATS() error {
+	set := func(env, v string) string {
+		if v != "" {
+			return env
+		}
+		return ""
+	}
+	for _, name := range []string{set("SERVICE_NATS_CREDS", c.NATSCreds), set("SERVICE_NATS_NKEY_SEED", c.NATSNkeySeed),
+		set("SERVICE_NATS_TLS_CA", c.NATSTLSCA), set("SERVICE_NATS_TLS_CERT", c.NATSTLSCert), set("SERVICE_NATS_TLS_KEY", c.NATSTLSKey)} {
+		if name != "" && c.NATSURL == "" {
+			return fmt.Errorf("invalid %s: set without SERVICE_NATS_URL", name)
+		}
+	}
+	if c.NATSCreds != "" && c.NATSNkeySeed != "" {
+		return errors.New("invalid SERVICE_NATS_NKEY_SEED: SERVICE_NATS_CREDS is set too; the NATS server takes one")
+	}
+	if (c.NATSTLSCert == "") != (c.NATSTLSKey == "") {
+		return errors.New("invalid SERVICE_NATS_TLS_CERT, SERVICE_NATS_TLS_KEY: set both or neither")
+	}
+	return nil
 }
 
 func lookup(getenv func(string) string, key string) (string, bool) {
@@ -288,6 +333,9 @@ func (c *Config) validate() error {
 		c.DocsURL = c.PublicURL
 	}
 	c.DocsURL = strings.TrimRight(c.DocsURL, "/")
+	if err := c.validateNATS(); err != nil {
+		return err
+	}
 	var err2 error
 	if c.KeyRotationGrace, err2 = time.ParseDuration(c.raw.keyRotationGrace); err2 != nil || c.KeyRotationGrace < 0 {
 		return fmt.Errorf("invalid SERVICE_KEY_ROTATION_GRACE %q: want a duration such as 24h", c.raw.keyRotationGrace)

@@ -45,6 +45,17 @@ func TestCopilotSweepInterval(t *testing.T) {
 	}
 }
 
+func TestNATSSecuritySettings(t *testing.T) {
+	c, err := load(map[string]string{"SERVICE_NATS_URL": "tls://nats:4222", "SERVICE_NATS_NKEY_SEED": "/run/secrets/nkey",
+		"SERVICE_NATS_TLS_CA": "/ca.pem", "SERVICE_NATS_TLS_CERT": "/c.pem", "SERVICE_NATS_TLS_KEY": "/c.key"}, "-nats-tls-ca", "/other-ca.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NATSNkeySeed != "/run/secrets/nkey" || c.NATSTLSCA != "/other-ca.pem" || c.NATSTLSCert != "/c.pem" || c.NATSTLSKey != "/c.key" || c.NATSCreds != "" {
+		t.Fatalf("got %q %q %q %q %q; want the files as given, the flag's CA", c.NATSCreds, c.NATSNkeySeed, c.NATSTLSCA, c.NATSTLSCert, c.NATSTLSKey)
+	}
+}
+
 func TestFlagsOverrideEnvironment(t *testing.T) {
 	c, err := load(map[string]string{"SERVICE_ADDR": "127.0.0.1:9000"}, "-addr", "127.0.0.1:9001")
 	if err != nil || c.Addr != "127.0.0.1:9001" {
@@ -75,6 +86,10 @@ func TestInvalidSettingsNameThemselves(t *testing.T) {
 		{"planner without model", map[string]string{"SERVICE_PLANNER_URL": "https://api.example/v1"}, "SERVICE_PLANNER_MODEL"},
 		{"identity webhook secret without prefix", map[string]string{"SERVICE_IDENTITY_WEBHOOK_SECRET": "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, "SERVICE_IDENTITY_WEBHOOK_SECRET"},
 		{"identity webhook secret not base64", map[string]string{"SERVICE_IDENTITY_WEBHOOK_SECRET": "whsec_not base64!"}, "SERVICE_IDENTITY_WEBHOOK_SECRET"},
+		{"nats credentials without nats", map[string]string{"SERVICE_NATS_CREDS": "/x.creds"}, "SERVICE_NATS_CREDS"},
+		{"nats tls ca without nats", map[string]string{"SERVICE_NATS_TLS_CA": "/ca.pem"}, "SERVICE_NATS_TLS_CA"},
+		{"nats creds and nkey", map[string]string{"SERVICE_NATS_URL": "nats://h:4222", "SERVICE_NATS_CREDS": "/x.creds", "SERVICE_NATS_NKEY_SEED": "/x.nk"}, "SERVICE_NATS_NKEY_SEED"},
+		{"nats client cert without key", map[string]string{"SERVICE_NATS_URL": "nats://h:4222", "SERVICE_NATS_TLS_CERT": "/c.pem"}, "SERVICE_NATS_TLS_KEY"},
 		{"identity webhook secret too short", map[string]string{"SERVICE_IDENTITY_WEBHOOK_SECRET": "whsec_c2hvcnQ="}, "SERVICE_IDENTITY_WEBHOOK_SECRET"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,8 +2,6 @@ package service
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"fmt"
 	"os"
 
@@ -13,19 +11,19 @@ import (
 	"phonefleet/internal/identity"
 )
 
-// clusterSecretLabel derives the secret the instances sign their device
-// calls with from the server pepper they share.
-const clusterSecretLabel = "phonefleet cluster v1"
-
 // dialCluster connects this instance to the others sharing its database
 // over the NATS server SERVICE_NATS_URL names (issue 14); unset, it does
 // nothing: one instance, and a device another process drives answers
 // offline. The node is dialled before the device runtime, which forwards
 // its calls through it, and serves only once the application object
-// exists (serveCluster). Calls are signed with a key derived from the
-// server pepper every instance holds. An unreachable NATS server does not
-// stop the start: the node keeps trying, and calls to other instances
-// meanwhile answer that the device is unavailable.
+// exists (serveCluster). Calls and replies are signed with a key derived
+// from the random secret the instances share in the database and the
+// server pepper every instance holds (cluster.ClusterSecret). The node
+// authenticates to the NATS server and checks it with the
+// SERVICE_NATS_CREDS / _NKEY_SEED / _TLS_* files; a file that cannot be
+// read stops the start. An unreachable NATS server, or one refusing the
+// credentials, does not: the node keeps trying, and calls to other
+// instances meanwhile answer that the device is unavailable.
 func (a *App) dialCluster(ctx context.Context) error {
 	if a.cfg.NATSURL == "" {
 		return nil
@@ -38,14 +36,21 @@ func (a *App) dialCluster(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("server pepper %s: %w", path, err)
 	}
-	mac := hmac.New(sha256.New, pepper)
-	mac.Write([]byte(clusterSecretLabel))
+	secret, err := cluster.ClusterSecret(ctx, a.db.Pool, pepper)
+	if err != nil {
+		return err
+	}
+	opts, err := cluster.Credentials{CredsFile: a.cfg.NATSCreds, NkeySeedFile: a.cfg.NATSNkeySeed,
+		CAFile: a.cfg.NATSTLSCA, CertFile: a.cfg.NATSTLSCert, KeyFile: a.cfg.NATSTLSKey}.Options()
+	if err != nil {
+		return fmt.Errorf("invalid message bus credentials (SERVICE_NATS_CREDS, SERVICE_NATS_NKEY_SEED, SERVICE_NATS_TLS_*): %w", err)
+	}
 	hostname, _ := os.Hostname()
 	// The node outlives New's context: stopCluster closes it, in order.
-	node, err := cluster.Dial(context.WithoutCancel(ctx), cluster.Config{URL: a.cfg.NATSURL, ClusterID: id, Secret: mac.Sum(nil),
-		Logger: a.logger, Name: fmt.Sprintf("phonefleet %s pid %d", hostname, os.Getpid())})
+	node, err := cluster.Dial(context.WithoutCancel(ctx), cluster.Config{URL: a.cfg.NATSURL, ClusterID: id, Secret: secret,
+		Logger: a.logger, Name: fmt.Sprintf("phonefleet %s pid %d", hostname, os.Getpid()), Options: opts})
 	if err != nil {
-		return fmt.Errorf("invalid SERVICE_NATS_URL: %w", err)
+		return fmt.Errorf("invalid SERVICE_NATS_URL or SERVICE_NATS_TLS_*: %w", err)
 	}
 	a.cluster = node
 	return nil

@@ -70,6 +70,23 @@ func (i *clusterInstance) holdsSim() bool {
 	return slices.Contains(i.app.devices.Runtime.HeldHosts(), domain.HostSim)
 }
 
+// onlineSimPhone waits (a minute at most) until the instance lists one
+// device, online, and returns its id.
+func (i *clusterInstance) onlineSimPhone(t *testing.T) string {
+	t.Helper()
+	var deviceID string
+	waitUntil(t, time.Minute, "the sim phone listed online", func() (bool, error) {
+		list, _ := i.c.must("GET", "/v1/devices", nil, http.StatusOK, nil).body["devices"].([]any)
+		if len(list) != 1 {
+			return false, nil
+		}
+		d := list[0].(map[string]any)
+		deviceID = str(t, d, "deviceId")
+		return d["status"] == "online", nil
+	})
+	return deviceID
+}
+
 // TestTwoInstancesServeOneSimPhone runs two instances on one database and
 // one NATS server: local mode, one sim phone, driven by whichever instance
 // holds the sim host (H); the other (N) forwards its device calls there.
@@ -104,17 +121,7 @@ func TestTwoInstancesServeOneSimPhone(t *testing.T) {
 	}()
 
 	// The sim phone, seen through N.
-	var deviceID string
-	waitUntil(t, time.Minute, "the sim phone listed online", func() (bool, error) {
-		r := n.c.must("GET", "/v1/devices", nil, http.StatusOK, nil)
-		list, _ := r.body["devices"].([]any)
-		if len(list) != 1 {
-			return false, nil
-		}
-		d := list[0].(map[string]any)
-		deviceID = str(t, d, "deviceId")
-		return d["status"] == "online", nil
-	})
+	deviceID := n.onlineSimPhone(t)
 	dev := "/v1/devices/" + deviceID
 	lease := str(t, n.c.must("POST", dev+"/lease", map[string]any{"ttlSeconds": 600}, http.StatusCreated, nil).body, "leaseId")
 	run := fmt.Sprintf("%d", time.Now().UnixNano())
