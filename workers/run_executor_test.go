@@ -119,7 +119,7 @@ func scriptedLLM(t *testing.T, steps string) *hookPlanner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &hookPlanner{next: planner.NewScripted(s, 0)}
+	return &hookPlanner{next: planner.NewScripted(s, 0, 0)}
 }
 
 // TestRunExecutorFollowsAGoalWrittenAsSteps: a built-in run whose goal is
@@ -392,27 +392,14 @@ func TestRunExecutorTakeoverDoesNotRepeatAParkedStep(t *testing.T) {
 // how many run_needs_user notifications a run raised.
 func notificationsOf(t *testing.T, e *runEnv) func(t *testing.T, runID string) int {
 	t.Helper()
-	rm, err := projections.NewRunner(e.Store, quiet, []projections.Projection{projections.Notifications{}},
-		projections.WithPollInterval(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rm.Ensure(testutil.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(testutil.Context(t))
-	done := make(chan struct{})
-	go func() { _ = rm.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	rm := runReadModels(t, e.Store, projections.Notifications{})
 	return func(t *testing.T, runID string) int {
 		t.Helper()
 		last, err := e.Store.Last(testutil.Context(t))
 		if err != nil {
 			t.Fatal(err)
 		}
-		wctx, stop := context.WithTimeout(testutil.Context(t), 20*time.Second)
-		defer stop()
-		if err := rm.WaitFor(wctx, projections.NotificationsName, last); err != nil {
+		if err := (testutil.ReadModels{RM: rm}).WaitFor(testutil.Context(t), projections.NotificationsName, last); err != nil {
 			t.Fatal(err)
 		}
 		var n int
