@@ -94,11 +94,27 @@ func (s *SigningKeys) Apply(e Event) {
 	s.Keys = append(s.Keys, SigningKey{KeyID: g.KeyID, PublicKey: g.PublicKey, SealedSeed: g.SealedSeed, ValidFrom: g.ValidFrom})
 }
 
+// ValidAt returns the key whose validity [ValidFrom, ValidUntil] holds t
+// (the later one at the instant one key hands over to the next); ok false
+// before the first key's start.
+func (s SigningKeys) ValidAt(t time.Time) (SigningKey, bool) {
+	for i := len(s.Keys) - 1; i >= 0; i-- {
+		k := s.Keys[i]
+		if !t.Before(k.ValidFrom) && (k.ValidUntil.IsZero() || !t.After(k.ValidUntil)) {
+			return k, true
+		}
+	}
+	return SigningKey{}, false
+}
+
 // Generate returns the event of a new key, generated now and sealed in
 // box: the first key (reason first_start) or the next one (rotated). A
 // new key is valid from now, or from the active key's start should this
-// clock be behind it, so validity windows never overlap.
-func (s SigningKeys) Generate(box *SecretBox, now time.Time) (ReceiptSigningKeyGenerated, error) {
+// clock be behind it, so validity windows never overlap — and strictly
+// after lastSigned, the latest signature of the active key, so that
+// ending the active key's validity where the new one starts retires no
+// checkpoint it already signed (another instance's clock may be ahead).
+func (s SigningKeys) Generate(box *SecretBox, now, lastSigned time.Time) (ReceiptSigningKeyGenerated, error) {
 	pub, priv, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		return ReceiptSigningKeyGenerated{}, err
@@ -110,6 +126,9 @@ func (s SigningKeys) Generate(box *SecretBox, now time.Time) (ReceiptSigningKeyG
 		reason = "rotated"
 		if from.Before(a.ValidFrom) {
 			from = a.ValidFrom
+		}
+		if !lastSigned.IsZero() && !from.After(lastSigned) {
+			from = lastSigned.UTC().Truncate(time.Microsecond).Add(time.Microsecond)
 		}
 	}
 	return ReceiptSigningKeyGenerated{KeyID: id, PublicKey: pub, SealedSeed: box.Seal(id, string(priv.Seed())),
@@ -186,9 +205,11 @@ func (c *CheckpointChain) Apply(e Event) {
 }
 
 // Sign returns the checkpoint event of the chain at head when policy says
-// it is due at now (none otherwise), signed with the active key of keys
-// (opened with box). It is signed at now, or at the key's start should
-// this clock be behind it, so that it lies in the key's validity.
+// it is due at now (none otherwise), signed with the key of keys valid at
+// its signing time (opened with box): the active key, or the one before
+// it when this clock is behind the rotation's. It is signed at now, or at
+// the first key's start should this clock be behind it, so that it lies
+// in its key's validity.
 func (c CheckpointChain) Sign(keys SigningKeys, box *SecretBox, head receiptchain.Head, policy CheckpointPolicy, now time.Time) ([]Event, error) {
 	var lastAt time.Time
 	if c.Last.SignedAt != "" {
@@ -201,17 +222,17 @@ func (c CheckpointChain) Sign(keys SigningKeys, box *SecretBox, head receiptchai
 	if !policy.Due(head.Seq, c.Last.Entries, lastAt, now) {
 		return nil, nil
 	}
-	key, ok := keys.Active()
-	if !ok {
+	if len(keys.Keys) == 0 {
 		return nil, ErrNoSigningKey
 	}
+	at := now.UTC().Truncate(time.Microsecond)
+	if first := keys.Keys[0].ValidFrom; at.Before(first) {
+		at = first
+	}
+	key, _ := keys.ValidAt(at)
 	priv, err := key.PrivateKey(box)
 	if err != nil {
 		return nil, err
-	}
-	at := now.UTC().Truncate(time.Microsecond)
-	if at.Before(key.ValidFrom) {
-		at = key.ValidFrom
 	}
 	cp, err := receiptchain.Sign(priv, key.KeyID, c.OrgID, head, at)
 	if err != nil {

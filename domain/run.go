@@ -120,9 +120,13 @@ type Run struct {
 	// ParkReason and ParkDeadline describe the wait for a person.
 	ParkReason   string
 	ParkDeadline time.Time
-	Reason       *string
-	Detail       *string
-	EndedAt      time.Time
+	// ParkedStep is the last script step that parked the run (RunParked's
+	// Step): a script is followed from after it, and it is never parked
+	// again.
+	ParkedStep int
+	Reason     *string
+	Detail     *string
+	EndedAt    time.Time
 	// Divergence is where a replay diverged from its script (nil when it
 	// did not, or follows none).
 	Divergence *RunDiverged
@@ -178,6 +182,7 @@ func (r *Run) Apply(orgID string, e Event, version int64) {
 	case RunParked:
 		r.State, r.ParkReason, r.ParkDeadline, r.LeaseID = RunStateAwaitingUser, e.Reason, e.DeadlineAt, ""
 		r.ClaimedBy, r.ClaimUntil, r.UpdatedAt = "", time.Time{}, e.At
+		r.ParkedStep = max(r.ParkedStep, e.Step)
 	case RunStepTaken:
 		r.StepSeq, r.UpdatedAt = e.Seq, e.At
 	case RunDiverged:
@@ -249,7 +254,14 @@ func (r *Run) Resume(now time.Time, by Actor, leaseID string) ([]Event, error) {
 }
 
 // Park asks for a person until now+wait; the command gives up the lease.
-func (r *Run) Park(now time.Time, reason string, wait time.Duration) ([]Event, error) {
+// step is the 1-based script step asking (0 when none): a step at or before
+// the last one that parked the run was already asked, and parking for it
+// again records nothing (no second wait, no second notification), whoever
+// asks.
+func (r *Run) Park(now time.Time, reason string, wait time.Duration, step int) ([]Event, error) {
+	if step > 0 && step <= r.ParkedStep {
+		return nil, nil
+	}
 	if r.State != RunStateRunning {
 		return nil, errRunState(r, "parked")
 	}
@@ -257,7 +269,7 @@ func (r *Run) Park(now time.Time, reason string, wait time.Duration) ([]Event, e
 		return nil, Errorf(CodeInvalidArgument, "reason is longer than %d characters", MaxRunReasonRunes)
 	}
 	return []Event{RunParked{RunID: r.RunID, AgentRunID: r.AgentRunID, DeviceID: r.DeviceID, Goal: r.Goal,
-		Reason: reason, DeadlineAt: now.Add(wait), At: now}}, nil
+		Reason: reason, DeadlineAt: now.Add(wait), Step: step, At: now}}, nil
 }
 
 // Step records the next step. A run that is not running refuses it; the

@@ -94,7 +94,11 @@ type RunParked struct {
 	Goal       string    `json:"goal"`
 	Reason     string    `json:"reason"`
 	DeadlineAt time.Time `json:"deadlineAt"`
-	At         time.Time `json:"at"`
+	// Step is the 1-based script step that parked the run (the built-in
+	// executor following a script); 0 when no script step did. An
+	// executor taking the run over goes on after it.
+	Step int       `json:"step,omitempty"`
+	At   time.Time `json:"at"`
 }
 
 // EventName implements Event.

@@ -45,17 +45,7 @@ func newNotifyEnv(t *testing.T, also ...projections.Projection) *notifyEnv {
 	url := testutil.DatabaseURL(t)
 	pool := smallPool(t, url, 6)
 	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
-	runner, err := projections.NewRunner(store, quiet, append([]projections.Projection{projections.Notifications{}}, also...), projections.WithPollInterval(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := runner.Ensure(testutil.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(testutil.Context(t))
-	done := make(chan struct{})
-	go func() { runner.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runner := runReadModels(t, store, append([]projections.Projection{projections.Notifications{}}, also...)...)
 	names := []string{projections.NotificationsName}
 	for _, p := range also {
 		names = append(names, p.Name())
@@ -63,7 +53,7 @@ func newNotifyEnv(t *testing.T, also ...projections.Projection) *notifyEnv {
 	e := &notifyEnv{pool: pool, url: url, store: store, runner: runner, clock: newClock(), names: names,
 		org: domain.NewID(domain.PrefixOrganisation), admin: "user_" + domain.NewID("x")[2:10]}
 	e.app = notifyApp(pool, store, runner, e.clock.Now)
-	_, err = e.app.SetNotificationPreferences.Handle(testutil.Context(t), notifications.SetNotificationPreferences{
+	_, err := e.app.SetNotificationPreferences.Handle(testutil.Context(t), notifications.SetNotificationPreferences{
 		Auth:   domain.Auth{OrgID: e.org, Kind: domain.PrincipalConsole, UserID: e.admin, Role: domain.RoleAdmin},
 		Change: domain.NotificationPreferencesChange{Email: ptr(e.admin + "@example.com")}})
 	if err != nil {
@@ -73,6 +63,24 @@ func newNotifyEnv(t *testing.T, also ...projections.Projection) *notifyEnv {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// runReadModels makes and runs the read models projs over store until the
+// test ends.
+func runReadModels(t *testing.T, store *eventstore.Store, projs ...projections.Projection) *projections.Runner {
+	t.Helper()
+	runner, err := projections.NewRunner(store, quiet, projs, projections.WithPollInterval(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runner.Ensure(testutil.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(testutil.Context(t))
+	done := make(chan struct{})
+	go func() { _ = runner.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return runner
+}
 
 func notifyApp(pool *pgxpool.Pool, store *eventstore.Store, rm *projections.Runner, now func() time.Time) notifications.Handlers {
 	c := &notifications.Capability{Store: store, Queries: projections.NotificationQueries{DB: pool}, Now: now, EmailOffered: true}

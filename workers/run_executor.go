@@ -262,7 +262,7 @@ func (e *RunExecutor) session(ctx context.Context, run domain.Run) (s *runSessio
 		if err != nil {
 			return nil, domain.RunReasonPlannerFailed, err
 		}
-		s.planner = planner.NewScripted(script, run.StepSeq)
+		s.planner = planner.NewScripted(script, run.StepSeq, run.ParkedStep)
 	case e.cfg.LLM != nil:
 		s.planner = e.cfg.LLM
 		// A run taken over from another process shows the model what it
@@ -284,7 +284,7 @@ func (e *RunExecutor) session(ctx context.Context, run domain.Run) (s *runSessio
 			return nil, RunReasonPlannerUnavailable,
 				fmt.Errorf("no planner is configured and the goal is not written as steps: %w", err)
 		}
-		s.planner = planner.NewScripted(script, run.StepSeq)
+		s.planner = planner.NewScripted(script, run.StepSeq, run.ParkedStep)
 	}
 	e.mu.Lock()
 	e.sessions[run.RunID] = s
@@ -418,15 +418,21 @@ func (e *RunExecutor) drive(ctx context.Context, run domain.Run) {
 			attempt, actRetries = 0, 0
 			s.record(step, e.cfg.History)
 		case d.Kind == planner.KindNeedsUser:
-			if _, err := app.Runs.RunNeedsUser.Handle(pctx, runs.RunNeedsUser{Access: acc, Reason: d.Reason}); err != nil {
+			// A script's step is parked under its index, so that a step
+			// already parked (by an executor gone since) is not asked again.
+			v, err := app.Runs.RunNeedsUser.Handle(pctx, runs.RunNeedsUser{Access: acc, Reason: d.Reason, Step: d.Step})
+			if err != nil {
 				if e.lost(pctx, acc) {
 					return
 				}
 				e.finish(pctx, acc, domain.RunStateFailed, domain.RunReasonPlannerFailed, "needs_user refused: "+err.Error(), log)
 				return
 			}
-			// Parked: the claim is gone; resume queues the run again.
 			s.record(planner.Step{Kind: planner.KindNeedsUser, Reason: d.Reason}, e.cfg.History)
+			if v.State == domain.RunStateRunning {
+				continue // the step had parked the run before; it goes on
+			}
+			// Parked: the claim is gone; resume queues the run again.
 			return
 		case d.Kind == planner.KindFinish:
 			e.finish(pctx, acc, d.State, d.Reason, d.Detail, log)

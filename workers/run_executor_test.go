@@ -119,7 +119,7 @@ func scriptedLLM(t *testing.T, steps string) *hookPlanner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &hookPlanner{next: planner.NewScripted(s, 0)}
+	return &hookPlanner{next: planner.NewScripted(s, 0, 0)}
 }
 
 // TestRunExecutorFollowsAGoalWrittenAsSteps: a built-in run whose goal is
@@ -310,5 +310,103 @@ func TestRunDeadlinesSweep(t *testing.T) {
 	e.Settle(t)
 	if v := e.run(t, id); v.State != domain.RunStateFailed || deref(v.Reason) != domain.RunReasonDeadline {
 		t.Errorf("got run %s (%s); want failed deadline_exceeded", v.State, deref(v.Reason))
+	}
+}
+
+// TestRunExecutorTakeoverDoesNotRepeatAParkedStep: a scripted needs-user
+// step right after an action parks the run once, whoever drives it. An
+// executor taking the run over from one that is gone (a new process has
+// none of the old one's memory) goes on after the parked step: no second
+// run.parked, no second notification. Both ways the old holder can die
+// around that step: right after parking (the run resumed by a person),
+// and between its action and the needs-user step (its claim lapsing).
+func TestRunExecutorTakeoverDoesNotRepeatAParkedStep(t *testing.T) {
+	e := startRunEnv(t, 2)
+	notes := notificationsOf(t, e)
+	const goal = "open com.example.notes\nneeds-user sign in please\nkey home\nfinish succeeded"
+	resume := func(t *testing.T, id string) {
+		t.Helper()
+		if v := e.run(t, id); v.State != domain.RunStateAwaitingUser || v.StepSeq != 1 {
+			t.Fatalf("got run %s after %d steps; want awaiting_user after 1", v.State, v.StepSeq)
+		}
+		if _, err := e.app.Runs.ResumeRun.Handle(testutil.Context(t), runs.ResumeRun{Auth: e.Auth, RunID: id}); err != nil {
+			t.Fatal(err)
+		}
+		e.Settle(t)
+	}
+	ended := func(t *testing.T, id string) {
+		t.Helper()
+		if v := e.run(t, id); v.State != domain.RunStateSucceeded || v.StepSeq != 2 {
+			t.Errorf("got run %s after %d steps (%s: %s); want succeeded after 2", v.State, v.StepSeq, deref(v.Reason), deref(v.Detail))
+		}
+		var parked int
+		if err := e.Pool.QueryRow(bg, `SELECT count(*) FROM events WHERE stream_id = $1 AND event_type = 'run.parked'`,
+			domain.RunStream(id)).Scan(&parked); err != nil {
+			t.Fatal(err)
+		}
+		if parked != 1 {
+			t.Errorf("got %d run.parked events; want 1", parked)
+		}
+		if n := notes(t, id); n != 1 {
+			t.Errorf("got %d run_needs_user notifications; want 1", n)
+		}
+		var got []string
+		for _, s := range e.steps(t, id) {
+			got = append(got, s.Action)
+		}
+		if strings.Join(got, " ") != "open_app key" {
+			t.Errorf("got steps %v; want open_app key", got)
+		}
+	}
+
+	t.Run("holder gone right after parking", func(t *testing.T) {
+		id := e.start(t, e.DeviceIDs[0], func(c *runs.StartRun) { c.Goal = goal })
+		e.drive(t, e.executor(nil), 1)
+		resume(t, id)
+		e.drive(t, e.executor(nil), 1) // another process takes it over
+		ended(t, id)
+	})
+
+	t.Run("holder gone between its action and the needs-user step", func(t *testing.T) {
+		id := e.start(t, e.DeviceIDs[1], func(c *runs.StartRun) { c.Goal = goal })
+		// The first holder claims the run, takes its first step under the
+		// executor's key and dies before deciding the next one.
+		acc := runs.RunAccess{RunID: id, Worker: "gone"}
+		if _, err := e.app.Runs.ClaimRun.Handle(testutil.Context(t), runs.ClaimRun{RunID: id, Worker: "gone", TTL: 30 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.app.Runs.RunAct.Handle(testutil.Context(t), runs.RunAct{Access: acc, Action: "open_app",
+			Arguments: json.RawMessage(`{"package":"com.example.notes"}`), IdempotencyKey: id + "/step-1/0"}); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(31 * time.Second) // its claim lapses
+		e.Settle(t)
+		e.drive(t, e.executor(nil), 1) // parks at the needs-user step
+		resume(t, id)
+		e.drive(t, e.executor(nil), 1) // and another one takes it over again
+		ended(t, id)
+	})
+}
+
+// notificationsOf runs the notifications read model beside e's and returns
+// how many run_needs_user notifications a run raised.
+func notificationsOf(t *testing.T, e *runEnv) func(t *testing.T, runID string) int {
+	t.Helper()
+	rm := runReadModels(t, e.Store, projections.Notifications{})
+	return func(t *testing.T, runID string) int {
+		t.Helper()
+		last, err := e.Store.Last(testutil.Context(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := (testutil.ReadModels{RM: rm}).WaitFor(testutil.Context(t), projections.NotificationsName, last); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := e.Pool.QueryRow(bg, `SELECT count(*) FROM notification_triggers WHERE kind = $1 AND facts->>'runId' = $2`,
+			domain.NotifyRunNeedsUser, runID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
 }

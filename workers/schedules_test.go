@@ -39,17 +39,7 @@ func newSchedEnv(t *testing.T) *schedEnv {
 	t.Helper()
 	pool := smallPool(t, testutil.DatabaseURL(t), 12)
 	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
-	runner, err := projections.NewRunner(store, quiet, []projections.Projection{projections.Schedules{}, projections.APIKeys{}}, projections.WithPollInterval(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := runner.Ensure(testutil.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(testutil.Context(t))
-	done := make(chan struct{})
-	go func() { runner.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runner := runReadModels(t, store, projections.Schedules{}, projections.APIKeys{})
 	e := &schedEnv{store: store, clock: newClock(), auth: domain.Auth{OrgID: domain.NewID(domain.PrefixOrganisation),
 		Kind: domain.PrincipalAPIKey, APIKeyID: "key_1", Scopes: []domain.Scope{domain.ScopeRunsStart, domain.ScopeDevicesAct}}}
 	sc := schedules.New(schedules.Config{Store: store, Now: e.clock.Now, ReadModels: testutil.ReadModels{RM: runner}})

@@ -196,3 +196,88 @@ func TestInstancesAgreeAndSignOnce(t *testing.T) {
 		t.Errorf("rotate with another server key: got %v; want invalid_argument", err)
 	}
 }
+
+// TestRotationKeepsTheOldKeyValidPastItsLastSignature: a checkpoint the
+// old key signs while a rotation is decided, on an instance whose clock is
+// a minute ahead of the rotating one's, commits before the rotation does.
+// The old key must stay valid until after that checkpoint's signedAt:
+// every checkpoint verifies against the published keys, and a checkpoint
+// signed afterwards by the instance behind chooses the key valid at its
+// time.
+func TestRotationKeepsTheOldKeyValidPastItsLastSignature(t *testing.T) {
+	env := fleettest.Start(t, fleettest.Options{})
+	ctx := testutil.Context(t)
+	behind := testutil.NewClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	ahead := func() time.Time { return behind.Now().Add(time.Minute) }
+	box := newBox(t)
+	policy := domain.CheckpointPolicy{Every: 1, Interval: time.Hour}
+	signer := (&checkpoints.Checkpoints{Store: env.Store, Pool: env.Pool, Box: box, Policy: policy, Now: ahead,
+		ReadModels: env.Runner}).Handlers(cqrs.Decorator{})
+	const org = "org_rotation_race"
+	var once sync.Once
+	rotating := false
+	rotatorNow := func() time.Time {
+		if rotating {
+			// The other instance signs now, with the key it reads: the old one.
+			once.Do(func() {
+				request(t, env, org, "during", behind.Now())
+				env.Settle(t)
+				if n, err := signer.SignCheckpoints.Handle(ctx, checkpoints.SignCheckpoints{}); err != nil || n != 1 {
+					t.Errorf("signing during the rotation: got %d, %v; want 1 signed", n, err)
+				}
+			})
+		}
+		return behind.Now()
+	}
+	rotator := (&checkpoints.Checkpoints{Store: env.Store, Pool: env.Pool, Box: box, Policy: policy, Now: rotatorNow,
+		ReadModels: env.Runner}).Handlers(cqrs.Decorator{})
+	first, err := rotator.EnsureSigningKey.Handle(ctx, checkpoints.EnsureSigningKey{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	request(t, env, org, "before", behind.Now())
+	env.Settle(t)
+	if n, err := signer.SignCheckpoints.Handle(ctx, checkpoints.SignCheckpoints{}); err != nil || n != 1 {
+		t.Fatalf("first checkpoint: got %d, %v; want 1 signed", n, err)
+	}
+	behind.Advance(time.Second)
+	rotating = true
+	rotated, err := rotator.RotateSigningKey.Handle(ctx, checkpoints.RotateSigningKey{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotating = false
+	// The instance behind signs next: at its time the old key still signs.
+	request(t, env, org, "after", behind.Now())
+	env.Settle(t)
+	behindSigner := (&checkpoints.Checkpoints{Store: env.Store, Pool: env.Pool, Box: box, Policy: policy, Now: behind.Now,
+		ReadModels: env.Runner}).Handlers(cqrs.Decorator{})
+	if n, err := behindSigner.SignCheckpoints.Handle(ctx, checkpoints.SignCheckpoints{}); err != nil || n != 1 {
+		t.Fatalf("checkpoint after the rotation: got %d, %v; want 1 signed", n, err)
+	}
+	env.Settle(t)
+
+	set, err := signer.ListSigningKeys.Handle(ctx, checkpoints.ListSigningKeys{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := domain.Auth{OrgID: org, Kind: domain.PrincipalAPIKey, APIKeyID: "key_a", Scopes: []domain.Scope{domain.ScopeDevicesRead}}
+	page, err := signer.ListCheckpoints.Handle(ctx, checkpoints.ListCheckpoints{Auth: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Checkpoints) != 3 {
+		t.Fatalf("got %d checkpoints; want 3", len(page.Checkpoints))
+	}
+	for _, c := range page.Checkpoints {
+		if err := set.CheckSignature(c); err != nil {
+			t.Errorf("checkpoint of entry %d (key %s, signed %s): %v", c.Entries, c.KeyID, c.SignedAt, err)
+		}
+	}
+	if got := page.Checkpoints[1].KeyID; got != first.KeyID {
+		t.Errorf("got the checkpoint signed during the rotation under %s; want the old key %s", got, first.KeyID)
+	}
+	if rotated.KeyID == first.KeyID {
+		t.Errorf("got no new key from the rotation")
+	}
+}

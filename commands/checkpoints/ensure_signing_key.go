@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"phonefleet/domain"
+	"phonefleet/eventstore"
 	"phonefleet/receiptchain"
 )
 
@@ -20,15 +21,11 @@ type EnsureSigningKeyHandler struct{ c *Checkpoints }
 // server key cannot open (another SERVICE_DATA_DIR key) is an error: the
 // service would sign nothing.
 func (h EnsureSigningKeyHandler) Handle(ctx context.Context, _ EnsureSigningKey) (receiptchain.PublishedKey, error) {
-	keys, _, err := h.c.keys().Update(ctx, "", func(s *domain.SigningKeys) ([]domain.Event, error) {
+	keys, _, err := h.c.keys().UpdateWith(ctx, "", func(s *domain.SigningKeys, u *eventstore.Unit) ([]domain.Event, error) {
 		if _, ok := s.Active(); ok {
 			return nil, nil
 		}
-		g, err := s.Generate(h.c.Box, h.c.now())
-		if err != nil {
-			return nil, err
-		}
-		return []domain.Event{g}, nil
+		return h.c.newKey(ctx, s, u)
 	})
 	if err != nil {
 		return receiptchain.PublishedKey{}, err

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"phonefleet/domain"
+	"phonefleet/eventstore"
 	"phonefleet/receiptchain"
 )
 
@@ -12,18 +13,25 @@ import (
 // signed keep verifying.
 type RotateSigningKey struct{}
 
+// rotationTries bounds how often a rotation is decided again because
+// checkpoints of the old key kept committing past its chosen start.
+const rotationTries = 5
+
 // RotateSigningKeyHandler handles RotateSigningKey.
 type RotateSigningKeyHandler struct{ c *Checkpoints }
 
 // Handle returns the new key. A checkpoint being signed with the old key
 // while it commits is refused by the store (it expects the keys' stream
-// where it read it) and signed again with the new key.
+// where it read it) and signed again with the new key; one the old key
+// signed after the new key's start that committed first (its instance's
+// clock ahead of this one) makes the rotation decide again, so the old
+// key stays valid until after it.
 func (h RotateSigningKeyHandler) Handle(ctx context.Context, _ RotateSigningKey) (receiptchain.PublishedKey, error) {
 	if h.c.Box == nil {
 		return receiptchain.PublishedKey{}, domain.Errorf(domain.CodeInvalidArgument,
 			"no server key to seal a signing key with: run with the service's SERVICE_DATA_DIR")
 	}
-	keys, _, err := h.c.keys().Update(ctx, "", func(s *domain.SigningKeys) ([]domain.Event, error) {
+	rotate := func(s *domain.SigningKeys, u *eventstore.Unit) ([]domain.Event, error) {
 		// A server key that cannot open the active key is not the
 		// service's (another SERVICE_DATA_DIR): the service could not
 		// open the new key either, and would stop signing.
@@ -33,12 +41,12 @@ func (h RotateSigningKeyHandler) Handle(ctx context.Context, _ RotateSigningKey)
 					"this server key cannot open the active signing key %s: run with the service's SERVICE_DATA_DIR", a.KeyID)
 			}
 		}
-		g, err := s.Generate(h.c.Box, h.c.now())
-		if err != nil {
-			return nil, err
-		}
-		return []domain.Event{g}, nil
-	})
+		return h.c.newKey(ctx, s, u)
+	}
+	keys, _, err := h.c.keys().UpdateWith(ctx, "", rotate)
+	for tries := 1; signedMeanwhile(err) && tries < rotationTries; tries++ {
+		keys, _, err = h.c.keys().UpdateWith(ctx, "", rotate)
+	}
 	if err != nil {
 		return receiptchain.PublishedKey{}, err
 	}

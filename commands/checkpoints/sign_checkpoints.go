@@ -59,7 +59,9 @@ func (h SignCheckpointsHandler) sign(ctx context.Context, d projections.ChainDue
 		}
 		evs, err := s.Sign(keys, h.c.Box, d.Head, h.c.Policy, h.c.now())
 		if len(evs) > 0 {
-			u.Expect(domain.ReceiptSigningKeysStream, version)
+			// Held until the checkpoint commits: a rotation waits for it,
+			// and then sees it (newKey).
+			u.Exec(signingLock).Expect(domain.ReceiptSigningKeysStream, version)
 		}
 		return evs, err
 	})

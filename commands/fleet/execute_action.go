@@ -81,7 +81,7 @@ func beforeSending(err error) error {
 	if domain.ErrorCode(err) != domain.CodeInternal {
 		return err
 	}
-	return domain.Errorf(domain.CodeBackendCommandFailed, "looking at the screen before the action failed; nothing was done").WithRetryable(false)
+	return domain.Errorf(domain.CodeBackendCommandFailed, "the device failed before the action was sent; nothing was done").WithRetryable(false)
 }
 
 func neverRan(deviceID, why string) *domain.Error {
@@ -271,14 +271,17 @@ type outcome struct {
 	before  *frameRow
 }
 
+// fail records that the action failed with err. It is reached only before
+// the action was sent, or with a failure the backend classified, so an
+// unclassified error is recorded as nothing done (beforeSending): a
+// receipt's internal_error would answer every retry of its key with a 500
+// for good (issue 27), as an adb device's probe failing unclassified when
+// its turn came once did in principle.
 func (o *outcome) fail(err error, after *frameRow) jobResult {
-	e := domain.AsError(err)
+	e := domain.AsError(beforeSending(err))
 	reason, _ := e.Extra["reason"].(string)
 	ev := domain.ActionFailed{ActionID: o.rec.Requested.ActionID, DeviceID: o.j.req.DeviceID, Code: e.Code, Message: e.Message,
 		Reason: reason, StartedAt: o.started, FinishedAt: o.f.now()}
-	if e.Code == domain.CodeInternal {
-		ev.Message = "internal error"
-	}
 	if o.before != nil {
 		ev.FrameBefore = o.before.ref()
 	}

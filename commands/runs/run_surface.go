@@ -230,8 +230,10 @@ type RunNeedsUserHandler struct{ *Runs }
 
 // Handle parks the run for a person: awaiting_user until the wait ends
 // (default 15 minutes, never past the run's deadline), its device's lease
-// given up so a person can take it (run.needs_user_control is sent).
-// Errors: invalid_argument (not running, wait out of bounds).
+// given up so a person can take it (run.needs_user_control is sent). A
+// script step that already parked the run (cmd.Step) changes nothing and
+// answers the run as it is. Errors: invalid_argument (not running, wait out
+// of bounds).
 func (r RunNeedsUserHandler) Handle(ctx context.Context, cmd RunNeedsUser) (projections.RunView, error) {
 	run, _, err := r.access(ctx, cmd.Access)
 	if err != nil {
@@ -249,9 +251,9 @@ func (r RunNeedsUserHandler) Handle(ctx context.Context, cmd RunNeedsUser) (proj
 			return nil, errRunTokenRefused
 		}
 		w := min(wait, run.DeadlineAt.Sub(now))
-		evs, err := run.Park(now, cmd.Reason, w)
-		if err != nil {
-			return nil, err
+		evs, err := run.Park(now, cmd.Reason, w, cmd.Step)
+		if err != nil || len(evs) == 0 {
+			return evs, err
 		}
 		return evs, r.releaseDevice(ctx, u, run, now)
 	})

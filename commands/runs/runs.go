@@ -267,6 +267,10 @@ type RunNeedsUser struct {
 	Reason string
 	// DeadlineSeconds is how long to wait for the person; 0 means 15 min.
 	DeadlineSeconds int
+	// Step, from the built-in executor following a script, is the 1-based
+	// script step asking; 0 when none. A step that already parked the run
+	// does not park it again: the run goes on as it is.
+	Step int
 }
 
 // RunFinish ends the run as its worker reports (POST /vrx/{token}/v1/finish).

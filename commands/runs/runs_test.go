@@ -452,3 +452,56 @@ func TestRunCancelMidAction(t *testing.T) {
 		t.Fatalf("device not free after cancel: %v", err)
 	}
 }
+
+// TestRunNeedsUserParksAScriptStepOnce: a script step that parked the run
+// does not park it again when asked again after the resume (an executor
+// that took the run over from one that parked it): the run goes on holding
+// its device, and nothing is recorded. A later step parks it.
+func TestRunNeedsUserParksAScriptStepOnce(t *testing.T) {
+	env := fleettest.Start(t, fleettest.Options{Devices: 1, WaitForReceipts: true})
+	dev := env.DeviceIDs[0]
+	s := fleettest.StartExternalRun(t, env, dev, nil)
+	acc := fleettest.RunToken(t, s)
+	park := func(step int) projections.RunView {
+		t.Helper()
+		v, err := env.App.Runs.RunNeedsUser.Handle(testutil.Background, runs.RunNeedsUser{Access: acc, Reason: "sign in", Step: step})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	resume := func() {
+		t.Helper()
+		if _, err := env.App.Runs.ResumeRun.Handle(testutil.Background, runs.ResumeRun{Auth: env.Auth, RunID: s.Run.RunID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parkedEvents := func() int {
+		t.Helper()
+		var n int
+		if err := env.Pool.QueryRow(testutil.Background, `SELECT count(*) FROM events WHERE stream_id = $1 AND event_type = 'run.parked'`,
+			domain.RunStream(s.Run.RunID)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if v := park(2); v.State != domain.RunStateAwaitingUser {
+		t.Fatalf("got run %s after step 2 asked; want awaiting_user", v.State)
+	}
+	resume()
+	if v := park(2); v.State != domain.RunStateRunning {
+		t.Errorf("got run %s after step 2 asked again; want running", v.State)
+	}
+	if l := leaseHolder(t, env, dev); l.RunID != s.Run.RunID {
+		t.Errorf("got the lease held by %+v after step 2 asked again; want the run", l)
+	}
+	if n := parkedEvents(); n != 1 {
+		t.Errorf("got %d run.parked events; want 1", n)
+	}
+	if v := park(4); v.State != domain.RunStateAwaitingUser {
+		t.Errorf("got run %s after step 4 asked; want awaiting_user", v.State)
+	}
+	if n := parkedEvents(); n != 2 {
+		t.Errorf("got %d run.parked events after step 4; want 2", n)
+	}
+}

@@ -176,11 +176,14 @@ type Decision struct {
 	// script's step), empty when any.
 	ExpectScreen string
 	// Guard, for a script's guarded step (domain.ScriptStep.Guarded), is
-	// that step, and Step its 1-based index in the script: the executor
-	// waits for its screen, acts bound to its element and compares its
-	// effect, instead of the planner comparing the screen once.
+	// that step: the executor waits for its screen, acts bound to its
+	// element and compares its effect, instead of the planner comparing
+	// the screen once.
 	Guard *domain.ScriptStep
-	Step  int
+	// Step is the 1-based index in the script of the step decided (a
+	// script's steps); 0 for a model's decision. A needs-user step is
+	// parked under it, so that it parks a run once.
+	Step int
 }
 
 // Check refuses a decision the executor cannot carry out, wrapping

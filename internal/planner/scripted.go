@@ -38,9 +38,12 @@ type Scripted struct {
 	start int
 }
 
-// NewScripted follows script from the step after its stepSeq-th action:
-// a run re-claimed after stepSeq recorded actions goes on where it was.
-func NewScripted(script domain.RunScript, stepSeq int) *Scripted {
+// NewScripted follows script from the step after its stepSeq-th action,
+// or after step parkedStep (1-based) when that is later: a run re-claimed
+// after stepSeq recorded actions goes on where it was, and a needs-user (or
+// wait) step after its last action that already parked the run is not
+// taken again.
+func NewScripted(script domain.RunScript, stepSeq, parkedStep int) *Scripted {
 	start, actions := 0, 0
 	for start < len(script.Steps) && actions < stepSeq {
 		if isDeviceAction(script.Steps[start]) {
@@ -48,6 +51,7 @@ func NewScripted(script domain.RunScript, stepSeq int) *Scripted {
 		}
 		start++
 	}
+	start = max(start, min(parkedStep, len(script.Steps)))
 	return &Scripted{steps: script.Steps, start: start}
 }
 
@@ -84,6 +88,7 @@ func (p *Scripted) Next(_ context.Context, in Input) (Decision, error) {
 	if err != nil {
 		return Decision{}, fmt.Errorf("script step %d: %w", i+1, err)
 	}
+	d.Step = i + 1
 	return d, nil
 }
 

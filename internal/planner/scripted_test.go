@@ -88,33 +88,37 @@ func TestScriptedPlanner(t *testing.T) {
 	tests := []struct {
 		name    string
 		stepSeq int // recorded actions when the planner was made
+		parked  int // the script step that last parked the run
 		in      Input
 		want    Decision
 	}{
-		{"first step", 0, Input{Observation: obs("a")},
+		{"first step", 0, 0, Input{Observation: obs("a")},
 			Decision{Kind: KindAct, Action: "open_app", Arguments: json.RawMessage(`{"package":"com.example.notes"}`)}},
-		{"wait", 0, Input{Done: 1, History: []Step{ok}, Observation: obs("a")}, Decision{Kind: KindWait, Wait: 10 * time.Millisecond}},
-		{"needs user", 0, Input{Done: 2, Observation: obs("a")}, Decision{Kind: KindNeedsUser, Reason: "sign in"}},
-		{"expected screen", 0, Input{Done: 3, Observation: obs("screen-b")},
+		{"wait", 0, 0, Input{Done: 1, History: []Step{ok}, Observation: obs("a")}, Decision{Kind: KindWait, Wait: 10 * time.Millisecond}},
+		{"needs user", 0, 0, Input{Done: 2, Observation: obs("a")}, Decision{Kind: KindNeedsUser, Reason: "sign in"}},
+		{"expected screen", 0, 0, Input{Done: 3, Observation: obs("screen-b")},
 			Decision{Kind: KindAct, Action: "tap", Arguments: json.RawMessage(`{"x":10,"y":20}`), ExpectScreen: "screen-b"}},
-		{"another screen is stale", 0, Input{Done: 3, Observation: obs("screen-c")},
+		{"another screen is stale", 0, 0, Input{Done: 3, Observation: obs("screen-c")},
 			Decision{Kind: KindFinish, State: "failed", Reason: domain.RunReasonStaleFrame}},
-		{"finish", 0, Input{Done: 4, History: []Step{ok}, Observation: obs("x")}, Decision{Kind: KindFinish, State: "succeeded", Reason: "done"}},
-		{"past the end", 0, Input{Done: 5, Observation: obs("x")}, Decision{Kind: KindFinish, State: "succeeded", Reason: ReasonScriptCompleted}},
-		{"a failed action ends the run", 0, Input{Done: 1, History: []Step{{Kind: KindAct, Action: "open_app", Error: "invalid_argument: no such app"}}, Observation: obs("a")},
+		{"finish", 0, 0, Input{Done: 4, History: []Step{ok}, Observation: obs("x")}, Decision{Kind: KindFinish, State: "succeeded", Reason: "done"}},
+		{"past the end", 0, 0, Input{Done: 5, Observation: obs("x")}, Decision{Kind: KindFinish, State: "succeeded", Reason: ReasonScriptCompleted}},
+		{"a failed action ends the run", 0, 0, Input{Done: 1, History: []Step{{Kind: KindAct, Action: "open_app", Error: "invalid_argument: no such app"}}, Observation: obs("a")},
 			Decision{Kind: KindFinish, State: "failed", Reason: ReasonStepFailed}},
-		{"re-made after one recorded action goes on after it", 1, Input{Observation: obs("a")}, Decision{Kind: KindWait, Wait: 10 * time.Millisecond}},
-		{"re-made after two recorded actions", 2, Input{Observation: obs("a")}, Decision{Kind: KindFinish, State: "succeeded", Reason: "done"}},
+		{"re-made after one recorded action goes on after it", 1, 0, Input{Observation: obs("a")}, Decision{Kind: KindWait, Wait: 10 * time.Millisecond}},
+		{"re-made after two recorded actions", 2, 0, Input{Observation: obs("a")}, Decision{Kind: KindFinish, State: "succeeded", Reason: "done"}},
+		{"re-made after its parked step goes on after it", 1, 3, Input{Observation: obs("screen-b")},
+			Decision{Kind: KindAct, Action: "tap", Arguments: json.RawMessage(`{"x":10,"y":20}`), ExpectScreen: "screen-b", Step: 4}},
+		{"an earlier parked step changes nothing", 2, 3, Input{Observation: obs("a")}, Decision{Kind: KindFinish, State: "succeeded", Reason: "done"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := NewScripted(script, tt.stepSeq).Next(context.Background(), tt.in)
+			got, err := NewScripted(script, tt.stepSeq, tt.parked).Next(context.Background(), tt.in)
 			if err != nil {
 				t.Fatal(err)
 			}
 			w := tt.want
 			if got.Kind != w.Kind || got.Action != w.Action || string(got.Arguments) != string(w.Arguments) || got.State != w.State ||
-				got.Reason != w.Reason || got.Wait != w.Wait || got.ExpectScreen != w.ExpectScreen {
+				got.Reason != w.Reason || got.Wait != w.Wait || got.ExpectScreen != w.ExpectScreen || w.Step != 0 && got.Step != w.Step {
 				t.Errorf("got %+v; want %+v", got, w)
 			}
 			if err := got.Check(); err != nil {
