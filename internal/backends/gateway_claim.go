@@ -32,8 +32,9 @@ const claimTimeout = 10 * time.Second
 
 // GatewayClaims holds this process's host claims on gateways: a gateway's
 // devices are driven only by the process holding its claim, the one its
-// tunnel ends at. Each claim is an advisory lock (hashtext of
-// "phonefleet:gw.<gatewayId>"), all held on one connection of its own,
+// tunnel ends at. Each claim is an advisory lock (claim_try_lock of
+// "phonefleet:gw.<gatewayId>": a key of its own from table advisory_keys,
+// migration 0012), all held on one connection of its own,
 // outside the pool; table gateway_hosts counts the takes of each gateway
 // (its epoch), so a process re-taking a gateway learns whether another one
 // drove it meanwhile. It implements internal/devices.HostSet.
@@ -96,7 +97,7 @@ func (c *GatewayClaims) Take(ctx context.Context, gatewayID string) (tookOver bo
 	defer cancel()
 	lock := gatewayLockPrefix + domain.GatewayHostKey(gatewayID)
 	var got bool
-	if err := c.conn.QueryRow(qctx, `SELECT pg_try_advisory_lock(hashtext($1))`, lock).Scan(&got); err != nil {
+	if err := c.conn.QueryRow(qctx, `SELECT claim_try_lock($1)`, lock).Scan(&got); err != nil {
 		c.dropIfClosed()
 		return false, err
 	}
@@ -111,7 +112,7 @@ func (c *GatewayClaims) Take(ctx context.Context, gatewayID string) (tookOver bo
 		RETURNING epoch, coalesce((SELECT holder FROM prev), ''), coalesce((SELECT epoch FROM prev), 0)`, gatewayID, c.id).
 		Scan(&epoch, &prevHolder, &prevEpoch)
 	if err != nil {
-		if _, uerr := c.conn.Exec(qctx, `SELECT pg_advisory_unlock(hashtext($1))`, lock); uerr != nil {
+		if _, uerr := c.conn.Exec(qctx, `SELECT claim_unlock($1)`, lock); uerr != nil {
 			c.dropIfClosed()
 		}
 		return false, err
@@ -149,7 +150,7 @@ func (c *GatewayClaims) Release(gatewayID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
 	defer cancel()
 	lock := gatewayLockPrefix + domain.GatewayHostKey(gatewayID)
-	if _, err := c.conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtext($1))`, lock); err != nil {
+	if _, err := c.conn.Exec(ctx, `SELECT claim_unlock($1)`, lock); err != nil {
 		// Not given back: the lock is gone with its connection, or the
 		// connection must go to give it back.
 		c.dropLocked()
@@ -253,17 +254,10 @@ func HostState(pool *pgxpool.Pool) func(ctx context.Context, host string) (epoch
 		} else if host != domain.HostSim {
 			return 0, false, fmt.Errorf("backends: %q names no host", host)
 		}
-		// An advisory lock on a bigint key shows in pg_locks as classid
-		// (its high 32 bits), objid (its low 32 bits) and objsubid 1.
 		var epoch int64
 		var held bool
 		err := pool.QueryRow(ctx, `SELECT coalesce(CASE WHEN $1 = '' THEN (SELECT epoch FROM sim_host WHERE id = 1)
-				ELSE (SELECT epoch FROM gateway_hosts WHERE gateway_id = $1) END, 0),
-			EXISTS (SELECT 1 FROM pg_locks l, (SELECT hashtext($2)::bigint AS k) h
-				WHERE l.locktype = 'advisory' AND l.granted
-				AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-				AND l.classid::bigint = (h.k >> 32) & 4294967295 AND l.objid::bigint = h.k & 4294967295
-				AND l.objsubid = 1)`, gatewayID, lock).Scan(&epoch, &held)
+				ELSE (SELECT epoch FROM gateway_hosts WHERE gateway_id = $1) END, 0), claim_held($2)`, gatewayID, lock).Scan(&epoch, &held)
 		return epoch, held, err
 	}
 }

@@ -86,7 +86,7 @@ func (h *SimHost) TryHost(ctx context.Context) (hosting, tookOver bool, err erro
 		return h.hosting.Load(), false, err
 	}
 	var got bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, simHostLock).Scan(&got); err != nil || !got {
+	if err := conn.QueryRow(ctx, `SELECT claim_try_lock($1)`, simHostLock).Scan(&got); err != nil || !got {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		if err == nil {
 			h.dropLocked() // another process drives the phones now
@@ -123,7 +123,7 @@ func (h *SimHost) Release() {
 	h.lockMu.Lock()
 	defer h.lockMu.Unlock()
 	if h.lockConn != nil {
-		_, _ = h.lockConn.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext($1))`, simHostLock)
+		_, _ = h.lockConn.Exec(context.Background(), `SELECT claim_unlock($1)`, simHostLock)
 	}
 	h.dropLocked()
 }
