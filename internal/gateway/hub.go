@@ -67,7 +67,8 @@ type HubConfig struct {
 // retryable) until the first one's process lets the claim go: at once
 // when that process or its database connection dies, or when its tunnel
 // ends; a half-open tunnel (the network dropped without a close) holds it
-// until that instance's heartbeats fail (two pings unanswered).
+// until that instance's heartbeats fail (Tunnel.MissedPings pings
+// unanswered: about 8 s by default).
 //
 // The device runtime is built with the hub (its gateways' hosts and
 // devices), and the application over the runtime; the hub needs none of
