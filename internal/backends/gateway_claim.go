@@ -58,6 +58,9 @@ type GatewayClaims struct {
 	// gateway, kept after a release: a later take that finds it unchanged
 	// follows this process's own.
 	epochs map[string]int64
+	// since is the epoch each gateway's unbroken hold by this process
+	// began with (domain.HostFence).
+	since map[string]int64
 
 	// heldMu guards held alone, so that Holds never waits for the
 	// database.
@@ -67,7 +70,7 @@ type GatewayClaims struct {
 
 // NewGatewayClaims returns claims over pool that hold nothing until Take.
 func NewGatewayClaims(pool *pgxpool.Pool) *GatewayClaims {
-	return &GatewayClaims{pool: pool, id: uuid.Must(uuid.NewV7()).String(), epochs: map[string]int64{}, held: map[string]bool{}}
+	return &GatewayClaims{pool: pool, id: uuid.Must(uuid.NewV7()).String(), epochs: map[string]int64{}, since: map[string]int64{}, held: map[string]bool{}}
 }
 
 // Take takes the claim on gateway gatewayID, or keeps it if this process
@@ -120,6 +123,9 @@ func (c *GatewayClaims) Take(ctx context.Context, gatewayID string) (tookOver bo
 	last, known := c.epochs[gatewayID]
 	continuous := known && prevHolder == c.id && prevEpoch == last
 	c.epochs[gatewayID] = epoch
+	if !continuous {
+		c.since[gatewayID] = epoch
+	}
 	c.heldMu.Lock()
 	c.held[gatewayID] = true
 	c.heldMu.Unlock()
@@ -219,6 +225,21 @@ func (c *GatewayClaims) holds(gatewayID string) bool {
 	c.heldMu.RLock()
 	defer c.heldMu.RUnlock()
 	return c.held[gatewayID]
+}
+
+// Fence returns this process's claim on gateway host key ("gw.<id>") as
+// its writes carry it; ok is false when it does not hold it.
+func (c *GatewayClaims) Fence(key string) (f domain.HostFence, ok bool) {
+	id, found := strings.CutPrefix(key, domain.GatewayHostKey(""))
+	if !found || !c.holds(id) {
+		return domain.HostFence{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.holds(id) {
+		return domain.HostFence{}, false
+	}
+	return domain.HostFence{Host: key, Epoch: c.epochs[id], Since: c.since[id]}, true
 }
 
 // Holds implements devices.HostSet: whether this process holds host key

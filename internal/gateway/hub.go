@@ -495,6 +495,25 @@ func (h *Hub) Holds(key string) bool {
 	return served && h.cfg.Claims.Holds(key)
 }
 
+// Fence returns this process's claim on gateway host key as its writes
+// carry it (domain.HostFence); ok is false unless Holds(key).
+func (h *Hub) Fence(key string) (domain.HostFence, bool) {
+	if !h.Holds(key) {
+		return domain.HostFence{}, false
+	}
+	return h.cfg.Claims.Fence(key)
+}
+
+// Lose gives up gateway host key at once: the database refused a write of
+// this process's under it as fenced (another process took the gateway's
+// claim). The claim is released, so Holds is false from now on, and the
+// tunnel's watch closes the tunnel at its next check.
+func (h *Hub) Lose(key string) {
+	if gw, ok := strings.CutPrefix(key, domain.GatewayHostKey("")); ok {
+		h.cfg.Claims.Release(gw)
+	}
+}
+
 // Held implements devices.HostSet: the host keys of the gateways whose
 // tunnels are served here, sorted.
 func (h *Hub) Held() []string {
