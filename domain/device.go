@@ -63,6 +63,25 @@ func (d *Device) HostKey() string {
 	return HostSim
 }
 
+// HostFence is a process's claim on a device host as its writes carry it:
+// the database refuses a write whose Epoch is no longer the host's (SQL
+// function host_fence, migration 0012), so a holder that lost its claim to
+// another process cannot act on its devices or record their state.
+type HostFence struct {
+	// Host is the host key (HostSim or a GatewayHostKey).
+	Host string
+	// Epoch is the claim's generation now (the epoch of this process's
+	// latest take); 0 means the host is not fenced (a runtime whose claims
+	// are not kept in the database).
+	Epoch int64
+	// Since is the generation this process's unbroken hold began with. A
+	// process that takes its own claim again (its connection was lost, and
+	// nobody held the host meanwhile) keeps Since; one that finds another
+	// held it in between starts anew. Work begun under one Since may write
+	// under a later Epoch of the same Since, never of another.
+	Since int64
+}
+
 // GatewayHostKey is the host key of a gateway's devices.
 func GatewayHostKey(gatewayID string) string { return "gw." + gatewayID }
 

@@ -107,7 +107,7 @@ func (r *Runner) Rebuild(ctx context.Context, name string, progress func(Status)
 	}
 	var version, old int
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('projection:' || $1))`, name); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT claim_xact_lock('projection:' || $1)`, name); err != nil {
 			return err
 		}
 		var building *int

@@ -120,7 +120,7 @@ func (r *Runner) Ensure(ctx context.Context) error {
 	for _, name := range r.names {
 		p := r.projs[name]
 		err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('projection:' || $1))`, name); err != nil {
+			if _, err := tx.Exec(ctx, `SELECT claim_xact_lock('projection:' || $1)`, name); err != nil {
 				return err
 			}
 			tag, err := tx.Exec(ctx, `INSERT INTO projection_registry (name, active_version) VALUES ($1, 1) ON CONFLICT DO NOTHING`, name)

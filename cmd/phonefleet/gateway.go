@@ -35,6 +35,9 @@ exits 1. Settings come from the environment only:
   GATEWAY_ADB_ADDR     adb server host:port whose devices to serve (unset: none)
   GATEWAY_CHANNEL      release channel to watch (default stable)
   GATEWAY_SIM_LATENCY  delay before each sim action, a Go duration (default 0)
+  GATEWAY_PING_INTERVAL  tunnel heartbeat: how often to ping the control plane (default 2s)
+  GATEWAY_PING_MISSES  unanswered pings in a row after which the tunnel is dropped and
+                       the gateway reconnects (default 3)
   SERVICE_LOG_LEVEL    debug, info, warn or error (default info)`
 
 // gatewaySettings reads the gateway's settings from the environment, and
@@ -74,6 +77,16 @@ func gatewaySettings(getenv func(string) string) (cfg gateway.AgentConfig, logLe
 	if v := getenv("GATEWAY_SIM_LATENCY"); v != "" {
 		if cfg.SimLatency, err = time.ParseDuration(v); err != nil || cfg.SimLatency < 0 {
 			return cfg, "", fmt.Errorf("invalid GATEWAY_SIM_LATENCY %q: want a duration such as 2s", v)
+		}
+	}
+	if v := getenv("GATEWAY_PING_INTERVAL"); v != "" {
+		if cfg.PingInterval, err = time.ParseDuration(v); err != nil || cfg.PingInterval < 100*time.Millisecond {
+			return cfg, "", fmt.Errorf("invalid GATEWAY_PING_INTERVAL %q: want a duration of 100ms or more, such as 2s", v)
+		}
+	}
+	if v := getenv("GATEWAY_PING_MISSES"); v != "" {
+		if cfg.MissedPings, err = strconv.Atoi(v); err != nil || cfg.MissedPings < 1 || cfg.MissedPings > 1000 {
+			return cfg, "", fmt.Errorf("invalid GATEWAY_PING_MISSES %q: want a whole number from 1", v)
 		}
 	}
 	switch logLevel = envOr(getenv("SERVICE_LOG_LEVEL"), "info"); logLevel {

@@ -30,9 +30,10 @@ func TestGatewaySettings(t *testing.T) {
 			env: map[string]string{"GATEWAY_URL": "http://a:8080, http://b:8080,", "GATEWAY_DATA_DIR": "/var/lib/pfg",
 				"GATEWAY_ENROLL_CODE": "pfe_x_y", "GATEWAY_NAME": "site a", "GATEWAY_SIM_DEVICES": "0",
 				"GATEWAY_ADB_ADDR": "127.0.0.1:5037", "GATEWAY_CHANNEL": "beta", "GATEWAY_SIM_LATENCY": "2s",
-				"SERVICE_LOG_LEVEL": "debug"},
+				"GATEWAY_PING_INTERVAL": "1s", "GATEWAY_PING_MISSES": "4", "SERVICE_LOG_LEVEL": "debug"},
 			want: gateway.AgentConfig{URLs: []string{"http://a:8080", "http://b:8080"}, DataDir: "/var/lib/pfg", EnrollCode: "pfe_x_y",
-				Name: "site a", SimDevices: 0, ADBAddr: "127.0.0.1:5037", Channel: "beta", SimLatency: 2 * time.Second},
+				Name: "site a", SimDevices: 0, ADBAddr: "127.0.0.1:5037", Channel: "beta", SimLatency: 2 * time.Second,
+				PingInterval: time.Second, MissedPings: 4},
 			level: "debug",
 		},
 		{name: "no URL", env: map[string]string{}, err: "GATEWAY_URL is required"},
@@ -44,6 +45,8 @@ func TestGatewaySettings(t *testing.T) {
 		{name: "bad channel", env: map[string]string{"GATEWAY_URL": "http://a", "GATEWAY_CHANNEL": "Beta!"}, err: "invalid GATEWAY_CHANNEL"},
 		{name: "bad latency", env: map[string]string{"GATEWAY_URL": "http://a", "GATEWAY_SIM_LATENCY": "2"}, err: "invalid GATEWAY_SIM_LATENCY"},
 		{name: "negative latency", env: map[string]string{"GATEWAY_URL": "http://a", "GATEWAY_SIM_LATENCY": "-1s"}, err: "invalid GATEWAY_SIM_LATENCY"},
+		{name: "ping interval too short", env: map[string]string{"GATEWAY_URL": "http://a", "GATEWAY_PING_INTERVAL": "10ms"}, err: "invalid GATEWAY_PING_INTERVAL"},
+		{name: "no ping misses", env: map[string]string{"GATEWAY_URL": "http://a", "GATEWAY_PING_MISSES": "0"}, err: "invalid GATEWAY_PING_MISSES"},
 		{name: "bad log level", env: map[string]string{"GATEWAY_URL": "http://a", "SERVICE_LOG_LEVEL": "loud"}, err: "invalid SERVICE_LOG_LEVEL"},
 	}
 	for _, tc := range tests {

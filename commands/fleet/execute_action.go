@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 )
@@ -67,7 +69,39 @@ const (
 	whyDatabase = "the database failed while this action was being accepted; nothing was done"
 	// whyDatabaseRan: the database failed when the action's turn came.
 	whyDatabaseRan = "the database failed before this action ran; nothing was done"
+	// whyNotHolder: this process lost its claim on the device's host
+	// (another process drives the device now) before the action ran.
+	whyNotHolder = "the instance that accepted this action no longer drives the device; nothing was done"
+	// whyFencedAfter: the claim was lost while the device acted.
+	whyFencedAfter = "the instance driving the device lost its claim on it while it acted; another instance drives it now"
 )
+
+// fenceRefused reports whether err is the database refusing a write made
+// under a stale host claim (SQL function host_fence, SQLSTATE PF409).
+func fenceRefused(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "PF409"
+}
+
+// fenceNow returns the claim on host a job begun under start writes
+// under now: the same unbroken hold (Since), at its latest generation.
+// ok is false when this process no longer holds it, or lost it in
+// between.
+func (f *Fleet) fenceNow(start domain.HostFence) (domain.HostFence, bool) {
+	cur, ok := f.runtime.Fence(start.Host)
+	return cur, ok && cur.Since == start.Since
+}
+
+// checkFence asks the database whether fence is still the host's claim
+// (a fenced write of nothing): an error satisfying fenceRefused when
+// another process has taken the host since.
+func (f *Fleet) checkFence(ctx context.Context, fence domain.HostFence) error {
+	if fence.Epoch == 0 {
+		return nil // the host's claim is not fenced
+	}
+	_, err := f.pool.Exec(ctx, `SELECT host_fence($1, $2)`, fence.Host, fence.Epoch)
+	return err
+}
 
 // neverRan is the failure of device work that never started:
 // device_unavailable (offline), since nothing was done — not an unknown
@@ -121,6 +155,11 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 	f, req := j.f, j.req
 	started := f.now()
 	o := j.outcome(ctx, started)
+	fence, held := f.runtime.Fence(j.host)
+	if !held {
+		return o.fail(neverRan(req.DeviceID, whyNotHolder), nil)
+	}
+	o.fence = fence
 
 	d, _, err := f.devices.Load(ctx, req.DeviceID)
 	if err != nil {
@@ -156,6 +195,21 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 		}
 	}
 
+	// The last moment to find that another process took the device's host
+	// over (this one's claim may have gone with its database session
+	// before it noticed): acting now would act twice, with the new holder.
+	cur, held := f.fenceNow(fence)
+	if held {
+		if err := f.checkFence(ctx, cur); fenceRefused(err) {
+			f.runtime.Lose(j.host)
+			held = false
+		} else if err != nil {
+			return o.fail(neverRan(req.DeviceID, whyDatabaseRan).WithRetryable(false), nil)
+		}
+	}
+	if !held {
+		return o.fail(neverRan(req.DeviceID, whyNotHolder), nil)
+	}
 	actCtx, cancel := context.WithTimeout(ctx, f.cfg.ActTimeout)
 	res, err := backend.Act(actCtx, action)
 	cancel()
@@ -269,6 +323,9 @@ type outcome struct {
 	d       *domain.Device
 	backend domain.Backend
 	before  *frameRow
+	// fence is the claim on the device's host the job runs under; what
+	// it writes after the device acted carries it (record).
+	fence domain.HostFence
 }
 
 // fail records that the action failed with err. It is reached only before
@@ -338,6 +395,16 @@ func (o *outcome) record(state string, ev domain.Event, saveState bool, frames .
 	}
 	req := o.rec.Requested
 	finished := f.now()
+	// What a job writes once the device acted (its outcome, frames and
+	// the device's state) is fenced: the database refuses it if another
+	// process took the host over meanwhile.
+	var fence domain.HostFence
+	if saveState {
+		var held bool
+		if fence, held = f.fenceNow(o.fence); !held {
+			return o.fenced()
+		}
+	}
 	decide := func(r *domain.ActionRecord, u *eventstore.Unit) ([]domain.Event, error) {
 		if r.Finished() {
 			return nil, nil // recorded already (a write that failed after its commit)
@@ -359,6 +426,9 @@ func (o *outcome) record(state string, ev domain.Event, saveState bool, frames .
 		}
 		for _, row := range rows {
 			queueFrame(u, row)
+		}
+		if fence.Epoch != 0 {
+			u.Exec(`SELECT host_fence($1, $2)`, fence.Host, fence.Epoch)
 		}
 		if devState != nil {
 			queueDeviceState(u, o.d, devState, finished)
@@ -387,6 +457,10 @@ func (o *outcome) record(state string, ev domain.Event, saveState bool, frames .
 		}
 		time.Sleep(pause)
 	}
+	if saveState && fenceRefused(err) {
+		f.runtime.Lose(o.j.host)
+		return o.fenced()
+	}
 	if err != nil {
 		return jobResult{err: err}
 	}
@@ -397,6 +471,17 @@ func (o *outcome) record(state string, ev domain.Event, saveState bool, frames .
 	}
 	*o.rec = rec
 	return jobResult{receipt: rec.Receipt(), appended: c.Last(), err: rec.OutcomeError()}
+}
+
+// fenced records the action's outcome unknown after this process lost its
+// claim on the device's host while the device acted: nothing it saw is
+// kept (neither frames nor the device's state), since the new holder
+// drives the device now. The record itself is not fenced: it only says
+// that no process knows the outcome, which the new holder's takeover pass
+// says too, and the first of the two to commit stands.
+func (o *outcome) fenced() jobResult {
+	ev := domain.ActionOutcomeUnknown{ActionID: o.rec.Requested.ActionID, DeviceID: o.j.req.DeviceID, Reason: whyFencedAfter, At: o.f.now()}
+	return o.record("unknown", ev, false)
 }
 
 // queueDeviceState adds saving the device's state to the unit u, so that

@@ -60,6 +60,14 @@ type DeviceRuntime interface {
 	// RecentFrame returns a frame this process stored recently; ok is
 	// false for any other (then the frames table answers). It never fails.
 	RecentFrame(frameID string) (frame domain.StoredFrame, ok bool)
+	// Fence returns this process's claim on host as its writes carry it
+	// (domain.HostFence); ok is false when it does not hold host. It never
+	// fails.
+	Fence(host string) (fence domain.HostFence, ok bool)
+	// Lose gives up host at once: the database refused a write made under
+	// this process's claim on it, so another process drives its devices
+	// now. It never fails.
+	Lose(host string)
 }
 
 // Config is what the fleet's commands need.

@@ -32,8 +32,9 @@ const claimTimeout = 10 * time.Second
 
 // GatewayClaims holds this process's host claims on gateways: a gateway's
 // devices are driven only by the process holding its claim, the one its
-// tunnel ends at. Each claim is an advisory lock (hashtext of
-// "phonefleet:gw.<gatewayId>"), all held on one connection of its own,
+// tunnel ends at. Each claim is an advisory lock (claim_try_lock of
+// "phonefleet:gw.<gatewayId>": a key of its own from table advisory_keys,
+// migration 0012), all held on one connection of its own,
 // outside the pool; table gateway_hosts counts the takes of each gateway
 // (its epoch), so a process re-taking a gateway learns whether another one
 // drove it meanwhile. It implements internal/devices.HostSet.
@@ -57,6 +58,9 @@ type GatewayClaims struct {
 	// gateway, kept after a release: a later take that finds it unchanged
 	// follows this process's own.
 	epochs map[string]int64
+	// since is the epoch each gateway's unbroken hold by this process
+	// began with (domain.HostFence).
+	since map[string]int64
 
 	// heldMu guards held alone, so that Holds never waits for the
 	// database.
@@ -66,7 +70,7 @@ type GatewayClaims struct {
 
 // NewGatewayClaims returns claims over pool that hold nothing until Take.
 func NewGatewayClaims(pool *pgxpool.Pool) *GatewayClaims {
-	return &GatewayClaims{pool: pool, id: uuid.Must(uuid.NewV7()).String(), epochs: map[string]int64{}, held: map[string]bool{}}
+	return &GatewayClaims{pool: pool, id: uuid.Must(uuid.NewV7()).String(), epochs: map[string]int64{}, since: map[string]int64{}, held: map[string]bool{}}
 }
 
 // Take takes the claim on gateway gatewayID, or keeps it if this process
@@ -96,7 +100,7 @@ func (c *GatewayClaims) Take(ctx context.Context, gatewayID string) (tookOver bo
 	defer cancel()
 	lock := gatewayLockPrefix + domain.GatewayHostKey(gatewayID)
 	var got bool
-	if err := c.conn.QueryRow(qctx, `SELECT pg_try_advisory_lock(hashtext($1))`, lock).Scan(&got); err != nil {
+	if err := c.conn.QueryRow(qctx, `SELECT claim_try_lock($1)`, lock).Scan(&got); err != nil {
 		c.dropIfClosed()
 		return false, err
 	}
@@ -111,7 +115,7 @@ func (c *GatewayClaims) Take(ctx context.Context, gatewayID string) (tookOver bo
 		RETURNING epoch, coalesce((SELECT holder FROM prev), ''), coalesce((SELECT epoch FROM prev), 0)`, gatewayID, c.id).
 		Scan(&epoch, &prevHolder, &prevEpoch)
 	if err != nil {
-		if _, uerr := c.conn.Exec(qctx, `SELECT pg_advisory_unlock(hashtext($1))`, lock); uerr != nil {
+		if _, uerr := c.conn.Exec(qctx, `SELECT claim_unlock($1)`, lock); uerr != nil {
 			c.dropIfClosed()
 		}
 		return false, err
@@ -119,6 +123,9 @@ func (c *GatewayClaims) Take(ctx context.Context, gatewayID string) (tookOver bo
 	last, known := c.epochs[gatewayID]
 	continuous := known && prevHolder == c.id && prevEpoch == last
 	c.epochs[gatewayID] = epoch
+	if !continuous {
+		c.since[gatewayID] = epoch
+	}
 	c.heldMu.Lock()
 	c.held[gatewayID] = true
 	c.heldMu.Unlock()
@@ -149,7 +156,7 @@ func (c *GatewayClaims) Release(gatewayID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
 	defer cancel()
 	lock := gatewayLockPrefix + domain.GatewayHostKey(gatewayID)
-	if _, err := c.conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtext($1))`, lock); err != nil {
+	if _, err := c.conn.Exec(ctx, `SELECT claim_unlock($1)`, lock); err != nil {
 		// Not given back: the lock is gone with its connection, or the
 		// connection must go to give it back.
 		c.dropLocked()
@@ -220,6 +227,21 @@ func (c *GatewayClaims) holds(gatewayID string) bool {
 	return c.held[gatewayID]
 }
 
+// Fence returns this process's claim on gateway host key ("gw.<id>") as
+// its writes carry it; ok is false when it does not hold it.
+func (c *GatewayClaims) Fence(key string) (f domain.HostFence, ok bool) {
+	id, found := strings.CutPrefix(key, domain.GatewayHostKey(""))
+	if !found || !c.holds(id) {
+		return domain.HostFence{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.holds(id) {
+		return domain.HostFence{}, false
+	}
+	return domain.HostFence{Host: key, Epoch: c.epochs[id], Since: c.since[id]}, true
+}
+
 // Holds implements devices.HostSet: whether this process holds host key
 // (a gateway's, "gw.<gatewayId>") now.
 func (c *GatewayClaims) Holds(key string) bool {
@@ -253,17 +275,10 @@ func HostState(pool *pgxpool.Pool) func(ctx context.Context, host string) (epoch
 		} else if host != domain.HostSim {
 			return 0, false, fmt.Errorf("backends: %q names no host", host)
 		}
-		// An advisory lock on a bigint key shows in pg_locks as classid
-		// (its high 32 bits), objid (its low 32 bits) and objsubid 1.
 		var epoch int64
 		var held bool
 		err := pool.QueryRow(ctx, `SELECT coalesce(CASE WHEN $1 = '' THEN (SELECT epoch FROM sim_host WHERE id = 1)
-				ELSE (SELECT epoch FROM gateway_hosts WHERE gateway_id = $1) END, 0),
-			EXISTS (SELECT 1 FROM pg_locks l, (SELECT hashtext($2)::bigint AS k) h
-				WHERE l.locktype = 'advisory' AND l.granted
-				AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-				AND l.classid::bigint = (h.k >> 32) & 4294967295 AND l.objid::bigint = h.k & 4294967295
-				AND l.objsubid = 1)`, gatewayID, lock).Scan(&epoch, &held)
+				ELSE (SELECT epoch FROM gateway_hosts WHERE gateway_id = $1) END, 0), claim_held($2)`, gatewayID, lock).Scan(&epoch, &held)
 		return epoch, held, err
 	}
 }

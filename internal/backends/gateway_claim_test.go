@@ -132,3 +132,43 @@ func TestHostStateOfTheSimHost(t *testing.T) {
 		t.Fatal("HostState of an unknown host: no error")
 	}
 }
+
+// Two gateways whose claim names have the same 32-bit hashtext are claimed
+// by two processes at once, each its own: claim keys come from a registry
+// (advisory_keys), not from a hash (issue 27).
+func TestGatewayClaimsOfCollidingNamesAreDistinct(t *testing.T) {
+	ctx := context.Background()
+	pool := testutil.FreshPool(t)
+	state := HostState(pool)
+	// Found by hashing gw_1 … gw_300000: these two collide.
+	gw1, gw2 := "gw_156085", "gw_15316"
+	var same bool
+	if err := pool.QueryRow(ctx, `SELECT hashtext($1) = hashtext($2)`, gatewayLockPrefix+domain.GatewayHostKey(gw1),
+		gatewayLockPrefix+domain.GatewayHostKey(gw2)).Scan(&same); err != nil || !same {
+		t.Fatalf("hashtext of the two claim names equal: %v (%v); want true (the fixture no longer collides)", same, err)
+	}
+	a, b := NewGatewayClaims(pool), NewGatewayClaims(pool)
+	t.Cleanup(a.Close)
+	t.Cleanup(b.Close)
+	if _, err := a.Take(ctx, gw1); err != nil {
+		t.Fatalf("a.Take(%s): %v", gw1, err)
+	}
+	if _, err := b.Take(ctx, gw2); err != nil {
+		t.Fatalf("b.Take(%s) while a holds %s: %v; want it taken (another gateway)", gw2, gw1, err)
+	}
+	if _, err := b.Take(ctx, gw1); !errors.Is(err, ErrHeld) {
+		t.Fatalf("b.Take(%s) while a holds it: %v; want ErrHeld", gw1, err)
+	}
+	for _, gw := range []string{gw1, gw2} {
+		if _, held, err := state(ctx, domain.GatewayHostKey(gw)); err != nil || !held {
+			t.Fatalf("HostState(%s): held %v (%v); want true", gw, held, err)
+		}
+	}
+	a.Release(gw1)
+	if _, held, err := state(ctx, domain.GatewayHostKey(gw1)); err != nil || held {
+		t.Fatalf("HostState(%s) after a's release: held %v (%v); want false", gw1, held, err)
+	}
+	if _, held, err := state(ctx, domain.GatewayHostKey(gw2)); err != nil || !held {
+		t.Fatalf("HostState(%s) after a released the other: held %v (%v); want true", gw2, held, err)
+	}
+}

@@ -36,8 +36,10 @@ type SimHost struct {
 	// lockConn is a connection of its own, outside the pool, so that
 	// closing the pool never waits for it.
 	lockConn *pgx.Conn
-	// epoch is the sim_host epoch of this process's last take.
-	epoch int64
+	// epoch is the sim_host epoch of this process's last take; since is
+	// the epoch its unbroken hold began with (domain.HostFence). Both are
+	// guarded by lockMu.
+	epoch, since int64
 
 	mu     sync.Mutex
 	phones map[string]*SimDevice
@@ -86,7 +88,7 @@ func (h *SimHost) TryHost(ctx context.Context) (hosting, tookOver bool, err erro
 		return h.hosting.Load(), false, err
 	}
 	var got bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, simHostLock).Scan(&got); err != nil || !got {
+	if err := conn.QueryRow(ctx, `SELECT claim_try_lock($1)`, simHostLock).Scan(&got); err != nil || !got {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		if err == nil {
 			h.dropLocked() // another process drives the phones now
@@ -107,6 +109,7 @@ func (h *SimHost) TryHost(ctx context.Context) (hosting, tookOver bool, err erro
 	continuous := h.hosting.Load() && prevHolder == h.id && prevEpoch == h.epoch
 	h.lockConn, h.epoch = conn, epoch
 	if !continuous {
+		h.since = epoch
 		h.mu.Lock()
 		clear(h.phones) // another process may have moved them on since
 		h.mu.Unlock()
@@ -118,12 +121,34 @@ func (h *SimHost) TryHost(ctx context.Context) (hosting, tookOver bool, err erro
 // Hosting reports whether this process drives the sim phones.
 func (h *SimHost) Hosting() bool { return h.hosting.Load() }
 
+// Fence returns this process's claim on the sim host as its writes carry
+// it; ok is false while it does not drive the phones.
+func (h *SimHost) Fence() (f domain.HostFence, ok bool) {
+	h.lockMu.Lock()
+	defer h.lockMu.Unlock()
+	if !h.hosting.Load() {
+		return domain.HostFence{}, false
+	}
+	return domain.HostFence{Host: domain.HostSim, Epoch: h.epoch, Since: h.since}, true
+}
+
+// Lose stops driving the phones at once: the database refused a write of
+// this process's as fenced (another process holds the sim host now). The
+// lock's connection is closed, so a lock still on it goes too; the
+// phones are dropped and TryHost may take the host again later, as a
+// takeover.
+func (h *SimHost) Lose() {
+	h.lockMu.Lock()
+	defer h.lockMu.Unlock()
+	h.dropLocked()
+}
+
 // Release gives the host lock back (at shutdown).
 func (h *SimHost) Release() {
 	h.lockMu.Lock()
 	defer h.lockMu.Unlock()
 	if h.lockConn != nil {
-		_, _ = h.lockConn.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext($1))`, simHostLock)
+		_, _ = h.lockConn.Exec(context.Background(), `SELECT claim_unlock($1)`, simHostLock)
 	}
 	h.dropLocked()
 }

@@ -54,6 +54,13 @@ type Config struct {
 	// least one added (SERVICE_RECEIPT_CHECKPOINT_EVERY, _INTERVAL).
 	CheckpointEvery    int
 	CheckpointInterval time.Duration
+	// TunnelPingInterval and TunnelPingMisses are the gateway tunnels'
+	// heartbeat at this end: a ping every interval, the tunnel dropped
+	// after that many in a row go unanswered (SERVICE_TUNNEL_PING_INTERVAL,
+	// _MISSES). A half-open tunnel thus frees its gateway within about
+	// interval × (misses + 1).
+	TunnelPingInterval time.Duration
+	TunnelPingMisses   int
 	// RateLimitAuthenticated and RateLimitAnonymous are the per-minute request budgets (hosted only).
 	RateLimitAuthenticated int
 	RateLimitAnonymous     int
@@ -176,6 +183,7 @@ type raw struct {
 	copilotSweepInterval                                                         string
 	requireReverification, refuseOutOfStock, paygDeviceLimit                     string
 	checkpointEvery, checkpointInterval                                          string
+	tunnelPingInterval, tunnelPingMisses                                         string
 }
 
 // Settings lists every setting: its environment variable, its flag, its
@@ -239,6 +247,8 @@ func (c *Config) settings() []Setting {
 		{"SERVICE_SMTP_URL", "smtp-url", "", "SMTP server notifications are e-mailed through: smtp://[user:password@]host[:port]?from=sender@example.com (or smtp+starttls://, smtps://); unset: notifications reach the console only", &c.SMTPURL},
 		{"SERVICE_PAYG_DEVICE_LIMIT", "payg-device-limit", "2", "devices a pay-as-you-go organisation may hold at once", &c.raw.paygDeviceLimit},
 		{"SERVICE_RECEIPT_CHECKPOINT_EVERY", "receipt-checkpoint-every", "100", "sign an organisation's receipt chain once this many entries were added since its last checkpoint", &c.raw.checkpointEvery},
+		{"SERVICE_TUNNEL_PING_INTERVAL", "tunnel-ping-interval", "2s", "gateway tunnels: how often this end pings the gateway (each ping waits as long for its pong)", &c.raw.tunnelPingInterval},
+		{"SERVICE_TUNNEL_PING_MISSES", "tunnel-ping-misses", "3", "gateway tunnels: unanswered pings in a row after which a tunnel is dropped and its gateway freed for another instance", &c.raw.tunnelPingMisses},
 		{"SERVICE_RECEIPT_CHECKPOINT_INTERVAL", "receipt-checkpoint-interval", "5m", "sign an organisation's receipt chain once this long passed since its last checkpoint, if an entry was added", &c.raw.checkpointInterval},
 	}
 }
@@ -346,6 +356,9 @@ func (c *Config) validate() error {
 	if c.CheckpointInterval, err2 = time.ParseDuration(c.raw.checkpointInterval); err2 != nil || c.CheckpointInterval < time.Second {
 		return fmt.Errorf("invalid SERVICE_RECEIPT_CHECKPOINT_INTERVAL %q: want a duration of a second or more, such as 5m", c.raw.checkpointInterval)
 	}
+	if c.TunnelPingInterval, err2 = time.ParseDuration(c.raw.tunnelPingInterval); err2 != nil || c.TunnelPingInterval < 100*time.Millisecond {
+		return fmt.Errorf("invalid SERVICE_TUNNEL_PING_INTERVAL %q: want a duration of 100ms or more, such as 2s", c.raw.tunnelPingInterval)
+	}
 	for _, n := range []struct {
 		env string
 		raw string
@@ -358,6 +371,7 @@ func (c *Config) validate() error {
 		{"SERVICE_ADB_SIM_DEVICES", c.raw.adbSimDevices, &c.ADBSimDevices, 0},
 		{"SERVICE_PAYG_DEVICE_LIMIT", c.raw.paygDeviceLimit, &c.PAYGDeviceLimit, 1},
 		{"SERVICE_RECEIPT_CHECKPOINT_EVERY", c.raw.checkpointEvery, &c.CheckpointEvery, 1},
+		{"SERVICE_TUNNEL_PING_MISSES", c.raw.tunnelPingMisses, &c.TunnelPingMisses, 1},
 	} {
 		v, err := strconv.Atoi(n.raw)
 		if err != nil || v < n.min || v > 1_000_000 {

@@ -207,6 +207,55 @@ func (r *Runtime) HeldHosts() []string {
 	return held
 }
 
+// fencer is a host claim whose writes are fenced in the database
+// (internal/backends.SimHost; the gateway hub per gateway key).
+type fencer interface {
+	Fence() (domain.HostFence, bool)
+	Lose()
+}
+
+// keyFencer is a set of fenced host claims (the gateway hub).
+type keyFencer interface {
+	Fence(key string) (domain.HostFence, bool)
+	Lose(key string)
+}
+
+// Fence returns this process's claim on host as its writes carry it (see
+// domain.HostFence); ok is false when this process does not hold host.
+// A host whose claim is not fenced (a Host or HostSet without Fence)
+// answers Epoch 0 while held.
+func (r *Runtime) Fence(host string) (domain.HostFence, bool) {
+	if host == domain.HostSim {
+		if f, ok := r.cfg.Host.(fencer); ok {
+			return f.Fence()
+		}
+		return domain.HostFence{Host: host}, r.cfg.Host.Hosting()
+	}
+	if r.cfg.Gateways == nil {
+		return domain.HostFence{}, false
+	}
+	if f, ok := r.cfg.Gateways.(keyFencer); ok {
+		return f.Fence(host)
+	}
+	return domain.HostFence{Host: host}, r.cfg.Gateways.Holds(host)
+}
+
+// Lose gives up host at once, because the database refused a write made
+// under this process's claim on it (another process holds it now): this
+// process stops driving its devices until it takes the claim again.
+func (r *Runtime) Lose(host string) {
+	r.cfg.Logger.Warn("this process lost its claim on a device host; it stops driving its devices", "host", host)
+	if host == domain.HostSim {
+		if f, ok := r.cfg.Host.(fencer); ok {
+			f.Lose()
+		}
+		return
+	}
+	if f, ok := r.cfg.Gateways.(keyFencer); ok {
+		f.Lose(host)
+	}
+}
+
 // Resolve returns the adapter of a device. Errors:
 // backend_resolution_failed (the device names no valid kind),
 // backend_not_implemented (the kind has no adapter yet),

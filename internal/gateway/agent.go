@@ -61,6 +61,12 @@ type AgentConfig struct {
 	// HTTPClient makes enrollment, release and tunnel handshake requests
 	// (nil: a client with a 30-second timeout).
 	HTTPClient *http.Client
+	// PingInterval and MissedPings are the tunnel's heartbeat at the
+	// gateway's end (tunnel.Options; zero: the tunnel's defaults). A
+	// half-open tunnel ends after about PingInterval × (MissedPings + 1)
+	// and the gateway reconnects, to the next URL.
+	PingInterval time.Duration
+	MissedPings  int
 }
 
 // How often the agent looks again.
@@ -171,7 +177,7 @@ func (a *agent) connect(ctx context.Context) error {
 // tunnel was in service and why it ended.
 func (a *agent) session(ctx context.Context, u string) (time.Duration, error) {
 	peer, err := tunnel.Dial(ctx, u, a.cred.Credential, a.devs.handle,
-		tunnel.Options{Logger: a.log, HTTPClient: a.cfg.HTTPClient})
+		tunnel.Options{Logger: a.log, HTTPClient: a.cfg.HTTPClient, PingInterval: a.cfg.PingInterval, MissedPings: a.cfg.MissedPings})
 	if err != nil {
 		return 0, err
 	}

@@ -67,7 +67,8 @@ type HubConfig struct {
 // retryable) until the first one's process lets the claim go: at once
 // when that process or its database connection dies, or when its tunnel
 // ends; a half-open tunnel (the network dropped without a close) holds it
-// until that instance's heartbeats fail (two pings unanswered).
+// until that instance's heartbeats fail (Tunnel.MissedPings pings
+// unanswered: about 8 s by default).
 //
 // The device runtime is built with the hub (its gateways' hosts and
 // devices), and the application over the runtime; the hub needs none of
@@ -492,6 +493,25 @@ func (h *Hub) Holds(key string) bool {
 	_, served := h.tunnels[gw]
 	h.mu.RUnlock()
 	return served && h.cfg.Claims.Holds(key)
+}
+
+// Fence returns this process's claim on gateway host key as its writes
+// carry it (domain.HostFence); ok is false unless Holds(key).
+func (h *Hub) Fence(key string) (domain.HostFence, bool) {
+	if !h.Holds(key) {
+		return domain.HostFence{}, false
+	}
+	return h.cfg.Claims.Fence(key)
+}
+
+// Lose gives up gateway host key at once: the database refused a write of
+// this process's under it as fenced (another process took the gateway's
+// claim). The claim is released, so Holds is false from now on, and the
+// tunnel's watch closes the tunnel at its next check.
+func (h *Hub) Lose(key string) {
+	if gw, ok := strings.CutPrefix(key, domain.GatewayHostKey("")); ok {
+		h.cfg.Claims.Release(gw)
+	}
 }
 
 // Held implements devices.HostSet: the host keys of the gateways whose

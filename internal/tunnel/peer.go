@@ -77,11 +77,18 @@ type Handler func(ctx context.Context, method string, params json.RawMessage) (a
 
 // Options tune a Peer; the zero value is ready to use.
 type Options struct {
-	// PingInterval is how often this end pings the other; 0 means 10 s.
+	// PingInterval is how often this end pings the other; 0 means
+	// DefaultPingInterval.
 	PingInterval time.Duration
-	// PingTimeout is how long a ping waits for its pong; 0 means 5 s. Two
-	// pings in a row without a pong close the connection.
+	// PingTimeout is how long a ping waits for its pong; 0 means
+	// PingInterval.
 	PingTimeout time.Duration
+	// MissedPings is how many pings in a row may go without a pong
+	// before the connection is dropped; 0 means DefaultMissedPings. A
+	// half-open connection (the other side stopped answering without
+	// closing) thus ends within about PingInterval + MissedPings ×
+	// max(PingInterval, PingTimeout).
+	MissedPings int
 	// Logger receives what goes wrong on the connection (nil:
 	// slog.Default()).
 	Logger *slog.Logger
@@ -90,12 +97,22 @@ type Options struct {
 	HTTPClient *http.Client
 }
 
+// The heartbeat's defaults (Options): a half-open tunnel is dropped
+// within about 8 s.
+const (
+	DefaultPingInterval = 2 * time.Second
+	DefaultMissedPings  = 3
+)
+
 func (o Options) withDefaults() Options {
 	if o.PingInterval <= 0 {
-		o.PingInterval = 10 * time.Second
+		o.PingInterval = DefaultPingInterval
 	}
 	if o.PingTimeout <= 0 {
-		o.PingTimeout = 5 * time.Second
+		o.PingTimeout = o.PingInterval
+	}
+	if o.MissedPings <= 0 {
+		o.MissedPings = DefaultMissedPings
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -618,8 +635,9 @@ func (p *Peer) notifications() {
 	}
 }
 
-// heartbeat pings the other side every PingInterval and closes the
-// connection when two pings in a row get no pong within PingTimeout.
+// heartbeat pings the other side every PingInterval and drops the
+// connection when MissedPings pings in a row get no pong within
+// PingTimeout.
 func (p *Peer) heartbeat() {
 	t := time.NewTicker(p.opts.PingInterval)
 	defer t.Stop()
@@ -642,7 +660,7 @@ func (p *Peer) heartbeat() {
 			return
 		default:
 		}
-		if missed++; missed >= 2 {
+		if missed++; missed >= p.opts.MissedPings {
 			p.fail(fmt.Errorf("tunnel: the other side answered no ping for %d tries: %w", missed, err))
 			_ = p.conn.CloseNow()
 			return

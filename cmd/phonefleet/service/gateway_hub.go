@@ -6,6 +6,7 @@ import (
 	"phonefleet/http/gatewayhub"
 	"phonefleet/internal/backends"
 	"phonefleet/internal/gateway"
+	"phonefleet/internal/tunnel"
 	"phonefleet/projections"
 	"phonefleet/workers"
 )
@@ -24,6 +25,7 @@ func gatewayHubProjections() []projections.Projection {
 func (a *App) newGatewayHub() *gateway.Hub {
 	a.gatewayHub = gateway.NewHub(gateway.HubConfig{
 		Claims: backends.NewGatewayClaims(a.db.Pool),
+		Tunnel: tunnel.Options{PingInterval: a.cfg.TunnelPingInterval, MissedPings: a.cfg.TunnelPingMisses},
 		Logger: a.logger.With("component", "gateway-hub"),
 	})
 	return a.gatewayHub
