@@ -76,6 +76,14 @@ func TestPaymentsFollowups(t *testing.T) {
 		stuck[outcome] = id
 	}
 
+	// The service warns in /healthz while they wait (its read model
+	// catches up on its own: poll until it has).
+	p := start(t, env...)
+	defer p.stop(t)
+	if w := healthWarning(t, p, func(w string) bool { return w != "" }); w != "payment_followups_stuck: 2 payment follow-up(s) refused or given up wait for the operator: phonefleet payments followups" {
+		t.Errorf("healthz warning %q; want the two follow-ups counted", w)
+	}
+
 	out, err := runCmd(t, env, "payments", "followups")
 	if err != nil {
 		t.Fatalf("list: %v\n%s", err, out)
@@ -129,7 +137,36 @@ func TestPaymentsFollowups(t *testing.T) {
 	if out, err := runCmd(t, env, "payments", "followups"); err != nil || !strings.Contains(out, "no payment follow-up waits for the operator") {
 		t.Errorf("list after retry and settle: %v\n%s", err, out)
 	}
+	if w := healthWarning(t, p, func(w string) bool { return w == "" }); w != "" {
+		t.Errorf("healthz warning %q after retry and settle; want none", w)
+	}
 	if out, err := runCmd(t, env, "payments"); exitCodeOf(err) != 2 || !strings.Contains(out, "phonefleet payments followups settle ID -reason TEXT") {
 		t.Errorf("no subcommand: exit %d\n%s", exitCodeOf(err), out)
 	}
+}
+
+// healthWarning polls /healthz (status 200 ok) until done accepts its
+// warnings ("code: message", one a line; "" for none) or a minute passes,
+// and returns the last seen.
+func healthWarning(t *testing.T, p *program, done func(string) bool) string {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		status, body := p.get(t, "/healthz")
+		var h struct {
+			Status   string
+			Warnings []struct{ Code, Message string }
+		}
+		if err := json.Unmarshal(body, &h); err != nil || status != 200 || h.Status != "ok" {
+			t.Fatalf("healthz: %d %s; want 200 ok (a warning does not degrade the service)", status, body)
+		}
+		var ws []string
+		for _, w := range h.Warnings {
+			ws = append(ws, w.Code+": "+w.Message)
+		}
+		if last = strings.Join(ws, "\n"); done(last) {
+			return last
+		}
+	}
+	return last
 }
