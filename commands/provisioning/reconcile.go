@@ -52,6 +52,10 @@ const (
 	// ReconcileSubscriptionUnmatched: a renewing subscription of one of
 	// our organisations that no order records.
 	ReconcileSubscriptionUnmatched = "subscription_unmatched"
+	// ReconcileSubscriptionAmountMismatch: a renewing subscription whose
+	// items bill another quantity, price or currency than its order
+	// (quantity × unit price, as checkout sold it).
+	ReconcileSubscriptionAmountMismatch = "subscription_amount_mismatch"
 	// ReconcilePaymentMissing: a paid day order whose payment the
 	// provider does not list.
 	ReconcilePaymentMissing = "payment_missing"
@@ -507,6 +511,28 @@ func reconcileOrderDifferences(ro *reconcileOrder) []ReconcileDifference {
 				"the provider will renew the subscription (%s) but the order (%s) has no live phone", s.Status, o.State)
 		case !settled && slices.Contains(subscriptionRenewing, s.Status):
 			add(ReconcilePaidNotRecorded, nil, []string{s.ID}, "the provider has a %s subscription for the order, which is %s here", s.Status, o.State)
+		}
+		if s != nil && settled && len(live) > 0 && len(s.Items) > 0 && slices.Contains(subscriptionRenewing, s.Status) {
+			// One subscription bills the whole order until its last phone
+			// stops renewing (decisions: payment follow-ups), so each
+			// period it bills the order's quantity at its unit price.
+			var quantity int64
+			var ids []string
+			mismatch := false
+			for _, it := range s.Items {
+				quantity += it.Quantity
+				ids = append(ids, it.ID)
+				mismatch = mismatch || it.UnitAmount != o.UnitAmount || !strings.EqualFold(it.Currency, o.Currency)
+			}
+			if mismatch || quantity != int64(max(o.Choice.Quantity, 1)) {
+				var got []string
+				for _, it := range s.Items {
+					got = append(got, fmt.Sprintf("%d × %d %s", it.Quantity, it.UnitAmount, it.Currency))
+				}
+				add(ReconcileSubscriptionAmountMismatch, live, append([]string{s.ID}, ids...),
+					"the subscription bills %s each period; the order is %d × %d %s",
+					strings.Join(got, " + "), max(o.Choice.Quantity, 1), o.UnitAmount, o.Currency)
+			}
 		}
 	case domain.BillingDay:
 		pm := ro.pay

@@ -61,11 +61,13 @@ func TestReconcileOwnRecords(t *testing.T) {
 	}
 }
 
-// TestReconcileKindsNoOtherTestPlants plants the three kinds of difference
-// no other reconciliation test reached: a paid subscription order whose
+// TestReconcileKindsNoOtherTestPlants plants the kinds of difference no
+// other reconciliation test reached: a paid subscription order whose
 // subscription the provider does not list (by the id it was paid with,
 // and with none recorded), a live phone whose subscription is not being
-// paid, and a paid day order whose payment has not succeeded.
+// paid, a subscription billing another quantity or price than its order
+// (and one billing what was sold, which is no difference), and a paid day
+// order whose payment has not succeeded.
 func TestReconcileKindsNoOtherTestPlants(t *testing.T) {
 	monthly := domain.PurchaseChoice{Sku: domain.SkuEmulator, Billing: domain.BillingSubscription, Quantity: 1}
 	day := domain.PurchaseChoice{Sku: domain.SkuEmulator, Billing: domain.BillingDay, Quantity: 1}
@@ -91,6 +93,17 @@ func TestReconcileKindsNoOtherTestPlants(t *testing.T) {
 		{"subscription_not_current", order("ord_unpaid", monthly, "sub_unpaid", ""),
 			[]payments.Subscription{{ID: "sub_unpaid", Status: "unpaid", Metadata: map[string]string{payments.MetaOrderID: "ord_unpaid"}}}, nil,
 			ReconcileSubscriptionNotCurrent + " ful_ord_unpaid sub_unpaid"},
+		{"subscription_amount_mismatch_quantity", order("ord_qty", monthly, "sub_qty", ""),
+			[]payments.Subscription{{ID: "sub_qty", Status: "active", Items: []payments.SubscriptionItem{
+				{ID: "si_qty", Quantity: 2, UnitAmount: 400, Currency: "usd"}}}}, nil,
+			ReconcileSubscriptionAmountMismatch + " ful_ord_qty sub_qty,si_qty"},
+		{"subscription_amount_mismatch_price", order("ord_price", monthly, "sub_price", ""),
+			[]payments.Subscription{{ID: "sub_price", Status: "active", Items: []payments.SubscriptionItem{
+				{ID: "si_price", Quantity: 1, UnitAmount: 500, Currency: "usd"}}}}, nil,
+			ReconcileSubscriptionAmountMismatch + " ful_ord_price sub_price,si_price"},
+		{"subscription_as_sold", order("ord_ok", monthly, "sub_ok", ""),
+			[]payments.Subscription{{ID: "sub_ok", Status: "active", Items: []payments.SubscriptionItem{
+				{ID: "si_ok", Quantity: 1, UnitAmount: 400, Currency: "USD"}}}}, nil, ""},
 		{"payment_not_succeeded", order("ord_pending", day, "", "pi_pending"), nil,
 			[]payments.Payment{{ID: "pi_pending", Status: "requires_payment_method", Amount: 400, Currency: "usd"}},
 			ReconcilePaymentNotSucceeded + " ful_ord_pending pi_pending"},
@@ -106,7 +119,7 @@ func TestReconcileKindsNoOtherTestPlants(t *testing.T) {
 					t.Errorf("difference %+v lacks our organisation, order or a detail", d)
 				}
 			}
-			if len(got) != 1 || got[0] != tc.want {
+			if tc.want == "" && len(got) != 0 || tc.want != "" && (len(got) != 1 || got[0] != tc.want) {
 				t.Errorf("got %q; want [%q]", got, tc.want)
 			}
 		})
