@@ -2,6 +2,7 @@ package domain
 
 import (
 	"encoding/hex"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,6 +19,8 @@ import (
 // never followed up: the provider knows already.
 var paymentFollowupEvents = []EventDef{
 	Def[PaymentFollowupAttempted](1, nil),
+	Def[PaymentFollowupRetried](1, nil),
+	Def[PaymentFollowupSettled](1, nil),
 }
 
 // What a follow-up asks of the provider.
@@ -236,4 +239,130 @@ func DecidePaymentFollowup(f PaymentFollowup, attempt int, at time.Time, r Follo
 		e.Outcome = FollowupDone
 	}
 	return e
+}
+
+// The operator's hand on a follow-up that was refused or gave up
+// (`phonefleet payments followups retry|settle`). Its events live in a
+// stream of their own (PaymentFollowupOperatorStream), so the attempts'
+// stream keeps its rule "version = attempts recorded", which records each
+// attempt number once.
+
+// PaymentFollowupOperatorStream is the stream of the operator's decisions
+// on one follow-up.
+func PaymentFollowupOperatorStream(followupID string) string {
+	return "payment-followup-operator-" + followupID
+}
+
+// PaymentFollowupRetried records that the operator made a follow-up due
+// again after attempt AfterAttempt ended it refused or given up. The next
+// attempt carries the same idempotency key as every earlier one, so a
+// provider that did act on a lost answer does not act twice.
+type PaymentFollowupRetried struct {
+	FollowupID   string    `json:"followupId"`
+	AfterAttempt int       `json:"afterAttempt"`
+	By           Actor     `json:"by"`
+	At           time.Time `json:"at"`
+}
+
+// EventName implements Event.
+func (PaymentFollowupRetried) EventName() string { return "payment.followup_retried" }
+
+// PaymentFollowupSettled records that the operator closed a refused or
+// given-up follow-up by hand (the refund made in the provider's dashboard,
+// the subscription found already ended), with the reason given.
+type PaymentFollowupSettled struct {
+	FollowupID   string    `json:"followupId"`
+	AfterAttempt int       `json:"afterAttempt"`
+	Reason       string    `json:"reason"`
+	By           Actor     `json:"by"`
+	At           time.Time `json:"at"`
+}
+
+// EventName implements Event.
+func (PaymentFollowupSettled) EventName() string { return "payment.followup_settled" }
+
+// FollowupHistory is a follow-up's attempts and the operator's decisions
+// on it, folded from its two streams: what retry and settle decide on.
+type FollowupHistory struct {
+	FollowupID string
+	OrgID      string
+	// Attempts recorded, and the outcome of the last one.
+	Attempts int
+	Outcome  string
+	// RetriedAfter is the attempt after which the operator last asked for
+	// a retry (0: never); Settled whether the operator closed it.
+	RetriedAfter int
+	Settled      bool
+}
+
+// Exists reports whether any attempt of the follow-up is recorded.
+func (h *FollowupHistory) Exists() bool { return h.Attempts > 0 }
+
+// Apply folds one event of either stream.
+func (h *FollowupHistory) Apply(e Event) {
+	switch e := e.(type) {
+	case PaymentFollowupAttempted:
+		h.FollowupID, h.Attempts, h.Outcome = e.FollowupID, e.Attempt, e.Outcome
+	case PaymentFollowupRetried:
+		h.RetriedAfter = e.AfterAttempt
+	case PaymentFollowupSettled:
+		h.Settled = true
+	}
+}
+
+// ErrFollowupNotFound is the answer for a follow-up that has no attempt
+// recorded (none, or none yet).
+func ErrFollowupNotFound() *Error {
+	return NotFound("no payment follow-up with that id has been attempted")
+}
+
+// Stuck reports whether the follow-up waits for the operator: its last
+// attempt was refused or gave up, and nobody retried or settled it since.
+func (h *FollowupHistory) Stuck() bool {
+	return !h.Settled && (h.Outcome == FollowupRefused || h.Outcome == FollowupGaveUp) && h.RetriedAfter < h.Attempts
+}
+
+// stuckOr returns nil when the follow-up waits for the operator, else the
+// wrong_state refusal naming its state.
+func (h *FollowupHistory) stuckOr() error {
+	if !h.Exists() {
+		return ErrFollowupNotFound()
+	}
+	if h.Stuck() {
+		return nil
+	}
+	state := h.Outcome
+	switch {
+	case h.Settled:
+		state = "settled"
+	case h.RetriedAfter >= h.Attempts:
+		state = "retry_pending"
+	}
+	return Errorf(CodeWrongState, "the follow-up is %s: only one refused or given up can be retried or settled", state).
+		With("state", state).WithRetryable(false)
+}
+
+// Retry decides the operator's retry: the follow-up is due again at at.
+// Errors: not_found, wrong_state (not refused or given up, retried already
+// and not attempted since, or settled).
+func (h *FollowupHistory) Retry(by Actor, at time.Time) ([]Event, error) {
+	if err := h.stuckOr(); err != nil {
+		return nil, err
+	}
+	return []Event{PaymentFollowupRetried{FollowupID: h.FollowupID, AfterAttempt: h.Attempts, By: by,
+		At: at.UTC().Truncate(time.Microsecond)}}, nil
+}
+
+// Settle decides the operator's closing of the follow-up by hand, for
+// reason (required). Errors: invalid_argument (no reason), not_found,
+// wrong_state (as Retry).
+func (h *FollowupHistory) Settle(reason string, by Actor, at time.Time) ([]Event, error) {
+	if strings.TrimSpace(reason) == "" {
+		return nil, Errorf(CodeInvalidArgument, "a reason is required to settle a follow-up by hand").With("field", "reason")
+	}
+	if err := h.stuckOr(); err != nil {
+		return nil, err
+	}
+	return []Event{PaymentFollowupSettled{FollowupID: h.FollowupID, AfterAttempt: h.Attempts, Reason: strings.TrimSpace(reason),
+		By: by, At: at.UTC().Truncate(time.Microsecond)}}, nil
 }

@@ -22,10 +22,21 @@ type HealthReporter interface {
 	Health(ctx context.Context) HealthReport
 }
 
-// HealthReport is the state of the database and of each projection.
+// HealthReport is the state of the database and of each projection, and
+// the warnings: things an operator must act on that do not make the
+// service unhealthy (a probe must not restart it for them).
 type HealthReport struct {
 	Database    ComponentHealth
 	Projections []ProjectionHealth
+	Warnings    []HealthWarning
+}
+
+// HealthWarning is one thing waiting for the operator: a stable code and a
+// sentence saying what to do. Shown to unauthenticated callers, so it holds
+// counts, never ids, amounts or organisations.
+type HealthWarning struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 // OK reports whether the database and every projection are healthy.
@@ -64,6 +75,7 @@ type healthResponse struct {
 	Status      string             `json:"status"`
 	Database    ComponentHealth    `json:"database"`
 	Projections []ProjectionHealth `json:"projections"`
+	Warnings    []HealthWarning    `json:"warnings,omitempty"`
 }
 
 func (s *Server) registerHealthRoutes(r *mux.Router) {
@@ -77,7 +89,7 @@ func (s *Server) getHealth(w http.ResponseWriter, r *http.Request) error {
 		report = s.health.Health(ctx)
 		cancel()
 	}
-	resp := healthResponse{Status: "ok", Database: report.Database, Projections: report.Projections}
+	resp := healthResponse{Status: "ok", Database: report.Database, Projections: report.Projections, Warnings: report.Warnings}
 	if resp.Projections == nil {
 		resp.Projections = []ProjectionHealth{}
 	}

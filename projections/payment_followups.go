@@ -84,10 +84,14 @@ const (
 	FollowupSkipped = "skipped"
 	FollowupRefused = "refused"
 	FollowupFailed  = "failed"
+	// FollowupSettled: the operator closed a refused or failed follow-up
+	// by hand (payment.followup_settled).
+	FollowupSettled = "settled"
 )
 
 var paymentFollowupEventTypes = typeSet(nameOf(domain.FulfilmentCreated{}), nameOf(domain.FulfilmentCancelled{}),
-	nameOf(domain.FulfilmentRenewalCancelled{}), nameOf(domain.PaymentFollowupAttempted{}))
+	nameOf(domain.FulfilmentRenewalCancelled{}), nameOf(domain.PaymentFollowupAttempted{}),
+	nameOf(domain.PaymentFollowupRetried{}), nameOf(domain.PaymentFollowupSettled{}))
 
 // Apply implements Projection. Events are applied one by one (not
 // batched): a trigger's plan reads the fulfilment rows the events before
@@ -151,6 +155,18 @@ func applyPaymentFollowup(ctx context.Context, tx pgx.Tx, schema string, e event
 			WHERE followup_id = $1 AND attempts < $2`,
 			ev.FollowupID, ev.Attempt, status, ev.Outcome, ev.RefundID, ev.Error, next, ev.At)
 		return err
+	case domain.PaymentFollowupRetried:
+		// Due again now, from the attempt it answers; the reactor claims
+		// attempt AfterAttempt+1.
+		_, err := tx.Exec(ctx, `UPDATE `+fu+` SET status = $3, next_attempt_at = $4, updated_at = $4
+			WHERE followup_id = $1 AND attempts = $2 AND status IN ($5, $6)`,
+			ev.FollowupID, ev.AfterAttempt, FollowupPending, ev.At, FollowupRefused, FollowupFailed)
+		return err
+	case domain.PaymentFollowupSettled:
+		_, err := tx.Exec(ctx, `UPDATE `+fu+` SET status = $3, updated_at = $4
+			WHERE followup_id = $1 AND attempts = $2 AND status IN ($5, $6)`,
+			ev.FollowupID, ev.AfterAttempt, FollowupSettled, ev.At, FollowupRefused, FollowupFailed)
+		return err
 	}
 	return nil
 }
@@ -201,6 +217,35 @@ type FollowupView struct {
 	Amount                                                int64
 	Currency, Status, Outcome, RefundID, LastError        string
 	Attempts                                              int
+	UpdatedAt                                             time.Time
+}
+
+// StuckFollowups returns the follow-ups that wait for the operator
+// (refused, or failed after every attempt, and not retried or settled
+// since), oldest change first.
+func StuckFollowups(ctx context.Context, db DBTX) ([]FollowupView, error) {
+	rows, err := db.Query(ctx, `SELECT followup_id, org_id, fulfilment_id, trigger_event, reason, action, note,
+			subscription_id, payment_intent_id, amount, currency, status, outcome, refund_id, last_error, attempts, updated_at
+		FROM public.payment_followups WHERE status IN ($1, $2) ORDER BY updated_at, followup_id`, FollowupRefused, FollowupFailed)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (FollowupView, error) {
+		var v FollowupView
+		err := r.Scan(&v.FollowupID, &v.OrgID, &v.FulfilmentID, &v.TriggerEvent, &v.Reason, &v.Action, &v.Note,
+			&v.SubscriptionID, &v.PaymentIntentID, &v.Amount, &v.Currency, &v.Status, &v.Outcome, &v.RefundID,
+			&v.LastError, &v.Attempts, &v.UpdatedAt)
+		return v, err
+	})
+}
+
+// CountStuckFollowups counts what StuckFollowups lists (the health
+// warning).
+func CountStuckFollowups(ctx context.Context, db DBTX) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, `SELECT count(*) FROM public.payment_followups WHERE status IN ($1, $2)`,
+		FollowupRefused, FollowupFailed).Scan(&n)
+	return n, err
 }
 
 // PaymentFollowupsOf returns the follow-ups of a fulfilment, oldest first.

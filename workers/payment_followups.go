@@ -170,6 +170,21 @@ func (r *followupReaction) Act(ctx context.Context, c Claimed[domain.PaymentFoll
 }
 
 // Record implements Reaction.
+// A follow-up that ends refused or given up is logged at ERROR once, by
+// the instance that recorded it: money may be owed to a customer, or a
+// subscription may go on billing, until the operator retries or settles
+// it (phonefleet payments followups). The admins hear of it through the
+// notifications capability (payment_followup_failed) and /healthz warns.
 func (r *followupReaction) Record(ctx context.Context, _ Claimed[domain.PaymentFollowup], o followupOutcome) (eventstore.Appended, error) {
-	return r.recorder.Handle(ctx, provisioning.RecordPaymentFollowup{OrgID: o.orgID, Event: o.event})
+	a, err := r.recorder.Handle(ctx, provisioning.RecordPaymentFollowup{OrgID: o.orgID, Event: o.event})
+	if err == nil && r.cfg.Logger != nil && (o.event.Outcome == domain.FollowupGaveUp || o.event.Outcome == domain.FollowupRefused) {
+		e := o.event
+		r.cfg.Logger.LogAttrs(ctx, slog.LevelError, "payment follow-up needs the operator",
+			slog.String("followup_id", e.FollowupID), slog.String("outcome", e.Outcome), slog.String("org_id", o.orgID),
+			slog.String("fulfilment_id", e.FulfilmentID), slog.String("action", e.Action),
+			slog.String("subscription_id", e.SubscriptionID), slog.String("payment_intent_id", e.PaymentIntentID),
+			slog.Int64("amount", e.Amount), slog.String("currency", e.Currency), slog.Int("attempt", e.Attempt),
+			slog.String("error", e.Error), slog.String("see", "phonefleet payments followups"))
+	}
+	return a, err
 }

@@ -2,22 +2,22 @@ package main
 
 import (
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"time"
+	"os"
+	"strings"
 
 	"phonefleet/cmd/phonefleet/service"
-	"phonefleet/commands/cqrs"
 	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
-	"phonefleet/projections"
 )
 
-const reconcileUsage = `usage: phonefleet fulfilments reconcile [-json]
+const reconcileUsage = `usage: phonefleet fulfilments reconcile [-json] [-csv FILE]
 
 For finance: compares the payment provider's records (every subscription,
 payment and refund; SERVICE_STRIPE_SECRET_KEY, SERVICE_STRIPE_API_BASE) with
@@ -25,47 +25,42 @@ the organisations' orders and fulfilments, and prints one line per
 difference (a live phone whose subscription ended, a subscription renewing
 for no phone, a payment or refund no order accounts for, an amount that is
 not the order's price times its quantity, ...); -json prints one JSON
-document instead. The fulfilments read model is first brought up to date.
-Exits 0 when nothing differs, 1 when something does, 2 on an error (no
+document instead; -csv FILE also writes the differences as CSV (one row
+per difference: kind, organisation, our order and fulfilments, the
+provider's objects, detail) for a spreadsheet. It is read-only: our records
+are read from the event log in one read-only transaction; nothing is
+written and no read model is advanced. Exits 0 when nothing differs, 1 when something does, 2 on an error (no
 payment provider configured, the provider or the database failed).`
 
 // reconcileOptions are the flags of `phonefleet fulfilments reconcile`.
-type reconcileOptions struct{ asJSON bool }
+type reconcileOptions struct {
+	asJSON  bool
+	csvFile string
+}
 
 func (o *reconcileOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.asJSON, "json", false, "print one JSON document instead of one line per difference")
+	fs.StringVar(&o.csvFile, "csv", "", "also write the differences as CSV to this file, for a spreadsheet")
 }
 
 // reconcileCmd runs `phonefleet fulfilments reconcile`.
 func reconcileCmd(ctx context.Context, c cliCommand, args []string, out io.Writer) error {
 	var o reconcileOptions
-	err := withOperator(ctx, c, args, out, o.register, func(ctx context.Context, fs *flag.FlagSet, op *service.Operator, logger *slog.Logger) error {
+	err := withOperator(ctx, c, args, out, o.register, func(ctx context.Context, fs *flag.FlagSet, op *service.Operator, _ *slog.Logger) error {
 		if fs.NArg() > 0 {
 			return usageError{reconcileUsage}
 		}
 		if fs.Lookup("stripe-secret-key").Value.String() == "" {
 			return errors.New("no payment provider is configured: set SERVICE_STRIPE_SECRET_KEY (and SERVICE_STRIPE_API_BASE for another API than Stripe's)")
 		}
-		// The fulfilments read model alone, consumed here until reconcile
-		// has seen it catch up (beside the service's own consumer, if it
-		// runs: the checkpoint serialises them).
-		runner, err := projections.NewRunner(op.Store, logger, []projections.Projection{projections.Fulfilments{}})
-		if err != nil {
-			return err
-		}
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { _ = runner.Run(rctx); close(done) }()
-		defer func() { cancel(); <-done }()
-		wctx, stop := context.WithTimeout(ctx, time.Minute)
-		err = cqrs.AwaitAll(wctx, op.Store, runner, projections.FulfilmentsName)
-		stop()
-		if err != nil {
-			return fmt.Errorf("reconcile: the fulfilments read model did not catch up: %w", err)
-		}
 		rep, err := op.App.Provisioning.Reconcile.Handle(ctx, provisioning.Reconcile{})
 		if err != nil {
 			return err
+		}
+		if o.csvFile != "" {
+			if err := writeReconcileCSVFile(o.csvFile, rep); err != nil {
+				return err
+			}
 		}
 		if o.asJSON {
 			err = writeReconcileJSON(out, rep)
@@ -167,4 +162,27 @@ func writeReconcileJSON(out io.Writer, rep provisioning.ReconcileReport) error {
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(doc)
+}
+
+// reconcileCSVHeader names the columns of -csv.
+var reconcileCSVHeader = []string{"kind", "org_id", "order_id", "fulfilment_ids", "provider_ids", "detail"}
+
+// writeReconcileCSVFile writes the differences as CSV (RFC 4180, ids of one
+// cell separated by spaces) to path, replacing it.
+func writeReconcileCSVFile(path string, rep provisioning.ReconcileReport) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	_ = w.Write(reconcileCSVHeader)
+	for _, d := range rep.Differences {
+		_ = w.Write([]string{d.Kind, d.OrgID, d.OrderID, strings.Join(d.FulfilmentIDs, " "), strings.Join(d.ProviderIDs, " "), d.Detail})
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

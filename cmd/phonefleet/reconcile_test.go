@@ -1,8 +1,11 @@
 package main
 
 import (
+	"encoding/csv"
 	"encoding/json"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -101,11 +104,35 @@ func TestFulfilmentsReconcile(t *testing.T) {
 	}
 
 	// The provider ended the subscription and refunded the day pass, and
-	// both phones are still live.
+	// both phones are still live. Reconcile is read-only: the event log
+	// and every projection checkpoint are as they were; -csv writes the
+	// differences beside the text.
+	before := databaseState(t, dbURL)
 	planted := testutil.StripeRecordedLists(t, stripeMock, "testdata/reconcile/planted", w)
-	out, err = runCmd(t, env(planted), "fulfilments", "reconcile")
+	csvFile := filepath.Join(t.TempDir(), "differences.csv")
+	out, err = runCmd(t, env(planted), "fulfilments", "reconcile", "-csv", csvFile)
 	if code := exitCodeOf(err); code != 1 {
 		t.Fatalf("planted differences: exit %d\n%s\nwant exit 1", code, out)
+	}
+	if after := databaseState(t, dbURL); after != before {
+		t.Errorf("reconcile changed the database:\nbefore\n%s\nafter\n%s", before, after)
+	}
+	f, err := os.Open(csvFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records, err := csv.NewReader(f).ReadAll()
+	f.Close()
+	if err != nil {
+		t.Fatalf("-csv: not CSV: %v", err)
+	}
+	row := func(want ...string) bool {
+		return slices.ContainsFunc(records[1:], func(r []string) bool { return len(r) == 6 && slices.Equal(r[:5], want) && r[5] != "" })
+	}
+	if len(records) != 3 || strings.Join(records[0], ",") != "kind,org_id,order_id,fulfilment_ids,provider_ids,detail" ||
+		!row("refunded_but_live", w.Org, w.OrderDay, w.FDay, w.Payment+" re_day") ||
+		!row("subscription_ended", w.Org, w.OrderMonthly, w.FMonthly, w.Sub) {
+		t.Errorf("-csv: %q; want a header and the two differences with our ids and the provider's", records)
 	}
 	for _, want := range []string{
 		"DIFFERENCE subscription_ended org=" + w.Org + " order=" + w.OrderMonthly + " fulfilments=" + w.FMonthly + " provider=" + w.Sub + ":",
@@ -170,4 +197,22 @@ func TestFulfilmentsReconcile(t *testing.T) {
 	if code := exitCodeOf(err); code != 2 || !strings.Contains(out, "provider unavailable") {
 		t.Errorf("provider down: exit %d\n%s\nwant exit 2 saying the provider is unavailable", code, out)
 	}
+}
+
+// databaseState is what reconcile must leave as it was: the event log
+// (count and head) and every projection checkpoint.
+func databaseState(t *testing.T, dbURL string) string {
+	t.Helper()
+	ctx := testutil.Context(t)
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var s string
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) || ' events, head ' || coalesce(max(position), 0) FROM events) || E'\n' ||
+		coalesce((SELECT string_agg(c::text, E'\n' ORDER BY c::text) FROM projection_checkpoints c), '')`).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -27,9 +27,10 @@ import (
 // 503 (the provider down), and the follow-up reactor on the test's clock.
 type followupEnv struct {
 	*fulEnv
-	runner *projections.Runner
-	w      *workers.PaymentFollowups
-	mock   *followupMock
+	runner  *projections.Runner
+	w       *workers.PaymentFollowups
+	mock    *followupMock
+	mockURL string // the provider's address: the recording proxy
 }
 
 // followupMock records every request the provider sent; while down it
@@ -37,6 +38,7 @@ type followupEnv struct {
 type followupMock struct {
 	mu       sync.Mutex
 	down     bool
+	refusing bool // answer 400 itself, as the provider refusing the request
 	sent     []followupRequest
 	received int // requests forwarded to stripe-mock
 }
@@ -50,6 +52,12 @@ func (m *followupMock) setDown(d bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.down = d
+}
+
+func (m *followupMock) setRefusing(r bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refusing = r
 }
 
 func (m *followupMock) requests() ([]followupRequest, int) {
@@ -86,11 +94,17 @@ func newFollowupEnv(t *testing.T) *followupEnv {
 		form, _ := url.ParseQuery(string(body))
 		m.mu.Lock()
 		m.sent = append(m.sent, followupRequest{method: r.Method, path: r.URL.Path, key: r.Header.Get("Idempotency-Key"), form: form})
-		down := m.down
-		if !down {
+		down, refusing := m.down, m.refusing
+		if !down && !refusing {
 			m.received++
 		}
 		m.mu.Unlock()
+		if refusing {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":{"type":"invalid_request_error","code":"resource_missing","message":"No such subscription"}}`))
+			return
+		}
 		if down {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -103,7 +117,7 @@ func newFollowupEnv(t *testing.T) *followupEnv {
 	provider := payments.New(payments.Config{SecretKey: "sk_test_phonefleet", APIBase: srv.URL, MaxNetworkRetries: -1})
 	w := workers.NewPaymentFollowups(workers.PaymentFollowupsConfig{Pool: e.Pool, Record: e.app.Provisioning.RecordPaymentFollowup, Provider: provider,
 		Now: e.clock.Now, ID: "test"})
-	return &followupEnv{fulEnv: e, runner: r, w: w, mock: m}
+	return &followupEnv{fulEnv: e, runner: r, w: w, mock: m, mockURL: srv.URL}
 }
 
 // catchUp waits until the follow-ups read model has applied every event

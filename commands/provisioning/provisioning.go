@@ -198,6 +198,11 @@ type Handlers struct {
 	// Reconcile compares the provider's records with the orders and
 	// fulfilments (the operator's phonefleet fulfilments reconcile).
 	Reconcile cqrs.Handler[Reconcile, ReconcileReport]
+	// The operator's payment follow-up tools (phonefleet payments
+	// followups, … retry, … settle).
+	ListStuckFollowups    cqrs.Handler[ListStuckFollowups, []projections.FollowupView]
+	RetryPaymentFollowup  cqrs.Handler[RetryPaymentFollowup, domain.PaymentFollowupRetried]
+	SettlePaymentFollowup cqrs.Handler[SettlePaymentFollowup, domain.PaymentFollowupSettled]
 	// The price list with live inventory (GET /v1/skus) and the
 	// organisation's onboarding and purchase status (GET /v1/admission).
 	GetPriceList cqrs.Handler[GetPriceList, PriceList]
@@ -228,5 +233,8 @@ func (p *Provisioning) Handlers(d cqrs.Decorator) Handlers {
 		GetPriceList:            cqrs.Serve(d, GetPriceListHandler{p}),
 		GetAdmission:            cqrs.Serve(d, GetAdmissionHandler{p}),
 		Reconcile:               cqrs.Serve(d, ReconcileHandler{p}),
+		ListStuckFollowups:      cqrs.Serve(d, ListStuckFollowupsHandler{p}),
+		RetryPaymentFollowup:    cqrs.Serve(d, RetryPaymentFollowupHandler{p}),
+		SettlePaymentFollowup:   cqrs.Serve(d, SettlePaymentFollowupHandler{p}),
 	}
 }

@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
+	"phonefleet/eventstore"
 	"phonefleet/internal/payments"
 	"phonefleet/projections"
 )
@@ -52,6 +52,10 @@ const (
 	// ReconcileSubscriptionUnmatched: a renewing subscription of one of
 	// our organisations that no order records.
 	ReconcileSubscriptionUnmatched = "subscription_unmatched"
+	// ReconcileSubscriptionAmountMismatch: a renewing subscription whose
+	// items bill another quantity, price or currency than its order
+	// (quantity × unit price, as checkout sold it).
+	ReconcileSubscriptionAmountMismatch = "subscription_amount_mismatch"
 	// ReconcilePaymentMissing: a paid day order whose payment the
 	// provider does not list.
 	ReconcilePaymentMissing = "payment_missing"
@@ -141,10 +145,6 @@ type ReconcileReport struct {
 // Clean reports whether nothing differs.
 func (r ReconcileReport) Clean() bool { return len(r.Differences) == 0 }
 
-// reconcileWaitLimit bounds how long reconciliation waits for the
-// fulfilments read model to catch up with the event store.
-const reconcileWaitLimit = time.Minute
-
 // Reconcile asks for the comparison of the payment provider's records with
 // the organisations' orders and fulfilments (phonefleet fulfilments
 // reconcile).
@@ -154,11 +154,14 @@ type Reconcile struct{}
 type ReconcileHandler struct{ *Provisioning }
 
 // Handle compares the payment provider's records with the billing
-// accounts and the fulfilments read model (after letting it catch up with
-// every event committed so far) and lists every difference. It is the
-// operator's (no caller is authorised here: the CLI runs it). Errors: no
-// payment provider configured, the provider did not answer or refused, the
-// database failed; a report with differences is not an error.
+// accounts and fulfilments and lists every difference. It writes nothing
+// and advances no projection: our records are folded from the event log
+// itself (the billing-* and fulfilment-* streams) inside one READ ONLY,
+// REPEATABLE READ transaction, so they are one consistent snapshot and a
+// write in it would fail. It is the operator's (no caller is authorised
+// here: the CLI runs it). Errors: no payment provider configured, the
+// provider did not answer or refused, the database failed; a report with
+// differences is not an error.
 func (p ReconcileHandler) Handle(ctx context.Context, _ Reconcile) (ReconcileReport, error) {
 	if p.cfg.Payments == nil {
 		return ReconcileReport{}, errors.New("reconcile: no payment provider is configured (SERVICE_STRIPE_SECRET_KEY)")
@@ -175,52 +178,101 @@ func (p ReconcileHandler) Handle(ctx context.Context, _ Reconcile) (ReconcileRep
 	if in.refunds, err = p.cfg.Payments.ListRefunds(ctx); err != nil {
 		return ReconcileReport{}, fmt.Errorf("reconcile: %w", err)
 	}
-	if err := p.reconcileCatchUp(ctx); err != nil {
-		return ReconcileReport{}, fmt.Errorf("reconcile: the fulfilments read model did not catch up: %w", err)
-	}
-	if in.fulfilments, err = projections.AllFulfilments(ctx, p.pool); err != nil {
-		return ReconcileReport{}, fmt.Errorf("reconcile: read fulfilments: %w", err)
-	}
-	orgs, err := p.accountOrgs(ctx)
-	if err != nil {
-		return ReconcileReport{}, fmt.Errorf("reconcile: list billing accounts: %w", err)
-	}
-	for _, org := range orgs {
-		acc, _, err := p.accounts.Load(ctx, org)
-		if err != nil {
-			return ReconcileReport{}, fmt.Errorf("reconcile: load the billing account of %s: %w", org, err)
-		}
-		in.accounts = append(in.accounts, acc)
+	if in.accounts, in.fulfilments, err = p.readOurRecords(ctx); err != nil {
+		return ReconcileReport{}, fmt.Errorf("reconcile: read our records: %w", err)
 	}
 	return reconcile(in), nil
 }
 
-// reconcileCatchUp waits until the fulfilments read model has applied
-// every event committed so far.
-func (p *Provisioning) reconcileCatchUp(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, reconcileWaitLimit)
-	defer cancel()
-	return cqrs.AwaitAll(ctx, p.store, p.cfg.ReadModels, projections.FulfilmentsName)
+// readOurRecords folds every billing account and every fulfilment from
+// the event log, in one read-only snapshot.
+func (p *Provisioning) readOurRecords(ctx context.Context) ([]domain.Account, []projections.FulfilmentView, error) {
+	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	like := func(prefix string) string {
+		return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(prefix) + "%"
+	}
+	rows, err := tx.Query(ctx, `SELECT position, stream_id, stream_version, event_type, schema_version, org_id, data
+		FROM events WHERE stream_id LIKE $1 OR stream_id LIKE $2 ORDER BY stream_id, stream_version`,
+		like(domain.AccountStream("")), like(domain.FulfilmentStream("")))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	accounts := map[string]*domain.Account{}
+	fulfilments := map[string]*domain.Fulfilment{}
+	var accountOrder, fulfilmentOrder []string
+	for rows.Next() {
+		var e eventstore.Event
+		var ver int16
+		if err := rows.Scan(&e.Position, &e.StreamID, &e.StreamVersion, &e.Type, &ver, &e.OrgID, (*[]byte)(&e.Data)); err != nil {
+			return nil, nil, err
+		}
+		e.SchemaVersion = int(ver)
+		if err := p.store.Upcast(&e); err != nil {
+			return nil, nil, err
+		}
+		ev, err := domain.Events.Decode(e.Type, e.SchemaVersion, e.Data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", e.StreamID, err)
+		}
+		if org, ok := strings.CutPrefix(e.StreamID, domain.AccountStream("")); ok {
+			a := accounts[e.StreamID]
+			if a == nil {
+				a = &domain.Account{OrgID: org}
+				accounts[e.StreamID], accountOrder = a, append(accountOrder, e.StreamID)
+			}
+			a.Apply(ev, e.StreamVersion)
+			continue
+		}
+		f := fulfilments[e.StreamID]
+		if f == nil {
+			f = &domain.Fulfilment{}
+			fulfilments[e.StreamID], fulfilmentOrder = f, append(fulfilmentOrder, e.StreamID)
+		}
+		f.Apply(ev, e.StreamVersion)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	out := make([]domain.Account, 0, len(accountOrder))
+	for _, s := range accountOrder {
+		out = append(out, *accounts[s])
+	}
+	var views []projections.FulfilmentView
+	for _, s := range fulfilmentOrder {
+		// fulfilment-device-… and any other stream under the prefix hold
+		// no fulfilment.created: not a fulfilment.
+		if f := fulfilments[s]; f.Exists() {
+			views = append(views, fulfilmentView(*f))
+		}
+	}
+	return out, views, tx.Commit(ctx)
 }
 
-// accountOrgs lists the organisations that have a billing account stream.
-func (p *Provisioning) accountOrgs(ctx context.Context) ([]string, error) {
-	prefix := domain.AccountStream("")
-	like := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(prefix) + "%"
-	rows, err := p.pool.Query(ctx, `SELECT stream_id FROM events WHERE stream_id LIKE $1 AND stream_version = 1
-		ORDER BY stream_id`, like)
-	if err != nil {
-		return nil, err
+// fulfilmentView is a fulfilment folded from its stream as the fulfilments
+// read model shows it (the fields reconciliation compares, and those
+// naming it).
+func fulfilmentView(f domain.Fulfilment) projections.FulfilmentView {
+	c := f.Choice
+	v := projections.FulfilmentView{FulfilmentID: f.FulfilmentID, OrgID: f.OrgID, OrderID: f.OrderID, State: f.State,
+		DeviceID: f.DeviceID, Sku: c.Sku, Billing: c.Billing, Model: c.Model, Region: c.Region, AddOns: c.AddOns,
+		Currency: f.Currency, UnitAmount: f.UnitAmount, SubscriptionID: f.SubscriptionID, PaymentIntentID: f.PaymentIntentID,
+		CreatedAt: f.At, RenewalCancelled: f.RenewalCancelled, CancelledReason: f.CancelledReason}
+	at := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		return &t
 	}
-	streams, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, err
+	v.ProvisionedAt, v.EndsAt, v.CancelledAt = at(f.ProvisionedAt), at(f.EndsAt), at(f.CancelledAt)
+	if c.Billing == domain.BillingDay && !f.ProvisionedAt.IsZero() {
+		v.EndsAt = at(f.ProvisionedAt.Add(domain.DayPassLength))
 	}
-	orgs := make([]string, 0, len(streams))
-	for _, s := range streams {
-		orgs = append(orgs, strings.TrimPrefix(s, prefix))
-	}
-	return orgs, nil
+	return v
 }
 
 // reconcileInput is everything compared: the provider's records and ours.
@@ -459,6 +511,28 @@ func reconcileOrderDifferences(ro *reconcileOrder) []ReconcileDifference {
 				"the provider will renew the subscription (%s) but the order (%s) has no live phone", s.Status, o.State)
 		case !settled && slices.Contains(subscriptionRenewing, s.Status):
 			add(ReconcilePaidNotRecorded, nil, []string{s.ID}, "the provider has a %s subscription for the order, which is %s here", s.Status, o.State)
+		}
+		if s != nil && settled && len(live) > 0 && len(s.Items) > 0 && slices.Contains(subscriptionRenewing, s.Status) {
+			// One subscription bills the whole order until its last phone
+			// stops renewing (decisions: payment follow-ups), so each
+			// period it bills the order's quantity at its unit price.
+			var quantity int64
+			var ids []string
+			mismatch := false
+			for _, it := range s.Items {
+				quantity += it.Quantity
+				ids = append(ids, it.ID)
+				mismatch = mismatch || it.UnitAmount != o.UnitAmount || !strings.EqualFold(it.Currency, o.Currency)
+			}
+			if mismatch || quantity != int64(max(o.Choice.Quantity, 1)) {
+				var got []string
+				for _, it := range s.Items {
+					got = append(got, fmt.Sprintf("%d × %d %s", it.Quantity, it.UnitAmount, it.Currency))
+				}
+				add(ReconcileSubscriptionAmountMismatch, live, append([]string{s.ID}, ids...),
+					"the subscription bills %s each period; the order is %d × %d %s",
+					strings.Join(got, " + "), max(o.Choice.Quantity, 1), o.UnitAmount, o.Currency)
+			}
 		}
 	case domain.BillingDay:
 		pm := ro.pay

@@ -138,8 +138,8 @@ func newReconcileEnv(t *testing.T, answers string) reconcileEnv {
 	pool := testutil.FreshPool(t)
 	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
 	w := newReconcileWorld()
-	// Recorded before the read model runs: reconciliation must let it
-	// catch up before comparing.
+	// Recorded before the read model runs: reconciliation reads the event
+	// log itself, never the read model, so it need not catch up.
 	w.record(t, ctx, store)
 	runner, err := projections.NewRunner(store, slog.New(slog.DiscardHandler), []projections.Projection{projections.Fulfilments{}},
 		projections.WithPollInterval(20*time.Millisecond))

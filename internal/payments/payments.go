@@ -230,6 +230,15 @@ type InvoiceLine struct {
 }
 
 // Subscription is a provider subscription, for reconciliation.
+// SubscriptionItem is one line a subscription bills each period: its
+// quantity and the price of one.
+type SubscriptionItem struct {
+	ID         string
+	Quantity   int64
+	UnitAmount int64
+	Currency   string
+}
+
 type Subscription struct {
 	ID string
 	// Status is Stripe's: "active", "past_due", "unpaid", "canceled",
@@ -246,6 +255,9 @@ type Subscription struct {
 	CanceledAt time.Time
 	// EndedAt is zero unless the subscription has ended.
 	EndedAt time.Time
+	// Items are what the subscription bills each period (empty when the
+	// provider's answer carried none).
+	Items []SubscriptionItem
 }
 
 // Payment is a provider payment intent, for reconciliation.

@@ -443,11 +443,21 @@ func invoiceLine(l *stripe.InvoiceLineItem) InvoiceLine {
 }
 
 func subscription(sub *stripe.Subscription) Subscription {
-	return Subscription{
+	out := Subscription{
 		ID: sub.ID, Status: string(sub.Status), CustomerID: customerID(sub.Customer), Metadata: sub.Metadata,
 		Created: unix(sub.Created), CurrentPeriodStart: unix(sub.CurrentPeriodStart), CurrentPeriodEnd: unix(sub.CurrentPeriodEnd),
 		CancelAtPeriodEnd: sub.CancelAtPeriodEnd, CanceledAt: unix(sub.CanceledAt), EndedAt: unix(sub.EndedAt),
 	}
+	if sub.Items != nil {
+		for _, it := range sub.Items.Data {
+			item := SubscriptionItem{ID: it.ID, Quantity: it.Quantity}
+			if it.Price != nil {
+				item.UnitAmount, item.Currency = it.Price.UnitAmount, string(it.Price.Currency)
+			}
+			out.Items = append(out.Items, item)
+		}
+	}
+	return out
 }
 
 func payment(pi *stripe.PaymentIntent) Payment {

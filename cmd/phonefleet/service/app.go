@@ -300,5 +300,16 @@ func (h health) Health(ctx context.Context) httpapi.HealthReport {
 		rep.Projections = append(rep.Projections, httpapi.ProjectionHealth{
 			Name: s.Name, Version: s.ActiveVersion, State: s.State, Lag: s.Lag, OK: s.State != "failing"})
 	}
+	// Payment follow-ups waiting for the operator (money not returned, a
+	// subscription not cancelled). A read that fails (the read model not
+	// made yet) warns of nothing: the projections above say what is wrong.
+	if n, err := projections.CountStuckFollowups(ctx, h.a.db.Pool); err == nil && n > 0 {
+		rep.Warnings = append(rep.Warnings, httpapi.HealthWarning{Code: PaymentFollowupsStuck,
+			Message: fmt.Sprintf("%d payment follow-up(s) refused or given up wait for the operator: phonefleet payments followups", n)})
+	}
 	return rep
 }
+
+// PaymentFollowupsStuck is the /healthz warning code for payment
+// follow-ups refused or given up and neither retried nor settled.
+const PaymentFollowupsStuck = "payment_followups_stuck"
