@@ -26,7 +26,15 @@ trap 'rm -f "$stamp"' EXIT
 
 passed=() failed=()
 while read -r pkg dir; do
-  for f in $("$GO" test -list '^Fuzz' "$pkg" 2>/dev/null | grep '^Fuzz' | grep -E -- "$FUZZRUN"); do
+  # A package whose tests do not build is a failure, not a package
+  # without targets.
+  if ! list="$("$GO" test -list '^Fuzz' "$pkg" 2>&1)"; then
+    echo "== $pkg: the tests do not build"
+    echo "$list"
+    failed+=("$pkg (the tests do not build)")
+    continue
+  fi
+  for f in $(echo "$list" | grep '^Fuzz' | grep -E -- "$FUZZRUN"); do
     echo "== $pkg $f ($FUZZTIME)"
     touch "$stamp"
     if "$GO" test -run '^$' -fuzz "^$f\$" -fuzztime "$FUZZTIME" "${parallel[@]}" "$pkg"; then
