@@ -84,9 +84,12 @@ func ParseURL(raw string) (Config, error) {
 		c.Username = u.User.Username()
 		c.Password, _ = u.User.Password()
 	}
-	if a, err := mail.ParseAddress(c.From); err != nil || a.Name != "" {
+	a, err := mail.ParseAddress(c.From)
+	if err != nil || a.Name != "" {
 		return Config{}, errors.New("SMTP URL: from= must name the sender's bare address (…?from=phonefleet@example.com)")
 	}
+	c.From = a.Address // as read: without the spaces ParseAddress allows around it
+
 	return c, nil
 }
 
