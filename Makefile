@@ -43,14 +43,10 @@ changelog:
 migrate: deps build
 	./$(BIN) migrate
 
-## fuzz: run each fuzz target briefly (FUZZTIME per target)
+## fuzz: run every fuzz target for FUZZTIME each (e.g. make fuzz FUZZTIME=10m), keep the corpus each finds in its package's testdata/fuzz (at most FUZZKEEP files a target), run them all even when one fails, and end with a summary (non-zero on a failure); FUZZRUN limits the targets by name, FUZZPARALLEL the fuzzer's workers
 FUZZTIME ?= 20s
 fuzz:
-	@for pkg in $$($(GO) list ./...); do \
-	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
-	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
-	  done; \
-	done
+	@GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh $(PKGS)
 
 deps:
 	@./scripts/ensure-postgres.sh

@@ -198,15 +198,17 @@ type SealedToken struct {
 	Ciphertext         string `json:"ciphertext"`
 }
 
-// maxCLIPublicKeyInput bounds the public key text read.
-const maxCLIPublicKeyInput = 64
+// cliPublicKeyText is the length of a CLI public key's text: 32 bytes in
+// unpadded base64url. Only that length is read, because the decoder skips
+// CR and LF: "AAAA\rAAAA…" would otherwise be a second spelling of a key.
+const cliPublicKeyText = 43
 
 // ParseCLIPublicKey reads a CLI's X25519 public key written as unpadded
 // base64url (43 characters). A refusal is invalid_argument naming the
 // field publicKey.
 func ParseCLIPublicKey(s string) (*ecdh.PublicKey, error) {
 	bad := Errorf(CodeInvalidArgument, "publicKey must be an X25519 public key (32 bytes) in unpadded base64url").With("field", "publicKey")
-	if s == "" || len(s) > maxCLIPublicKeyInput {
+	if len(s) != cliPublicKeyText {
 		return nil, bad
 	}
 	raw, err := pollTokenEncoding.DecodeString(s)

@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math/big"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -19,6 +22,7 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/http/contract"
+	"phonefleet/http/kernel"
 )
 
 // tool is one tool of the surface: its published definition, what a
@@ -223,12 +227,82 @@ func invalidParams(tool, detail string) *mcpgo.CallToolResult {
 	}}
 }
 
-// decode reads validated arguments into v.
+// decode reads validated arguments into v. JSON Schema's integer is any
+// number with a zero fraction (2.0 and 2e0 are integers), which
+// encoding/json refuses for an int field: such a number is written as an
+// integer and read again, so arguments the input schema accepts are read.
+// A refusal names the field and the JSON type it wants, never a Go type.
 func decode(args json.RawMessage, v any) error {
-	if err := json.Unmarshal(args, v); err != nil {
-		return domain.Errorf(domain.CodeInvalidArgument, "arguments could not be read: %v", err)
+	err := json.Unmarshal(args, v)
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &typ) && strings.HasPrefix(typ.Value, "number") {
+		if whole, ok := wholeNumbers(args); ok {
+			err = json.Unmarshal(whole, v)
+		}
 	}
-	return nil
+	if err == nil {
+		return nil
+	}
+	if errors.As(err, &typ) && typ.Field != "" {
+		return domain.Errorf(domain.CodeInvalidArgument, "arguments could not be read: %s must be %s, not %s",
+			strconv.Quote(typ.Field), kernel.JSONKind(typ.Type), typ.Value)
+	}
+	return domain.Errorf(domain.CodeInvalidArgument, "arguments could not be read: they do not match the tool's input schema")
+}
+
+// smallExponent reports whether the number n has no exponent or one
+// within ±64.
+func smallExponent(n string) bool {
+	i := strings.IndexAny(n, "eE")
+	if i < 0 {
+		return true
+	}
+	e, err := strconv.Atoi(n[i+1:])
+	return err == nil && e >= -64 && e <= 64
+}
+
+// wholeNumbers rewrites every number of args with a zero fraction (2.0,
+// 2e0, 1.5e1) as an integer; ok is false when there is none to rewrite.
+func wholeNumbers(args json.RawMessage) (json.RawMessage, bool) {
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return nil, false
+	}
+	changed := false
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				x[k] = walk(e)
+			}
+		case []any:
+			for i, e := range x {
+				x[i] = walk(e)
+			}
+		case json.Number:
+			if !strings.ContainsAny(string(x), ".eE") {
+				return x
+			}
+			if len(x) > 64 || !smallExponent(string(x)) {
+				return x // no int64 is written so; and 1e99999999 would be costly to expand
+			}
+			r, ok := new(big.Rat).SetString(string(x))
+			if ok && r.IsInt() && r.Num().BitLen() <= 64 {
+				changed = true
+				return json.Number(r.Num().String())
+			}
+		}
+		return v
+	}
+	v = walk(v)
+	if !changed {
+		return nil, false
+	}
+	b, err := json.Marshal(v)
+	return b, err == nil
 }
 
 // jsonResult is a successful result: v as compact JSON in one text block,

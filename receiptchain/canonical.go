@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -29,7 +30,9 @@ func Canonical(data []byte) ([]byte, error) {
 	if err := canonicalValue(dec, &buf); err != nil {
 		return nil, fmt.Errorf("canonical json: %w", err)
 	}
-	if _, err := dec.Token(); err == nil {
+	// Anything after the value, a token or not, is refused: only the end
+	// of the text (io.EOF) may follow it.
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("canonical json: data after the value")
 	}
 	return buf.Bytes(), nil

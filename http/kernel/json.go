@@ -120,9 +120,9 @@ func describeDecodeError(err error) error {
 		return domain.Errorf(domain.CodeInvalidArgument, "request body ends before its JSON value is complete")
 	case errors.As(err, &typ):
 		if typ.Field == "" {
-			return domain.Errorf(domain.CodeInvalidArgument, "request body must be %s, not %s", jsonKind(typ.Type), typ.Value)
+			return domain.Errorf(domain.CodeInvalidArgument, "request body must be %s, not %s", JSONKind(typ.Type), typ.Value)
 		}
-		return domain.Errorf(domain.CodeInvalidArgument, "field %s must be %s, not %s", strconv.Quote(typ.Field), jsonKind(typ.Type), typ.Value)
+		return domain.Errorf(domain.CodeInvalidArgument, "field %s must be %s, not %s", strconv.Quote(typ.Field), JSONKind(typ.Type), typ.Value)
 	default:
 		// A domain type's UnmarshalJSON refused the value with a message
 		// written for clients; anything else (a broken connection, a library
@@ -135,8 +135,9 @@ func describeDecodeError(err error) error {
 	}
 }
 
-// jsonKind names the JSON type that decodes into t.
-func jsonKind(t reflect.Type) string {
+// JSONKind names the JSON type that decodes into t, for a refusal that
+// speaks to the client, never in Go types.
+func JSONKind(t reflect.Type) string {
 	if t == nil {
 		return "a different type"
 	}
@@ -155,7 +156,7 @@ func jsonKind(t reflect.Type) string {
 	case reflect.Map, reflect.Struct:
 		return "an object"
 	case reflect.Pointer:
-		return jsonKind(t.Elem())
+		return JSONKind(t.Elem())
 	default:
 		return "a different type"
 	}

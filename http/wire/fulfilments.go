@@ -81,7 +81,10 @@ func EncodeFulfilmentCursor(c projections.FulfilmentCursor) string {
 }
 
 // DecodeFulfilmentCursor reads a cursor EncodeFulfilmentCursor wrote; ok is
-// false for anything else.
+// false for anything else. Only the one spelling EncodeFulfilmentCursor
+// writes is read: another (a time with an offset, a year that moves past
+// 0000 or 9999 in UTC) would name a position no page can answer with
+// again.
 func DecodeFulfilmentCursor(s string) (c projections.FulfilmentCursor, ok bool) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
@@ -92,7 +95,11 @@ func DecodeFulfilmentCursor(s string) (c projections.FulfilmentCursor, ok bool) 
 	if !found || err != nil || id == "" {
 		return c, false
 	}
-	return projections.FulfilmentCursor{CreatedAt: t, FulfilmentID: id}, true
+	c = projections.FulfilmentCursor{CreatedAt: t.UTC(), FulfilmentID: id}
+	if EncodeFulfilmentCursor(c) != s {
+		return projections.FulfilmentCursor{}, false
+	}
+	return c, true
 }
 
 // FulfilmentEstimate is one delivery estimate given for a phone.

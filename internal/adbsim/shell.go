@@ -137,7 +137,8 @@ func readWord(s string) (word, int, error) {
 		rest := s[i+1:]
 		switch {
 		case strings.HasPrefix(rest, "{"):
-			if end := strings.IndexByte(rest, '}'); end > 0 {
+			// ${} names no variable: it is read as the literal text.
+			if end := strings.IndexByte(rest, '}'); end > 1 {
 				flush()
 				w = append(w, wordPart{v: rest[1:end]})
 				return i + 2 + end

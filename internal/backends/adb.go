@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"image/png"
+	"math"
 	"net"
 	"regexp"
 	"slices"
@@ -416,7 +417,9 @@ func parseDFAvailable(out string) *int64 {
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
 		if len(f) >= 6 && f[len(f)-1] == "/data" {
-			if kb, err := strconv.ParseInt(f[3], 10, 64); err == nil {
+			// A count that is negative, or whose bytes would overflow, is
+			// no free space a phone has: the storage stays unknown.
+			if kb, err := strconv.ParseInt(f[3], 10, 64); err == nil && kb >= 0 && kb <= math.MaxInt64/1024 {
 				b := kb * 1024
 				return &b
 			}

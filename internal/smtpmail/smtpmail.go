@@ -13,9 +13,12 @@ import (
 	"mime/quotedprintable"
 	"net"
 	"net/mail"
+	"net/netip"
 	"net/smtp"
 	"net/textproto"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -38,6 +41,10 @@ type Config struct {
 	Timeout time.Duration
 }
 
+// hostNameRE is a host name as the URL may name the server (letters,
+// digits, hyphens, underscores and dots).
+var hostNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}$`)
+
 // ParseURL reads SERVICE_SMTP_URL: smtp://[user[:password]@]host[:port]?from=addr
 // (STARTTLS when the server offers it, port 25 by default),
 // smtp+starttls://… (STARTTLS required, port 587) or smtps://… (TLS from
@@ -59,20 +66,30 @@ func ParseURL(raw string) (Config, error) {
 	default:
 		return Config{}, fmt.Errorf("SMTP URL: scheme must be smtp, smtp+starttls or smtps, not %q", u.Scheme)
 	}
-	if u.Hostname() == "" {
+	host := u.Hostname()
+	if host == "" {
 		return Config{}, errors.New("SMTP URL: no host")
+	}
+	if _, err := netip.ParseAddr(host); err != nil && !hostNameRE.MatchString(host) {
+		return Config{}, fmt.Errorf("SMTP URL: host %q is not a host name or an IP address", host)
 	}
 	if u.Port() != "" {
 		port = u.Port()
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return Config{}, fmt.Errorf("SMTP URL: port %q is not a port from 1 to 65535", port)
 	}
 	c.Addr = net.JoinHostPort(u.Hostname(), port)
 	if u.User != nil {
 		c.Username = u.User.Username()
 		c.Password, _ = u.User.Password()
 	}
-	if a, err := mail.ParseAddress(c.From); err != nil || a.Name != "" {
+	a, err := mail.ParseAddress(c.From)
+	if err != nil || a.Name != "" {
 		return Config{}, errors.New("SMTP URL: from= must name the sender's bare address (…?from=phonefleet@example.com)")
 	}
+	c.From = a.Address // as read: without the spaces ParseAddress allows around it
+
 	return c, nil
 }
 
