@@ -292,7 +292,7 @@ func (w *world) prepareTargets() []*target {
 		var lease struct {
 			LeaseID string `json:"leaseId"`
 		}
-		w.mustJSON(0, "POST", "/v1/devices/"+d.DeviceID+"/lease", `{"ttlSeconds":7200}`, &lease)
+		w.mustJSON(0, "POST", "/v1/devices/"+d.DeviceID+"/lease", `{"ttlSeconds":3600}`, &lease)
 		tg.lease = lease.LeaseID
 		ok := true
 		for _, action := range []string{"install_app", "open_app"} {
