@@ -355,7 +355,7 @@ func (w *world) check(l *load, passes int, took time.Duration) {
   runs                    %d started, ended %v; %d starts refused or lost
   webhooks                %d deliveries listed %v; %d delivered to the receiver (%d answers 200, %d answers 500), %d re-sent under the same id
   checkpoints             %d signed, %d in the export, verified by phonefleet receipts verify: %v
-  holder samples          %d (%d unreadable), %d with two holders
+  holder samples          %d (%d unreadable), %d with two holders; sim host taken over %v; gateway tunnel connected %v
   faults injected         %d: %s; clock skew of instance-1: %s
 `, passes, took.Round(time.Second),
 		len(answers), clientSaw, l.retries.Load(), l.mcpCalls.Load(), l.mcpRetries.Load(),
@@ -364,8 +364,24 @@ func (w *world) check(l *load, passes int, took time.Duration) {
 		len(l.runs), runStates, l.runFails.Load(),
 		len(ds), byEvent, len(bodies), accepted, refused, resent,
 		len(cps.Checkpoints), cpLines, err == nil,
-		l.samples.Load(), l.sampleErrs.Load(), len(violations),
+		l.samples.Load(), l.sampleErrs.Load(), len(violations), w.countLogs("this process now drives the sim devices"), w.countLogs("gateway tunnel connected"),
 		faultTotal, strings.Join(faultNames, ", "), skew)
+}
+
+// countLogs counts each instance's log lines with msg.
+func (w *world) countLogs(msg string) map[string]int {
+	n := map[string]int{}
+	for _, p := range w.inst {
+		for _, l := range strings.Split(p.logs.String(), "\n") {
+			var m struct {
+				Msg string `json:"msg"`
+			}
+			if json.Unmarshal([]byte(l), &m) == nil && m.Msg == msg {
+				n[p.name]++
+			}
+		}
+	}
+	return n
 }
 
 // sameJSON reports whether a and b hold the same JSON value.
