@@ -13,5 +13,6 @@
 //
 // The short form (one pass of each fault, about a minute and a half) runs
 // in `make test`; `make chaos` sets CHAOS_DURATION (for example 15m) and
-// repeats the passes for that long. The package holds tests only.
+// repeats the passes for that long. The package holds tests only, for Linux
+// (it reads /proc and runs an instance in a time namespace).
 package chaos

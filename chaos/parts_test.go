@@ -1,3 +1,5 @@
+//go:build linux
+
 package chaos
 
 import (
@@ -76,6 +78,8 @@ func (p *proc) start(t *testing.T, extraEnv ...string) int {
 	from := len(p.logs.String())
 	cmd := exec.Command(p.argv[0], p.argv[1:]...)
 	cmd.Env = append(append(os.Environ(), p.env...), extraEnv...)
+	// Killed with the test process, however it ends.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
