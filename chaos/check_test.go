@@ -376,7 +376,7 @@ func (w *world) check(l *load, passes int, took time.Duration) {
   runs                    %d started, ended %v; %d starts refused or lost
   webhooks                %d deliveries listed %v; %d delivered to the receiver (%d answers 200, %d answers 500), %d re-sent under the same id
   checkpoints             %d signed, %d in the export, %d held apart (their webhook deliveries), verified by phonefleet receipts verify: %v
-  holder samples          %d (%d unreadable), %d with two holders; sim host taken over %v; gateway tunnel connected %v
+  holder samples          %d (%d unreadable; %d host locks seen held by one instance), %d with two holders; sim host taken over %v; gateway tunnel connected %v
   faults injected         %d: %s; clock skew of instance-1: %s
 `, passes, took.Round(time.Second),
 		len(answers), clientSaw, l.retries.Load(), l.mcpCalls.Load(), l.mcpRetries.Load(),
@@ -385,7 +385,7 @@ func (w *world) check(l *load, passes int, took time.Duration) {
 		len(l.runs), runStates, l.runFails.Load(),
 		len(ds), byEvent, len(bodies), accepted, refused, resent,
 		len(cps.Checkpoints), cpLines, held, err == nil,
-		l.samples.Load(), l.sampleErrs.Load(), len(violations), w.countLogs("this process now drives the sim devices"), w.countLogs("gateway tunnel connected"),
+		l.samples.Load(), l.sampleErrs.Load(), l.attributed.Load(), len(violations), w.countLogs("this process now drives the sim devices"), w.countLogs("gateway tunnel connected"),
 		faultTotal, strings.Join(faultNames, ", "), skew)
 }
 

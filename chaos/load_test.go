@@ -49,6 +49,7 @@ type load struct {
 	runFails   atomic.Int64
 
 	samples    atomic.Int64
+	attributed atomic.Int64 // locks found held by exactly one instance, over all samples
 	sampleErrs atomic.Int64
 	violations []string // samples showing two holders of one lock
 }
@@ -352,6 +353,9 @@ func (l *load) sampler() {
 				if o, ok := owners[p]; ok {
 					insts[o] = true
 				}
+			}
+			if len(insts) == 1 {
+				l.attributed.Add(1)
 			}
 			if len(insts) > 1 {
 				l.mu.Lock()
