@@ -257,12 +257,11 @@ func (w *world) check(l *load, passes int, took time.Duration) {
 	// Runs: every run of the runs' device ended.
 	runStates := map[string]int{}
 	for _, id := range l.runs {
-		runStates[w.runState(id)]++
-	}
-	for st, n := range runStates {
+		st, reason := w.runEnd(id)
 		if !terminalRun(st) {
-			t.Errorf("%d runs are %q after settling; want every run ended", n, st)
+			t.Errorf("run %s is %q after settling; want every run ended", id, st)
 		}
+		runStates[st+":"+reason]++
 	}
 
 	// Webhooks: every delivery the service lists as delivered reached the
@@ -306,14 +305,23 @@ func (w *world) check(l *load, passes int, took time.Duration) {
 			t.Errorf("the receiver got delivery id %q, which the service does not list", id)
 		}
 	}
-	var cps struct {
-		Checkpoints []struct {
-			Entries int `json:"entries"`
-		} `json:"checkpoints"`
+	signed := 0
+	for before := ""; ; {
+		var page struct {
+			Checkpoints []struct {
+				Entries int `json:"entries"`
+			} `json:"checkpoints"`
+			NextBefore json.Number `json:"nextBefore"`
+		}
+		w.mustJSON(0, "GET", "/v1/receipts/checkpoints?limit=200"+before, "", &page)
+		signed += len(page.Checkpoints)
+		if page.NextBefore == "" {
+			break
+		}
+		before = "&before=" + page.NextBefore.String()
 	}
-	w.mustJSON(0, "GET", "/v1/receipts/checkpoints?limit=200", "", &cps)
-	if n := byEvent["receipt.checkpoint_signed"]; n < len(cps.Checkpoints) {
-		t.Errorf("%d checkpoints signed but %d receipt.checkpoint_signed deliveries", len(cps.Checkpoints), n)
+	if n := byEvent["receipt.checkpoint_signed"]; n != signed {
+		t.Errorf("%d checkpoints signed but %d receipt.checkpoint_signed deliveries", signed, n)
 	}
 
 	// Checkpoints: the export verifies against the published keys, each
@@ -343,7 +351,7 @@ func (w *world) check(l *load, passes int, took time.Duration) {
 	}
 	out, err := exec.Command(w.bin, args...).CombinedOutput()
 	if err != nil {
-		t.Errorf("phonefleet receipts verify on the export (%d bytes, %d checkpoints listed): %v\n%s", len(b), len(cps.Checkpoints), err, out)
+		t.Errorf("phonefleet receipts verify on the export (%d bytes, %d checkpoints listed): %v\n%s", len(b), signed, err, out)
 	} else {
 		t.Logf("phonefleet receipts verify: %s", strings.TrimSpace(string(out)))
 	}
@@ -384,7 +392,7 @@ func (w *world) check(l *load, passes int, took time.Duration) {
 		phoneTotal, committedTotal, failedTotal, unknownTotal,
 		len(l.runs), runStates, l.runFails.Load(),
 		len(ds), byEvent, len(bodies), accepted, refused, resent,
-		len(cps.Checkpoints), cpLines, held, err == nil,
+		signed, cpLines, held, err == nil,
 		l.samples.Load(), l.sampleErrs.Load(), l.attributed.Load(), len(violations), w.countLogs("this process now drives the sim devices"), w.countLogs("gateway tunnel connected"),
 		faultTotal, strings.Join(faultNames, ", "), skew)
 }

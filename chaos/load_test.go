@@ -274,24 +274,36 @@ func terminalRun(state string) bool {
 // runState reads a run's state through either instance ("" when neither
 // answers).
 func (w *world) runState(runID string) string {
+	st, _ := w.runEnd(runID)
+	return st
+}
+
+// runEnd reads a run's state and reason through either instance.
+func (w *world) runEnd(runID string) (state, reason string) {
 	for i := range w.base {
 		status, b, err := w.c.do(w.ctx, "GET", w.base[i]+"/v1/runs/"+runID, "")
 		if err != nil || status != http.StatusOK {
 			continue
 		}
+		type run struct {
+			State  string  `json:"state"`
+			Reason *string `json:"reason"`
+		}
 		var v struct {
-			State string `json:"state"`
-			Run   *struct {
-				State string `json:"state"`
-			} `json:"run"`
+			run
+			Run *run `json:"run"`
 		}
 		_ = json.Unmarshal(b, &v)
+		r := v.run
 		if v.Run != nil {
-			return v.Run.State
+			r = *v.Run
 		}
-		return v.State
+		if r.Reason != nil {
+			reason = *r.Reason
+		}
+		return r.State, reason
 	}
-	return ""
+	return "", ""
 }
 
 // sampler samples, every 100 ms until the load stops, which instance
