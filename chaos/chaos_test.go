@@ -107,10 +107,11 @@ func TestChaos(t *testing.T) {
 	w.check(load, passes, time.Since(began))
 }
 
-// setUp starts every part: PostgreSQL, nats-server (and the partition in
-// front of it), the receiver, two instances, the adb phone and the
-// gateway, and subscribes the receiver to the webhooks.
-func (w *world) setUp() {
+// startDatabase makes the world's directory (reachable by the cluster's
+// unprivileged user when the tests run as root), builds the binary, and
+// starts a PostgreSQL cluster of the world's own, stopped at the end after
+// every process is gone.
+func (w *world) startDatabase() {
 	t := w.t
 	w.dir = t.TempDir()
 	for _, p := range []string{filepath.Dir(w.dir), w.dir} { // the cluster's unprivileged user reaches it when we are root
@@ -133,6 +134,14 @@ func (w *world) setUp() {
 			t.Errorf("stop the suite's PostgreSQL: %v", err)
 		}
 	})
+}
+
+// setUp starts every part: PostgreSQL, nats-server (and the partition in
+// front of it), the receiver, two instances, the adb phone and the
+// gateway, and subscribes the receiver to the webhooks.
+func (w *world) setUp() {
+	t := w.t
+	w.startDatabase()
 
 	w.natsAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	host, port, _ := strings.Cut(w.natsAddr, ":")
@@ -143,7 +152,7 @@ func (w *world) setUp() {
 	w.cut = startPartition(t, w.natsAddr)
 	w.rcv = startReceiver(t, w.dir)
 
-	env := []string{"DATABASE_URL=" + pg.DSN(), "SERVICE_DATA_DIR=" + filepath.Join(w.dir, "data"), "SERVICE_MODE=local",
+	env := []string{"DATABASE_URL=" + w.pg.DSN(), "SERVICE_DATA_DIR=" + filepath.Join(w.dir, "data"), "SERVICE_MODE=local",
 		"SERVICE_SIM_DEVICES=1", "SERVICE_WEBHOOK_CA_FILE=" + w.rcv.caFile, "SERVICE_PAYG_DEVICE_LIMIT=20",
 		"SERVICE_RECEIPT_CHECKPOINT_EVERY=40", "SERVICE_RECEIPT_CHECKPOINT_INTERVAL=5s", "SERVICE_LOG_LEVEL=info"}
 	for i := range w.inst {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -38,22 +37,8 @@ func TestSimHostLostWithTheDatabaseStopsActing(t *testing.T) {
 		t.Skipf("skipping: no PostgreSQL server binaries for a cluster of the test's own: %v", err)
 	}
 	w := &world{t: t, ctx: testutil.Context(t), faults: map[string]int{}}
-	w.dir = t.TempDir()
-	for _, p := range []string{filepath.Dir(w.dir), w.dir} {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w.bin = buildBinary(t, w.dir)
-	w.c = &client{http: &http.Client{Timeout: 20 * time.Second}}
-	ctx, cancel := context.WithTimeout(w.ctx, 2*time.Minute)
-	defer cancel()
-	pg, err := pgembed.Start(ctx, filepath.Join(w.dir, "pg"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.pg = pg
-	t.Cleanup(func() { _ = pg.Stop(context.Background()) })
+	w.startDatabase()
+	pg := w.pg
 	env := []string{"DATABASE_URL=" + pg.DSN(), "SERVICE_DATA_DIR=" + filepath.Join(w.dir, "data"), "SERVICE_MODE=local",
 		"SERVICE_SIM_DEVICES=1", "SERVICE_LOG_LEVEL=info"}
 	for i := range w.inst {
