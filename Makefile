@@ -4,7 +4,7 @@ BIN      := bin/phonefleet
 PKGS     := ./...
 TESTFLAGS ?= -race -count=1 -timeout 20m -p 1
 
-.PHONY: run test build bench lint changelog migrate deps deps-adb deps-stripe-mock deps-nats deps-chromium deps-walkthrough clean fuzz
+.PHONY: run test build bench lint changelog migrate deps deps-adb deps-stripe-mock deps-nats deps-chromium deps-walkthrough clean fuzz chaos
 
 ## run: start the service on 127.0.0.1:8080 in local mode (embedded PostgreSQL unless DATABASE_URL is set; SERVICE_ADB_SIM_DEVICES=N adds N sim phones served over adb; STRIPE_MOCK=1 runs stripe-mock as the payment provider)
 run: deps build
@@ -19,6 +19,11 @@ test: deps deps-adb deps-stripe-mock deps-nats deps-chromium deps-walkthrough
 ## build: the binary at bin/phonefleet
 build:
 	$(GO) build -o $(BIN) ./cmd/phonefleet
+
+## chaos: the chaos suite's long form (chaos/): two instances, nats-server, a gateway with sims and an adb phone, webhooks, REST and MCP clients and runs, while each part is killed, restarted or cut in turn for CHAOS_DURATION (default 15m); prints its counts at the end (its short form, one pass, runs in `make test`)
+CHAOS_DURATION ?= 15m
+chaos: deps-adb deps-nats
+	ns="$$(GO=$(GO) ./scripts/ensure-nats-server.sh)" && PHONEFLEET_NATS_SERVER="$$ns" CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -race -count=1 -timeout 4h -run '^TestChaos$$' -v ./chaos/
 
 ## bench: performance figures beside baselines measured in the same run (pgbench on the same database)
 bench: deps deps-nats
