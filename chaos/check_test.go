@@ -15,6 +15,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"phonefleet/testutil"
 )
 
 // receipt is one receipt as GET /v1/receipts lists it.
@@ -92,21 +94,7 @@ func (w *world) receiptsLag() int64 {
 	if err != nil || status != http.StatusOK {
 		return -1
 	}
-	var h struct {
-		Projections []struct {
-			Name string `json:"name"`
-			Lag  int64  `json:"lag"`
-		} `json:"projections"`
-	}
-	if json.Unmarshal(b, &h) != nil {
-		return -1
-	}
-	for _, p := range h.Projections {
-		if p.Name == "receipts" {
-			return p.Lag
-		}
-	}
-	return -1
+	return testutil.HealthzLag(b, "receipts")
 }
 
 // settled reports what still moves: receipts in flight, deliveries

@@ -43,15 +43,7 @@ func buildBinary(t *testing.T, dir string) string {
 
 // freePort returns a loopback port that was free a moment ago. The parts
 // keep their ports across restarts, so clients and peers find them again.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return testutil.FreePort(t) }
 
 // proc is one real process the suite starts, kills with SIGKILL and starts
 // again: an instance, the gateway or nats-server. Its output, across every

@@ -3,7 +3,6 @@ package service
 import (
 	"bufio"
 	"context"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"phonefleet/internal/pgembed"
+	"phonefleet/testutil"
 )
 
 // TestServeFromACloneUnderA0700DirectoryAsRoot is `make run` as a newcomer
@@ -49,7 +49,7 @@ func TestServeFromACloneUnderA0700DirectoryAsRoot(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 
-	port := freeTCPPort(t)
+	port := testutil.FreePort(t)
 	serve := exec.CommandContext(ctx, bin, "serve")
 	serve.Dir = clone
 	for _, kv := range os.Environ() {
@@ -123,14 +123,4 @@ func TestServeFromACloneUnderA0700DirectoryAsRoot(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(target, "data", "postmaster.pid")); err == nil {
 		t.Errorf("the cluster in %s still runs after serve stopped", target)
 	}
-}
-
-func freeTCPPort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

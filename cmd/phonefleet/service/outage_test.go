@@ -293,21 +293,7 @@ func (c *outageClient) receiptsLag() int64 {
 	if err != nil {
 		return -1
 	}
-	var h struct {
-		Projections []struct {
-			Name string `json:"name"`
-			Lag  int64  `json:"lag"`
-		} `json:"projections"`
-	}
-	if json.Unmarshal(b, &h) != nil {
-		return -1
-	}
-	for _, p := range h.Projections {
-		if p.Name == "receipts" {
-			return p.Lag
-		}
-	}
-	return -1
+	return testutil.HealthzLag(b, "receipts")
 }
 
 // tapUntilAnswered sends one tap and repeats it under the same key until it
