@@ -161,11 +161,21 @@ func (w *world) check(l *load, passes int, took time.Duration) {
 	answers, keyDev := l.answers, l.keyDev
 	l.mu.Unlock()
 	clientSaw := map[string]int{}
-	for _, a := range answers {
+	var on500 []string
+	for key, a := range answers {
+		// Issue 27 item 3: a retried key answers its recorded outcome,
+		// never internal_error for as long as the client kept asking.
+		if strings.HasPrefix(a, "gave_up:") && strings.Contains(a, "internal_error") {
+			on500 = append(on500, key)
+		}
 		if len(a) > 60 {
 			a = a[:60]
 		}
 		clientSaw[a]++
+	}
+	sort.Strings(on500)
+	if len(on500) > 0 {
+		t.Errorf("%d keys answered internal_error on every retry until the client gave up, e.g. %s", len(on500), strings.Join(on500[:min(5, len(on500))], ", "))
 	}
 
 	// Actions: every acknowledged one committed exactly once, none

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -30,9 +31,9 @@ type modelRequest struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	Messages []struct {
-		Role       string `json:"role"`
-		Content    string `json:"content"`
-		ToolCallID string `json:"tool_call_id"`
+		Role       string         `json:"role"`
+		Content    messageContent `json:"content"`
+		ToolCallID string         `json:"tool_call_id"`
 		ToolCalls  []struct {
 			ID       string `json:"id"`
 			Function struct {
@@ -48,6 +49,34 @@ type modelRequest struct {
 	} `json:"tools"`
 	// Header is the request's header (the bearer token).
 	Header http.Header `json:"-"`
+}
+
+// messageContent is a message's content as the provider's API takes it: a
+// string, or an array of parts (a run's planner sends the screen as an
+// image part beside its text), read as its text parts joined.
+type messageContent string
+
+func (c *messageContent) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*c = messageContent(s)
+		return nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(b, &parts); err != nil {
+		return err
+	}
+	var text []string
+	for _, p := range parts {
+		if p.Type == "text" {
+			text = append(text, p.Text)
+		}
+	}
+	*c = messageContent(strings.Join(text, "\n"))
+	return nil
 }
 
 // toolResults counts the tool messages after the last user message: how
