@@ -432,18 +432,19 @@ func (w *world) pass(n int) {
 	calm()
 
 	// The receiver answering 500 to every delivery for a while.
-	at = time.Now()
-	w.rcv.setFailing(true)
-	time.Sleep(6 * time.Second)
-	w.rcv.setFailing(false)
-	w.fault("receiver 500s", at)
+	w.faultFor("receiver 500s", 6*time.Second, w.rcv.setFailing)
 	calm()
 
 	// Instance 1 cut from nats-server for a while.
-	at = time.Now()
-	w.cut.setCut(true)
-	time.Sleep(8 * time.Second)
-	w.cut.setCut(false)
-	w.fault("instance-1 nats partition", at)
+	w.faultFor("instance-1 nats partition", 8*time.Second, w.cut.setCut)
 	calm()
+}
+
+// faultFor turns a fault on with set for d, then off, and records it.
+func (w *world) faultFor(name string, d time.Duration, set func(bool)) {
+	at := time.Now()
+	set(true)
+	time.Sleep(d)
+	set(false)
+	w.fault(name, at)
 }

@@ -48,13 +48,7 @@ func TestOnlyInstancesWithCredentialsJoin(t *testing.T) {
 	creds := Credentials{NkeySeedFile: seed}
 
 	var logs testutil.SyncBuffer
-	a := &holder{name: "A"}
-	a.hold("sim")
-	dialWith(t, url, id, creds, a, &logs)
-	caller := dialWith(t, url, id, creds, nil, &logs)
-	if got := string(forwardEventually(t, caller, "sim", "observe_device", []byte("x"))); got != "A observe_device x" {
-		t.Fatalf("an instance with credentials: got %q; want A's echo", got)
-	}
+	a, caller := joinAndForward(t, url, id, creds, &logs, "an instance with credentials")
 
 	if nc, err := nats.Connect(url); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
 		if nc != nil {
@@ -106,13 +100,7 @@ func TestInstancesTalkOverTLS(t *testing.T) {
 	creds := Credentials{CAFile: pki.CAFile, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}
 
 	var logs testutil.SyncBuffer
-	a := &holder{name: "A"}
-	a.hold("sim")
-	dialWith(t, url, id, creds, a, &logs)
-	caller := dialWith(t, url, id, creds, nil, &logs)
-	if got := string(forwardEventually(t, caller, "sim", "observe_device", []byte("x"))); got != "A observe_device x" {
-		t.Fatalf("over TLS: got %q; want A's echo", got)
-	}
+	a, _ := joinAndForward(t, url, id, creds, &logs, "over TLS")
 	if nc, err := nats.Connect(url); err == nil {
 		nc.Close()
 		t.Fatal("a client without TLS connected; want it refused")
@@ -166,4 +154,19 @@ func TestCredentialsRefuseWhatCannotBeMeant(t *testing.T) {
 	if opts, err := (Credentials{}).Options(); err != nil || len(opts) != 0 {
 		t.Fatalf("no credentials: got %d options, %v; want none", len(opts), err)
 	}
+}
+
+// joinAndForward joins a holder of "sim" (A) and a caller to the bus with
+// creds, and fails the test unless a call from the caller reaches A; it
+// returns A and the caller.
+func joinAndForward(t *testing.T, url, id string, creds Credentials, logs *testutil.SyncBuffer, what string) (*holder, *Node) {
+	t.Helper()
+	a := &holder{name: "A"}
+	a.hold("sim")
+	dialWith(t, url, id, creds, a, logs)
+	caller := dialWith(t, url, id, creds, nil, logs)
+	if got := string(forwardEventually(t, caller, "sim", "observe_device", []byte("x"))); got != "A observe_device x" {
+		t.Fatalf("%s: got %q; want A's echo", what, got)
+	}
+	return a, caller
 }
