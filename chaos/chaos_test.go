@@ -29,6 +29,10 @@ const (
 	// clockSkew is how far the skewed instance's monotonic and boot-time
 	// clocks run ahead (seconds).
 	clockSkew = 86400
+	// wallSkew is how far instance 1's wall clock runs off the machine's:
+	// ahead after one start, behind after the next (clock.Now in a build
+	// with the chaosclock tag).
+	wallSkew = 5 * time.Second
 	// keyMax is how long a client keeps retrying one key.
 	keyMax = 90 * time.Second
 	// settleMax bounds the wait for receipts, deliveries and runs to settle
@@ -52,7 +56,8 @@ type world struct {
 	gw       *proc
 	rcv      *receiver
 	c        *client
-	skewed   string // how instance 1's clock is skewed ("" when it is not)
+	skewed   string // how instance 1's monotonic clocks are skewed ("" when they are not)
+	starts   [2]int // how often each instance was started
 	webhook  string
 	localSim string // the instances' own sim phone
 	faults   map[string]int
@@ -220,10 +225,35 @@ func (w *world) setUp() {
 	w.webhook = hook.Webhook.WebhookID
 }
 
-// startInstance starts instance i and waits until it serves.
+// startInstance starts instance i and waits until it serves. Instance 1's
+// wall clock runs wallSkew ahead of the machine's after one start and
+// behind it after the next.
 func (w *world) startInstance(i int) {
-	from := w.inst[i].start(w.t)
+	var env []string
+	if i == 1 {
+		skew := wallSkew
+		if w.starts[i]%2 == 1 {
+			skew = -wallSkew
+		}
+		env = append(env, skewEnv+"="+skew.String())
+	}
+	w.starts[i]++
+	from := w.inst[i].start(w.t, env...)
 	w.inst[i].waitLog(w.t, from, 2*time.Minute, "phonefleet serving")
+	if i == 1 { // the skew is real: the instance's own clock says so
+		skew := wallSkew
+		if w.starts[i]%2 == 0 {
+			skew = -wallSkew
+		}
+		var st struct {
+			Time time.Time `json:"time"`
+		}
+		before := time.Now()
+		w.mustJSON(1, "GET", "/v1/time", "", &st)
+		if off := st.Time.Sub(before); off < skew-2*time.Second || off > skew+2*time.Second {
+			w.t.Fatalf("instance 1's clock is %s off the machine's; want %s", off.Round(time.Millisecond), skew)
+		}
+	}
 }
 
 // mustJSON sends a request to instance i, retrying transport errors and

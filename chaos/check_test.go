@@ -371,9 +371,11 @@ func (w *world) check(l *load, passes int, took time.Duration) {
 	}
 	w.faultsMu.Unlock()
 	sort.Strings(faultNames)
-	skew := w.skewed
-	if skew == "" {
-		skew = "none (no time namespace)"
+	skew := fmt.Sprintf("instance 1's wall clock ±%s (alternating by start, %d starts)", wallSkew, w.starts[1])
+	if w.skewed != "" {
+		skew += "; its " + w.skewed
+	} else {
+		skew += "; monotonic clocks unskewed (no time namespace)"
 	}
 	fmt.Printf(`chaos counts (%d pass(es), %s of faults):
   actions handed out      %d (REST and MCP; clients saw %v; %d REST retries, %d MCP calls, %d MCP retries)

@@ -30,10 +30,16 @@ import (
 
 // buildBinary builds the real phonefleet binary into dir (never into the
 // repository) and returns its path.
+// skewEnv is internal/clock's variable in a chaosclock build (the package
+// exports it only in that build).
+const skewEnv = "PHONEFLEET_CHAOS_CLOCK_SKEW"
+
 func buildBinary(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "phonefleet")
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "phonefleet/cmd/phonefleet")
+	// The chaosclock tag lets an instance run its wall clock off the
+	// machine's (internal/clock), set by skewEnv.
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-tags", "chaosclock", "-o", bin, "phonefleet/cmd/phonefleet")
 	cmd.Env = os.Environ()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build phonefleet: %v\n%s", err, out)

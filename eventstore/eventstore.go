@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"phonefleet/internal/clock"
 	"strconv"
 	"time"
 
@@ -141,7 +142,7 @@ func WithGroupCommit() Option {
 
 // New returns a store over pool.
 func New(pool *pgxpool.Pool, opts ...Option) *Store {
-	s := &Store{pool: pool, signal: NewSignal(), local: NewSignal(), now: time.Now}
+	s := &Store{pool: pool, signal: NewSignal(), local: NewSignal(), now: clock.Now}
 	for _, o := range opts {
 		o(s)
 	}

@@ -10,6 +10,7 @@ import (
 	"phonefleet/commands/keys"
 	"phonefleet/domain"
 	"phonefleet/http/kernel"
+	"phonefleet/internal/clock"
 	"phonefleet/internal/identity"
 )
 
@@ -32,14 +33,14 @@ type IdentityDeps struct {
 	// budgets of callers with and without Authorization.
 	RateLimitAuthenticated, RateLimitAnonymous int
 	// KeyClock is the clock for the state reported on key records; nil
-	// means time.Now.
+	// means clock.Now.
 	KeyClock func() time.Time
 	// IdentityWebhookSecret is SERVICE_IDENTITY_WEBHOOK_SECRET, the
 	// Standard Webhooks secret (whsec_…) the identity provider signs
 	// POST /webhooks/identity with; empty answers that route 404.
 	IdentityWebhookSecret string
 	// IdentityWebhookClock is the clock a signature's timestamp is checked
-	// against; nil means time.Now.
+	// against; nil means clock.Now.
 	IdentityWebhookClock func() time.Time
 }
 
@@ -109,7 +110,7 @@ func (s *Server) keyNow() time.Time {
 	if s.deps.Identity.KeyClock != nil {
 		return s.deps.Identity.KeyClock()
 	}
-	return time.Now()
+	return clock.Now()
 }
 
 func (s *Server) keyJSON(k domain.APIKeyRecord) apiKeyJSON {

@@ -20,6 +20,7 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/http/kernel"
+	"phonefleet/internal/clock"
 )
 
 // The identity provider's webhook (spec 5.2): when a person leaves an
@@ -87,7 +88,7 @@ func (s *Server) receiveIdentityWebhook(w http.ResponseWriter, r *http.Request) 
 		}
 		return domain.Errorf(domain.CodeInvalidEvent, "the request body could not be read")
 	}
-	now := time.Now()
+	now := clock.Now()
 	if c := s.deps.Identity.IdentityWebhookClock; c != nil {
 		now = c()
 	}

@@ -2,11 +2,11 @@ package httpapi
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/gorilla/mux"
 
 	"phonefleet/http/kernel"
+	"phonefleet/internal/clock"
 )
 
 // registerTimeRoutes mounts GET /v1/time (spec 4.5): the server's clock, so
@@ -29,7 +29,7 @@ type serverTime struct {
 }
 
 func (s *Server) getTime(w http.ResponseWriter, r *http.Request) error {
-	now := time.Now().UTC()
+	now := clock.Now().UTC()
 	w.Header().Set("Cache-Control", "no-store")
 	return kernel.WriteJSON(w, http.StatusOK, serverTime{Time: now.Format("2006-01-02T15:04:05.000000Z07:00"), UnixSeconds: now.Unix()})
 }

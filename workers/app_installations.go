@@ -10,6 +10,7 @@ import (
 
 	"phonefleet/commands/apps"
 	"phonefleet/commands/cqrs"
+	"phonefleet/internal/clock"
 )
 
 // AppWork does the app store's and app library's device work: every
@@ -25,7 +26,7 @@ import (
 type AppWork struct {
 	Work cqrs.Handler[apps.RunDeviceWork, string]
 	Pool *pgxpool.Pool
-	// Now is the clock that decides what is stale; nil means time.Now.
+	// Now is the clock that decides what is stale; nil means clock.Now.
 	Now func() time.Time
 	// StaleAfter is how long a device may stay installing or reading
 	// before its work is resumed; zero means ten minutes (an install
@@ -56,7 +57,7 @@ func (w AppWork) RunOnce(ctx context.Context) (AppWorkDone, error) { return w.sw
 
 func (w AppWork) pass(ctx context.Context) (AppWorkDone, error) {
 	var done AppWorkDone
-	now, stale := time.Now, w.StaleAfter
+	now, stale := clock.Now, w.StaleAfter
 	if w.Now != nil {
 		now = w.Now
 	}

@@ -11,6 +11,7 @@ import (
 	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/clock"
 	"phonefleet/projections"
 )
 
@@ -26,7 +27,7 @@ type CopilotSweeps struct {
 	// Sweep is the application's SweepThread command.
 	Sweep cqrs.Handler[copilot.SweepThread, bool]
 	Pool  *pgxpool.Pool
-	// Now is the clock; nil means time.Now. It must be the copilot's.
+	// Now is the clock; nil means clock.Now. It must be the copilot's.
 	Now func() time.Time
 	// LostAfter is zero for domain.CopilotTurnLostAfter.
 	LostAfter time.Duration
@@ -38,7 +39,7 @@ type CopilotSweeps struct {
 func (w CopilotSweeps) sweep() Sweep[int] {
 	return Sweep[int]{Worker: "copilot-sweeps", Interval: w.Interval, Default: 10 * time.Second, Logger: w.Logger,
 		Pass: func(ctx context.Context) (int, error) {
-			now := time.Now
+			now := clock.Now
 			if w.Now != nil {
 				now = w.Now
 			}

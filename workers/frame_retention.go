@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"log/slog"
+	"phonefleet/internal/clock"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -15,7 +16,7 @@ import (
 // index keeps its history.
 type FrameRetention struct {
 	Pool *pgxpool.Pool
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means clock.Now.
 	Now func() time.Time
 	// Interval between sweeps; zero means one minute.
 	Interval time.Duration
@@ -26,7 +27,7 @@ type FrameRetention struct {
 
 // sweep is the worker on the one sweep loop.
 func (w FrameRetention) sweep() Sweep[int64] {
-	now := time.Now
+	now := clock.Now
 	if w.Now != nil {
 		now = w.Now
 	}

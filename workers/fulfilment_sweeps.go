@@ -10,6 +10,7 @@ import (
 	"phonefleet/commands/cqrs"
 	"phonefleet/commands/provisioning"
 	"phonefleet/eventstore"
+	"phonefleet/internal/clock"
 	"phonefleet/projections"
 )
 
@@ -29,7 +30,7 @@ type FulfilmentSweeps struct {
 	// Sweep is the application's SweepFulfilment command.
 	Sweep cqrs.Handler[provisioning.SweepFulfilment, string]
 	Pool  *pgxpool.Pool
-	// Now is the clock choosing which ends are due; nil means time.Now.
+	// Now is the clock choosing which ends are due; nil means clock.Now.
 	// The command decides with the provisioning capability's clock.
 	Now func() time.Time
 	// Interval between sweeps; zero means 10 seconds.
@@ -59,7 +60,7 @@ func (w FulfilmentSweeps) Run(ctx context.Context) { w.sweep().Run(ctx) }
 
 // pass is one sweep: one page of each kind.
 func (w FulfilmentSweeps) pass(ctx context.Context) (map[string]int, error) {
-	now := time.Now
+	now := clock.Now
 	if w.Now != nil {
 		now = w.Now
 	}

@@ -10,6 +10,7 @@ import (
 	"phonefleet/commands/cqrs"
 	"phonefleet/commands/fleet"
 	"phonefleet/eventstore"
+	"phonefleet/internal/clock"
 	"phonefleet/projections"
 )
 
@@ -21,7 +22,7 @@ type LeaseExpiry struct {
 	// Expire is the application's ExpireLease command.
 	Expire cqrs.Handler[fleet.ExpireLease, bool]
 	Pool   *pgxpool.Pool
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means clock.Now.
 	Now func() time.Time
 	// Interval between sweeps; zero means one second.
 	Interval time.Duration
@@ -30,7 +31,7 @@ type LeaseExpiry struct {
 
 // sweep is the worker on the one sweep loop.
 func (w LeaseExpiry) sweep() Sweep[int] {
-	now := time.Now
+	now := clock.Now
 	if w.Now != nil {
 		now = w.Now
 	}

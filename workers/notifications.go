@@ -15,6 +15,7 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/claims"
+	"phonefleet/internal/clock"
 	"phonefleet/internal/smtpmail"
 	"phonefleet/projections"
 )
@@ -32,7 +33,7 @@ type NotificationsConfig struct {
 	// reaction runs, and notifications are raised for the console only).
 	Mail *smtpmail.Config
 	// Now is the clock of due times, leases and the key-expiry sweep; nil
-	// means time.Now.
+	// means clock.Now.
 	Now func() time.Time
 	// ID names this instance in claims and event metadata; empty: random.
 	ID string
@@ -69,7 +70,7 @@ type Notifications struct {
 // NewNotifications returns the workers for cfg.
 func NewNotifications(cfg NotificationsConfig) *Notifications {
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

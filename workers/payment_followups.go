@@ -13,6 +13,7 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/claims"
+	"phonefleet/internal/clock"
 	"phonefleet/internal/payments"
 )
 
@@ -27,7 +28,7 @@ type PaymentFollowupsConfig struct {
 	Record cqrs.Handler[provisioning.RecordPaymentFollowup, eventstore.Appended]
 	// Provider is the payment provider told.
 	Provider payments.Provider
-	// Now is the clock of due times and leases; nil means time.Now.
+	// Now is the clock of due times and leases; nil means clock.Now.
 	Now func() time.Time
 	// ID names this instance in claims and event metadata; empty means a
 	// random one.
@@ -65,7 +66,7 @@ type followupOutcome struct {
 // NewPaymentFollowups returns the worker for cfg.
 func NewPaymentFollowups(cfg PaymentFollowupsConfig) *PaymentFollowups {
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 8

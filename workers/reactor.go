@@ -12,6 +12,7 @@ import (
 
 	"phonefleet/eventstore"
 	"phonefleet/internal/claims"
+	"phonefleet/internal/clock"
 )
 
 // Reaction is one kind of "event → retried, idempotent side effect": the
@@ -94,7 +95,7 @@ type ReactorConfig[T, O any] struct {
 	// ID names this instance in claims and event metadata; empty means a
 	// random one.
 	ID string
-	// Now is the clock of claims and leases; nil means time.Now.
+	// Now is the clock of claims and leases; nil means clock.Now.
 	Now func() time.Time
 	// Concurrency is how many attempts are in flight at once; zero means 32.
 	Concurrency int
@@ -146,7 +147,7 @@ func NewReactor[T, O any](reaction Reaction[T, O], cfg ReactorConfig[T, O]) *Rea
 		cfg.ID = uuid.NewString()[:8]
 	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 32

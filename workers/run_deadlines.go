@@ -10,6 +10,7 @@ import (
 	"phonefleet/commands/cqrs"
 	"phonefleet/commands/runs"
 	"phonefleet/eventstore"
+	"phonefleet/internal/clock"
 	"phonefleet/projections"
 )
 
@@ -22,7 +23,7 @@ type RunDeadlines struct {
 	// End is the application's EndOverdueRun command.
 	End  cqrs.Handler[runs.EndOverdueRun, bool]
 	Pool *pgxpool.Pool
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means clock.Now.
 	Now func() time.Time
 	// Interval between sweeps; zero means one second.
 	Interval time.Duration
@@ -31,7 +32,7 @@ type RunDeadlines struct {
 
 // sweep is the worker on the one sweep loop.
 func (w RunDeadlines) sweep() Sweep[int] {
-	now := time.Now
+	now := clock.Now
 	if w.Now != nil {
 		now = w.Now
 	}

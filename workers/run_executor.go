@@ -17,6 +17,7 @@ import (
 	"phonefleet/commands"
 	"phonefleet/commands/runs"
 	"phonefleet/domain"
+	"phonefleet/internal/clock"
 	"phonefleet/internal/planner"
 	"phonefleet/projections"
 )
@@ -55,7 +56,7 @@ type RunExecutorConfig struct {
 	// the process.
 	Worker string
 	// Now is the clock deciding when claims are renewed; nil means
-	// time.Now.
+	// clock.Now.
 	Now func() time.Time
 	// Sleep waits d or until ctx ends (wait steps, backoff); nil means a
 	// timer.
@@ -129,7 +130,7 @@ func NewRunExecutor(cfg RunExecutorConfig) *RunExecutor {
 		cfg.Worker = fmt.Sprintf("run-executor/%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
 	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now
 	}
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleepCtx

@@ -13,6 +13,7 @@ import (
 	"phonefleet/commands/runs"
 	"phonefleet/commands/schedules"
 	"phonefleet/domain"
+	"phonefleet/internal/clock"
 	"phonefleet/projections"
 )
 
@@ -44,7 +45,7 @@ type Schedules struct {
 	Resolve  cqrs.Handler[schedules.ResolveScheduleFiring, string]
 	StartRun cqrs.Handler[runs.StartRun, runs.StartedRun]
 	Pool     *pgxpool.Pool
-	// Now is the clock that decides what is due; nil means time.Now.
+	// Now is the clock that decides what is due; nil means clock.Now.
 	Now func() time.Time
 	// Interval between passes; zero means one second.
 	Interval time.Duration
@@ -75,7 +76,7 @@ const schedulesPassLimit = 100
 // NewSchedules fills w's defaults.
 func NewSchedules(w Schedules) Schedules {
 	if w.Now == nil {
-		w.Now = time.Now
+		w.Now = clock.Now
 	}
 	if w.StaleAfter <= 0 {
 		w.StaleAfter = 2 * time.Minute

@@ -15,6 +15,7 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/claims"
+	"phonefleet/internal/clock"
 	"phonefleet/webhooksig"
 )
 
@@ -31,7 +32,7 @@ type WebhookDispatcherConfig struct {
 	// Client sends deliveries; nil means NewWebhookClient with the zero
 	// options (the strict address policy, system CAs).
 	Client *http.Client
-	// Now is the clock due times, leases and signatures use; nil means time.Now.
+	// Now is the clock due times, leases and signatures use; nil means clock.Now.
 	Now func() time.Time
 	// ID names this dispatcher in claims and event metadata; empty means a random one.
 	ID string
@@ -74,7 +75,7 @@ func NewWebhookDispatcher(cfg WebhookDispatcherConfig) *WebhookDispatcher {
 		cfg.Client = NewWebhookClient(WebhookClientOptions{})
 	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now
 	}
 	d := &WebhookDispatcher{cfg: cfg}
 	d.reaction = &webhookReaction{Claims: claims.New(cfg.Pool, webhookSource()), d: d, recorder: cfg.Record}

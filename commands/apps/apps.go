@@ -27,6 +27,7 @@ import (
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/clock"
 	"phonefleet/projections"
 )
 
@@ -51,7 +52,7 @@ type Config struct {
 	CatalogDir string
 	Devices    Devices
 	ReadModels cqrs.ReadModels
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means clock.Now.
 	Now func() time.Time
 }
 
@@ -68,7 +69,7 @@ func New(cfg Config) *Apps {
 		cfg.Catalog = domain.DefaultAppCatalog()
 	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now
 	}
 	repo := eventstore.NewRepository(cfg.Store, requestAggregate)
 	repo.Now = cfg.Now

@@ -14,6 +14,7 @@ import (
 	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/clock"
 	"phonefleet/projections"
 	"phonefleet/receiptchain"
 )
@@ -26,7 +27,7 @@ type Checkpoints struct {
 	Box *domain.SecretBox
 	// Policy says when a chain is signed.
 	Policy domain.CheckpointPolicy
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means clock.Now.
 	Now func() time.Time
 	// ReadModels gives read-your-writes on the checkpoints read model.
 	ReadModels cqrs.ReadModels
@@ -34,7 +35,7 @@ type Checkpoints struct {
 
 func (c *Checkpoints) now() time.Time {
 	if c.Now == nil {
-		return time.Now()
+		return clock.Now()
 	}
 	return c.Now()
 }

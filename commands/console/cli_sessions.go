@@ -11,6 +11,7 @@ import (
 	"phonefleet/commands/keys"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/clock"
 )
 
 // CLI sign-in (/v1/cli-sessions; domain/cli_session.go tells the flow).
@@ -21,7 +22,7 @@ import (
 // CLISessionConfig is what CLI sign-in needs.
 type CLISessionConfig struct {
 	Store *eventstore.Store
-	// Now is the clock; nil means time.Now. Tests inject one (expiry).
+	// Now is the clock; nil means clock.Now. Tests inject one (expiry).
 	Now func() time.Time
 }
 
@@ -55,7 +56,7 @@ var cliCodeAggregate = eventstore.Aggregate[domain.CLICodeClaim, domain.Event]{
 // NewCLISessions returns the CLI sign-in capability.
 func NewCLISessions(cfg CLISessionConfig) *CLISessions {
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now
 	}
 	return &CLISessions{cfg: cfg,
 		sessions: eventstore.NewRepository(cfg.Store, cliSessionAggregate),

@@ -15,7 +15,7 @@ type Config struct {
 	// Projections reads every projection's state for the operator views;
 	// nil: the deployment does not serve them.
 	Projections ProjectionStatusReader
-	// Now is the clock; nil means time.Now. Tests inject one (a sign-in's
+	// Now is the clock; nil means clock.Now. Tests inject one (a sign-in's
 	// expiry, the telemetry's per-minute budget).
 	Now func() time.Time
 	// ReadModels, when not nil, gives read-your-writes on the console

@@ -9,13 +9,14 @@ import (
 	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/clock"
 	"phonefleet/projections"
 )
 
 // ConsoleEventConfig is what the console's telemetry needs.
 type ConsoleEventConfig struct {
 	Store *eventstore.Store
-	// Now is the clock; nil means time.Now. Tests inject one (the
+	// Now is the clock; nil means clock.Now. Tests inject one (the
 	// per-minute budget).
 	Now func() time.Time
 	// ReadModels, when not nil, gives read-your-writes on the console
@@ -45,7 +46,7 @@ var consoleTelemetryAggregate = eventstore.Aggregate[domain.ConsoleTelemetry, do
 // NewConsoleEvents returns the console telemetry capability.
 func NewConsoleEvents(cfg ConsoleEventConfig) *ConsoleEvents {
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now
 	}
 	return &ConsoleEvents{cfg: cfg, pool: cfg.Store.Pool(), windows: eventstore.NewRepository(cfg.Store, consoleTelemetryAggregate)}
 }

@@ -20,6 +20,7 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/internal/chat"
+	"phonefleet/internal/clock"
 	"phonefleet/projections"
 )
 
@@ -39,7 +40,7 @@ type Config struct {
 	Model Model
 	// ModelName is recorded with the tokens each answer took.
 	ModelName string
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means clock.Now.
 	Now func() time.Time
 	// MaxSteps bounds the model's answers in one turn; zero means 12.
 	MaxSteps int
@@ -103,7 +104,7 @@ type runningTurn struct {
 // New returns the copilot over cfg.
 func New(cfg Config) *Copilot {
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now
 	}
 	if cfg.MaxSteps <= 0 {
 		cfg.MaxSteps = 12

@@ -9,6 +9,7 @@ import (
 	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/clock"
 	"phonefleet/projections"
 )
 
@@ -86,7 +87,7 @@ type Config struct {
 	// unknown model. Nil means the fleet registers no sim phones
 	// (service_unavailable).
 	NewSimState func(reg *domain.DeviceRegistered) ([]byte, error)
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means clock.Now.
 	Now func() time.Time
 	// ActTimeout bounds one call to a backend's Act; past it the outcome is
 	// unknown. Zero means DefaultActTimeout.
@@ -119,7 +120,7 @@ type Fleet struct {
 // New returns the fleet over cfg.
 func New(cfg Config) *Fleet {
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now
 	}
 	if cfg.ActTimeout <= 0 {
 		cfg.ActTimeout = DefaultActTimeout

@@ -11,6 +11,7 @@ import (
 	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/clock"
 	"phonefleet/internal/identity"
 	"phonefleet/internal/releases"
 	"phonefleet/projections"
@@ -38,7 +39,7 @@ type Config struct {
 	// Logger receives a warning when a changed releases manifest cannot be
 	// taken; nil discards.
 	Logger *slog.Logger
-	// Now is the clock; nil means time.Now. Tests inject one (expiry).
+	// Now is the clock; nil means clock.Now. Tests inject one (expiry).
 	Now func() time.Time
 	// ReadModels, when not nil, gives read-your-writes on the gateways
 	// read model.
@@ -74,7 +75,7 @@ var gatewayAggregate = eventstore.Aggregate[domain.Gateway, domain.Event]{
 // New returns the gateway capability.
 func New(cfg Config) *Gateways {
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

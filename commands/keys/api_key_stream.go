@@ -7,6 +7,7 @@ import (
 	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/clock"
 	"phonefleet/projections"
 )
 
@@ -23,13 +24,13 @@ type APIKeyDeps struct {
 	// applied its events, so a revoked key is refused from its next
 	// request.
 	ReadModels cqrs.ReadModels
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means clock.Now.
 	Now func() time.Time
 }
 
 func (d APIKeyDeps) now() time.Time {
 	if d.Now == nil {
-		return time.Now().UTC()
+		return clock.Now().UTC()
 	}
 	return d.Now().UTC()
 }

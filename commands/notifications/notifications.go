@@ -13,6 +13,7 @@ import (
 	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/clock"
 	"phonefleet/projections"
 )
 
@@ -31,7 +32,7 @@ type Capability struct {
 	Queries projections.NotificationQueries
 	// ReadModels gives read-your-writes on the notifications read model.
 	ReadModels cqrs.ReadModels
-	// Now is the clock events are stamped with; nil means time.Now.
+	// Now is the clock events are stamped with; nil means clock.Now.
 	Now func() time.Time
 	// EmailOffered says whether the deployment sends e-mail (SMTP is
 	// configured); without it only the console channel is offered.
@@ -44,7 +45,7 @@ type Capability struct {
 
 func (c *Capability) now() time.Time {
 	if c.Now == nil {
-		return time.Now().UTC()
+		return clock.Now().UTC()
 	}
 	return c.Now().UTC()
 }

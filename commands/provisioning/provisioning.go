@@ -9,6 +9,7 @@ import (
 	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/clock"
 	"phonefleet/internal/payments"
 	"phonefleet/projections"
 )
@@ -58,7 +59,7 @@ type Config struct {
 	// PromiseWithin is how soon a paid phone with no free unit is promised
 	// (default 24 hours).
 	PromiseWithin time.Duration
-	// Now is the clock; nil means time.Now. Tests inject one (the 24-hour
+	// Now is the clock; nil means clock.Now. Tests inject one (the 24-hour
 	// idempotency window, day passes, sweeps).
 	Now func() time.Time
 	// ReadModels, when not nil, gives read-your-writes on the read models
@@ -133,7 +134,7 @@ var inventoryAggregate = eventstore.Aggregate[domain.Inventory, domain.Event]{
 // New returns the provisioning capability.
 func New(cfg Config) *Provisioning {
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now
 	}
 	if cfg.Catalog == nil {
 		cfg.Catalog = domain.DefaultCatalog()

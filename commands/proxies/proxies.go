@@ -15,6 +15,7 @@ import (
 	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/clock"
 	"phonefleet/internal/payments"
 	"phonefleet/projections"
 )
@@ -85,7 +86,7 @@ var accountAggregate = eventstore.Aggregate[domain.ProxyAccount, domain.Event]{
 // New returns the capability.
 func New(cfg Config) *Proxies {
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now
 	}
 	if cfg.Catalog == nil {
 		cfg.Catalog = domain.DefaultCatalog()

@@ -9,6 +9,7 @@ import (
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/clock"
 	"phonefleet/projections"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,7 +26,7 @@ type Config struct {
 	// BaseURL returns the service's public origin; a run's vrxBaseUrl is
 	// BaseURL()/vrx/<run token>.
 	BaseURL func() string
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means clock.Now.
 	Now func() time.Time
 }
 
@@ -89,7 +90,7 @@ var runAggregate = eventstore.Aggregate[domain.Run, domain.Event]{
 // New returns the run capability over the fleet.
 func New(cfg Config) *Runs {
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now
 	}
 	return &Runs{cfg: cfg, devices: cfg.Devices, pool: cfg.Store.Pool(), runs: eventstore.NewRepository(cfg.Store, runAggregate)}
 }

@@ -10,13 +10,14 @@ import (
 	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/clock"
 	"phonefleet/projections"
 )
 
 // Config is what the schedule capability needs.
 type Config struct {
 	Store *eventstore.Store
-	// Now stamps the events of the schedule routes; nil means time.Now.
+	// Now stamps the events of the schedule routes; nil means clock.Now.
 	// Firings are stamped with the firing worker's clock (FireSchedule.At).
 	Now func() time.Time
 	// ReadModels, when not nil, gives read-your-writes on the schedules
@@ -49,7 +50,7 @@ var scheduleAggregate = eventstore.Aggregate[domain.Schedule, domain.Event]{
 // New returns the schedule capability.
 func New(cfg Config) *Schedules {
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now
 	}
 	return &Schedules{cfg: cfg, pool: cfg.Store.Pool(), store: cfg.Store,
 		repo: eventstore.NewRepository(cfg.Store, scheduleAggregate)}

@@ -7,6 +7,7 @@ import (
 	"phonefleet/commands/cqrs"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/clock"
 	"phonefleet/projections"
 )
 
@@ -16,7 +17,7 @@ type Webhooks struct {
 	Store *eventstore.Store
 	// Box seals signing secrets under the server key.
 	Box *domain.SecretBox
-	// Now is the clock events are stamped with; nil means time.Now.
+	// Now is the clock events are stamped with; nil means clock.Now.
 	Now func() time.Time
 	// ReadModels, when not nil, gives read-your-writes on the webhooks
 	// read model, so a command's caller can answer from it.
@@ -25,7 +26,7 @@ type Webhooks struct {
 
 func (w Webhooks) now() time.Time {
 	if w.Now == nil {
-		return time.Now()
+		return clock.Now()
 	}
 	return w.Now()
 }

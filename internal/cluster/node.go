@@ -27,6 +27,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"phonefleet/internal/clock"
 	"phonefleet/internal/devices"
 )
 
@@ -321,7 +322,7 @@ func (n *Node) receive(m *nats.Msg) {
 // deadline, an id already seen) is dropped with a warning naming neither
 // the secret nor the MAC: its sender's wait ends at its deadline.
 func (n *Node) serve(m *nats.Msg) {
-	now := time.Now()
+	now := clock.Now() // deadlines on the bus are in the processes' wall clocks
 	c, err := verify(n.cfg.Secret, m, now)
 	if err == nil && !n.seen.first(c.id, c.deadline, now) {
 		err = errReplayed
@@ -330,7 +331,7 @@ func (n *Node) serve(m *nats.Msg) {
 		n.log.Warn("refused a device call from the message bus", "subject", m.Subject, "reason", err.Error())
 		return
 	}
-	ctx, cancel := context.WithDeadline(n.base, c.deadline)
+	ctx, cancel := context.WithDeadline(n.base, c.deadline.Add(-clock.Offset()))
 	n.mu.Lock()
 	serve := n.cfg.Serve
 	n.mu.Unlock()
@@ -383,7 +384,7 @@ func (n *Node) Forward(ctx context.Context, host, op string, body []byte) ([]byt
 	if err := sub.SetPendingLimits(maxParts+1, int(maxParts+1)*int(maxPayload)); err != nil {
 		return nil, fmt.Errorf("%w: %w", devices.ErrNotDelivered, err)
 	}
-	req := request(n.cfg.Secret, subject(n.cfg.ClusterID, host), inbox, newCallID(), op, deadline, body)
+	req := request(n.cfg.Secret, subject(n.cfg.ClusterID, host), inbox, newCallID(), op, deadline.Add(clock.Offset()), body)
 	id, dl := req.Header.Get(hdrCall), req.Header.Get(hdrDeadline)
 	if err := n.nc.PublishMsg(req); err != nil {
 		if errors.Is(err, nats.ErrMaxPayload) {

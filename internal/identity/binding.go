@@ -7,6 +7,7 @@ import (
 
 	"phonefleet/domain"
 	"phonefleet/eventstore"
+	"phonefleet/internal/clock"
 )
 
 // Bindings records and checks which sign-in instance (token issuer) each
@@ -17,7 +18,7 @@ import (
 // changes, so a positive answer is cached for the life of the process.
 type Bindings struct {
 	Store *eventstore.Store
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means clock.Now.
 	Now func() time.Time
 	// BindWait bounds how long recording a binding may wait, which it
 	// does only behind a concurrent first request's transaction holding
@@ -111,7 +112,7 @@ func (b *Bindings) remember(orgID, issuer string) {
 // concurrent first requests one records it; the others decide again on
 // the recorded binding (the repository's retry).
 func (b *Bindings) bind(ctx context.Context, orgID, issuer string) (string, error) {
-	now := time.Now()
+	now := clock.Now()
 	if b.Now != nil {
 		now = b.Now()
 	}

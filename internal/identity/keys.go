@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"phonefleet/domain"
+	"phonefleet/internal/clock"
 )
 
 // KeyLookup reads one key of the key store by id (projections.APIKeyReader
@@ -20,7 +21,7 @@ type KeyLookup interface {
 type KeyVerifier struct {
 	Lookup KeyLookup
 	Hasher *Hasher
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means clock.Now.
 	Now func() time.Time
 }
 
@@ -49,7 +50,7 @@ func (v *KeyVerifier) Verify(ctx context.Context, token string) (domain.Auth, er
 	if err != nil {
 		return domain.Auth{}, unavailable("the key store cannot be read now", err)
 	}
-	now := time.Now()
+	now := clock.Now()
 	if v.Now != nil {
 		now = v.Now()
 	}

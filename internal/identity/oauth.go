@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"phonefleet/domain"
+	"phonefleet/internal/clock"
 )
 
 // AllowedAlgorithms are the JWS algorithms an access token may be signed
@@ -50,7 +51,7 @@ type OAuthConfig struct {
 	UnknownKIDRefresh time.Duration
 	// Leeway tolerates clock skew on exp, nbf and iat; zero means 30 s.
 	Leeway time.Duration
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means clock.Now.
 	Now func() time.Time
 }
 
@@ -87,7 +88,7 @@ func NewOAuthVerifier(ctx context.Context, cfg OAuthConfig) (*OAuthVerifier, err
 		cfg.Leeway = 30 * time.Second
 	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now
 	}
 	v := &OAuthVerifier{cfg: cfg}
 	remote, err := jwkset.NewStorageFromHTTP(cfg.JWKSURL, jwkset.HTTPClientStorageOptions{

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"phonefleet/eventstore"
+	"phonefleet/internal/clock"
 )
 
 // RateWindow is the rate limit's window (spec 8: a per-minute budget).
@@ -20,7 +21,7 @@ const RateWindow = time.Minute
 // (migration 0002); old rows are removed by Sweep.
 type RateLimiter struct {
 	DB eventstore.DB
-	// Now is the clock; nil means time.Now. Instances sharing a database
+	// Now is the clock; nil means clock.Now. Instances sharing a database
 	// should keep their clocks in step (NTP): the minute is theirs.
 	Now func() time.Time
 }
@@ -37,7 +38,7 @@ type RateDecision struct {
 
 // Take counts one request of bucket against limit in the current minute.
 func (l *RateLimiter) Take(ctx context.Context, bucket string, limit int) (RateDecision, error) {
-	now := time.Now()
+	now := clock.Now()
 	if l.Now != nil {
 		now = l.Now()
 	}
@@ -56,7 +57,7 @@ func (l *RateLimiter) Take(ctx context.Context, bucket string, limit int) (RateD
 
 // Sweep removes windows that ended more than a minute ago.
 func (l *RateLimiter) Sweep(ctx context.Context) error {
-	now := time.Now()
+	now := clock.Now()
 	if l.Now != nil {
 		now = l.Now()
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"phonefleet/domain"
+	"phonefleet/internal/clock"
 )
 
 // MaxRoleCacheTTL is the longest an OAuth-app role answer is reused (spec
@@ -45,7 +46,7 @@ type RoleClient struct {
 	// TTL is how long an answer is reused; zero means DefaultRoleCacheTTL,
 	// and it is never more than MaxRoleCacheTTL.
 	TTL time.Duration
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means clock.Now.
 	Now func() time.Time
 
 	mu    sync.Mutex
@@ -63,7 +64,7 @@ func (c *RoleClient) now() time.Time {
 	if c.Now != nil {
 		return c.Now()
 	}
-	return time.Now()
+	return clock.Now()
 }
 
 func (c *RoleClient) ttl() time.Duration {

@@ -22,6 +22,7 @@ import (
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	httpapi "phonefleet/http"
+	"phonefleet/internal/clock"
 	"phonefleet/internal/cluster"
 	"phonefleet/internal/config"
 	"phonefleet/internal/devices"
@@ -266,6 +267,9 @@ func (a *App) Run(ctx context.Context) error {
 			a.logger.Error("projections stopped", "err", err)
 		}
 	}()
+	if off := clock.Offset(); off != 0 {
+		a.logger.Warn("this build runs its wall clock off the machine's (a chaos suite build)", "offset", off.String())
+	}
 	a.logger.Info("phonefleet serving", "addr", a.Addr(), "mode", a.cfg.Mode, "version", Version)
 	err := a.server.Serve(ctx, a.ln)
 	a.stopCluster()
