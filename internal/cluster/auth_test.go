@@ -56,18 +56,51 @@ func TestOnlyInstancesWithCredentialsJoin(t *testing.T) {
 		}
 		t.Fatalf("a client without credentials connected (%v); want an authorization violation", err)
 	}
-	for _, tc := range []struct {
-		name  string
-		creds Credentials
-	}{
-		{"no credentials", Credentials{}},
-		{"another NKEY", Credentials{NkeySeedFile: otherSeed}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	refuseIntruders(t, url, id, caller, map[string]Credentials{
+		"no credentials": {},
+		"another NKEY":   {NkeySeedFile: otherSeed},
+	})
+	if calls := a.calls(); len(calls) != 1 {
+		t.Fatalf("the holder served %q; want only the member's call", calls)
+	}
+}
+
+// With decentralised authentication (an operator trusted by the server,
+// accounts signed by it, users by their account), an instance given its
+// user's credentials file (SERVICE_NATS_CREDS) joins and forwards; a user
+// of an account the server was never told of, or no credentials at all,
+// is refused and serves nothing.
+func TestInstancesJoinWithACredentialsFile(t *testing.T) {
+	op := testutil.NewNATSOperator(t)
+	op.Account("fleet", true)
+	op.Account("stranger", false)
+	url := testutil.NATSConfigured(t, op.ServerConf())
+	id := newClusterID(t)
+
+	var logs testutil.SyncBuffer
+	a, caller := joinAndForward(t, url, id, Credentials{CredsFile: op.UserCreds("fleet")}, &logs, "an instance with a credentials file")
+
+	refuseIntruders(t, url, id, caller, map[string]Credentials{
+		"no credentials":               {},
+		"a user of an unknown account": {CredsFile: op.UserCreds("stranger")},
+	})
+	if calls := a.calls(); len(calls) != 1 {
+		t.Fatalf("the holder served %q; want only the member's call", calls)
+	}
+}
+
+// refuseIntruders checks, for each of intruders' credentials, that an
+// instance dialling with them is refused by the server (and logs it), can
+// reach no holder, and serves nothing, not even caller's call to a host it
+// claims to hold.
+func refuseIntruders(t *testing.T, url, id string, caller *Node, intruders map[string]Credentials) {
+	t.Helper()
+	for name, creds := range intruders {
+		t.Run(name, func(t *testing.T) {
 			var intruderLogs testutil.SyncBuffer
 			b := &holder{name: "B"}
 			b.hold("gw.intruder")
-			intruder := dialWith(t, url, id, tc.creds, b, &intruderLogs)
+			intruder := dialWith(t, url, id, creds, b, &intruderLogs)
 			eventually(t, "the server's refusal, logged", func() bool {
 				l := strings.ToLower(intruderLogs.String())
 				return strings.Contains(l, "cannot reach the message bus") && strings.Contains(l, "authorization violation")
@@ -82,9 +115,6 @@ func TestOnlyInstancesWithCredentialsJoin(t *testing.T) {
 				t.Fatalf("the intruder served %q", calls)
 			}
 		})
-	}
-	if calls := a.calls(); len(calls) != 1 {
-		t.Fatalf("the holder served %q; want only the member's call", calls)
 	}
 }
 
