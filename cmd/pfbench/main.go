@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,8 @@ func main() {
 	cellTime := flag.Duration("cell", 4*time.Second, "duration of each append measurement")
 	events := flag.Int("events", 1_000_000, "events for the catch-up, projection and rebuild measurements")
 	keep := flag.Bool("keep", false, "keep the benchmark database")
+	phones := flag.String("phones", "100,300,1000", "fleet sizes of the scale section (comma-separated)")
+	step := flag.Duration("step", 15*time.Second, "duration of each rate step of the scale section")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -53,7 +56,15 @@ func main() {
 	}
 	defer b.close()
 	fmt.Printf("phonefleet benchmarks — %s, database %s, %d CPUs\n\n", time.Now().UTC().Format(time.RFC3339), b.where, b.cpus)
-	opts := options{cell: *cellTime, events: *events}
+	opts := options{cell: *cellTime, events: *events, step: *step}
+	for _, p := range strings.Split(*phones, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "pfbench: -phones %q: want fleet sizes such as 100,300,1000\n", *phones)
+			os.Exit(2)
+		}
+		opts.phones = append(opts.phones, n)
+	}
 	for _, name := range strings.Split(*only, ",") {
 		sec, ok := sectionByName(strings.TrimSpace(name))
 		if !ok {
@@ -73,6 +84,10 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 type options struct {
 	cell   time.Duration
 	events int
+	// phones are the scale section's fleet sizes, step the length of each
+	// of its rate steps.
+	phones []int
+	step   time.Duration
 }
 
 // section is one group of measurements. Each capability's file adds its
