@@ -53,6 +53,7 @@ type world struct {
 	rcv      *receiver
 	c        *client
 	skewed   string // how instance 1's clock is skewed ("" when it is not)
+	shop     *shop  // the hosted instances that sell (buy_test.go)
 	webhook  string
 	localSim string // the instances' own sim phone
 	faults   map[string]int
@@ -218,6 +219,7 @@ func (w *world) setUp() {
 	}
 	w.mustJSON(1, "POST", "/v1/webhooks", fmt.Sprintf(`{"url":%q,"events":["run.ended","receipt.checkpoint_signed"]}`, w.rcv.url+"/in"), &hook)
 	w.webhook = hook.Webhook.WebhookID
+	w.shop = w.startShop()
 }
 
 // startInstance starts instance i and waits until it serves.
@@ -397,8 +399,10 @@ func (w *world) pass(n int) {
 	i := (n - 1) % 2
 	at := time.Now()
 	w.inst[i].kill()
+	w.shop.inst[i].kill()
 	time.Sleep(time.Second)
 	w.startInstance(i)
+	w.shop.start(i)
 	w.fault(fmt.Sprintf("instance-%d kill -9", i), at)
 	calm()
 

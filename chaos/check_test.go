@@ -393,6 +393,7 @@ func (w *world) check(l *load, passes int, took time.Duration) {
 		signed, cpLines, held, err == nil,
 		l.samples.Load(), l.sampleErrs.Load(), l.attributed.Load(), len(violations), w.countLogs("this process now drives the sim devices"), w.countLogs("gateway tunnel connected"),
 		faultTotal, strings.Join(faultNames, ", "), skew)
+	w.shop.check()
 }
 
 // countLogs counts each instance's log lines with msg.
