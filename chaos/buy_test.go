@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"phonefleet/domain"
 	"phonefleet/internal/identity/identitytest"
 	"phonefleet/internal/payments"
 	"phonefleet/testutil"
@@ -36,6 +37,10 @@ const (
 	// shopChoice is what the buyer buys: a one-day emulator pass (a
 	// payment, one phone).
 	shopChoice = `{"sku":"emulator","billing":"day"}`
+	// buyKeyMax is how long the buyer repeats one checkout key: an attempt
+	// whose instance died answers 409 idempotency_conflict (retryable)
+	// until it is taken over, CheckoutAbandonedAfter after it started.
+	buyKeyMax = domain.CheckoutAbandonedAfter + 30*time.Second
 )
 
 // shop is the purchase side of the suite. Checkout (POST
@@ -77,7 +82,7 @@ type shop struct {
 // purchase is one key the buyer handed out and what it was told.
 type purchase struct {
 	key         string
-	answer      string // started, failed:<code>, gave_up:<last>
+	answer      string // started, failed:<code>, gave_up:<last>, abandoned:<why> (the load stopped)
 	order       string
 	fulfilments []string
 	paid        string // acknowledged (the webhook answered 200), gave_up:<last>, or "" (not paid)
@@ -231,8 +236,15 @@ func (s *shop) buyer(l *load) {
 				p.answer, p.order, p.fulfilments = "started", cs.OrderID, cs.FulfilmentIDs
 			case !retryableAnswer(status, b, err):
 				p.answer = fmt.Sprintf("failed:%d %s", status, code)
-			case time.Since(first) > keyMax:
+			case time.Since(first) > buyKeyMax:
 				p.answer = fmt.Sprintf("gave_up:%d %s %v", status, code, err)
+			case l.ctx.Err() != nil && code == "idempotency_conflict":
+				// The attempt's instance was killed while it ran: the key
+				// is taken over CheckoutAbandonedAfter after it started.
+				// Once the load has stopped the buyer does not wait for
+				// that (the short form stays short); nothing of the key
+				// was acknowledged.
+				p.answer = "abandoned:attempt running after the load stopped"
 			}
 		}
 		s.mu.Lock()
@@ -395,6 +407,9 @@ func (s *shop) check() {
 			a = a[:60]
 		}
 		answers[a]++
+		if strings.HasPrefix(p.answer, "gave_up:") {
+			t.Errorf("purchase %s: no answer to its checkout for %s (%s); spec 4.1: repeating the same request shortly gets the answer", p.key, buyKeyMax, p.answer)
+		}
 		if p.order == "" {
 			continue
 		}
@@ -430,7 +445,7 @@ func (s *shop) check() {
 
 	cmd := exec.Command(s.w.bin, "fulfilments", "reconcile")
 	cmd.Env = append(cmd.Environ(), "DATABASE_URL="+s.dsn, "SERVICE_DATA_DIR="+filepath.Join(s.w.dir, "shopdata"),
-		"SERVICE_STRIPE_SECRET_KEY=sk_test_chaos", "SERVICE_STRIPE_API_BASE="+s.api, "SERVICE_MODE=hosted")
+		"SERVICE_STRIPE_SECRET_KEY=sk_test_chaos", "SERVICE_STRIPE_API_BASE="+s.api)
 	out, err := cmd.CombinedOutput()
 	summary := strings.TrimSpace(string(out))
 	if err != nil || !strings.Contains(summary, "OK: no differences") {
