@@ -216,6 +216,10 @@ func (w *world) check(l *load, passes int, took time.Duration) {
 			if keyDev[key] != tg.dev.DeviceID {
 				continue
 			}
+			if strings.HasPrefix(a, "gave_up:") {
+				r, ok := byKey[key]
+				t.Logf("%s: key %s given up (%s); its receipt: %v %+v", tg.dev.Name, key, a, ok, r)
+			}
 			if a == "committed" {
 				acknowledged++
 				if r, ok := byKey[key]; !ok || r.State != "committed" {
