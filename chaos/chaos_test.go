@@ -58,6 +58,7 @@ type world struct {
 	c        *client
 	skewed   string // how instance 1's monotonic clocks are skewed ("" when they are not)
 	starts   [2]int // how often each instance was started
+	shop     *shop  // the hosted instances that sell (buy_test.go)
 	webhook  string
 	localSim string // the instances' own sim phone
 	faults   map[string]int
@@ -223,6 +224,7 @@ func (w *world) setUp() {
 	}
 	w.mustJSON(1, "POST", "/v1/webhooks", fmt.Sprintf(`{"url":%q,"events":["run.ended","receipt.checkpoint_signed"]}`, w.rcv.url+"/in"), &hook)
 	w.webhook = hook.Webhook.WebhookID
+	w.shop = w.startShop()
 }
 
 // startInstance starts instance i and waits until it serves. Instance 1's
@@ -427,8 +429,10 @@ func (w *world) pass(n int) {
 	i := (n - 1) % 2
 	at := time.Now()
 	w.inst[i].kill()
+	w.shop.inst[i].kill()
 	time.Sleep(time.Second)
 	w.startInstance(i)
+	w.shop.start(i)
 	w.fault(fmt.Sprintf("instance-%d kill -9", i), at)
 	calm()
 

@@ -216,6 +216,10 @@ func (w *world) check(l *load, passes int, took time.Duration) {
 			if keyDev[key] != tg.dev.DeviceID {
 				continue
 			}
+			if strings.HasPrefix(a, "gave_up:") {
+				r, ok := byKey[key]
+				t.Logf("%s: key %s given up (%s); its receipt: %v %+v", tg.dev.Name, key, a, ok, r)
+			}
 			if a == "committed" {
 				acknowledged++
 				if r, ok := byKey[key]; !ok || r.State != "committed" {
@@ -395,6 +399,7 @@ func (w *world) check(l *load, passes int, took time.Duration) {
 		signed, cpLines, held, err == nil,
 		l.samples.Load(), l.sampleErrs.Load(), l.attributed.Load(), len(violations), w.countLogs("this process now drives the sim devices"), w.countLogs("gateway tunnel connected"),
 		faultTotal, strings.Join(faultNames, ", "), skew)
+	w.shop.check()
 }
 
 // countLogs counts each instance's log lines with msg.

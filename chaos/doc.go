@@ -2,7 +2,8 @@
 // run as real processes — two `phonefleet serve` instances on one
 // PostgreSQL cluster and one nats-server, a `phonefleet gateway` with sim
 // phones and an adb phone, webhooks to an HTTPS receiver, checkout against
-// stripe-mock, REST and MCP clients acting and built-in runs executing —
+// stripe-mock (on two more instances, hosted, which sell: buy_test.go),
+// REST and MCP clients acting and built-in runs executing —
 // while each part is killed and restarted in turn, an instance is cut
 // from NATS and one instance runs with a skewed clock. Afterwards it checks
 // that nothing acknowledged was lost or performed twice, that every

@@ -75,6 +75,7 @@ func (l *load) start() {
 		}
 	}
 	l.wg.Go(l.runner)
+	l.wg.Go(func() { l.w.shop.buyer(l) })
 	l.wg.Go(l.sampler)
 }
 

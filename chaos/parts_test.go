@@ -396,6 +396,19 @@ func errorCode(b []byte) (code string, retryable bool) {
 	return env.Error.Code, env.Error.Retryable != nil && *env.Error.Retryable
 }
 
+// explicitlyNotRetryable reports whether the error envelope says
+// retryable false: the same call is not repeated, whatever its status
+// (spec: retryable is per occurrence; read the field).
+func explicitlyNotRetryable(b []byte) bool {
+	var env struct {
+		Error struct {
+			Retryable *bool `json:"retryable"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(b, &env)
+	return env.Error.Retryable != nil && !*env.Error.Retryable
+}
+
 // retryableAnswer reports whether a careful client sends the same request
 // (same key) again after this answer.
 func retryableAnswer(status int, b []byte, err error) bool {
@@ -403,7 +416,7 @@ func retryableAnswer(status int, b []byte, err error) bool {
 		return true
 	}
 	code, retryable := errorCode(b)
-	if code == "action_outcome_unknown" {
+	if code == "action_outcome_unknown" || explicitlyNotRetryable(b) {
 		return false
 	}
 	return retryable || status == http.StatusInternalServerError || status == http.StatusBadGateway ||

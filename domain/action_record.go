@@ -105,8 +105,10 @@ func (r *ActionRecord) MarkReviewed(reviewer Actor, note string, at time.Time) (
 
 // OutcomeError returns the recorded outcome of a finished action that did
 // not commit, as the error a replay of its idempotency key answers: the
-// failure's own code, or action_outcome_unknown. It returns nil for a
-// committed action.
+// failure's own code, or action_outcome_unknown. Either is retryable false:
+// the key answers it again on every later request, so re-issuing the same
+// call unchanged is not meaningful (a new key tries again). It returns nil
+// for a committed action.
 func (r *ActionRecord) OutcomeError() error {
 	key, dev := r.Requested.IdempotencyKey, r.Requested.DeviceID
 	switch {
@@ -114,7 +116,7 @@ func (r *ActionRecord) OutcomeError() error {
 		return Errorf(CodeActionOutcomeUnknown, "the outcome of this action is unknown; observe the device again and use a new idempotencyKey").
 			WithRetryable(false).With("idempotencyKey", key).With("deviceId", dev)
 	case r.Failed != nil:
-		e := (&Error{Code: r.Failed.Code, Message: r.Failed.Message}).With("idempotencyKey", key).With("deviceId", dev)
+		e := (&Error{Code: r.Failed.Code, Message: r.Failed.Message}).WithRetryable(false).With("idempotencyKey", key).With("deviceId", dev)
 		if r.Failed.Reason != "" {
 			e = e.With("reason", r.Failed.Reason)
 		}

@@ -269,3 +269,23 @@ func TestActionRecordTakesOneOutcome(t *testing.T) {
 		t.Errorf("got %v; want action_outcome_unknown", r.OutcomeError())
 	}
 }
+
+// TestRecordedFailureIsNotRetryableUnderItsKey: a failed action's key
+// answers that failure on every later request with the key, so the
+// failure says retryable false (re-issuing the same call unchanged only
+// replays it; a new key tries again), whatever its code — a
+// device_disconnected "nothing was done" included, which said nothing and
+// went out as 503, so that a client repeated the key until it gave up (the
+// chaos suite's long runs: the adb phone's keys caught by a gateway kill
+// answered 503 device_disconnected for 90 s).
+func TestRecordedFailureIsNotRetryableUnderItsKey(t *testing.T) {
+	for _, code := range []Code{CodeDeviceDisconnected, CodeDeviceUnavailable, CodeBackendCommandFailed} {
+		r := &ActionRecord{}
+		r.Apply("org_1", ActionRequested{ActionID: "act_1", IdempotencyKey: "key-1", DeviceID: "dev_1"}, 1)
+		r.Apply("org_1", ActionFailed{ActionID: "act_1", DeviceID: "dev_1", Code: code, Message: "nothing was done"}, 2)
+		e := AsError(r.OutcomeError())
+		if e == nil || e.Code != code || e.Retryable == nil || *e.Retryable || e.Extra["idempotencyKey"] != "key-1" {
+			t.Errorf("%s recorded: got %+v; want %s, retryable false, naming the key", code, e, code)
+		}
+	}
+}

@@ -170,11 +170,18 @@ func TestForwardedActionLostAnswer(t *testing.T) {
 	if code := domain.ErrorCode(err); code != domain.CodeDeviceDisconnected {
 		t.Fatalf("call never delivered: %v; want device_disconnected", err)
 	}
+	// The key is closed with that failure: the answer, and every repeat,
+	// says retryable false (the same call only replays it; a new key
+	// tries again), so that a careful client moves on instead of
+	// repeating the key until it gives up.
+	if e := domain.AsError(err); e.Retryable == nil || *e.Retryable {
+		t.Errorf("call never delivered: %+v; want retryable false", e)
+	}
 	lb.lose = nil
 	late = func() {
 		_, err := act(h, dev, lease, "never-delivered", "key", `{"key":"home"}`)
-		if domain.ErrorCode(err) != domain.CodeDeviceDisconnected {
-			t.Errorf("late delivery: %v; want the recorded device_disconnected", err)
+		if e := domain.AsError(err); e.Code != domain.CodeDeviceDisconnected || e.Retryable == nil || *e.Retryable {
+			t.Errorf("late delivery: %v; want the recorded device_disconnected, retryable false", err)
 		}
 	}
 	late()

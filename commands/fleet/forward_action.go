@@ -110,7 +110,9 @@ func (h PerformActionHandler) tombstone(ctx context.Context, cmd PerformAction, 
 			return ActOutcome{}, err
 		}
 	}
+	// The key is closed with that failure: repeated, it answers the same
+	// (retryable false, as its replay); a new key tries again.
 	return ActOutcome{}, domain.Errorf(domain.CodeDeviceDisconnected,
-		"the instance driving the device went away before taking this action; nothing was done").
-		With("deviceId", cmd.DeviceID).With("idempotencyKey", cmd.IdempotencyKey).WithRetryable(true)
+		"the instance driving the device went away before taking this action; nothing was done: use a new idempotencyKey to try again").
+		With("deviceId", cmd.DeviceID).With("idempotencyKey", cmd.IdempotencyKey).WithRetryable(false)
 }
