@@ -196,6 +196,11 @@ func Dial(ctx context.Context, cfg Config) (*Node, error) {
 		// A server refusing this instance's credentials is asked again
 		// (it may be reloading them), not given up on for good.
 		nats.IgnoreAuthErrorAbort(),
+		// The only synchronous subscriptions are Forward's reply inboxes,
+		// which take at most maxParts+1 messages (SetPendingLimits): their
+		// queue is that long, not the client's default of 64 Ki messages
+		// (a 512 KiB channel allocated for every forwarded call).
+		nats.SyncQueueLen(maxParts + 1),
 	}, cfg.Options...)
 	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {

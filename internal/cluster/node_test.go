@@ -66,7 +66,7 @@ func (h *holder) calls() []string {
 
 // startNode starts a node for h (nil: a node holding nothing) on the
 // server at url, closed when the test ends; its log goes to logs when set.
-func startNode(t *testing.T, url, clusterID string, secret []byte, h *holder, logs *testutil.SyncBuffer) *Node {
+func startNode(t testing.TB, url, clusterID string, secret []byte, h *holder, logs *testutil.SyncBuffer) *Node {
 	t.Helper()
 	if h == nil {
 		h = &holder{name: "caller"}
@@ -87,7 +87,7 @@ func startNode(t *testing.T, url, clusterID string, secret []byte, h *holder, lo
 var testSecret = []byte("the cluster's shared secret")
 
 // newClusterID is a cluster id no other test uses.
-func newClusterID(t *testing.T) string {
+func newClusterID(t testing.TB) string {
 	t.Helper()
 	return fmt.Sprintf("t%011x", rand.Uint64()>>20)
 }

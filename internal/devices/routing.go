@@ -74,9 +74,14 @@ func (r *Runtime) Route(ctx context.Context, d *domain.Device) (host string, rem
 type call struct {
 	Meta eventstore.Metadata `json:"meta"`
 	Cmd  json.RawMessage     `json:"cmd"`
+	// Raw asks for the reply in its raw form (reply.go): pictures as
+	// their bytes, not base64. A holder of an earlier build ignores it
+	// and answers in JSON.
+	Raw bool `json:"raw,omitempty"`
 }
 
-// reply is a forwarded call's answer.
+// reply is a forwarded call's answer in JSON, as a holder answers a
+// caller that did not ask for the raw form (an earlier build).
 type reply struct {
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  *wireError      `json:"error,omitempty"`
@@ -153,6 +158,9 @@ func (c Calls) Serve(ctx context.Context, op string, body []byte) []byte {
 		return answer(nil, fmt.Errorf("forwarded call: %w", err))
 	}
 	ctx = context.WithValue(eventstore.WithMetadata(ctx, in.Meta), forwardedKey{}, true)
+	if in.Raw {
+		return encodeRawReply(run(ctx, in.Cmd))
+	}
 	return answer(run(ctx, in.Cmd))
 }
 
@@ -205,11 +213,7 @@ func (r *Runtime) Call(ctx context.Context, host, op string, cmd, result any) er
 	// A call without metadata (a live frame) records nothing; one that
 	// records fails on the holder as it would here.
 	meta, _ := eventstore.MetadataFrom(ctx)
-	raw, err := json.Marshal(cmd)
-	if err != nil {
-		return err
-	}
-	body, err := json.Marshal(call{Meta: meta, Cmd: raw})
+	body, err := callBody(meta, cmd)
 	if err != nil {
 		return err
 	}
@@ -231,33 +235,70 @@ func (r *Runtime) Call(ctx context.Context, host, op string, cmd, result any) er
 		if err != nil {
 			return fmt.Errorf("%w: %w", domain.ErrUnanswered, err)
 		}
-		var rep reply
-		if err := json.Unmarshal(out, &rep); err != nil {
-			return fmt.Errorf("forwarded %s: %w", op, err)
+		werr, err := decodeReply(out, result)
+		if err != nil {
+			return fmt.Errorf("forwarded %s answer: %w", op, err)
 		}
-		if rep.Error != nil {
-			if rep.Error.NotHere && attempt < len(notHereRetries) {
+		if werr != nil {
+			if werr.NotHere && attempt < len(notHereRetries) {
 				if !sleepCtx(ctx, notHereRetries[attempt]) {
 					return ctx.Err()
 				}
 				continue
 			}
-			if rep.Error.NotHere {
+			if werr.NotHere {
 				return hostUnreachable(host)
 			}
-			return rep.Error.err()
-		}
-		if err := json.Unmarshal(rep.Result, result); err != nil {
-			return fmt.Errorf("forwarded %s answer: %w", op, err)
+			return werr.err()
 		}
 		return nil
 	}
 }
 
-// How CallWatched watches the host of a call: it looks every
-// hostWatchEvery; once the claim is free or was taken anew, it waits
-// hostLostGrace more for an answer on its way, then gives up.
+// callBody is the body of a forwarded call of cmd under meta, asking for
+// the raw reply: the command's JSON is written into it as it is, not
+// encoded a second time as a json.RawMessage field would be.
+func callBody(meta eventstore.Metadata, cmd any) ([]byte, error) {
+	m, err := json.Marshal(meta)
+	if err != nil {
+		return nil, err
+	}
+	c, err := json.Marshal(cmd)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(m)+len(c)+32)
+	b = append(b, `{"meta":`...)
+	b = append(b, m...)
+	b = append(b, `,"cmd":`...)
+	b = append(b, c...)
+	b = append(b, `,"raw":true}`...)
+	return b, nil
+}
+
+// decodeReply reads a holder's reply, raw or (from a holder of an
+// earlier build) JSON: the holder's error, or its result decoded into
+// result.
+func decodeReply(out []byte, result any) (*wireError, error) {
+	if len(out) > 0 && out[0] == rawTag {
+		return decodeRawReply(out, result)
+	}
+	var rep reply
+	if err := json.Unmarshal(out, &rep); err != nil {
+		return nil, err
+	}
+	if rep.Error != nil {
+		return rep.Error, nil
+	}
+	return nil, json.Unmarshal(rep.Result, result)
+}
+
+// How CallWatched watches the host of a call: it looks first once the
+// call has waited hostWatchFirst, then every hostWatchEvery; once the
+// claim is free or was taken anew, it waits hostLostGrace more for an
+// answer on its way, then gives up.
 const (
+	hostWatchFirst = 200 * time.Millisecond
 	hostWatchEvery = time.Second
 	hostLostGrace  = 2 * time.Second
 )
@@ -285,12 +326,28 @@ func (r *Runtime) CallWatched(ctx context.Context, host, op string, cmd, result 
 // taken anew since the call left (after a grace for an answer already on
 // its way).
 func (r *Runtime) watchHost(ctx context.Context, cancel context.CancelCauseFunc, host string) {
-	// The claim as the call leaves (read beside it, not before it: the
-	// call waits for no query). A takeover while it waits moves the epoch
-	// on from here; one in the moment this read takes is not seen, and
-	// the call then ends at its deadline and is settled the same way.
-	first, held, err := r.cfg.HostState(ctx, host)
-	if err != nil || !held {
+	// The claim is read only for a call still waiting after
+	// hostWatchFirst: most are answered sooner, and reading it for each
+	// would cost every forwarded call a query. The claim as first read
+	// is the one the call is watched against: a takeover after it moves
+	// the epoch on. One between the call leaving and this read (the
+	// holder died and another took the host within hostWatchFirst) is not
+	// seen, and the call then ends at its deadline and is settled the
+	// same way. A claim found free already ends the wait (after the
+	// grace).
+	first := time.NewTimer(hostWatchFirst)
+	defer first.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-first.C:
+	}
+	epoch0, held, err := r.cfg.HostState(ctx, host)
+	if err == nil && !held {
+		r.hostLost(ctx, cancel)
+		return
+	}
+	if err != nil {
 		return
 	}
 	t := time.NewTicker(hostWatchEvery)
@@ -305,15 +362,21 @@ func (r *Runtime) watchHost(ctx context.Context, cancel context.CancelCauseFunc,
 		if err != nil {
 			continue // the database decides nothing now; the call's own deadline still holds
 		}
-		if held && epoch == first {
+		if held && epoch == epoch0 {
 			continue
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(hostLostGrace):
-			cancel(errHostLost)
-		}
+		r.hostLost(ctx, cancel)
 		return
+	}
+}
+
+// hostLost cancels ctx with errHostLost after hostLostGrace, unless it
+// ends sooner (the answer came).
+func (r *Runtime) hostLost(ctx context.Context, cancel context.CancelCauseFunc) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(hostLostGrace):
+		cancel(errHostLost)
 	}
 }
 
