@@ -3,10 +3,10 @@
 package chaos
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,15 +20,17 @@ import (
 
 // TestSimHostLostWithTheDatabaseStopsActing is the loss the chaos suite
 // found, made to happen on purpose: the instance driving the sim phones
-// (A) loses its host lock with a PostgreSQL restart (immediate), and the
-// other instance (B) takes the host over first (the restart is repeated
-// until it does). A believes it still drives the phones until its next
-// claim attempt (every 5 s) and acts on its own copy of the phone, while B
-// restored the phone from its saved state on its first action: taps sent
-// to both at once right after the takeover. Every tap committed must be on
-// the phone B drives: a holder that lost its claim must stop acting at
-// once (issue 27 item 2, fencing). On main, taps committed by A in that
-// window are missing from the phone.
+// (A) loses its host lock with its database connections, and the other
+// instance (B) takes the host over. A reaches PostgreSQL through a proxy
+// the test cuts (every connection closed, new ones refused) until B has
+// taken the host, and then restores, so the takeover happens every time.
+// A may believe it still drives the phones until its next claim attempt
+// (every 5 s) and act on its own copy of the phone, while B restored the
+// phone from its saved state on its first action: taps sent to both at
+// once right after the takeover. Every tap committed must be on the phone
+// B drives: a holder that lost its claim must stop acting at once (issue
+// 27 item 2, fencing). Before fencing, taps committed by A in that window
+// were missing from the phone.
 func TestSimHostLostWithTheDatabaseStopsActing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping in -short mode: runs two instances and restarts PostgreSQL")
@@ -39,9 +41,20 @@ func TestSimHostLostWithTheDatabaseStopsActing(t *testing.T) {
 	w := &world{t: t, ctx: testutil.Context(t), faults: map[string]int{}}
 	w.startDatabase()
 	pg := w.pg
-	env := []string{"DATABASE_URL=" + pg.DSN(), "SERVICE_DATA_DIR=" + filepath.Join(w.dir, "data"), "SERVICE_MODE=local",
-		"SERVICE_SIM_DEVICES=1", "SERVICE_LOG_LEVEL=info"}
+	// A (the first instance, started first: it takes the sim host) reaches
+	// the database through a proxy the test cuts.
+	u, err := url.Parse(pg.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxyA := testutil.NewCutProxy(t, u.Host)
 	for i := range w.inst {
+		dsn := pg.DSN()
+		if i == 0 {
+			dsn = proxyA.URL(t, dsn)
+		}
+		env := []string{"DATABASE_URL=" + dsn, "SERVICE_DATA_DIR=" + filepath.Join(w.dir, "data"), "SERVICE_MODE=local",
+			"SERVICE_SIM_DEVICES=1", "SERVICE_LOG_LEVEL=info"}
 		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 		w.base[i] = "http://" + addr
 		w.inst[i] = &proc{name: fmt.Sprintf("instance-%d", i), argv: []string{w.bin, "serve", "-addr", addr}, env: env}
@@ -94,29 +107,19 @@ func TestSimHostLostWithTheDatabaseStopsActing(t *testing.T) {
 		}
 	}
 
-	// PostgreSQL restarted in immediate mode, until B takes the host over
-	// from A (whichever instance claims the lock first after the restart
-	// gets it); A then believes it still drives the phones until its next
-	// claim attempt (every 5 s), and is asked to tap at once.
+	// A's database connections are cut (its lock session ends with them)
+	// and stay refused until B has taken the sim host over from A; A is
+	// then let through again, still believing it drives the phones until
+	// its next claim attempt, and is asked to tap at once.
+	from := len(w.inst[b].logs.String())
+	proxyA.Cut()
 	tookOver := false
-	for attempt := 0; attempt < 6 && !tookOver; attempt++ {
-		from := len(w.inst[b].logs.String())
-		rctx, rcancel := context.WithTimeout(w.ctx, 2*time.Minute)
-		err = pg.Restart(rctx, true)
-		rcancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) && !tookOver; time.Sleep(10 * time.Millisecond) {
-			tookOver = strings.Contains(w.inst[b].logs.String()[from:], "this process now drives the sim devices")
-		}
-		if !tookOver {
-			t.Logf("restart %d: A kept the sim host; restarting again", attempt+1)
-			time.Sleep(3 * time.Second)
-		}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && !tookOver; time.Sleep(10 * time.Millisecond) {
+		tookOver = strings.Contains(w.inst[b].logs.String()[from:], "this process now drives the sim devices")
 	}
+	proxyA.Restore()
 	if !tookOver {
-		t.Skip("B never took the sim host over in six restarts; nothing to check")
+		t.Fatal("B never took the sim host over within a minute of A being cut from the database")
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex

@@ -461,6 +461,18 @@ func (o *outcome) record(state string, ev domain.Event, saveState bool, frames .
 		f.runtime.Lose(o.j.host)
 		return o.fenced()
 	}
+	if saveState && err == nil && len(c.Appends) == 0 && fence.Epoch != 0 {
+		// Settled already, so nothing fenced was written: by another
+		// process's takeover pass while the device acted (the zombie
+		// window, between the check before the act and the act). Whether
+		// this process still holds the host is asked now, so that a zombie
+		// stops at once rather than at its next claim attempt.
+		cctx, cancel := context.WithTimeout(ctx, recordTimeout)
+		if cerr := f.checkFence(cctx, fence); fenceRefused(cerr) {
+			f.runtime.Lose(o.j.host)
+		}
+		cancel()
+	}
 	if err != nil {
 		return jobResult{err: err}
 	}

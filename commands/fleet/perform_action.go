@@ -85,7 +85,67 @@ func (f *Fleet) PerformAction() PerformActionHandler { return PerformActionHandl
 // stale_frame, device_busy. Outcomes: the committed receipt, or the failure
 // (stale_frame, lease_mismatch, invalid_argument, device_unavailable,
 // device_disconnected, backend_command_failed), or action_outcome_unknown.
+//
+// The database failing under the request (a lost connection, a server
+// shutting down or starting) is never a 500: it answers as what it means
+// for the action (databaseFailure).
 func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (ActOutcome, error) {
+	at := reachedNothing
+	out, err := h.handle(ctx, cmd, &at)
+	if err != nil && ctx.Err() == nil && databaseFailed(err) {
+		return ActOutcome{}, databaseFailure(cmd, at)
+	}
+	return out, err
+}
+
+// reached is how far a request got before the database failed under it.
+type reached int
+
+const (
+	// reachedNothing: nothing of the request was recorded.
+	reachedNothing reached = iota
+	// reachedRecord: its record may have committed (the key may be
+	// used); the device's queue settles it failed, never run.
+	reachedRecord
+	// reachedDevice: the action was handed to the device (its queue here,
+	// or the instance driving it): it may have been performed.
+	reachedDevice
+)
+
+// databaseFailed reports whether err is the database failing under the
+// request (eventstore.Transient) rather than an answer.
+func databaseFailed(err error) bool {
+	var de *domain.Error
+	return !errors.As(err, &de) && eventstore.Transient(err)
+}
+
+// databaseFailure is the answer to a request the database failed under,
+// by how far it got (docs/decisions.md, "An action the database fails
+// under"): before anything was recorded, device_unavailable (offline),
+// retryable, after retryAfterMs; when its record may have committed,
+// device_unavailable not retryable (the key may be used, by an action
+// settled as never run: a new key performs it); once it was handed to the
+// device, action_outcome_unknown.
+func databaseFailure(cmd PerformAction, at reached) *domain.Error {
+	switch at {
+	case reachedDevice:
+		return domain.Errorf(domain.CodeActionOutcomeUnknown, "the database failed while this action was under way; its outcome is unknown: observe the device again and use a new idempotencyKey").
+			WithRetryable(false).With("idempotencyKey", cmd.IdempotencyKey).With("deviceId", cmd.DeviceID)
+	case reachedRecord:
+		return neverRan(cmd.DeviceID, "the database failed while this action was being accepted; nothing was done: repeat it with a new idempotencyKey").
+			WithRetryable(false).With("idempotencyKey", cmd.IdempotencyKey)
+	default:
+		return neverRan(cmd.DeviceID, "the database cannot be reached; nothing was done: repeat the request shortly").
+			WithRetryable(true).With("retryAfterMs", databaseRetryAfterMs)
+	}
+}
+
+// databaseRetryAfterMs is how long a request refused because the database
+// could not be reached is told to wait (an immediate restart of
+// PostgreSQL takes about a second).
+const databaseRetryAfterMs = 1000
+
+func (h PerformActionHandler) handle(ctx context.Context, cmd PerformAction, at *reached) (ActOutcome, error) {
 	f := h.f
 	auth := cmd.Auth
 	if err := auth.Require(domain.ScopeDevicesAct); err != nil {
@@ -140,6 +200,7 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 		if host, remote, err := f.runtime.Route(ctx, &d); err != nil {
 			return err
 		} else if remote {
+			*at = reachedDevice
 			out, err = h.forward(ctx, cmd, host, fp)
 			return err
 		}
@@ -163,6 +224,7 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 			// ran.
 			settle := func(ctx context.Context) jobResult { return job.abandon(ctx, whyDatabase) }
 			submit(slot, settle, settle)
+			*at = reachedRecord
 			return err
 		}
 		if err != nil || !inserted {
@@ -174,6 +236,7 @@ func (h PerformActionHandler) Handle(ctx context.Context, cmd PerformAction) (Ac
 			out, _, err = h.replay(ctx, auth, cmd.IdempotencyKey, fp)
 			return err
 		}
+		*at = reachedDevice
 		out, err = h.hand(ctx, job, slot, requestedID)
 		return err
 	})
@@ -254,7 +317,9 @@ func (h PerformActionHandler) hand(ctx context.Context, job *actionJob, slot dom
 		return ActOutcome{}, err // the action goes on; a retry with the key answers its outcome
 	}
 	if f.cfg.WaitForReceipts && res.appended.LastPosition > 0 {
-		if err := f.waitFor(ctx, res.appended, projections.ReceiptsName); err != nil {
+		// The outcome is recorded: a database failing while the receipts
+		// catch up does not hide it (they catch up once it is back).
+		if err := f.waitFor(ctx, res.appended, projections.ReceiptsName); err != nil && (ctx.Err() != nil || !databaseFailed(err)) {
 			return ActOutcome{}, err
 		}
 	}
