@@ -65,7 +65,7 @@ func New(cfg Config) *Server {
 // kernel.HandlerFunc). The gateway's credential (Authorization: Bearer
 // pfg_…) is checked before the upgrade: a refusal is returned as the 401
 // error, for the surface's envelope, and so is service_unavailable while
-// the service shuts down. After the upgrade the hub serves the tunnel
+// the service shuts down or the database cannot be reached (retryable). After the upgrade the hub serves the tunnel
 // until it ends, and ServeTunnel returns nil.
 func (s *Server) ServeTunnel(w http.ResponseWriter, r *http.Request) error {
 	cred := ""
@@ -77,6 +77,10 @@ func (s *Server) ServeTunnel(w http.ResponseWriter, r *http.Request) error {
 		cred = tok
 	}
 	p, err := s.cfg.App.Gateways.AuthenticateGateway.Handle(r.Context(), gateways.AuthenticateGateway{Credential: cred})
+	if eventstore.Transient(err) { // the database is away: the gateway asks again
+		return domain.Errorf(domain.CodeServiceUnavailable, "the service cannot check the gateway's credential now; try again shortly").
+			WithRetryable(true).Wrap(err)
+	}
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -57,8 +58,14 @@ type hubEnv struct {
 
 func newHubEnv(t *testing.T) *hubEnv {
 	t.Helper()
+	return newHubEnvOn(t, testutil.DatabaseURL(t))
+}
+
+// newHubEnvOn is newHubEnv on the database at url.
+func newHubEnvOn(t *testing.T, url string) *hubEnv {
+	t.Helper()
 	ctx := testutil.Context(t)
-	cfg, err := pgxpool.ParseConfig(testutil.DatabaseURL(t))
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -800,6 +807,52 @@ func TestHubRefusesBadCredentialsBeforeUpgrading(t *testing.T) {
 	}
 	if a.hub.Holds(domain.GatewayHostKey(e.gatewayID)) {
 		t.Fatal("a refused credential's gateway is held")
+	}
+}
+
+// While the database cannot be reached the gateway's credential cannot be
+// checked: the handshake answers 503 service_unavailable, retryable (the
+// gateway tries again), not 500; once the database is back the tunnel
+// opens.
+func TestHubAnswers503WhileTheDatabaseIsAway(t *testing.T) {
+	u, err := url.Parse(testutil.DatabaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testutil.NewCutProxy(t, u.Host)
+	e := newHubEnvOn(t, proxy.URL(t, testutil.DatabaseURL(t)))
+	a := e.instance(t, instanceOptions{})
+	proxy.Cut()
+	req, _ := http.NewRequest(http.MethodGet, a.url+tunnel.Path, nil)
+	req.Header.Set("Authorization", "Bearer "+e.credential)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var envelope struct {
+		Error struct {
+			Code      string `json:"code"`
+			Retryable *bool  `json:"retryable"`
+		} `json:"error"`
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || json.Unmarshal(body, &envelope) != nil ||
+		envelope.Error.Code != string(domain.CodeServiceUnavailable) || envelope.Error.Retryable == nil || !*envelope.Error.Retryable {
+		t.Fatalf("the handshake with the database away: %d %s; want 503 service_unavailable, retryable", resp.StatusCode, body)
+	}
+	proxy.Restore()
+	g := newFakeGateway(t, "sim-1")
+	// The pool may hand out a connection the cut broke once more, as a
+	// gateway's retry would meet it.
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		_, _, err := g.connect(t, a.url, e.credential)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) || !strings.Contains(err.Error(), "503") {
+			t.Fatalf("the database back: %v; want the tunnel open", err)
+		}
 	}
 }
 
