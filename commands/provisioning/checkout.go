@@ -115,7 +115,7 @@ func (p StartCheckoutHandler) Handle(ctx context.Context, cmd StartCheckout) (Ch
 	} else if use == domain.KeyReplay {
 		return answerOf(*o, true), nil
 	} else if use == domain.KeyRetake {
-		return p.proceed(ctx, a.OrgID, o.OrderID)
+		return p.proceed(ctx, a.OrgID, o.OrderID, true)
 	}
 	states, err := p.subscriptionPhones(ctx, &acct)
 	if err != nil {
@@ -186,9 +186,9 @@ func (p StartCheckoutHandler) Handle(ctx context.Context, cmd StartCheckout) (Ch
 	case use == domain.KeyReplay:
 		return answerOf(*earlier, true), nil
 	case use == domain.KeyRetake:
-		return p.proceed(ctx, a.OrgID, earlier.OrderID)
+		return p.proceed(ctx, a.OrgID, earlier.OrderID, true)
 	}
-	return p.proceed(ctx, a.OrgID, orderID)
+	return p.proceed(ctx, a.OrgID, orderID, false)
 }
 
 // mayCheckout is who may start provisioning (spec 4.1, 5.2, 5.4): an
@@ -288,7 +288,12 @@ func (p *Provisioning) checkStock(ctx context.Context, purchase domain.Purchase,
 // still be paid are closed first, so one organisation never has two
 // payable pages. It runs to the end even if the caller goes away, so an
 // attempt is never left running by a closed connection.
-func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string) (CheckoutAnswer, error) {
+//
+// retake is set when the request is a repeat of the attempt's
+// Idempotency-Key taking it over. Several repeats may take one attempt
+// over at once; the one that records its page gives the first answer, and
+// every other answers that recorded answer, replayed (spec 4.1, rule 1).
+func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string, retake bool) (CheckoutAnswer, error) {
 	ctx = context.WithoutCancel(ctx)
 	acct, _, err := p.accounts.Load(ctx, orgID)
 	if err != nil {
@@ -305,7 +310,7 @@ func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string) (Chec
 		return CheckoutAnswer{}, domain.Errorf(domain.CodeIdempotencyConflict,
 			"the first attempt ended without a payment page; repeat the request to start another").WithRetryable(true)
 	case o.State != domain.OrderRunning:
-		return answerOf(*o, false), nil
+		return answerOf(*o, retake), nil
 	}
 	provider := p.cfg.Payments
 	if provider == nil {
@@ -351,14 +356,18 @@ func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string) (Chec
 	if err != nil {
 		return CheckoutAnswer{}, p.fail(ctx, orgID, orderID, customer, payments.Refusal(err))
 	}
+	recorded := false
 	after, _, err := p.accounts.Update(ctx, orgID, func(acct *domain.Account) ([]domain.Event, error) {
-		return acct.OpenCheckout(orderID, page, p.now())
+		evs, err := acct.OpenCheckout(orderID, page, p.now())
+		// Decided again after a lost race: only the last decision counts.
+		recorded = len(evs) > 0
+		return evs, err
 	})
 	if err != nil {
 		return CheckoutAnswer{}, storeDown(err)
 	}
 	opened, _ := after.Order(orderID)
-	return answerOf(*opened, false), nil
+	return answerOf(*opened, retake && !recorded), nil
 }
 
 // CheckoutReturnPath is where, under the deployment's public URL

@@ -1,0 +1,91 @@
+package provisioning_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"phonefleet/commands/provisioning"
+	"phonefleet/domain"
+	"phonefleet/internal/payments"
+	"phonefleet/testutil"
+)
+
+// Issue 26, item 1 ("Why", bullet 5): an Idempotency-Key's answer is the
+// same answer whoever gives it, failures included; a page that cannot be
+// closed is read before it is called in progress.
+
+// gatedProvider holds every CreateCheckoutSession until gate is closed,
+// after reporting its arrival on arrived: so a test lines up requests at
+// the provider, in the window between asking for a page and recording it.
+type gatedProvider struct {
+	payments.Provider
+	arrived chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gatedProvider) CreateCheckoutSession(ctx context.Context, r payments.CheckoutRequest) (payments.CheckoutSession, error) {
+	g.arrived <- struct{}{}
+	<-g.gate
+	return g.Provider.CreateCheckoutSession(ctx, r)
+}
+
+// TestCheckoutTwoTakeoversOneAnswerReplayed: two repeats of one key both
+// find its attempt abandoned and both finish it (the provider answers both
+// with the page of the attempt's own provider key). One of them records
+// the page; the other's answer is that recorded answer, so it carries
+// Idempotent-Replayed: exactly one of the two answers is not a replay.
+func TestCheckoutTwoTakeoversOneAnswerReplayed(t *testing.T) {
+	gated := &gatedProvider{arrived: make(chan struct{}, 2), gate: make(chan struct{})}
+	e := newCheckoutEnv(t, testutil.Pool(t), func(c *provisioning.Config) {
+		gated.Provider = c.Payments
+		c.Payments = gated
+	})
+	req, _ := domain.ReadPurchaseRequest([]byte(checkoutDay))
+	orderID := domain.NewID(domain.PrefixOrder)
+	e.record(domain.AccountStream(e.org), e.org, domain.CheckoutStarted{OrgID: e.org, OrderID: orderID, FulfilmentIDs: []string{orderID},
+		Choice: domain.PurchaseChoice{Sku: domain.SkuEmulator, Billing: domain.BillingDay, Quantity: 1}, Currency: "usd", UnitAmount: 400,
+		IdempotencyKey: domain.DigestKey("dead-key"), RequestDigest: req.Digest(), At: e.clock.Now()})
+	e.clock.Advance(domain.CheckoutAbandonedAfter)
+
+	var wg sync.WaitGroup
+	answers := make([]provisioning.CheckoutAnswer, 2)
+	errs := make([]error, 2)
+	for i := range answers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i], errs[i] = e.checkout("dead-key", checkoutDay)
+		}()
+	}
+	// Both take the attempt over before either records its page.
+	for range answers {
+		select {
+		case <-gated.arrived:
+		case <-time.After(30 * time.Second):
+			close(gated.gate)
+			t.Fatal("the two repeats did not both reach the provider")
+		}
+	}
+	close(gated.gate)
+	wg.Wait()
+	fresh := 0
+	for i, a := range answers {
+		if errs[i] != nil {
+			t.Fatalf("repeat %d: %v", i, errs[i])
+		}
+		if a.OrderID != orderID || a.CheckoutURL != answers[0].CheckoutURL {
+			t.Errorf("repeat %d got %+v; want the abandoned attempt's one page", i, a)
+		}
+		if !a.Replayed {
+			fresh++
+		}
+	}
+	if fresh != 1 {
+		t.Fatalf("got %d answers without Idempotent-Replayed (%+v); want exactly one: the repeat that recorded the page", fresh, answers)
+	}
+	if again, err := e.checkout("dead-key", checkoutDay); err != nil || !again.Replayed || again.OrderID != orderID {
+		t.Fatalf("got %+v, %v; want the finished attempt replayed", again, err)
+	}
+}
