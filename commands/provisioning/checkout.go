@@ -87,7 +87,10 @@ type StartCheckoutHandler struct{ *Provisioning }
 //     503 checkout_unavailable, recorded as checkout.failed).
 //
 // Nothing is recorded before step 12, so every refusal before it leaves
-// the key free.
+// the key free. From step 12 on the attempt is recorded, and its outcome
+// is the key's answer: its page, or a final refusal (not retryable),
+// replayed to every repeat for 24 hours; a retryable refusal (the provider
+// did not answer) frees the key.
 func (p StartCheckoutHandler) Handle(ctx context.Context, cmd StartCheckout) (CheckoutAnswer, error) {
 	if cmd.IdempotencyKey != "" {
 		if err := domain.CheckCheckoutKey(cmd.IdempotencyKey); err != nil {
@@ -113,7 +116,7 @@ func (p StartCheckoutHandler) Handle(ctx context.Context, cmd StartCheckout) (Ch
 	if o, use, err := acct.UseKey(key, digest, now); err != nil {
 		return CheckoutAnswer{}, err
 	} else if use == domain.KeyReplay {
-		return answerOf(*o, true), nil
+		return replayOf(*o)
 	} else if use == domain.KeyRetake {
 		return p.proceed(ctx, a.OrgID, o.OrderID, true)
 	}
@@ -184,7 +187,7 @@ func (p StartCheckoutHandler) Handle(ctx context.Context, cmd StartCheckout) (Ch
 	case err != nil:
 		return CheckoutAnswer{}, storeDown(err)
 	case use == domain.KeyReplay:
-		return answerOf(*earlier, true), nil
+		return replayOf(*earlier)
 	case use == domain.KeyRetake:
 		return p.proceed(ctx, a.OrgID, earlier.OrderID, true)
 	}
@@ -304,6 +307,10 @@ func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string, retak
 		return CheckoutAnswer{}, domain.Errorf(domain.CodeInternal, "checkout attempt %s vanished", orderID)
 	}
 	switch {
+	case o.State == domain.OrderFailed && o.FailedFinal:
+		// Another request taking the attempt over failed it meanwhile, for
+		// good: that is the key's answer.
+		return replayOf(*o)
 	case o.State == domain.OrderFailed:
 		// Another request taking the attempt over failed it meanwhile; its
 		// key is free again.
@@ -314,12 +321,12 @@ func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string, retak
 	}
 	provider := p.cfg.Payments
 	if provider == nil {
-		return CheckoutAnswer{}, p.fail(ctx, orgID, orderID, "", domain.Errorf(domain.CodeCheckoutUnavailable,
+		return p.fail(ctx, orgID, orderID, "", retake, domain.Errorf(domain.CodeCheckoutUnavailable,
 			"this deployment has no payment provider configured").WithRetryable(false))
 	}
 	customer, err := provider.EnsureCustomer(ctx, orgID, acct.CustomerID)
 	if err != nil {
-		return CheckoutAnswer{}, p.fail(ctx, orgID, orderID, "", payments.Refusal(err))
+		return p.fail(ctx, orgID, orderID, "", retake, payments.Refusal(err))
 	}
 	now := p.now()
 	for _, other := range acct.PayableAttempts(orderID, now) {
@@ -340,11 +347,11 @@ func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string, retak
 			}
 		}
 		if errors.Is(err, payments.ErrNotExpirable) {
-			return CheckoutAnswer{}, p.fail(ctx, orgID, orderID, customer, domain.Errorf(domain.CodeCheckoutInProgress,
+			return p.fail(ctx, orgID, orderID, customer, retake, domain.Errorf(domain.CodeCheckoutInProgress,
 				"another checkout of this organisation is open and can no longer be closed; it may have been paid").WithRetryable(false).Wrap(err))
 		}
 		if err != nil {
-			return CheckoutAnswer{}, p.fail(ctx, orgID, orderID, customer, payments.Refusal(err))
+			return p.fail(ctx, orgID, orderID, customer, retake, payments.Refusal(err))
 		}
 		if _, _, err := p.accounts.Update(ctx, orgID, func(acct *domain.Account) ([]domain.Event, error) {
 			return acct.CloseAttempt(other.OrderID, page, reason, now), nil
@@ -354,7 +361,7 @@ func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string, retak
 	}
 	page, err := p.openPage(ctx, customer, *o)
 	if err != nil {
-		return CheckoutAnswer{}, p.fail(ctx, orgID, orderID, customer, payments.Refusal(err))
+		return p.fail(ctx, orgID, orderID, customer, retake, payments.Refusal(err))
 	}
 	recorded := false
 	after, _, err := p.accounts.Update(ctx, orgID, func(acct *domain.Account) ([]domain.Event, error) {
@@ -434,16 +441,28 @@ func (p *Provisioning) productName(c domain.PurchaseChoice) string {
 	return name
 }
 
-// fail records that orderID made no payable page, freeing its key, and
-// returns refusal. A failure to record leaves the attempt running; a
-// repeat takes it over once abandoned.
-func (p *Provisioning) fail(ctx context.Context, orgID, orderID, customer string, refusal *domain.Error) error {
-	if _, _, err := p.accounts.Update(ctx, orgID, func(acct *domain.Account) ([]domain.Event, error) {
-		return acct.FailCheckout(orderID, refusal, customer, p.now()), nil
-	}); err != nil {
-		return errors.Join(refusal, err)
+// fail records that orderID made no payable page and answers refusal: a
+// final refusal (not retryable) becomes its key's answer, any other frees
+// the key (domain.Account.FailCheckout). A failure to record leaves the
+// attempt running; a repeat takes it over once abandoned. A repeat taking
+// the attempt over (retake) that finds another repeat settled it first
+// answers what that one recorded, replayed: its page, or its final
+// refusal.
+func (p *Provisioning) fail(ctx context.Context, orgID, orderID, customer string, retake bool, refusal *domain.Error) (CheckoutAnswer, error) {
+	recorded := false
+	after, _, err := p.accounts.Update(ctx, orgID, func(acct *domain.Account) ([]domain.Event, error) {
+		evs := acct.FailCheckout(orderID, refusal, customer, p.now())
+		recorded = len(evs) > 0
+		return evs, nil
+	})
+	if err != nil {
+		return CheckoutAnswer{}, errors.Join(refusal, err)
 	}
-	return refusal
+	if o, ok := after.Order(orderID); retake && !recorded && ok &&
+		(o.State == domain.OrderFailed && o.FailedFinal || o.State != domain.OrderFailed && o.State != domain.OrderRunning && o.State != domain.OrderExpired) {
+		return replayOf(*o)
+	}
+	return CheckoutAnswer{}, refusal
 }
 
 // answerOf is an attempt's answer; one that buys no phone (pay-as-you-go)

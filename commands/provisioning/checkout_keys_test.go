@@ -89,3 +89,69 @@ func TestCheckoutTwoTakeoversOneAnswerReplayed(t *testing.T) {
 		t.Fatalf("got %+v, %v; want the finished attempt replayed", again, err)
 	}
 }
+
+// refusingProvider refuses to open pages while refuse is set, as the
+// provider answers a request it will not serve (a 4xx): retrying it
+// unchanged does not help.
+type refusingProvider struct {
+	payments.Provider
+	mu     sync.Mutex
+	refuse bool
+}
+
+func (r *refusingProvider) set(refuse bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refuse = refuse
+}
+
+func (r *refusingProvider) CreateCheckoutSession(ctx context.Context, req payments.CheckoutRequest) (payments.CheckoutSession, error) {
+	r.mu.Lock()
+	refuse := r.refuse
+	r.mu.Unlock()
+	if refuse {
+		return payments.CheckoutSession{}, &payments.RefusedError{Status: 400, Type: "invalid_request_error", Message: "this account cannot take payments"}
+	}
+	return r.Provider.CreateCheckoutSession(ctx, req)
+}
+
+// TestCheckoutFinalFailureIsReplayed: a first attempt that failed with an
+// answer that retrying does not change (retryable false: here the
+// provider refusing to open the page) is its key's answer for 24 hours:
+// a repeat answers the same refusal, replayed, without a new attempt or a
+// new page, even once the provider would open one; the key for another
+// purchase is idempotency_conflict. A failure retrying may cure (the
+// provider not answering) still frees the key
+// (TestCheckoutProviderDownFreesTheKey).
+func TestCheckoutFinalFailureIsReplayed(t *testing.T) {
+	refusing := &refusingProvider{refuse: true}
+	e := newCheckoutEnv(t, testutil.Pool(t), func(c *provisioning.Config) {
+		refusing.Provider = c.Payments
+		c.Payments = refusing
+	})
+	_, first := e.checkout("k", checkoutDay)
+	want := wantCheckoutCode(t, first, domain.CodeCheckoutUnavailable, "no")
+	if provisioning.Replayed(first) {
+		t.Errorf("the first answer is marked replayed")
+	}
+
+	refusing.set(false)
+	e.clock.Advance(time.Hour)
+	_, again := e.checkout("k", ` {"billing":"day","sku":"emulator"}`)
+	got := wantCheckoutCode(t, again, domain.CodeCheckoutUnavailable, "no")
+	if got.Message != want.Message || !provisioning.Replayed(again) {
+		t.Errorf("got %q (replayed %v); want the first answer %q, replayed", got.Message, provisioning.Replayed(again), want.Message)
+	}
+	if names := e.eventNames(); len(names) != 3 || names[0] != "checkout.started" || names[2] != "checkout.failed" || e.provider.n("create") != 0 {
+		t.Errorf("recorded %v with %d sessions; want one attempt, failed, and no page made since", names, e.provider.n("create"))
+	}
+	_, err := e.checkout("k", checkoutWeek)
+	wantCheckoutCode(t, err, domain.CodeIdempotencyConflict, "no")
+
+	// Past 24 hours the key is free again.
+	e.clock.Advance(23 * time.Hour)
+	later, err := e.checkout("k", checkoutDay)
+	if err != nil || later.Replayed {
+		t.Fatalf("after 24 h: got %+v, %v; want a new attempt", later, err)
+	}
+}

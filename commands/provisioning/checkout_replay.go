@@ -1,0 +1,34 @@
+package provisioning
+
+import (
+	"errors"
+
+	"phonefleet/domain"
+)
+
+// replayedRefusal is a checkout attempt's final refusal answered again to a
+// repeat of its Idempotency-Key (spec 4.1, rule 1: a repeat returns the
+// first attempt's answer, with Idempotent-Replayed). It renders as the
+// refusal it wraps.
+type replayedRefusal struct{ refusal *domain.Error }
+
+func (r replayedRefusal) Error() string { return r.refusal.Error() }
+func (r replayedRefusal) Unwrap() error { return r.refusal }
+
+// Replayed reports whether err is a refusal a checkout answered again for
+// its Idempotency-Key: the edge marks it Idempotent-Replayed, as it does a
+// replayed page (CheckoutAnswer.Replayed).
+func Replayed(err error) bool {
+	var r replayedRefusal
+	return errors.As(err, &r)
+}
+
+// replayOf is a recorded attempt's answer to a repeat of its key: its page,
+// or its final refusal (code and message as first answered, not
+// retryable; no refusal an attempt records carries extra fields).
+func replayOf(o domain.Order) (CheckoutAnswer, error) {
+	if o.State == domain.OrderFailed {
+		return CheckoutAnswer{}, replayedRefusal{domain.Errorf(o.FailedCode, "%s", o.FailedMessage).WithRetryable(false)}
+	}
+	return answerOf(o, true), nil
+}
