@@ -346,6 +346,17 @@ func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string, retak
 				err = provider.ExpireCheckoutSession(ctx, found.SessionID)
 			}
 		}
+		if errors.Is(err, payments.ErrNotExpirable) && page == nil {
+			// Not payable any more, or paid: read which (unclosable).
+			refusal, err := p.unclosable(ctx, orgID, other, other.SessionID, now)
+			if err != nil {
+				return CheckoutAnswer{}, storeDown(err)
+			}
+			if refusal != nil {
+				return p.fail(ctx, orgID, orderID, customer, retake, refusal)
+			}
+			continue
+		}
 		if errors.Is(err, payments.ErrNotExpirable) {
 			return p.fail(ctx, orgID, orderID, customer, retake, domain.Errorf(domain.CodeCheckoutInProgress,
 				"another checkout of this organisation is open and can no longer be closed; it may have been paid").WithRetryable(false).Wrap(err))

@@ -155,3 +155,90 @@ func TestCheckoutFinalFailureIsReplayed(t *testing.T) {
 		t.Fatalf("after 24 h: got %+v, %v; want a new attempt", later, err)
 	}
 }
+
+// paidSessions answers a session read as the provider would once the
+// person paid the page (stripe-mock holds no paid sessions): complete and
+// paid, or, with pending, complete with its payment still being confirmed.
+type paidSessions struct {
+	payments.Provider
+	mu      sync.Mutex
+	pending bool
+	reads   []string
+}
+
+func (p *paidSessions) CheckoutSession(_ context.Context, id string) (payments.CheckoutSession, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reads = append(p.reads, id)
+	status := "paid"
+	if p.pending {
+		status = "unpaid"
+	}
+	return payments.CheckoutSession{ID: id, Status: "complete", PaymentStatus: status, CustomerID: "cus_paid", SubscriptionID: "sub_paid"}, nil
+}
+
+// TestCheckoutUnclosablePageThatWasPaid: a new checkout finds the earlier
+// page open in our records, but the provider will not expire it because
+// the person paid it (its event has not arrived yet). The session is read:
+// paid, the order is recorded paid with its phones, exactly as the
+// provider's event would, and the new checkout is answered as it would be
+// once that event had arrived (a subscription paid: 409 wrong_state,
+// provisioned); completed but still being confirmed, 409
+// payment_in_progress. Neither is checkout_in_progress.
+func TestCheckoutUnclosablePageThatWasPaid(t *testing.T) {
+	sessions := &paidSessions{}
+	e, _ := checkoutWithInventory(t, func(c *provisioning.Config) {
+		sessions.Provider = c.Payments
+		c.Payments = sessions
+	})
+	first, err := e.checkout("", checkoutWeek)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.provider.notExpirable = true
+	e.clock.Advance(time.Minute)
+	_, err = e.checkout("", checkoutWeek)
+	if de := wantCheckoutCode(t, err, domain.CodeWrongState, "no"); de.Extra["state"] != domain.FulfilmentProvisionedState {
+		t.Errorf("got %v; want state provisioned", de.Extra)
+	}
+	if len(sessions.reads) != 1 || sessions.reads[0] != mustSession(t, e, first.OrderID) {
+		t.Errorf("read sessions %v; want the first page's", sessions.reads)
+	}
+	var a domain.Account
+	for i, ev := range e.events() {
+		a.Apply(ev, int64(i+1))
+	}
+	if o, _ := a.Order(first.OrderID); o.State != domain.OrderPaidState || o.SubscriptionID != "sub_paid" {
+		t.Fatalf("first order %+v; want it recorded paid from the session read", o)
+	}
+	f, err := e.store.Load(e.ctx, domain.FulfilmentStream(first.OrderID), 1)
+	if err != nil || len(f) == 0 || f[0].Type != "fulfilment.created" {
+		t.Fatalf("got %v, %v; want the paid order's phone created", f, err)
+	}
+	adm, err := (provisioning.GetAdmissionHandler{Provisioning: e.p}).Handle(e.ctx, provisioning.GetAdmission{Auth: checkoutAdmin(e.org), CheckoutServed: true})
+	if err != nil || !adm.Provisioned {
+		t.Errorf("admission %+v, %v; want provisioned", adm, err)
+	}
+	if e.provider.n("create") != 1 {
+		t.Errorf("got %d pages; want no second page", e.provider.n("create"))
+	}
+
+	// Another organisation's day pass, completed but being confirmed.
+	e.org = domain.NewID(domain.PrefixOrganisation)
+	e.provider.notExpirable = false
+	day, err := e.checkout("", checkoutDay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.provider.notExpirable = true
+	sessions.pending = true
+	_, err = e.checkout("", checkoutDay)
+	wantCheckoutCode(t, err, domain.CodePaymentInProgress, "yes")
+	a = domain.Account{}
+	for i, ev := range e.events() {
+		a.Apply(ev, int64(i+1))
+	}
+	if o, _ := a.Order(day.OrderID); o.State != domain.OrderPendingState {
+		t.Errorf("day pass %+v; want its payment recorded pending", o)
+	}
+}
