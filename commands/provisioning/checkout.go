@@ -250,15 +250,15 @@ func (p *Provisioning) attributed(a domain.Auth) error {
 }
 
 // subscriptionPhones reads the state of every fulfilment of the account's
-// paid subscription orders from their own streams (the write side, so a
-// payment just recorded is seen).
+// paid subscription orders from their own streams, in one read (the write
+// side, so a payment just recorded is seen).
 func (p *Provisioning) subscriptionPhones(ctx context.Context, acct *domain.Account) (map[string]string, error) {
 	states := map[string]string{}
-	for _, id := range acct.LiveSubscriptionPhones() {
-		f, _, err := p.fulfilments.Load(ctx, id)
-		if err != nil {
-			return nil, err
-		}
+	phones, _, err := p.fulfilments.LoadMany(ctx, acct.LiveSubscriptionPhones())
+	if err != nil {
+		return nil, err
+	}
+	for id, f := range phones {
 		if f.Exists() && f.OrgID == acct.OrgID {
 			states[id] = f.State
 		}
