@@ -197,9 +197,14 @@ func TestCheckoutUnclosablePageThatWasPaid(t *testing.T) {
 	}
 	e.provider.notExpirable = true
 	e.clock.Advance(time.Minute)
-	_, err = e.checkout("", checkoutWeek)
+	_, err = e.checkout("second", checkoutWeek)
 	if de := wantCheckoutCode(t, err, domain.CodeWrongState, "no"); de.Extra["state"] != domain.FulfilmentProvisionedState {
 		t.Errorf("got %v; want state provisioned", de.Extra)
+	}
+	// That refusal is its key's answer.
+	_, err = e.checkout("second", checkoutWeek)
+	if de := wantCheckoutCode(t, err, domain.CodeWrongState, "no"); de.Extra["state"] != domain.FulfilmentProvisionedState || !provisioning.Replayed(err) {
+		t.Errorf("repeat: got %v (replayed %v); want wrong_state, state provisioned, replayed", de.Extra, provisioning.Replayed(err))
 	}
 	if len(sessions.reads) != 1 || sessions.reads[0] != mustSession(t, e, first.OrderID) {
 		t.Errorf("read sessions %v; want the first page's", sessions.reads)

@@ -25,10 +25,15 @@ func Replayed(err error) bool {
 
 // replayOf is a recorded attempt's answer to a repeat of its key: its page,
 // or its final refusal (code and message as first answered, not
-// retryable; no refusal an attempt records carries extra fields).
+// retryable). The one refusal an attempt records with an extra field is
+// wrong_state, whose state is always provisioned (ErrAlreadyProvisioned).
 func replayOf(o domain.Order) (CheckoutAnswer, error) {
 	if o.State == domain.OrderFailed {
-		return CheckoutAnswer{}, replayedRefusal{domain.Errorf(o.FailedCode, "%s", o.FailedMessage).WithRetryable(false)}
+		refusal := domain.Errorf(o.FailedCode, "%s", o.FailedMessage).WithRetryable(false)
+		if o.FailedCode == domain.CodeWrongState {
+			refusal = refusal.With("state", domain.FulfilmentProvisionedState)
+		}
+		return CheckoutAnswer{}, replayedRefusal{refusal}
 	}
 	return answerOf(o, true), nil
 }
