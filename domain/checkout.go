@@ -564,9 +564,10 @@ type KeyUse int
 // What a key's earlier attempt asks of a repeat.
 const (
 	// KeyUnused: no attempt in the window holds the key (or its attempt
-	// failed): the request is a new attempt.
+	// failed in a way a retry may cure): the request is a new attempt.
 	KeyUnused KeyUse = iota
-	// KeyReplay: the attempt opened a page; the repeat answers it again.
+	// KeyReplay: the attempt opened a page, or failed finally; the repeat
+	// answers that again.
 	KeyReplay
 	// KeyRetake: the attempt has run longer than CheckoutAbandonedAfter
 	// with no outcome: its process died; the repeat finishes it.
@@ -574,8 +575,10 @@ const (
 )
 
 // UseKey looks up the attempt holding an Idempotency-Key (its digest) at
-// now: the newest attempt with the key started within CheckoutKeyWindow
-// that did not fail. A repeat of another request is idempotency_conflict,
+// now: the newest attempt with the key started within CheckoutKeyWindow,
+// unless it failed in a way a retry may cure (a failure that is not
+// Final frees the key; a final one is replayed like a page). A repeat of
+// another request is idempotency_conflict,
 // not retryable; a repeat while the attempt runs is idempotency_conflict,
 // retryable (repeating shortly gets the answer).
 func (a *Account) UseKey(key, request string, now time.Time) (*Order, KeyUse, error) {
@@ -584,7 +587,7 @@ func (a *Account) UseKey(key, request string, now time.Time) (*Order, KeyUse, er
 	}
 	for i := len(a.Orders) - 1; i >= 0; i-- {
 		o := &a.Orders[i]
-		if o.IdempotencyKey != key || o.State == OrderFailed || now.Sub(o.At) >= CheckoutKeyWindow {
+		if o.IdempotencyKey != key || o.State == OrderFailed && !o.FailedFinal || now.Sub(o.At) >= CheckoutKeyWindow {
 			continue
 		}
 		switch {
@@ -706,15 +709,19 @@ func (a *Account) OpenCheckout(orderID string, page CheckoutPage, now time.Time)
 }
 
 // FailCheckout records that orderID made no payable page (the provider did
-// not answer or refused, or an earlier page could not be closed): its
-// key is free again. customerID, when the provider made one, is recorded.
+// not answer or refused, or an earlier page could not be closed). A
+// refusal that is not retryable is final: its key answers it again for
+// the key's window, as it would a page. A retryable one (the provider did
+// not answer) frees the key: replaying it would make "retryable" untrue.
+// customerID, when the provider made one, is recorded.
 func (a *Account) FailCheckout(orderID string, refusal *Error, customerID string, now time.Time) []Event {
 	o, ok := a.Order(orderID)
 	if !ok || o.State != OrderRunning {
 		return nil
 	}
+	final := refusal.Retryable != nil && !*refusal.Retryable
 	evs := a.recordCustomer(customerID, now)
-	return append(evs, CheckoutFailed{OrderID: orderID, Code: refusal.Code, Message: refusal.Message, At: now})
+	return append(evs, CheckoutFailed{OrderID: orderID, Code: refusal.Code, Message: refusal.Message, Final: final, At: now})
 }
 
 // CloseAttempt records that an earlier attempt's page can no longer be

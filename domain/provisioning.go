@@ -41,8 +41,11 @@ type Order struct {
 	SessionID   string
 	CheckoutURL string
 	ExpiresAt   time.Time
-	// FailedCode is the refusal of a failed attempt.
+	// FailedCode and FailedMessage are the refusal of a failed attempt;
+	// FailedFinal says it is its key's answer (CheckoutFailed.Final).
 	FailedCode      Code
+	FailedMessage   string
+	FailedFinal     bool
 	SubscriptionID  string
 	PaymentIntentID string
 	PaidAt          time.Time
@@ -77,7 +80,7 @@ func (a *Account) Apply(e Event, version int64) {
 		}
 	case CheckoutFailed:
 		if o, ok := a.Order(e.OrderID); ok {
-			o.State, o.FailedCode = OrderFailed, e.Code
+			o.State, o.FailedCode, o.FailedMessage, o.FailedFinal = OrderFailed, e.Code, e.Message, e.Final
 		}
 	case CheckoutExpired:
 		if o, ok := a.Order(e.OrderID); ok && (o.State == OrderOpen || o.State == OrderPendingState) {

@@ -97,12 +97,17 @@ type CheckoutOpened struct {
 func (CheckoutOpened) EventName() string { return "checkout.opened" }
 
 // CheckoutFailed records an attempt that made no payment page (the provider
-// did not answer, or refused): nothing is payable, and its idempotency key
-// may be used again.
+// did not answer, or refused; an earlier page could not be closed):
+// nothing is payable. A final failure (its answer was not retryable:
+// repeating the request unchanged does not help) is its idempotency key's
+// answer, replayed for the key's window; any other failure frees the key
+// (events recorded before the field existed have Final false, as they
+// did).
 type CheckoutFailed struct {
 	OrderID string    `json:"orderId"`
 	Code    Code      `json:"code"`
 	Message string    `json:"message"`
+	Final   bool      `json:"final,omitempty"`
 	At      time.Time `json:"at"`
 }
 

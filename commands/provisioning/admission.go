@@ -69,8 +69,9 @@ type GetAdmissionHandler struct{ *Provisioning }
 
 // Handle answers GetAdmission for any credential of the organisation
 // but an OAuth app (spec 5.2: onboarding status is the console's). It
-// reads the billing account and its fulfilments from their streams, the
-// same state checkout decides on, so the two never disagree; when they
+// reads the billing account and its fulfilments from their streams (the
+// fulfilments in one read), the same state checkout decides on, so the two
+// never disagree; when they
 // cannot be read, 503 admission_unavailable (retryable, with
 // Retry-After).
 func (p GetAdmissionHandler) Handle(ctx context.Context, q GetAdmission) (Admission, error) {
@@ -86,6 +87,18 @@ func (p GetAdmissionHandler) Handle(ctx context.Context, q GetAdmission) (Admiss
 	}
 	now := p.now()
 	out := Admission{PaygAccess: acct.PaygActive()}
+	var bought []string
+	for _, o := range acct.Orders {
+		if o.State == domain.OrderPaidState || o.State == domain.OrderEndedState {
+			bought = append(bought, o.FulfilmentIDs...)
+		}
+	}
+	// Every phone in one read of their streams (the write side, so a
+	// payment just recorded counts, as checkout's own check sees it).
+	phones, _, err := p.fulfilments.LoadMany(ctx, bought)
+	if err != nil {
+		return Admission{}, unreadable(err)
+	}
 	states := map[string]string{}
 	pending := false
 	for _, o := range acct.Orders {
@@ -98,10 +111,7 @@ func (p GetAdmissionHandler) Handle(ctx context.Context, q GetAdmission) (Admiss
 			pending = true
 		case domain.OrderPaidState, domain.OrderEndedState:
 			for _, id := range o.FulfilmentIDs {
-				f, _, err := p.fulfilments.Load(ctx, id)
-				if err != nil {
-					return Admission{}, unreadable(err)
-				}
+				f := phones[id]
 				if !f.Exists() || f.OrgID != acct.OrgID {
 					continue
 				}

@@ -87,7 +87,10 @@ type StartCheckoutHandler struct{ *Provisioning }
 //     503 checkout_unavailable, recorded as checkout.failed).
 //
 // Nothing is recorded before step 12, so every refusal before it leaves
-// the key free.
+// the key free. From step 12 on the attempt is recorded, and its outcome
+// is the key's answer: its page, or a final refusal (not retryable),
+// replayed to every repeat for 24 hours; a retryable refusal (the provider
+// did not answer) frees the key.
 func (p StartCheckoutHandler) Handle(ctx context.Context, cmd StartCheckout) (CheckoutAnswer, error) {
 	if cmd.IdempotencyKey != "" {
 		if err := domain.CheckCheckoutKey(cmd.IdempotencyKey); err != nil {
@@ -113,9 +116,9 @@ func (p StartCheckoutHandler) Handle(ctx context.Context, cmd StartCheckout) (Ch
 	if o, use, err := acct.UseKey(key, digest, now); err != nil {
 		return CheckoutAnswer{}, err
 	} else if use == domain.KeyReplay {
-		return answerOf(*o, true), nil
+		return replayOf(*o)
 	} else if use == domain.KeyRetake {
-		return p.proceed(ctx, a.OrgID, o.OrderID)
+		return p.proceed(ctx, a.OrgID, o.OrderID, true)
 	}
 	states, err := p.subscriptionPhones(ctx, &acct)
 	if err != nil {
@@ -184,11 +187,11 @@ func (p StartCheckoutHandler) Handle(ctx context.Context, cmd StartCheckout) (Ch
 	case err != nil:
 		return CheckoutAnswer{}, storeDown(err)
 	case use == domain.KeyReplay:
-		return answerOf(*earlier, true), nil
+		return replayOf(*earlier)
 	case use == domain.KeyRetake:
-		return p.proceed(ctx, a.OrgID, earlier.OrderID)
+		return p.proceed(ctx, a.OrgID, earlier.OrderID, true)
 	}
-	return p.proceed(ctx, a.OrgID, orderID)
+	return p.proceed(ctx, a.OrgID, orderID, false)
 }
 
 // mayCheckout is who may start provisioning (spec 4.1, 5.2, 5.4): an
@@ -247,15 +250,15 @@ func (p *Provisioning) attributed(a domain.Auth) error {
 }
 
 // subscriptionPhones reads the state of every fulfilment of the account's
-// paid subscription orders from their own streams (the write side, so a
-// payment just recorded is seen).
+// paid subscription orders from their own streams, in one read (the write
+// side, so a payment just recorded is seen).
 func (p *Provisioning) subscriptionPhones(ctx context.Context, acct *domain.Account) (map[string]string, error) {
 	states := map[string]string{}
-	for _, id := range acct.LiveSubscriptionPhones() {
-		f, _, err := p.fulfilments.Load(ctx, id)
-		if err != nil {
-			return nil, err
-		}
+	phones, _, err := p.fulfilments.LoadMany(ctx, acct.LiveSubscriptionPhones())
+	if err != nil {
+		return nil, err
+	}
+	for id, f := range phones {
 		if f.Exists() && f.OrgID == acct.OrgID {
 			states[id] = f.State
 		}
@@ -288,7 +291,12 @@ func (p *Provisioning) checkStock(ctx context.Context, purchase domain.Purchase,
 // still be paid are closed first, so one organisation never has two
 // payable pages. It runs to the end even if the caller goes away, so an
 // attempt is never left running by a closed connection.
-func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string) (CheckoutAnswer, error) {
+//
+// retake is set when the request is a repeat of the attempt's
+// Idempotency-Key taking it over. Several repeats may take one attempt
+// over at once; the one that records its page gives the first answer, and
+// every other answers that recorded answer, replayed (spec 4.1, rule 1).
+func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string, retake bool) (CheckoutAnswer, error) {
 	ctx = context.WithoutCancel(ctx)
 	acct, _, err := p.accounts.Load(ctx, orgID)
 	if err != nil {
@@ -299,22 +307,26 @@ func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string) (Chec
 		return CheckoutAnswer{}, domain.Errorf(domain.CodeInternal, "checkout attempt %s vanished", orderID)
 	}
 	switch {
+	case o.State == domain.OrderFailed && o.FailedFinal:
+		// Another request taking the attempt over failed it meanwhile, for
+		// good: that is the key's answer.
+		return replayOf(*o)
 	case o.State == domain.OrderFailed:
 		// Another request taking the attempt over failed it meanwhile; its
 		// key is free again.
 		return CheckoutAnswer{}, domain.Errorf(domain.CodeIdempotencyConflict,
 			"the first attempt ended without a payment page; repeat the request to start another").WithRetryable(true)
 	case o.State != domain.OrderRunning:
-		return answerOf(*o, false), nil
+		return answerOf(*o, retake), nil
 	}
 	provider := p.cfg.Payments
 	if provider == nil {
-		return CheckoutAnswer{}, p.fail(ctx, orgID, orderID, "", domain.Errorf(domain.CodeCheckoutUnavailable,
+		return p.fail(ctx, orgID, orderID, "", retake, domain.Errorf(domain.CodeCheckoutUnavailable,
 			"this deployment has no payment provider configured").WithRetryable(false))
 	}
 	customer, err := provider.EnsureCustomer(ctx, orgID, acct.CustomerID)
 	if err != nil {
-		return CheckoutAnswer{}, p.fail(ctx, orgID, orderID, "", payments.Refusal(err))
+		return p.fail(ctx, orgID, orderID, "", retake, payments.Refusal(err))
 	}
 	now := p.now()
 	for _, other := range acct.PayableAttempts(orderID, now) {
@@ -334,12 +346,23 @@ func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string) (Chec
 				err = provider.ExpireCheckoutSession(ctx, found.SessionID)
 			}
 		}
+		if errors.Is(err, payments.ErrNotExpirable) && page == nil {
+			// Not payable any more, or paid: read which (unclosable).
+			refusal, err := p.unclosable(ctx, orgID, other, other.SessionID, now)
+			if err != nil {
+				return CheckoutAnswer{}, storeDown(err)
+			}
+			if refusal != nil {
+				return p.fail(ctx, orgID, orderID, customer, retake, refusal)
+			}
+			continue
+		}
 		if errors.Is(err, payments.ErrNotExpirable) {
-			return CheckoutAnswer{}, p.fail(ctx, orgID, orderID, customer, domain.Errorf(domain.CodeCheckoutInProgress,
+			return p.fail(ctx, orgID, orderID, customer, retake, domain.Errorf(domain.CodeCheckoutInProgress,
 				"another checkout of this organisation is open and can no longer be closed; it may have been paid").WithRetryable(false).Wrap(err))
 		}
 		if err != nil {
-			return CheckoutAnswer{}, p.fail(ctx, orgID, orderID, customer, payments.Refusal(err))
+			return p.fail(ctx, orgID, orderID, customer, retake, payments.Refusal(err))
 		}
 		if _, _, err := p.accounts.Update(ctx, orgID, func(acct *domain.Account) ([]domain.Event, error) {
 			return acct.CloseAttempt(other.OrderID, page, reason, now), nil
@@ -349,16 +372,20 @@ func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string) (Chec
 	}
 	page, err := p.openPage(ctx, customer, *o)
 	if err != nil {
-		return CheckoutAnswer{}, p.fail(ctx, orgID, orderID, customer, payments.Refusal(err))
+		return p.fail(ctx, orgID, orderID, customer, retake, payments.Refusal(err))
 	}
+	recorded := false
 	after, _, err := p.accounts.Update(ctx, orgID, func(acct *domain.Account) ([]domain.Event, error) {
-		return acct.OpenCheckout(orderID, page, p.now())
+		evs, err := acct.OpenCheckout(orderID, page, p.now())
+		// Decided again after a lost race: only the last decision counts.
+		recorded = len(evs) > 0
+		return evs, err
 	})
 	if err != nil {
 		return CheckoutAnswer{}, storeDown(err)
 	}
 	opened, _ := after.Order(orderID)
-	return answerOf(*opened, false), nil
+	return answerOf(*opened, retake && !recorded), nil
 }
 
 // CheckoutReturnPath is where, under the deployment's public URL
@@ -425,16 +452,28 @@ func (p *Provisioning) productName(c domain.PurchaseChoice) string {
 	return name
 }
 
-// fail records that orderID made no payable page, freeing its key, and
-// returns refusal. A failure to record leaves the attempt running; a
-// repeat takes it over once abandoned.
-func (p *Provisioning) fail(ctx context.Context, orgID, orderID, customer string, refusal *domain.Error) error {
-	if _, _, err := p.accounts.Update(ctx, orgID, func(acct *domain.Account) ([]domain.Event, error) {
-		return acct.FailCheckout(orderID, refusal, customer, p.now()), nil
-	}); err != nil {
-		return errors.Join(refusal, err)
+// fail records that orderID made no payable page and answers refusal: a
+// final refusal (not retryable) becomes its key's answer, any other frees
+// the key (domain.Account.FailCheckout). A failure to record leaves the
+// attempt running; a repeat takes it over once abandoned. A repeat taking
+// the attempt over (retake) that finds another repeat settled it first
+// answers what that one recorded, replayed: its page, or its final
+// refusal.
+func (p *Provisioning) fail(ctx context.Context, orgID, orderID, customer string, retake bool, refusal *domain.Error) (CheckoutAnswer, error) {
+	recorded := false
+	after, _, err := p.accounts.Update(ctx, orgID, func(acct *domain.Account) ([]domain.Event, error) {
+		evs := acct.FailCheckout(orderID, refusal, customer, p.now())
+		recorded = len(evs) > 0
+		return evs, nil
+	})
+	if err != nil {
+		return CheckoutAnswer{}, errors.Join(refusal, err)
 	}
-	return refusal
+	if o, ok := after.Order(orderID); retake && !recorded && ok &&
+		(o.State == domain.OrderFailed && o.FailedFinal || o.State != domain.OrderFailed && o.State != domain.OrderRunning && o.State != domain.OrderExpired) {
+		return replayOf(*o)
+	}
+	return CheckoutAnswer{}, refusal
 }
 
 // answerOf is an attempt's answer; one that buys no phone (pay-as-you-go)

@@ -44,6 +44,11 @@ type Provider interface {
 	// when it is already complete or otherwise cannot be expired (the
 	// caller answers checkout_in_progress); ErrUnavailable.
 	ExpireCheckoutSession(ctx context.Context, sessionID string) error
+	// CheckoutSession reads a session as the provider holds it now: its
+	// status ("open", "complete", "expired") and payment status, so a
+	// session that cannot be expired is told paid from gone. Errors:
+	// ErrUnavailable, *RefusedError (also a session it does not know).
+	CheckoutSession(ctx context.Context, sessionID string) (CheckoutSession, error)
 	// EnsureCustomer returns the provider customer of an organisation,
 	// creating it once (metadata org_id) when existingID is empty; the
 	// caller records the id. Creation carries an idempotency key derived

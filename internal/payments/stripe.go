@@ -200,6 +200,20 @@ func (s *Stripe) ExpireCheckoutSession(ctx context.Context, sessionID string) er
 	return err
 }
 
+// CheckoutSession reads a session (Stripe's retrieve).
+func (s *Stripe) CheckoutSession(ctx context.Context, sessionID string) (CheckoutSession, error) {
+	if err := s.configured(); err != nil {
+		return CheckoutSession{}, err
+	}
+	p := &stripe.CheckoutSessionParams{}
+	p.Context = ctx
+	cs, err := s.api.CheckoutSessions.Get(sessionID, p)
+	if err != nil {
+		return CheckoutSession{}, classify(ctx, "read checkout session", err)
+	}
+	return checkoutSession(cs), nil
+}
+
 // customerKey is the idempotency key of an organisation's customer
 // creation: two first checkouts at once create one customer (Stripe keeps
 // keys for 24 hours; the caller records the id well within that).

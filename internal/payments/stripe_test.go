@@ -161,6 +161,20 @@ func TestExpireCheckoutSession(t *testing.T) {
 	}
 }
 
+func TestReadCheckoutSession(t *testing.T) {
+	p := newMockProvider(t)
+	cs, err := p.CheckoutSession(context.Background(), "cs_test_123")
+	if err != nil || cs.ID == "" || cs.Status == "" || cs.PaymentStatus == "" {
+		t.Fatalf("got %+v, %v; want the session with its status and payment status", cs, err)
+	}
+	srv := answering(t, http.StatusNotFound, `{"error":{"type":"invalid_request_error","code":"resource_missing","message":"No such checkout.session"}}`)
+	missing := New(Config{SecretKey: "sk_test_phonefleet", APIBase: srv.URL, MaxNetworkRetries: -1})
+	var refused *RefusedError
+	if _, err := missing.CheckoutSession(context.Background(), "cs_gone"); !errors.As(err, &refused) || refused.Status != http.StatusNotFound {
+		t.Fatalf("got %v; want a refusal (404)", err)
+	}
+}
+
 func TestExpireCheckoutSessionNotExpirable(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
