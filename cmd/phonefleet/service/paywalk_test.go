@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -89,11 +91,15 @@ type walkOrder struct {
 }
 
 type walk struct {
-	t        *testing.T
-	rng      *rand.Rand
-	idp      *identitytest.IdP
-	prov     *walkProvider
-	inst     []*clusterInstance
+	t    *testing.T
+	rng  *rand.Rand
+	idp  *identitytest.IdP
+	prov *walkProvider
+	// one runs in the test's process; two is a process of its own
+	// (TestPaymentsWalkInstance), so that it can be killed.
+	one      *clusterInstance
+	two      *walkProcess
+	addrs    []string
 	down     []bool
 	v        *apitest.Validator
 	tokens   map[string]string
@@ -158,9 +164,11 @@ func TestPaymentsWalk(t *testing.T) {
 	})
 	w := &walk{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), idp: idp, prov: prov,
 		tokens: map[string]string{}, strict: os.Getenv("PAYWALK_STRICT") == "1", quoteIDs: map[string]string{}}
-	w.inst = []*clusterInstance{startInstance(t, "one", env, &logs), startInstance(t, "two", env, &logs)}
+	w.one = startInstance(t, "one", env, &logs)
+	w.two = startWalkProcess(t, env, &logs)
+	w.addrs = []string{w.one.app.Addr(), w.two.addr}
 	w.down = make([]bool, 2)
-	w.v = apitest.FromHandler(t, w.inst[0].app.server.Handler())
+	w.v = apitest.FromHandler(t, w.one.app.server.Handler())
 	ctx := testutil.Context(t)
 
 	nOrgs := max(purchases/2, 12)
@@ -249,7 +257,7 @@ type walkReply struct {
 // stopped) is returned, not fatal.
 func (w *walk) call(i int, token, method, path, body string, header ...string) (walkReply, error) {
 	w.t.Helper()
-	req, err := http.NewRequest(method, "http://"+w.inst[i].app.Addr()+path, strings.NewReader(body))
+	req, err := http.NewRequest(method, "http://"+w.addrs[i]+path, strings.NewReader(body))
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -462,9 +470,11 @@ func (w *walk) pay(org, kind string, unit int64, r walkReply) {
 	}
 }
 
-// killMidCheckout sends purchase n to instance two, loses its answer,
-// stops instance two abruptly (its context cancelled mid-walk, nothing
-// drained by the walk) and retries the key on instance one.
+// killMidCheckout sends purchase n (and a take, when a pay-as-you-go
+// customer is ready) to instance two, loses the answers, kills instance
+// two with SIGKILL (nothing of it is drained or closed: its follow-ups
+// claimed but not finished and its bus subscriptions are left to instance
+// one) and retries the keys on instance one.
 func (w *walk) killMidCheckout(n int) {
 	w.t.Helper()
 	org := w.orgFor("day")
@@ -474,7 +484,20 @@ func (w *walk) killMidCheckout(n int) {
 	key := fmt.Sprintf("walk-%d-%s", n, org)
 	body := `{"sku":"emulator","billing":"day"}`
 	lost := w.must(1, w.tokens[org], "POST", "/v1/checkout-sessions", body, http.StatusOK, "Idempotency-Key", key)
-	w.inst[1].stop()
+	// A take on instance two whose answer is lost too, if a pay-as-you-go
+	// customer is ready.
+	var taker *walkOrder
+	var lostTake walkReply
+	for _, o := range w.orders {
+		if o.kind == "payg" && o.visible && !o.acted {
+			taker, o.acted = o, true
+			lostTake = w.must(1, w.tokens[o.org], "POST", "/v1/devices/take", `{"ttlSeconds":60}`, http.StatusCreated,
+				"Idempotency-Key", "take-"+o.order)
+			w.counts.takes++
+			break
+		}
+	}
+	w.two.kill(w.t)
 	w.down[1] = true
 	w.counts.kills++
 	if _, err := w.call(1, w.tokens[org], "GET", "/v1/admission", ""); err == nil {
@@ -483,6 +506,14 @@ func (w *walk) killMidCheckout(n int) {
 	again := w.must(1, w.tokens[org], "POST", "/v1/checkout-sessions", body, http.StatusOK, "Idempotency-Key", key)
 	w.wantReplay(lost, again)
 	w.pay(org, "day", 400, again)
+	if taker != nil {
+		r := w.must(1, w.tokens[taker.org], "POST", "/v1/devices/take", `{"ttlSeconds":60}`, http.StatusCreated,
+			"Idempotency-Key", "take-"+taker.order)
+		if r.header.Get("Idempotent-Replayed") != "true" || r.body["deviceId"] != lostTake.body["deviceId"] {
+			w.t.Errorf("take retried with its key after instance two stopped: got %v %v; want %v replayed", r.header, r.body, lostTake.body)
+		}
+		w.counts.takeReplays++
+	}
 }
 
 // deliver sends the provider's events to the webhook of a live instance,
@@ -703,7 +734,7 @@ func (w *walk) endOrder(o *walkOrder, charge, reason string) {
 // operator's application object on the surviving instance's store.
 func (w *walk) ownerRefund(o *walkOrder, phone string) {
 	w.t.Helper()
-	a := w.inst[w.live(0)].app.Application()
+	a := w.one.app.Application()
 	if _, err := a.Provisioning.RefundFulfilment.Handle(testutil.Context(w.t), provisioning.RefundFulfilment{FulfilmentID: phone}); err != nil {
 		w.t.Fatalf("owner refund of %s: %v", phone, err)
 	}
@@ -747,7 +778,7 @@ func (w *walk) take(n int, o *walkOrder) {
 // nothing more to say and no follow-up is pending.
 func (w *walk) settle(ctx context.Context) {
 	w.t.Helper()
-	pool := w.inst[0].app.db.Pool
+	pool := w.one.app.db.Pool
 	quiet := 0
 	for round := 0; quiet < 3; round++ {
 		if round > 600 {
@@ -1006,7 +1037,7 @@ func (w *walk) checkUsage() {
 // projections and compares their rows with what they held before.
 func (w *walk) checkRebuilds(ctx context.Context) {
 	w.t.Helper()
-	a := w.inst[0].app
+	a := w.one.app
 	for _, p := range []struct {
 		name    string
 		queries []string
@@ -1044,4 +1075,86 @@ func (w *walk) checkRebuilds(ctx context.Context) {
 		}
 		w.t.Logf("rebuilt %s: %d rows equal", p.name, strings.Count(before, "\n"))
 	}
+}
+
+// walkProcess is instance two of the walk: this test binary run again as
+// TestPaymentsWalkInstance, a service of its own on the same database,
+// bus and provider.
+type walkProcess struct {
+	cmd  *exec.Cmd
+	addr string
+	done chan struct{}
+}
+
+// startWalkProcess starts instance two with env and waits for its address;
+// its log goes to logs. It is killed when the test ends.
+func startWalkProcess(t *testing.T, env map[string]string, logs io.Writer) *walkProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPaymentsWalkInstance$", "-test.count=1", "-test.timeout=0")
+	cmd.Env = append(os.Environ(), "PAYWALK_INSTANCE=1")
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stderr = logs
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &walkProcess{cmd: cmd, done: make(chan struct{})}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "PAYWALK_ADDR="); ok {
+				addr <- a
+			}
+		}
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() { p.kill(t) })
+	select {
+	case p.addr = <-addr:
+	case <-p.done:
+		t.Fatal("instance two ended before it served")
+	case <-time.After(2 * time.Minute):
+		t.Fatal("instance two did not serve within two minutes")
+	}
+	return p
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *walkProcess) kill(t *testing.T) {
+	_ = p.cmd.Process.Kill()
+	select {
+	case <-p.done:
+	case <-time.After(time.Minute):
+		t.Errorf("instance two did not end within a minute of SIGKILL")
+	}
+}
+
+// TestPaymentsWalkInstance is instance two of TestPaymentsWalk, which runs
+// this test binary again for it (PAYWALK_INSTANCE=1): the service,
+// configured by the environment, serving until it is killed. It prints
+// its address as PAYWALK_ADDR=host:port.
+func TestPaymentsWalkInstance(t *testing.T) {
+	if os.Getenv("PAYWALK_INSTANCE") != "1" {
+		t.Skip("instance two of TestPaymentsWalk, run by it")
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg, err := config.Load(fs, nil, os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("instance", "two")
+	a, err := New(context.Background(), cfg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("PAYWALK_ADDR=%s\n", a.Addr())
+	_ = a.Run(context.Background())
 }
