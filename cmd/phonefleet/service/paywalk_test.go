@@ -64,6 +64,7 @@ type walkCounts struct {
 	renewals, cancels, returns                              int
 	refundsFull, refundsPartial, refundsOwner, disputes     int
 	takes, takeReplays, checkoutReplays                     int
+	early                                                   int
 	deliveries, late, twice, outOfOrder, redelivered, kills int
 }
 
@@ -200,10 +201,10 @@ func TestPaymentsWalk(t *testing.T) {
 	// What the walk did.
 	c := w.counts
 	t.Logf("payments walk counts: purchases %d (day %d, month %d of which several phones %d, payg %d), renewals %d, cancels %d, returns %d, "+
-		"refunds full %d partial %d owner %d, disputes %d, takes %d (replayed on the other instance %d), checkouts replayed %d; "+
+		"refunds full %d partial %d owner %d, disputes %d (of these, before the payment's event was delivered %d), takes %d (replayed on the other instance %d), checkouts replayed %d; "+
 		"webhook deliveries %d: late %d, twice %d, out of order %d, redelivered after a refusal %d; kills %d",
 		c.purchases, c.daily, c.monthly, c.multi, c.payg, c.renewals, c.cancels, c.returns, c.refundsFull, c.refundsPartial,
-		c.refundsOwner, c.disputes, c.takes, c.takeReplays, c.checkoutReplays, c.deliveries, c.late, c.twice, c.outOfOrder,
+		c.refundsOwner, c.disputes, c.early, c.takes, c.takeReplays, c.checkoutReplays, c.deliveries, c.late, c.twice, c.outOfOrder,
 		c.redelivered, c.kills)
 
 	w.checkReconcile(ctx, env)
@@ -418,7 +419,34 @@ func (w *walk) purchase(n, via int) {
 		again := w.must(via+1, w.tokens[org], "POST", "/v1/checkout-sessions", body, http.StatusOK, "Idempotency-Key", key)
 		w.wantReplay(first, again)
 	}
-	w.pay(org, kind, unit, first)
+	o := w.pay(org, kind, unit, first)
+	if kind == "day" && w.rng.IntN(8) == 0 {
+		// The bank or the provider's dashboard acts before the payment's
+		// own event is delivered: its event may reach the service first.
+		w.providerEnds(o)
+		o.acted = true
+		w.counts.early++
+	}
+}
+
+// providerEnds refunds in full, or disputes, an order's latest charge at
+// the provider.
+func (w *walk) providerEnds(o *walkOrder) {
+	w.t.Helper()
+	c := o.charges[len(o.charges)-1]
+	if w.rng.IntN(2) == 0 {
+		if err := w.prov.refundCharge(c, 0); err != nil {
+			w.t.Fatal(err)
+		}
+		w.endOrder(o, c, domain.EndRefunded)
+		w.counts.refundsFull++
+		return
+	}
+	if err := w.prov.dispute(c); err != nil {
+		w.t.Fatal(err)
+	}
+	w.endOrder(o, c, domain.EndDisputed)
+	w.counts.disputes++
 }
 
 func (w *walk) wantReplay(first, again walkReply) {
@@ -431,7 +459,7 @@ func (w *walk) wantReplay(first, again walkReply) {
 }
 
 // pay completes the session a checkout answered.
-func (w *walk) pay(org, kind string, unit int64, r walkReply) {
+func (w *walk) pay(org, kind string, unit int64, r walkReply) *walkOrder {
 	w.t.Helper()
 	url, _ := r.body["checkoutUrl"].(string)
 	session := url[strings.LastIndex(url, "/")+1:]
@@ -468,6 +496,7 @@ func (w *walk) pay(org, kind string, unit int64, r walkReply) {
 	case "payg":
 		w.counts.payg++
 	}
+	return o
 }
 
 // killMidCheckout sends purchase n (and a take, when a pay-as-you-go
@@ -542,6 +571,12 @@ func (w *walk) deliver(all bool) {
 		}
 	}
 	for attempt := 0; len(now) > 0; attempt++ {
+		if !all && attempt > 0 {
+			// The provider retries later: what was refused (an event about
+			// a payment not recorded yet) goes with the next delivery.
+			w.pending = append(w.pending, now...)
+			return
+		}
 		if attempt > 50 {
 			w.t.Fatalf("%d provider events still refused after 50 rounds: %v", len(now), now)
 		}
@@ -680,13 +715,8 @@ func (w *walk) act() {
 			w.counts.returns++
 		case 2:
 			w.ownerRefund(o, phone)
-		case 3:
-			c := o.charges[len(o.charges)-1]
-			if err := w.prov.refundCharge(c, 0); err != nil {
-				w.t.Fatal(err)
-			}
-			w.endOrder(o, c, domain.EndRefunded)
-			w.counts.refundsFull++
+		case 3, 5:
+			w.providerEnds(o)
 		case 4:
 			c := o.charges[len(o.charges)-1]
 			if err := w.prov.refundCharge(c, 100); err != nil {
@@ -695,13 +725,6 @@ func (w *walk) act() {
 			o.owed[c] += 100
 			o.partial = true
 			w.counts.refundsPartial++
-		case 5:
-			c := o.charges[len(o.charges)-1]
-			if err := w.prov.dispute(c); err != nil {
-				w.t.Fatal(err)
-			}
-			w.endOrder(o, c, domain.EndDisputed)
-			w.counts.disputes++
 		}
 	}
 }
