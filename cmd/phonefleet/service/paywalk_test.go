@@ -514,10 +514,9 @@ func (w *walk) pay(org, kind string, unit int64, r walkReply) *walkOrder {
 // one) and retries the keys on instance one.
 func (w *walk) killMidCheckout(n int) {
 	w.t.Helper()
-	org := w.orgFor("day")
-	if org == "" {
-		org = w.newOrg()
-	}
+	// A new organisation: one the walk believes free may still be
+	// provisioned (see refusedProvisioned), and this answer is lost.
+	org := w.newOrg()
 	key := fmt.Sprintf("walk-%d-%s", n, org)
 	body := `{"sku":"emulator","billing":"day"}`
 	lost := w.must(1, w.tokens[org], "POST", "/v1/checkout-sessions", body, http.StatusOK, "Idempotency-Key", key)
