@@ -231,7 +231,8 @@ func (p *Provisioning) settlementOf(ctx context.Context, ev payments.Event) (set
 		}
 		s.orgID, s.orderID = ourOrder(ch.Metadata)
 		if s.orderID == "" {
-			if s.orgID, s.orderID, _, err = projections.OrderOfPayment(ctx, p.pool, ch.PaymentIntentID); err != nil {
+			if s.orgID, s.orderID, err = p.orderOfPayment(ctx, ch.PaymentIntentID, ev.Created,
+				func() (bool, error) { return ch.InvoiceID == "", nil }); err != nil {
 				return s, err
 			}
 		}
@@ -243,7 +244,13 @@ func (p *Provisioning) settlementOf(ctx context.Context, ev payments.Event) (set
 		}
 		s.orgID, s.orderID = ourOrder(d.Metadata)
 		if s.orderID == "" {
-			if s.orgID, s.orderID, _, err = projections.OrderOfPayment(ctx, p.pool, d.PaymentIntentID); err != nil {
+			if s.orgID, s.orderID, err = p.orderOfPayment(ctx, d.PaymentIntentID, ev.Created, func() (bool, error) {
+				if p.cfg.Payments == nil || d.ChargeID == "" {
+					return false, nil
+				}
+				sub, err := p.cfg.Payments.SubscriptionOfCharge(ctx, d.ChargeID)
+				return sub == "", err
+			}); err != nil {
 				return s, err
 			}
 		}
@@ -253,6 +260,33 @@ func (p *Provisioning) settlementOf(ctx context.Context, ev payments.Event) (set
 		return settlement{}, nil
 	}
 	return s, nil
+}
+
+// unrecordedPaymentWait is how long a refund or a dispute of a payment
+// that no order records yet answers not_settled rather than being
+// ignored: the provider does not order its deliveries, so the
+// checkout.session.completed that records the payment may come after it
+// (a refund made in the dashboard at once, say). A payment still unknown
+// a day later is not one of this service's checkouts.
+const unrecordedPaymentWait = 24 * time.Hour
+
+// orderOfPayment finds the order a refunded or disputed payment intent
+// paid (its charge carries no metadata of ours). None found: when the
+// event was created less than unrecordedPaymentWait ago and checkoutCharge says the charge could be
+// a checkout's own payment (not an invoice's, which carries none of our
+// orders' payment intents), the event is not settled yet (retryable);
+// otherwise it is about nothing of ours ("" ids).
+func (p *Provisioning) orderOfPayment(ctx context.Context, paymentIntentID string, at time.Time,
+	checkoutCharge func() (bool, error)) (orgID, orderID string, err error) {
+	orgID, orderID, ok, err := projections.OrderOfPayment(ctx, p.pool, paymentIntentID)
+	if err != nil || ok || paymentIntentID == "" || p.now().Sub(at) >= unrecordedPaymentWait {
+		return orgID, orderID, err
+	}
+	if could, err := checkoutCharge(); err != nil || !could {
+		return "", "", err
+	}
+	return "", "", domain.Errorf(domain.CodeNotSettled,
+		"no order records payment %s yet; its checkout's payment may still be on its way", paymentIntentID).WithRetryable(true)
 }
 
 // settleUnit builds the unit of one provider event: its marker, and the
