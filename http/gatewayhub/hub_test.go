@@ -781,33 +781,47 @@ func TestHubRefusesBadCredentialsBeforeUpgrading(t *testing.T) {
 		t.Fatalf("a forged credential: %v; want refused", err)
 	}
 	for _, auth := range []string{"Bearer " + forged.Token, "Basic abc", ""} {
-		req, _ := http.NewRequest(http.MethodGet, a.url+tunnel.Path, nil)
-		req.Header.Set("Connection", "Upgrade")
-		req.Header.Set("Upgrade", "websocket")
-		req.Header.Set("Sec-WebSocket-Version", "13")
-		req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
-		req.Header.Set("Sec-WebSocket-Protocol", tunnel.Subprotocol)
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		var envelope struct {
-			Error struct {
-				Code string `json:"code"`
-			} `json:"error"`
-		}
-		if resp.StatusCode != http.StatusUnauthorized || json.Unmarshal(body, &envelope) != nil || envelope.Error.Code != string(domain.CodeUnauthorized) {
-			t.Errorf("Authorization %q: %d %s; want 401 with the unauthorized envelope", auth, resp.StatusCode, body)
+		status, body, env := handshake(t, a.url, auth)
+		if status != http.StatusUnauthorized || env.Error.Code != string(domain.CodeUnauthorized) {
+			t.Errorf("Authorization %q: %d %s; want 401 with the unauthorized envelope", auth, status, body)
 		}
 	}
 	if a.hub.Holds(domain.GatewayHostKey(e.gatewayID)) {
 		t.Fatal("a refused credential's gateway is held")
 	}
+}
+
+// handshakeEnvelope is the error envelope of a refused handshake.
+type handshakeEnvelope struct {
+	Error struct {
+		Code      string `json:"code"`
+		Retryable *bool  `json:"retryable"`
+	} `json:"error"`
+}
+
+// handshake sends a WebSocket upgrade of the tunnel to base with the
+// Authorization auth (none when empty) and returns the answer's status,
+// body and error envelope (zero when it is not one).
+func handshake(t *testing.T, base, auth string) (int, []byte, handshakeEnvelope) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+tunnel.Path, nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	req.Header.Set("Sec-WebSocket-Protocol", tunnel.Subprotocol)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var env handshakeEnvelope
+	_ = json.Unmarshal(body, &env)
+	return resp.StatusCode, body, env
 }
 
 // While the database cannot be reached the gateway's credential cannot be
@@ -823,23 +837,10 @@ func TestHubAnswers503WhileTheDatabaseIsAway(t *testing.T) {
 	e := newHubEnvOn(t, proxy.URL(t, testutil.DatabaseURL(t)))
 	a := e.instance(t, instanceOptions{})
 	proxy.Cut()
-	req, _ := http.NewRequest(http.MethodGet, a.url+tunnel.Path, nil)
-	req.Header.Set("Authorization", "Bearer "+e.credential)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var envelope struct {
-		Error struct {
-			Code      string `json:"code"`
-			Retryable *bool  `json:"retryable"`
-		} `json:"error"`
-	}
-	if resp.StatusCode != http.StatusServiceUnavailable || json.Unmarshal(body, &envelope) != nil ||
-		envelope.Error.Code != string(domain.CodeServiceUnavailable) || envelope.Error.Retryable == nil || !*envelope.Error.Retryable {
-		t.Fatalf("the handshake with the database away: %d %s; want 503 service_unavailable, retryable", resp.StatusCode, body)
+	status, body, env := handshake(t, a.url, "Bearer "+e.credential)
+	if status != http.StatusServiceUnavailable || env.Error.Code != string(domain.CodeServiceUnavailable) ||
+		env.Error.Retryable == nil || !*env.Error.Retryable {
+		t.Fatalf("the handshake with the database away: %d %s; want 503 service_unavailable, retryable", status, body)
 	}
 	proxy.Restore()
 	g := newFakeGateway(t, "sim-1")
