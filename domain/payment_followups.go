@@ -33,6 +33,10 @@ const (
 	// FollowupRefund refunds the unit's payment (its UnitAmount of the
 	// order's payment intent).
 	FollowupRefund = "refund"
+	// FollowupSetQuantity sets the quantity the subscription bills to the
+	// phones of it that still renew (Quantity), with the provider's
+	// proration (Proration): one phone of several stopped.
+	FollowupSetQuantity = "set_subscription_quantity"
 	// FollowupNone asks nothing (Note says why); the attempt is recorded
 	// as skipped, so the decision is on record.
 	FollowupNone = "none"
@@ -42,6 +46,8 @@ const (
 const (
 	// FollowupNoteShared: another live phone of the order still renews on
 	// the same subscription; the last one to stop renewing cancels it.
+	// Recorded before issue 26 lowered the quantity per phone; no plan
+	// makes it any more.
 	FollowupNoteShared = "subscription_shared"
 	// FollowupNoteNoSubscription / FollowupNoteNoPayment: the fulfilment
 	// names no provider subscription / payment intent.
@@ -117,10 +123,23 @@ type FollowupTrigger struct {
 	OthersLive, OthersRenewing int
 }
 
+// Proration behaviours of a quantity change (Stripe's proration_behavior).
+const (
+	// ProrationCreate: the provider credits the unused rest of the period
+	// of the phone that stopped, on the subscription's next invoice.
+	ProrationCreate = "create_prorations"
+	// ProrationNone: no credit; the quantity bills from the next period
+	// (the phone's paid period is honoured, or refunded otherwise).
+	ProrationNone = "none"
+)
+
 // FollowupPlan is what a follow-up asks of the provider.
 type FollowupPlan struct {
 	Action string
 	Note   string
+	// Quantity and Proration are a FollowupSetQuantity's.
+	Quantity  int64
+	Proration string
 }
 
 // PlanPaymentFollowup decides the follow-up of a trigger; false means
@@ -128,12 +147,15 @@ type FollowupPlan struct {
 //   - ends the provider initiated (subscription_ended, refunded, disputed)
 //     and a day pass running out: the provider knows, or nothing is owed;
 //   - a subscription phone (Cancel, Return, owner refund, undelivered, or
-//     cancel-renewal): the subscription is one for the whole order, so it
-//     is left alone while another of its phones still renews (noted
-//     subscription_shared); otherwise it is cancelled now, or at the
-//     period's end when another of its phones is still live (its paid
-//     period is honoured) or this phone only stopped renewing. A return or
-//     refund does not refund the paid invoice (noted);
+//     cancel-renewal): the subscription is one for the whole order, so
+//     while another of its phones still renews its quantity is set to the
+//     phones that still renew, prorated by the provider when the phone
+//     ends now (the unused rest of its period credited on the next
+//     invoice) and not when it only stopped renewing (its paid period runs
+//     out); otherwise it is cancelled now, or at the period's end when
+//     another of its phones is still live (its paid period is honoured) or
+//     this phone only stopped renewing. A return or refund does not refund
+//     the paid invoice (noted);
 //   - a paid-once phone (day): Return, the owner's refund and an
 //     undelivered phone (undelivered, cloud_undelivered) refund its
 //     UnitAmount of the order's payment; the customer's Cancel of a
@@ -156,7 +178,11 @@ func PlanPaymentFollowup(t FollowupTrigger) (FollowupPlan, bool) {
 		case t.SubscriptionID == "":
 			return FollowupPlan{Action: FollowupNone, Note: FollowupNoteNoSubscription}, true
 		case t.OthersRenewing > 0:
-			return FollowupPlan{Action: FollowupNone, Note: FollowupNoteShared}, true
+			proration := ProrationCreate
+			if renewal {
+				proration = ProrationNone
+			}
+			return FollowupPlan{Action: FollowupSetQuantity, Note: note, Quantity: int64(t.OthersRenewing), Proration: proration}, true
 		case renewal || t.OthersLive > 0:
 			return FollowupPlan{Action: FollowupCancelAtPeriodEnd, Note: note}, true
 		}
@@ -187,6 +213,9 @@ type PaymentFollowup struct {
 	// Amount is what a refund returns, in the smallest currency unit.
 	Amount   int64  `json:"amount,omitempty"`
 	Currency string `json:"currency,omitempty"`
+	// Quantity and Proration are what a FollowupSetQuantity asks.
+	Quantity  int64  `json:"quantity,omitempty"`
+	Proration string `json:"proration,omitempty"`
 }
 
 // FollowupResult is what one attempt's provider call came to.
@@ -197,6 +226,9 @@ type FollowupResult struct {
 	// Error describes a failure; RefundID is the refund made.
 	Error    string
 	RefundID string
+	// ProviderQuantity is the quantity the provider answered a quantity
+	// change with (what it bills from now on).
+	ProviderQuantity int64
 }
 
 // PaymentFollowupAttempted records one attempt of a follow-up and the
@@ -204,13 +236,16 @@ type FollowupResult struct {
 // attempt time), refused or gave up.
 type PaymentFollowupAttempted struct {
 	PaymentFollowup
-	Attempt        int        `json:"attempt"`
-	Outcome        string     `json:"outcome"`
-	IdempotencyKey string     `json:"idempotencyKey,omitempty"`
-	RefundID       string     `json:"refundId,omitempty"`
-	Error          string     `json:"error,omitempty"`
-	NextAttemptAt  *time.Time `json:"nextAttemptAt,omitempty"`
-	At             time.Time  `json:"at"`
+	Attempt        int    `json:"attempt"`
+	Outcome        string `json:"outcome"`
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	RefundID       string `json:"refundId,omitempty"`
+	// ProviderQuantity is the quantity the provider answered a quantity
+	// change with.
+	ProviderQuantity int64      `json:"providerQuantity,omitempty"`
+	Error            string     `json:"error,omitempty"`
+	NextAttemptAt    *time.Time `json:"nextAttemptAt,omitempty"`
+	At               time.Time  `json:"at"`
 }
 
 // EventName implements Event.
@@ -220,7 +255,7 @@ func (PaymentFollowupAttempted) EventName() string { return "payment.followup_at
 // made at at with result r.
 func DecidePaymentFollowup(f PaymentFollowup, attempt int, at time.Time, r FollowupResult) PaymentFollowupAttempted {
 	e := PaymentFollowupAttempted{PaymentFollowup: f, Attempt: attempt, At: at.UTC().Truncate(time.Microsecond),
-		RefundID: r.RefundID, Error: r.Error}
+		RefundID: r.RefundID, ProviderQuantity: r.ProviderQuantity, Error: r.Error}
 	if f.Action != FollowupNone {
 		e.IdempotencyKey = PaymentFollowupKey(f.FollowupID)
 	}

@@ -379,12 +379,12 @@ func TestPaymentFollowupsLeaveProviderEndsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	as := e.once(t)
-	if len(as) != 1 || as[0].Event.Outcome != domain.FollowupSkipped || as[0].Event.Note != domain.FollowupNoteShared ||
-		as[0].Event.IdempotencyKey != "" {
-		t.Fatalf("first of two phones on one subscription: %+v; want skipped, shared", as)
+	if len(as) != 1 || as[0].Event.Outcome != domain.FollowupDone || as[0].Event.Action != domain.FollowupSetQuantity ||
+		as[0].Event.Quantity != 1 {
+		t.Fatalf("first of two phones on one subscription: %+v; want its quantity set to 1", as)
 	}
-	if sent, _ := e.mock.requests(); len(sent) != 0 {
-		t.Fatalf("the provider was called for a shared subscription: %+v", sent)
+	if ups := e.quantityUpdates(t); len(ups) != 1 {
+		t.Fatalf("quantity updates for a shared subscription: %+v; want one", ups)
 	}
 	if vs := e.followups(t, refunded); len(vs) != 0 {
 		t.Errorf("a provider refund has follow-ups: %+v", vs)
@@ -412,17 +412,21 @@ func TestPaymentFollowupsLeaveProviderEndsAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	as = e.once(t)
-	if len(as) != 2 {
+	// The first lowers the quantity; the second, waiting for it (one
+	// subscription's follow-ups go in the log's order), then cancels.
+	before, _ := e.mock.requests()
+	if as = append(e.once(t), e.once(t)...); len(as) != 2 {
 		t.Fatalf("attempts %+v; want two", as)
 	}
-	if f := e.only(t, pair[0]); f.Status != projections.FollowupSkipped {
-		t.Errorf("first of the pair %+v; want skipped", f)
+	if f := e.only(t, pair[0]); f.Status != projections.FollowupDone || f.Action != domain.FollowupSetQuantity || f.Quantity != 1 {
+		t.Errorf("first of the pair %+v; want its quantity set to 1", f)
 	}
 	if f := e.only(t, pair[1]); f.Status != projections.FollowupDone || f.Action != domain.FollowupCancelSubscription {
 		t.Errorf("last of the pair %+v; want the subscription cancelled", f)
 	}
-	if sent, _ := e.mock.requests(); len(sent) != 1 || sent[0].path != "/v1/subscriptions/sub_"+e.orderOf(t, org, pair[1]) {
-		t.Errorf("requests %+v; want the one cancel", sent)
+	sent, _ := e.mock.requests()
+	if sent = sent[len(before):]; len(sent) != 3 || sent[2].method != http.MethodDelete ||
+		sent[2].path != "/v1/subscriptions/sub_"+e.orderOf(t, org, pair[1]) {
+		t.Errorf("requests %+v; want the read, the quantity update, then the one cancel", sent)
 	}
 }

@@ -87,6 +87,13 @@ type Provider interface {
 	// idempotencyKey is sent as Stripe's Idempotency-Key. Errors:
 	// ErrUnavailable, *RefusedError.
 	Refund(ctx context.Context, paymentIntentID string, amount int64, idempotencyKey string) (string, error)
+	// SetSubscriptionQuantity sets the quantity of the one item a
+	// subscription bills, with Stripe's proration_behavior proration
+	// ("create_prorations", "none"), and returns the quantity the provider
+	// answered. idempotencyKey is sent as Stripe's Idempotency-Key on the
+	// update. Errors: ErrUnavailable, *RefusedError (also a subscription
+	// that does not bill exactly one item).
+	SetSubscriptionQuantity(ctx context.Context, subscriptionID string, quantity int64, proration, idempotencyKey string) (int64, error)
 	// SubscriptionOfCharge reads which subscription a charge paid: the
 	// charge's invoice's subscription ("" for a charge of no invoice, or an
 	// invoice of no subscription). A subscription's charges carry none of

@@ -605,3 +605,46 @@ func (s *Stripe) Refund(ctx context.Context, paymentIntentID string, amount int6
 	}
 	return r.ID, nil
 }
+
+// SetSubscriptionQuantity reads the subscription's items and updates its
+// one item's quantity. The quantity is absolute, so a repeat (or a retry
+// after a lost answer) asks for the same state.
+func (s *Stripe) SetSubscriptionQuantity(ctx context.Context, subscriptionID string, quantity int64, proration,
+	idempotencyKey string) (int64, error) {
+	if err := s.configured(); err != nil {
+		return 0, err
+	}
+	if subscriptionID == "" {
+		return 0, errors.New("payments: set subscription quantity: no subscription id")
+	}
+	if quantity < 1 {
+		return 0, fmt.Errorf("payments: set subscription quantity: quantity %d, want at least 1", quantity)
+	}
+	gp := &stripe.SubscriptionParams{}
+	gp.Context = ctx
+	sub, err := s.api.Subscriptions.Get(subscriptionID, gp)
+	if err != nil {
+		return 0, classify(ctx, "read subscription", err)
+	}
+	if sub.Items == nil || len(sub.Items.Data) != 1 {
+		n := 0
+		if sub.Items != nil {
+			n = len(sub.Items.Data)
+		}
+		return 0, &RefusedError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "items",
+			Message: fmt.Sprintf("subscription %s bills %d items; a quantity is set on one", subscriptionID, n)}
+	}
+	p := &stripe.SubscriptionItemParams{Quantity: stripe.Int64(quantity)}
+	if proration != "" {
+		p.ProrationBehavior = stripe.String(proration)
+	}
+	p.Context = ctx
+	if idempotencyKey != "" {
+		p.SetIdempotencyKey(idempotencyKey)
+	}
+	it, err := s.api.SubscriptionItems.Update(sub.Items.Data[0].ID, p)
+	if err != nil {
+		return 0, classify(ctx, "set subscription quantity", err)
+	}
+	return it.Quantity, nil
+}

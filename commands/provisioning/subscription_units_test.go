@@ -1,0 +1,106 @@
+package provisioning_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"phonefleet/commands/provisioning"
+	"phonefleet/domain"
+	"phonefleet/projections"
+	"phonefleet/testutil"
+)
+
+// quantityUpdates returns the quantity changes the provider was sent, in
+// order: the subscription item updates.
+func (e *followupEnv) quantityUpdates(t *testing.T) []followupRequest {
+	t.Helper()
+	sent, _ := e.mock.requests()
+	var out []followupRequest
+	for _, r := range sent {
+		if r.method == http.MethodPost && strings.HasPrefix(r.path, "/v1/subscription_items/") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestSubscriptionQuantityLoweredPerPhone (issue 26 item 1): a phone of a
+// three-phone subscription that ends sets the subscription's quantity to
+// the phones still renewing, prorated by the provider (the customer's
+// Cancel) or not (a cancelled renewal: its paid period runs out); the
+// provider's answer is recorded. Two phones stopping before the reactor
+// runs are carried out in the log's order, so the later, lower quantity
+// is the one the provider keeps. The last renewing phone cancels the
+// subscription at its period's end, the renewal-cancelled phone being
+// still live.
+func TestSubscriptionQuantityLoweredPerPhone(t *testing.T) {
+	e := newFollowupEnv(t)
+	org := domain.NewID(domain.PrefixOrganisation)
+	admin := fulAdmin(org)
+	ctx := testutil.Context(t)
+	c := e.app.Provisioning
+
+	phones := e.paidOrder(t, org, pixelMonthly, 3)
+	sub := "sub_" + e.orderOf(t, org, phones[0])
+	if _, err := c.CancelFulfilment.Handle(ctx, provisioning.CancelFulfilment{Auth: admin, FulfilmentID: phones[0]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CancelFulfilmentRenewal.Handle(ctx, provisioning.CancelFulfilmentRenewal{Auth: admin, FulfilmentID: phones[1]}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The first phone's change goes first; the second waits for it.
+	as := e.once(t)
+	if len(as) != 1 || as[0].Event.FulfilmentID != phones[0] || as[0].Event.Outcome != domain.FollowupDone {
+		t.Fatalf("first round: %+v; want the first phone's change only, done", as)
+	}
+	as = e.once(t)
+	if len(as) != 1 || as[0].Event.FulfilmentID != phones[1] || as[0].Event.Outcome != domain.FollowupDone {
+		t.Fatalf("second round: %+v; want the second phone's change, done", as)
+	}
+
+	for i, want := range []struct {
+		quantity  int64
+		proration string
+	}{{2, domain.ProrationCreate}, {1, domain.ProrationNone}} {
+		f := e.only(t, phones[i])
+		if f.Action != domain.FollowupSetQuantity || f.Quantity != want.quantity || f.Proration != want.proration ||
+			f.SubscriptionID != sub || f.Status != projections.FollowupDone || f.ProviderQuantity != want.quantity {
+			t.Errorf("follow-up of phone %d: %+v; want quantity %d (%s) done, the provider answering it", i, f, want.quantity, want.proration)
+		}
+	}
+	ups := e.quantityUpdates(t)
+	if len(ups) != 2 {
+		t.Fatalf("quantity updates %+v; want two", ups)
+	}
+	for i, want := range []struct{ quantity, proration string }{{"2", domain.ProrationCreate}, {"1", domain.ProrationNone}} {
+		key := domain.PaymentFollowupKey(e.only(t, phones[i]).FollowupID)
+		if got := ups[i]; got.form.Get("quantity") != want.quantity || got.form.Get("proration_behavior") != want.proration || got.key != key {
+			t.Errorf("update %d: %v key %s; want quantity %s, proration_behavior %s, key %s", i, got.form, got.key,
+				want.quantity, want.proration, key)
+		}
+	}
+
+	// The last renewing phone: the subscription stops at its period's end.
+	if _, err := c.CancelFulfilment.Handle(ctx, provisioning.CancelFulfilment{Auth: admin, FulfilmentID: phones[2]}); err != nil {
+		t.Fatal(err)
+	}
+	if as := e.once(t); len(as) != 1 || as[0].Event.Outcome != domain.FollowupDone {
+		t.Fatalf("last phone: %+v; want one attempt, done", as)
+	}
+	if f := e.only(t, phones[2]); f.Action != domain.FollowupCancelAtPeriodEnd || f.SubscriptionID != sub {
+		t.Errorf("last phone's follow-up %+v; want the subscription cancelled at its period's end", f)
+	}
+	if ups := e.quantityUpdates(t); len(ups) != 2 {
+		t.Errorf("quantity updates after the last phone: %d; want still two", len(ups))
+	}
+
+	rows := followupRowsText(t, e)
+	if err := e.runner.Rebuild(ctx, projections.PaymentFollowupsName, nil); err != nil {
+		t.Fatal(err)
+	}
+	if again := followupRowsText(t, e); again != rows {
+		t.Errorf("rebuild changed the follow-up rows:\nbefore\n%s\nafter\n%s", rows, again)
+	}
+}
