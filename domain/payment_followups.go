@@ -56,9 +56,10 @@ const (
 	// FollowupNoteNothingPaid: the unit cost nothing.
 	FollowupNoteNothingPaid = "nothing_paid"
 	// FollowupNoteInvoiceNotRefunded: a subscription phone returned or
-	// refunded has its subscription cancelled, but the invoice already paid
-	// is not refunded automatically (the port cannot find its charge); the
-	// owner refunds it from the dashboard if owed.
+	// refunded had its subscription cancelled, but the invoice already paid
+	// was not refunded automatically; the owner refunded it from the
+	// dashboard if owed. Recorded before issue 26 refunded the unit's share
+	// (PaymentFollowup.RefundShare); no plan makes it any more.
 	FollowupNoteInvoiceNotRefunded = "invoice_not_refunded"
 )
 
@@ -140,6 +141,10 @@ type FollowupPlan struct {
 	// Quantity and Proration are a FollowupSetQuantity's.
 	Quantity  int64
 	Proration string
+	// RefundShare, on a subscription action, also refunds the phone's
+	// UnitAmount of the subscription's latest paid invoice (its share of
+	// the period paid).
+	RefundShare bool
 }
 
 // PlanPaymentFollowup decides the follow-up of a trigger; false means
@@ -170,23 +175,21 @@ func PlanPaymentFollowup(t FollowupTrigger) (FollowupPlan, bool) {
 		}
 	}
 	if t.Billing == BillingSubscription {
-		note := ""
-		if t.Reason == EndCustomerReturn || t.Reason == EndOwnerRefund {
-			note = FollowupNoteInvoiceNotRefunded
-		}
+		share := (t.Reason == EndCustomerReturn || t.Reason == EndOwnerRefund) && t.UnitAmount > 0
 		switch {
 		case t.SubscriptionID == "":
 			return FollowupPlan{Action: FollowupNone, Note: FollowupNoteNoSubscription}, true
 		case t.OthersRenewing > 0:
 			proration := ProrationCreate
-			if renewal {
+			if renewal || share {
 				proration = ProrationNone
 			}
-			return FollowupPlan{Action: FollowupSetQuantity, Note: note, Quantity: int64(t.OthersRenewing), Proration: proration}, true
+			return FollowupPlan{Action: FollowupSetQuantity, Quantity: int64(t.OthersRenewing), Proration: proration,
+				RefundShare: share}, true
 		case renewal || t.OthersLive > 0:
-			return FollowupPlan{Action: FollowupCancelAtPeriodEnd, Note: note}, true
+			return FollowupPlan{Action: FollowupCancelAtPeriodEnd, RefundShare: share}, true
 		}
-		return FollowupPlan{Action: FollowupCancelSubscription, Note: note}, true
+		return FollowupPlan{Action: FollowupCancelSubscription, RefundShare: share}, true
 	}
 	if renewal || t.Reason == EndCustomerCancel {
 		return FollowupPlan{}, false
@@ -210,12 +213,25 @@ type PaymentFollowup struct {
 	Note            string `json:"note,omitempty"`
 	SubscriptionID  string `json:"subscriptionId,omitempty"`
 	PaymentIntentID string `json:"paymentIntentId,omitempty"`
-	// Amount is what a refund returns, in the smallest currency unit.
+	// Amount is what a refund returns, in the smallest currency unit: of
+	// the order's payment (FollowupRefund), or at most of the
+	// subscription's latest paid invoice (a subscription action with
+	// RefundShare).
 	Amount   int64  `json:"amount,omitempty"`
 	Currency string `json:"currency,omitempty"`
 	// Quantity and Proration are what a FollowupSetQuantity asks.
 	Quantity  int64  `json:"quantity,omitempty"`
 	Proration string `json:"proration,omitempty"`
+	// RefundShare: a subscription action also refunds Amount of the
+	// subscription's latest paid invoice, after the subscription change.
+	RefundShare bool `json:"refundShare,omitempty"`
+}
+
+// PaymentFollowupRefundKey is the Idempotency-Key of a subscription
+// follow-up's refund: its second provider call needs a key of its own
+// (Stripe refuses one key on two different requests).
+func PaymentFollowupRefundKey(followupID string) string {
+	return PaymentFollowupKey(followupID) + "-refund"
 }
 
 // FollowupResult is what one attempt's provider call came to.
@@ -229,6 +245,8 @@ type FollowupResult struct {
 	// ProviderQuantity is the quantity the provider answered a quantity
 	// change with (what it bills from now on).
 	ProviderQuantity int64
+	// RefundedAmount is what the provider's refund came to.
+	RefundedAmount int64
 }
 
 // PaymentFollowupAttempted records one attempt of a follow-up and the
@@ -242,10 +260,13 @@ type PaymentFollowupAttempted struct {
 	RefundID       string `json:"refundId,omitempty"`
 	// ProviderQuantity is the quantity the provider answered a quantity
 	// change with.
-	ProviderQuantity int64      `json:"providerQuantity,omitempty"`
-	Error            string     `json:"error,omitempty"`
-	NextAttemptAt    *time.Time `json:"nextAttemptAt,omitempty"`
-	At               time.Time  `json:"at"`
+	ProviderQuantity int64 `json:"providerQuantity,omitempty"`
+	// RefundedAmount is what a refund of a subscription's share came to
+	// (the provider caps it at what the invoice's charge has left).
+	RefundedAmount int64      `json:"refundedAmount,omitempty"`
+	Error          string     `json:"error,omitempty"`
+	NextAttemptAt  *time.Time `json:"nextAttemptAt,omitempty"`
+	At             time.Time  `json:"at"`
 }
 
 // EventName implements Event.
@@ -255,7 +276,7 @@ func (PaymentFollowupAttempted) EventName() string { return "payment.followup_at
 // made at at with result r.
 func DecidePaymentFollowup(f PaymentFollowup, attempt int, at time.Time, r FollowupResult) PaymentFollowupAttempted {
 	e := PaymentFollowupAttempted{PaymentFollowup: f, Attempt: attempt, At: at.UTC().Truncate(time.Microsecond),
-		RefundID: r.RefundID, ProviderQuantity: r.ProviderQuantity, Error: r.Error}
+		RefundID: r.RefundID, ProviderQuantity: r.ProviderQuantity, RefundedAmount: r.RefundedAmount, Error: r.Error}
 	if f.Action != FollowupNone {
 		e.IdempotencyKey = PaymentFollowupKey(f.FollowupID)
 	}

@@ -104,3 +104,70 @@ func TestSubscriptionQuantityLoweredPerPhone(t *testing.T) {
 		t.Errorf("rebuild changed the follow-up rows:\nbefore\n%s\nafter\n%s", rows, again)
 	}
 }
+
+// TestSubscriptionPhoneReturnRefundsItsShare (issue 26 item 2): a
+// returned phone of a two-phone subscription lowers its quantity without
+// proration and refunds the phone's share of the latest paid invoice (its
+// price, capped by what the invoice's charge has left); the owner's refund
+// of the last phone cancels the subscription and refunds its share too.
+// Each refund carries a key of its own, derived from the follow-up.
+func TestSubscriptionPhoneReturnRefundsItsShare(t *testing.T) {
+	e := newFollowupEnv(t)
+	org := domain.NewID(domain.PrefixOrganisation)
+	admin := fulAdmin(org)
+	ctx := testutil.Context(t)
+	c := e.app.Provisioning
+
+	pair := e.paidOrder(t, org, pixelMonthly, 2)
+	sub := "sub_" + e.orderOf(t, org, pair[0])
+	if _, err := c.ReturnFulfilment.Handle(ctx, provisioning.ReturnFulfilment{Auth: admin, FulfilmentID: pair[0]}); err != nil {
+		t.Fatal(err)
+	}
+	if as := e.once(t); len(as) != 1 || as[0].Event.Outcome != domain.FollowupDone {
+		t.Fatalf("return: %+v; want one attempt, done", as)
+	}
+	if _, err := c.RefundFulfilment.Handle(ctx, provisioning.RefundFulfilment{FulfilmentID: pair[1]}); err != nil {
+		t.Fatal(err)
+	}
+	if as := e.once(t); len(as) != 1 || as[0].Event.Outcome != domain.FollowupDone {
+		t.Fatalf("owner refund: %+v; want one attempt, done", as)
+	}
+
+	sent, _ := e.mock.requests()
+	var refunds, reads []followupRequest
+	for _, r := range sent {
+		switch {
+		case r.method == http.MethodPost && r.path == "/v1/refunds":
+			refunds = append(refunds, r)
+		case r.method == http.MethodGet && r.path == "/v1/invoices":
+			reads = append(reads, r)
+		}
+	}
+	if len(refunds) != 2 || len(reads) != 2 {
+		t.Fatalf("refunds %+v after invoice reads %+v; want two of each", refunds, reads)
+	}
+	for i, id := range pair {
+		f := e.only(t, id)
+		if !f.RefundShare || f.Amount != 9900 || f.Status != projections.FollowupDone || !strings.HasPrefix(f.RefundID, "re_") ||
+			f.RefundedAmount <= 0 || f.RefundedAmount > 9900 || f.Note != "" {
+			t.Errorf("follow-up of phone %d: %+v; want its share (at most 9900) refunded and recorded", i, f)
+		}
+		if r := reads[i]; r.form.Get("subscription") != sub || r.form.Get("status") != "paid" {
+			t.Errorf("invoice read %d: %v; want the subscription's paid invoices", i, r.form)
+		}
+		// stripe-mock's paid invoice has a charge of 100 with nothing
+		// refunded: the share is capped at it.
+		r := refunds[i]
+		if r.key != domain.PaymentFollowupRefundKey(f.FollowupID) || !strings.HasPrefix(r.form.Get("charge"), "ch_") ||
+			r.form.Get("amount") != "100" {
+			t.Errorf("refund %d: %v key %s; want the invoice's charge, amount 100, key %s", i, r.form, r.key,
+				domain.PaymentFollowupRefundKey(f.FollowupID))
+		}
+	}
+	if f := e.only(t, pair[0]); f.Action != domain.FollowupSetQuantity || f.Quantity != 1 || f.Proration != domain.ProrationNone {
+		t.Errorf("returned phone's follow-up %+v; want quantity 1 without proration", f)
+	}
+	if f := e.only(t, pair[1]); f.Action != domain.FollowupCancelSubscription {
+		t.Errorf("last phone's follow-up %+v; want the subscription cancelled", f)
+	}
+}

@@ -648,3 +648,49 @@ func (s *Stripe) SetSubscriptionQuantity(ctx context.Context, subscriptionID str
 	}
 	return it.Quantity, nil
 }
+
+// RefundSubscriptionShare lists the subscription's newest paid invoice
+// with its charge expanded (one call) and refunds up to amount of that
+// charge.
+func (s *Stripe) RefundSubscriptionShare(ctx context.Context, subscriptionID string, amount int64,
+	idempotencyKey string) (string, int64, error) {
+	if err := s.configured(); err != nil {
+		return "", 0, err
+	}
+	if subscriptionID == "" {
+		return "", 0, errors.New("payments: refund subscription share: no subscription id")
+	}
+	if amount <= 0 {
+		return "", 0, fmt.Errorf("payments: refund subscription share: amount %d, want more than 0", amount)
+	}
+	lp := &stripe.InvoiceListParams{Subscription: stripe.String(subscriptionID), Status: stripe.String("paid")}
+	lp.Context = ctx
+	lp.Limit = stripe.Int64(1)
+	lp.AddExpand("data.charge")
+	it := s.api.Invoices.List(lp)
+	var inv *stripe.Invoice
+	if it.Next() {
+		inv = it.Invoice()
+	}
+	if err := it.Err(); err != nil {
+		return "", 0, classify(ctx, "list paid invoices", err)
+	}
+	if inv == nil || inv.Charge == nil || inv.Charge.ID == "" {
+		return "", 0, &RefusedError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "resource_missing",
+			Param: "subscription", Message: "subscription " + subscriptionID + " has no paid invoice with a charge to refund"}
+	}
+	left := inv.Charge.Amount - inv.Charge.AmountRefunded
+	if left <= 0 {
+		return "", 0, nil
+	}
+	p := &stripe.RefundParams{Charge: stripe.String(inv.Charge.ID), Amount: stripe.Int64(min(amount, left))}
+	p.Context = ctx
+	if idempotencyKey != "" {
+		p.SetIdempotencyKey(idempotencyKey)
+	}
+	r, err := s.api.Refunds.New(p)
+	if err != nil {
+		return "", 0, classify(ctx, "refund subscription share", err)
+	}
+	return r.ID, r.Amount, nil
+}
