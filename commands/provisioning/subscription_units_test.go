@@ -7,6 +7,7 @@ import (
 
 	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
+	"phonefleet/internal/payments"
 	"phonefleet/projections"
 	"phonefleet/testutil"
 )
@@ -169,5 +170,33 @@ func TestSubscriptionPhoneReturnRefundsItsShare(t *testing.T) {
 	}
 	if f := e.only(t, pair[1]); f.Action != domain.FollowupCancelSubscription {
 		t.Errorf("last phone's follow-up %+v; want the subscription cancelled", f)
+	}
+}
+
+// TestPartialRefundRecorded (issue 26 item 3): a charge.refunded that
+// refunds part of an order's charge is applied, not ignored: the charge's
+// stream records the cumulative amount refunded, while the order's phone
+// stays live.
+func TestPartialRefundRecorded(t *testing.T) {
+	e := newFulEnv(t)
+	org := domain.NewID(domain.PrefixOrganisation)
+	id := e.paidOrder(t, org, cloudDay, 1)[0]
+	order := e.fulfilment(t, org, id).OrderID
+	e.mustDeliver(t, stripeEvent(t, "evt_part_"+order, payments.EventChargeRefunded, map[string]any{"id": "ch_" + order,
+		"object": "charge", "amount": 1200, "amount_refunded": 300, "refunded": false, "payment_intent": "pi_" + order,
+		"currency": "usd", "status": "succeeded", "metadata": map[string]any{payments.MetaOrgID: org, payments.MetaOrderID: order}},
+		e.clock.Now()), provisioning.ProviderEventApplied)
+	var got []domain.ChargeRefunded
+	e.streamEvents(t, domain.ChargeRefundStream("ch_"+order), func(ev domain.Event, _ int64) {
+		if r, ok := ev.(domain.ChargeRefunded); ok {
+			got = append(got, r)
+		}
+	})
+	if len(got) != 1 || got[0].OrderID != order || got[0].OrgID != org || got[0].AmountRefunded != 300 || got[0].Amount != 1200 ||
+		got[0].Full || got[0].Currency != "usd" || got[0].PaymentIntentID != "pi_"+order {
+		t.Errorf("charge refunds recorded %+v; want 300 of 1200 usd of the order", got)
+	}
+	if f := e.fulfilment(t, org, id); f.State == domain.FulfilmentCancelledState {
+		t.Errorf("a partly refunded order's phone %+v; want it live", f)
 	}
 }
