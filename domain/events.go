@@ -6,7 +6,7 @@ import "slices"
 // it joins are each one capability's: identityEvents (identity_events.go),
 // fleetEvents (fleet_events.go), webhookEvents (webhook_events.go),
 // runEvents (run_events.go), scheduleEvents (schedule_events.go).
-var Events = mustRegistry(slices.Concat(coreEvents, identityEvents, fleetEvents, webhookEvents, runEvents, scheduleEvents, liveSessionEvents, provisioningEvents, poolEvents, inventoryEvents, paymentFollowupEvents, cliSessionEvents, consoleEvents, gatewayEvents, notificationEvents, appEvents, proxyEvents, copilotEvents, receiptSigningEvents)...)
+var Events = mustRegistry(slices.Concat(coreEvents, identityEvents, fleetEvents, webhookEvents, runEvents, scheduleEvents, liveSessionEvents, provisioningEvents, poolEvents, inventoryEvents, paymentFollowupEvents, chargeRefundEvents, cliSessionEvents, consoleEvents, gatewayEvents, notificationEvents, appEvents, proxyEvents, copilotEvents, receiptSigningEvents)...)
 
 var coreEvents = []EventDef{
 	Def[OrganisationCreated](1, nil),

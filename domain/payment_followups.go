@@ -33,6 +33,10 @@ const (
 	// FollowupRefund refunds the unit's payment (its UnitAmount of the
 	// order's payment intent).
 	FollowupRefund = "refund"
+	// FollowupSetQuantity sets the quantity the subscription bills to the
+	// phones of it that still renew (Quantity), with the provider's
+	// proration (Proration): one phone of several stopped.
+	FollowupSetQuantity = "set_subscription_quantity"
 	// FollowupNone asks nothing (Note says why); the attempt is recorded
 	// as skipped, so the decision is on record.
 	FollowupNone = "none"
@@ -42,6 +46,8 @@ const (
 const (
 	// FollowupNoteShared: another live phone of the order still renews on
 	// the same subscription; the last one to stop renewing cancels it.
+	// Recorded before issue 26 lowered the quantity per phone; no plan
+	// makes it any more.
 	FollowupNoteShared = "subscription_shared"
 	// FollowupNoteNoSubscription / FollowupNoteNoPayment: the fulfilment
 	// names no provider subscription / payment intent.
@@ -50,9 +56,10 @@ const (
 	// FollowupNoteNothingPaid: the unit cost nothing.
 	FollowupNoteNothingPaid = "nothing_paid"
 	// FollowupNoteInvoiceNotRefunded: a subscription phone returned or
-	// refunded has its subscription cancelled, but the invoice already paid
-	// is not refunded automatically (the port cannot find its charge); the
-	// owner refunds it from the dashboard if owed.
+	// refunded had its subscription cancelled, but the invoice already paid
+	// was not refunded automatically; the owner refunded it from the
+	// dashboard if owed. Recorded before issue 26 refunded the unit's share
+	// (PaymentFollowup.RefundShare); no plan makes it any more.
 	FollowupNoteInvoiceNotRefunded = "invoice_not_refunded"
 )
 
@@ -117,10 +124,27 @@ type FollowupTrigger struct {
 	OthersLive, OthersRenewing int
 }
 
+// Proration behaviours of a quantity change (Stripe's proration_behavior).
+const (
+	// ProrationCreate: the provider credits the unused rest of the period
+	// of the phone that stopped, on the subscription's next invoice.
+	ProrationCreate = "create_prorations"
+	// ProrationNone: no credit; the quantity bills from the next period
+	// (the phone's paid period is honoured, or refunded otherwise).
+	ProrationNone = "none"
+)
+
 // FollowupPlan is what a follow-up asks of the provider.
 type FollowupPlan struct {
 	Action string
 	Note   string
+	// Quantity and Proration are a FollowupSetQuantity's.
+	Quantity  int64
+	Proration string
+	// RefundShare, on a subscription action, also refunds the phone's
+	// UnitAmount of the subscription's latest paid invoice (its share of
+	// the period paid).
+	RefundShare bool
 }
 
 // PlanPaymentFollowup decides the follow-up of a trigger; false means
@@ -128,12 +152,15 @@ type FollowupPlan struct {
 //   - ends the provider initiated (subscription_ended, refunded, disputed)
 //     and a day pass running out: the provider knows, or nothing is owed;
 //   - a subscription phone (Cancel, Return, owner refund, undelivered, or
-//     cancel-renewal): the subscription is one for the whole order, so it
-//     is left alone while another of its phones still renews (noted
-//     subscription_shared); otherwise it is cancelled now, or at the
-//     period's end when another of its phones is still live (its paid
-//     period is honoured) or this phone only stopped renewing. A return or
-//     refund does not refund the paid invoice (noted);
+//     cancel-renewal): the subscription is one for the whole order, so
+//     while another of its phones still renews its quantity is set to the
+//     phones that still renew, prorated by the provider when the phone
+//     ends now (the unused rest of its period credited on the next
+//     invoice) and not when it only stopped renewing (its paid period runs
+//     out); otherwise it is cancelled now, or at the period's end when
+//     another of its phones is still live (its paid period is honoured) or
+//     this phone only stopped renewing. A return or refund does not refund
+//     the paid invoice (noted);
 //   - a paid-once phone (day): Return, the owner's refund and an
 //     undelivered phone (undelivered, cloud_undelivered) refund its
 //     UnitAmount of the order's payment; the customer's Cancel of a
@@ -148,19 +175,21 @@ func PlanPaymentFollowup(t FollowupTrigger) (FollowupPlan, bool) {
 		}
 	}
 	if t.Billing == BillingSubscription {
-		note := ""
-		if t.Reason == EndCustomerReturn || t.Reason == EndOwnerRefund {
-			note = FollowupNoteInvoiceNotRefunded
-		}
+		share := (t.Reason == EndCustomerReturn || t.Reason == EndOwnerRefund) && t.UnitAmount > 0
 		switch {
 		case t.SubscriptionID == "":
 			return FollowupPlan{Action: FollowupNone, Note: FollowupNoteNoSubscription}, true
 		case t.OthersRenewing > 0:
-			return FollowupPlan{Action: FollowupNone, Note: FollowupNoteShared}, true
+			proration := ProrationCreate
+			if renewal || share {
+				proration = ProrationNone
+			}
+			return FollowupPlan{Action: FollowupSetQuantity, Quantity: int64(t.OthersRenewing), Proration: proration,
+				RefundShare: share}, true
 		case renewal || t.OthersLive > 0:
-			return FollowupPlan{Action: FollowupCancelAtPeriodEnd, Note: note}, true
+			return FollowupPlan{Action: FollowupCancelAtPeriodEnd, RefundShare: share}, true
 		}
-		return FollowupPlan{Action: FollowupCancelSubscription, Note: note}, true
+		return FollowupPlan{Action: FollowupCancelSubscription, RefundShare: share}, true
 	}
 	if renewal || t.Reason == EndCustomerCancel {
 		return FollowupPlan{}, false
@@ -184,9 +213,25 @@ type PaymentFollowup struct {
 	Note            string `json:"note,omitempty"`
 	SubscriptionID  string `json:"subscriptionId,omitempty"`
 	PaymentIntentID string `json:"paymentIntentId,omitempty"`
-	// Amount is what a refund returns, in the smallest currency unit.
+	// Amount is what a refund returns, in the smallest currency unit: of
+	// the order's payment (FollowupRefund), or at most of the
+	// subscription's latest paid invoice (a subscription action with
+	// RefundShare).
 	Amount   int64  `json:"amount,omitempty"`
 	Currency string `json:"currency,omitempty"`
+	// Quantity and Proration are what a FollowupSetQuantity asks.
+	Quantity  int64  `json:"quantity,omitempty"`
+	Proration string `json:"proration,omitempty"`
+	// RefundShare: a subscription action also refunds Amount of the
+	// subscription's latest paid invoice, after the subscription change.
+	RefundShare bool `json:"refundShare,omitempty"`
+}
+
+// PaymentFollowupRefundKey is the Idempotency-Key of a subscription
+// follow-up's refund: its second provider call needs a key of its own
+// (Stripe refuses one key on two different requests).
+func PaymentFollowupRefundKey(followupID string) string {
+	return PaymentFollowupKey(followupID) + "-refund"
 }
 
 // FollowupResult is what one attempt's provider call came to.
@@ -197,6 +242,11 @@ type FollowupResult struct {
 	// Error describes a failure; RefundID is the refund made.
 	Error    string
 	RefundID string
+	// ProviderQuantity is the quantity the provider answered a quantity
+	// change with (what it bills from now on).
+	ProviderQuantity int64
+	// RefundedAmount is what the provider's refund came to.
+	RefundedAmount int64
 }
 
 // PaymentFollowupAttempted records one attempt of a follow-up and the
@@ -204,10 +254,16 @@ type FollowupResult struct {
 // attempt time), refused or gave up.
 type PaymentFollowupAttempted struct {
 	PaymentFollowup
-	Attempt        int        `json:"attempt"`
-	Outcome        string     `json:"outcome"`
-	IdempotencyKey string     `json:"idempotencyKey,omitempty"`
-	RefundID       string     `json:"refundId,omitempty"`
+	Attempt        int    `json:"attempt"`
+	Outcome        string `json:"outcome"`
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	RefundID       string `json:"refundId,omitempty"`
+	// ProviderQuantity is the quantity the provider answered a quantity
+	// change with.
+	ProviderQuantity int64 `json:"providerQuantity,omitempty"`
+	// RefundedAmount is what a refund of a subscription's share came to
+	// (the provider caps it at what the invoice's charge has left).
+	RefundedAmount int64      `json:"refundedAmount,omitempty"`
 	Error          string     `json:"error,omitempty"`
 	NextAttemptAt  *time.Time `json:"nextAttemptAt,omitempty"`
 	At             time.Time  `json:"at"`
@@ -220,7 +276,7 @@ func (PaymentFollowupAttempted) EventName() string { return "payment.followup_at
 // made at at with result r.
 func DecidePaymentFollowup(f PaymentFollowup, attempt int, at time.Time, r FollowupResult) PaymentFollowupAttempted {
 	e := PaymentFollowupAttempted{PaymentFollowup: f, Attempt: attempt, At: at.UTC().Truncate(time.Microsecond),
-		RefundID: r.RefundID, Error: r.Error}
+		RefundID: r.RefundID, ProviderQuantity: r.ProviderQuantity, RefundedAmount: r.RefundedAmount, Error: r.Error}
 	if f.Action != FollowupNone {
 		e.IdempotencyKey = PaymentFollowupKey(f.FollowupID)
 	}

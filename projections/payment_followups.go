@@ -22,6 +22,10 @@ import (
 // whether it is live and renews, so that the plan of a trigger sees the
 // other phones of the same subscription exactly as they were at that point
 // of the log: a rebuild from position 0 plans the same follow-ups.
+// trigger_position (the trigger's position in the log) orders the
+// follow-ups of one subscription: they are carried out one after the
+// other in that order (workers.PaymentFollowups), so quantities set per
+// phone land in the order the phones stopped.
 type PaymentFollowups struct{}
 
 // PaymentFollowupsName is the projection's stable name.
@@ -63,6 +67,12 @@ func (PaymentFollowups) Setup(ctx context.Context, tx pgx.Tx, schema string) err
 		payment_intent_id text NOT NULL,
 		amount            bigint NOT NULL,
 		currency          text NOT NULL,
+		quantity          bigint NOT NULL DEFAULT 0,
+		proration         text NOT NULL DEFAULT '',
+		trigger_position  bigint NOT NULL DEFAULT 0,
+		provider_quantity bigint NOT NULL DEFAULT 0,
+		refund_share      boolean NOT NULL DEFAULT false,
+		refunded_amount   bigint NOT NULL DEFAULT 0,
 		status            text NOT NULL,
 		attempts          integer NOT NULL DEFAULT 0,
 		next_attempt_at   timestamptz NOT NULL,
@@ -73,7 +83,8 @@ func (PaymentFollowups) Setup(ctx context.Context, tx pgx.Tx, schema string) err
 		updated_at        timestamptz NOT NULL
 	);
 	CREATE INDEX ON `+schema+`.payment_followups (next_attempt_at, followup_id) WHERE status = 'pending';
-	CREATE INDEX ON `+schema+`.payment_followups (fulfilment_id);`)
+	CREATE INDEX ON `+schema+`.payment_followups (fulfilment_id);
+	CREATE INDEX ON `+schema+`.payment_followups (subscription_id, trigger_position) WHERE status = 'pending';`)
 	return err
 }
 
@@ -151,9 +162,9 @@ func applyPaymentFollowup(ctx context.Context, tx pgx.Tx, schema string, e event
 		// Attempts only move forward; a follow-up whose row is missing
 		// (its trigger precedes a selective rebuild's window) is left alone.
 		_, err := tx.Exec(ctx, `UPDATE `+fu+` SET attempts = $2, status = $3, outcome = $4, refund_id = $5,
-				last_error = $6, next_attempt_at = $7, updated_at = $8
+				last_error = $6, next_attempt_at = $7, updated_at = $8, provider_quantity = $9, refunded_amount = $10
 			WHERE followup_id = $1 AND attempts < $2`,
-			ev.FollowupID, ev.Attempt, status, ev.Outcome, ev.RefundID, ev.Error, next, ev.At)
+			ev.FollowupID, ev.Attempt, status, ev.Outcome, ev.RefundID, ev.Error, next, ev.At, ev.ProviderQuantity, ev.RefundedAmount)
 		return err
 	case domain.PaymentFollowupRetried:
 		// Due again now, from the attempt it answers; the reactor claims
@@ -198,15 +209,15 @@ func planFollowup(ctx context.Context, tx pgx.Tx, schema string, e eventstore.Ev
 		return nil
 	}
 	amount := int64(0)
-	if plan.Action == domain.FollowupRefund {
+	if plan.Action == domain.FollowupRefund || plan.RefundShare {
 		amount = t.UnitAmount
 	}
 	_, err = tx.Exec(ctx, `INSERT INTO `+schema+`.payment_followups (followup_id, org_id, fulfilment_id, trigger_event,
 			reason, action, note, subscription_id, payment_intent_id, amount, currency, status, next_attempt_at,
-			created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $13) ON CONFLICT DO NOTHING`,
+			created_at, updated_at, quantity, proration, trigger_position, refund_share)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $13, $14, $15, $16, $17) ON CONFLICT DO NOTHING`,
 		domain.PaymentFollowupID(e.ID), e.OrgID, fulfilmentID, e.Type, reason, plan.Action, plan.Note, t.SubscriptionID,
-		t.PaymentIntentID, amount, currency, FollowupPending, at)
+		t.PaymentIntentID, amount, currency, FollowupPending, at, plan.Quantity, plan.Proration, e.Position, plan.RefundShare)
 	return err
 }
 
@@ -218,6 +229,15 @@ type FollowupView struct {
 	Currency, Status, Outcome, RefundID, LastError        string
 	Attempts                                              int
 	UpdatedAt                                             time.Time
+	// Quantity and Proration are a quantity change's; ProviderQuantity
+	// what the provider answered it with.
+	Quantity         int64
+	Proration        string
+	ProviderQuantity int64
+	// RefundShare: a subscription action that also refunds the phone's
+	// share of the paid invoice; RefundedAmount what that came to.
+	RefundShare    bool
+	RefundedAmount int64
 }
 
 // StuckFollowups returns the follow-ups that wait for the operator
@@ -251,7 +271,8 @@ func CountStuckFollowups(ctx context.Context, db DBTX) (int, error) {
 // PaymentFollowupsOf returns the follow-ups of a fulfilment, oldest first.
 func PaymentFollowupsOf(ctx context.Context, db DBTX, fulfilmentID string) ([]FollowupView, error) {
 	rows, err := db.Query(ctx, `SELECT followup_id, org_id, fulfilment_id, trigger_event, reason, action, note,
-			subscription_id, payment_intent_id, amount, currency, status, outcome, refund_id, last_error, attempts
+			subscription_id, payment_intent_id, amount, currency, status, outcome, refund_id, last_error, attempts,
+			quantity, proration, provider_quantity, refund_share, refunded_amount
 		FROM public.payment_followups WHERE fulfilment_id = $1 ORDER BY created_at, followup_id`, fulfilmentID)
 	if err != nil {
 		return nil, err
@@ -260,7 +281,7 @@ func PaymentFollowupsOf(ctx context.Context, db DBTX, fulfilmentID string) ([]Fo
 		var v FollowupView
 		err := r.Scan(&v.FollowupID, &v.OrgID, &v.FulfilmentID, &v.TriggerEvent, &v.Reason, &v.Action, &v.Note,
 			&v.SubscriptionID, &v.PaymentIntentID, &v.Amount, &v.Currency, &v.Status, &v.Outcome, &v.RefundID,
-			&v.LastError, &v.Attempts)
+			&v.LastError, &v.Attempts, &v.Quantity, &v.Proration, &v.ProviderQuantity, &v.RefundShare, &v.RefundedAmount)
 		return v, err
 	})
 }

@@ -129,13 +129,21 @@ func followupSource() claims.Source[domain.PaymentFollowup] {
 	return claims.Source[domain.PaymentFollowup]{
 		Reaction: provisioning.FollowupReaction,
 		Items:    `SELECT followup_id AS key, attempts FROM payment_followups`,
+		// A follow-up of a subscription waits while one triggered before it
+		// on the same subscription is pending: each sets the subscription
+		// as the log stood at its trigger, so they land in the log's order
+		// (a quantity set for three phones never overwrites the one set
+		// for two).
 		Due: `SELECT f.followup_id AS key, f.attempts, f.next_attempt_at AS due_at,
 			f.followup_id, f.org_id, f.fulfilment_id, f.action, f.note, f.subscription_id, f.payment_intent_id,
-			f.amount, f.currency
-			FROM payment_followups f WHERE f.status = 'pending'`,
+			f.amount, f.currency, f.quantity, f.proration, f.refund_share
+			FROM payment_followups f WHERE f.status = 'pending'
+				AND NOT EXISTS (SELECT 1 FROM payment_followups b WHERE f.subscription_id <> ''
+					AND b.subscription_id = f.subscription_id AND b.status = 'pending'
+					AND b.trigger_position < f.trigger_position)`,
 		Scan: func(f *domain.PaymentFollowup) []any {
 			return []any{&f.FollowupID, &f.OrgID, &f.FulfilmentID, &f.Action, &f.Note, &f.SubscriptionID,
-				&f.PaymentIntentID, &f.Amount, &f.Currency}
+				&f.PaymentIntentID, &f.Amount, &f.Currency, &f.Quantity, &f.Proration, &f.RefundShare}
 		},
 	}
 }
@@ -157,8 +165,17 @@ func (r *followupReaction) Act(ctx context.Context, c Claimed[domain.PaymentFoll
 			err = r.cfg.Provider.CancelSubscription(cctx, f.SubscriptionID, true, key)
 		case domain.FollowupRefund:
 			res.RefundID, err = r.cfg.Provider.Refund(cctx, f.PaymentIntentID, f.Amount, key)
+		case domain.FollowupSetQuantity:
+			res.ProviderQuantity, err = r.cfg.Provider.SetSubscriptionQuantity(cctx, f.SubscriptionID, f.Quantity, f.Proration, key)
 		default:
 			err = &payments.RefusedError{Message: "unknown follow-up action " + f.Action}
+		}
+		// The share of the paid invoice is refunded once the subscription
+		// stopped billing the phone; a retry repeats both calls, each with
+		// its own key, so each is performed once.
+		if err == nil && f.RefundShare && f.Amount > 0 {
+			res.RefundID, res.RefundedAmount, err = r.cfg.Provider.RefundSubscriptionShare(cctx, f.SubscriptionID, f.Amount,
+				domain.PaymentFollowupRefundKey(f.FollowupID))
 		}
 		cancel()
 		if err != nil {

@@ -85,6 +85,8 @@ const (
 	settlePending = "pending"
 	settleExpired = "expired"
 	settleEnd     = "end"
+	// settleRefundPart records a partial refund of an order's charge.
+	settleRefundPart = "refund_part"
 )
 
 // settlement is a provider event read: the order it is about and what it
@@ -95,6 +97,8 @@ type settlement struct {
 	// paid is the order.paid of settlePaid; reason the end of settleEnd.
 	paid   domain.OrderPaid
 	reason string
+	// refund is the record of settleRefundPart.
+	refund domain.ChargeRefunded
 }
 
 // ApplyProviderEvent applies a verified provider event once: the marker
@@ -109,7 +113,9 @@ type settlement struct {
 //     checkout.session.expired → checkout.expired;
 //   - customer.subscription.deleted → order.ended subscription_ended and
 //     every live fulfilment of the order cancelled (notified);
-//   - charge.refunded (fully refunded) → order.ended refunded;
+//   - charge.refunded (fully refunded) → order.ended refunded; partly
+//     refunded → payment.charge_refunded on the charge's stream (the
+//     order stands);
 //     charge.dispute.created → order.ended disputed; each cancelling the
 //     order's live fulfilments (notified).
 //
@@ -224,11 +230,6 @@ func (p *Provisioning) settlementOf(ctx context.Context, ev payments.Event) (set
 		if err != nil {
 			return s, errInvalidEvent(err)
 		}
-		if !ch.Refunded {
-			// A partial refund leaves the order standing; the owner refunds
-			// single phones with `phonefleet fulfilments refund`.
-			return s, nil
-		}
 		s.orgID, s.orderID = ourOrder(ch.Metadata)
 		if s.orderID == "" {
 			if s.orgID, s.orderID, err = p.orderOfPayment(ctx, ch.PaymentIntentID, ev.Created,
@@ -237,6 +238,15 @@ func (p *Provisioning) settlementOf(ctx context.Context, ev payments.Event) (set
 			}
 		}
 		s.do, s.reason = settleEnd, domain.EndRefunded
+		if !ch.Refunded {
+			// A partial refund leaves the order standing (the owner
+			// refunds single phones with `phonefleet fulfilments refund`),
+			// but is recorded on the charge's stream.
+			s.do, s.reason = settleRefundPart, ""
+			s.refund = domain.ChargeRefunded{OrgID: s.orgID, OrderID: s.orderID, ChargeID: ch.ID, PaymentIntentID: ch.PaymentIntentID,
+				InvoiceID: ch.InvoiceID, Amount: ch.Amount, AmountRefunded: ch.AmountRefunded, Currency: ch.Currency,
+				ProviderEventID: ev.ID}
+		}
 	case payments.EventDisputeCreated:
 		d, err := ev.Dispute()
 		if err != nil {
@@ -301,6 +311,15 @@ func (p *Provisioning) settleUnit(ctx context.Context, ev payments.Event, s sett
 	}
 	u.Append(domain.ProviderEventStream(ev.ID), eventstore.NoStream, mark...)
 	if s.do == settleNothing {
+		return u, nil
+	}
+	if s.do == settleRefundPart {
+		s.refund.At = now
+		news, err := eventstore.Encode(domain.Events, s.orgID, domain.Event(s.refund))
+		if err != nil {
+			return nil, err
+		}
+		u.Append(domain.ChargeRefundStream(s.refund.ChargeID), eventstore.AnyVersion, news...)
 		return u, nil
 	}
 	acc, version, err := p.accounts.Load(ctx, s.orgID)

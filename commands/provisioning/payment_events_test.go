@@ -576,8 +576,9 @@ func TestPaygOrderGrantsAndEndsPoolAccess(t *testing.T) {
 
 // TestRefundsAndDisputes: a full refund ends a day pass order, refunded;
 // a dispute found through its payment intent ends another, disputed; both
-// notified. A partial refund, an event of another type and an object that
-// is not this service's are acknowledged and ignored (and marked).
+// notified. A partial refund is recorded and leaves the order paid
+// (issue 26). An event of another type and an object that is not this
+// service's are acknowledged and ignored (and marked).
 func TestRefundsAndDisputes(t *testing.T) {
 	e := newFulEnv(t)
 	org := domain.NewID(domain.PrefixOrganisation)
@@ -592,7 +593,7 @@ func TestRefundsAndDisputes(t *testing.T) {
 		return map[string]any{"id": "ch_r", "object": "charge", "amount": 400, "amount_refunded": amountRefunded, "refunded": full,
 			"payment_intent": "pi_r", "status": "succeeded", "metadata": map[string]any{payments.MetaOrgID: org, payments.MetaOrderID: refunded}}
 	}
-	e.mustDeliver(t, stripeEvent(t, "evt_partial", payments.EventChargeRefunded, charge(false, 100), e.clock.Now()), provisioning.ProviderEventIgnored)
+	e.mustDeliver(t, stripeEvent(t, "evt_partial", payments.EventChargeRefunded, charge(false, 100), e.clock.Now()), provisioning.ProviderEventApplied)
 	if got := e.orderState(t, org, refunded); got != domain.OrderPaidState {
 		t.Errorf("after a partial refund the order is %s; want paid", got)
 	}

@@ -92,6 +92,9 @@ func newFollowupEnv(t *testing.T) *followupEnv {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(strings.NewReader(string(body)))
 		form, _ := url.ParseQuery(string(body))
+		if len(body) == 0 {
+			form = r.URL.Query() // a read's parameters
+		}
 		m.mu.Lock()
 		m.sent = append(m.sent, followupRequest{method: r.Method, path: r.URL.Path, key: r.Header.Get("Idempotency-Key"), form: form})
 		down, refusing := m.down, m.refusing
@@ -335,7 +338,7 @@ func TestPaymentFollowupRetriesWhileProviderDown(t *testing.T) {
 		t.Fatalf("attempts while down: %+v; want one retrying after %s", as, domain.FollowupRetryGaps[0])
 	}
 	if f := e.only(t, id); f.Status != projections.FollowupPending || f.Attempts != 1 ||
-		f.Action != domain.FollowupCancelSubscription || f.Note != domain.FollowupNoteInvoiceNotRefunded {
+		f.Action != domain.FollowupCancelSubscription || !f.RefundShare {
 		t.Errorf("follow-up after a failed attempt: %+v", f)
 	}
 	e.mock.setDown(false)
@@ -347,10 +350,13 @@ func TestPaymentFollowupRetriesWhileProviderDown(t *testing.T) {
 	if len(as) != 1 || as[0].Event.Outcome != domain.FollowupDone || as[0].Event.Attempt != 2 {
 		t.Fatalf("attempts once due: %+v; want the second, done", as)
 	}
+	// The cancel while down, then the cancel again with the same key, the
+	// read of the paid invoice and the refund of the phone's share.
 	sent, received := e.mock.requests()
 	key := domain.PaymentFollowupKey(e.only(t, id).FollowupID)
-	if len(sent) != 2 || received != 1 || sent[0].key != key || sent[1].key != key {
-		t.Errorf("requests %+v (%d reached stripe-mock); want two with key %s, one performed", sent, received, key)
+	if len(sent) != 4 || received != 3 || sent[0].key != key || sent[1].key != key ||
+		sent[3].key != domain.PaymentFollowupRefundKey(e.only(t, id).FollowupID) {
+		t.Errorf("requests %+v (%d reached stripe-mock); want the cancel twice with key %s, then the share refunded", sent, received, key)
 	}
 	if f := e.only(t, id); f.Status != projections.FollowupDone || f.Attempts != 2 {
 		t.Errorf("follow-up %+v; want done after two attempts", f)
@@ -379,12 +385,12 @@ func TestPaymentFollowupsLeaveProviderEndsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	as := e.once(t)
-	if len(as) != 1 || as[0].Event.Outcome != domain.FollowupSkipped || as[0].Event.Note != domain.FollowupNoteShared ||
-		as[0].Event.IdempotencyKey != "" {
-		t.Fatalf("first of two phones on one subscription: %+v; want skipped, shared", as)
+	if len(as) != 1 || as[0].Event.Outcome != domain.FollowupDone || as[0].Event.Action != domain.FollowupSetQuantity ||
+		as[0].Event.Quantity != 1 {
+		t.Fatalf("first of two phones on one subscription: %+v; want its quantity set to 1", as)
 	}
-	if sent, _ := e.mock.requests(); len(sent) != 0 {
-		t.Fatalf("the provider was called for a shared subscription: %+v", sent)
+	if ups := e.quantityUpdates(t); len(ups) != 1 {
+		t.Fatalf("quantity updates for a shared subscription: %+v; want one", ups)
 	}
 	if vs := e.followups(t, refunded); len(vs) != 0 {
 		t.Errorf("a provider refund has follow-ups: %+v", vs)
@@ -412,17 +418,21 @@ func TestPaymentFollowupsLeaveProviderEndsAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	as = e.once(t)
-	if len(as) != 2 {
+	// The first lowers the quantity; the second, waiting for it (one
+	// subscription's follow-ups go in the log's order), then cancels.
+	before, _ := e.mock.requests()
+	if as = append(e.once(t), e.once(t)...); len(as) != 2 {
 		t.Fatalf("attempts %+v; want two", as)
 	}
-	if f := e.only(t, pair[0]); f.Status != projections.FollowupSkipped {
-		t.Errorf("first of the pair %+v; want skipped", f)
+	if f := e.only(t, pair[0]); f.Status != projections.FollowupDone || f.Action != domain.FollowupSetQuantity || f.Quantity != 1 {
+		t.Errorf("first of the pair %+v; want its quantity set to 1", f)
 	}
 	if f := e.only(t, pair[1]); f.Status != projections.FollowupDone || f.Action != domain.FollowupCancelSubscription {
 		t.Errorf("last of the pair %+v; want the subscription cancelled", f)
 	}
-	if sent, _ := e.mock.requests(); len(sent) != 1 || sent[0].path != "/v1/subscriptions/sub_"+e.orderOf(t, org, pair[1]) {
-		t.Errorf("requests %+v; want the one cancel", sent)
+	sent, _ := e.mock.requests()
+	if sent = sent[len(before):]; len(sent) != 3 || sent[2].method != http.MethodDelete ||
+		sent[2].path != "/v1/subscriptions/sub_"+e.orderOf(t, org, pair[1]) {
+		t.Errorf("requests %+v; want the read, the quantity update, then the one cancel", sent)
 	}
 }

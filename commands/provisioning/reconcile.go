@@ -513,9 +513,17 @@ func reconcileOrderDifferences(ro *reconcileOrder) []ReconcileDifference {
 			add(ReconcilePaidNotRecorded, nil, []string{s.ID}, "the provider has a %s subscription for the order, which is %s here", s.Status, o.State)
 		}
 		if s != nil && settled && len(live) > 0 && len(s.Items) > 0 && slices.Contains(subscriptionRenewing, s.Status) {
-			// One subscription bills the whole order until its last phone
-			// stops renewing (decisions: payment follow-ups), so each
-			// period it bills the order's quantity at its unit price.
+			// One subscription bills the order's phones that still renew
+			// (issue 26: a phone that stops sets its quantity), at the
+			// order's unit price. While none renews (its renewal
+			// cancelled, the subscription ending at the period's end) the
+			// quantity is the last one set and is not compared.
+			renewing := 0
+			for _, f := range ro.fulfilments {
+				if f.Live() && !f.RenewalCancelled {
+					renewing++
+				}
+			}
 			var quantity int64
 			var ids []string
 			mismatch := false
@@ -524,14 +532,14 @@ func reconcileOrderDifferences(ro *reconcileOrder) []ReconcileDifference {
 				ids = append(ids, it.ID)
 				mismatch = mismatch || it.UnitAmount != o.UnitAmount || !strings.EqualFold(it.Currency, o.Currency)
 			}
-			if mismatch || quantity != int64(max(o.Choice.Quantity, 1)) {
+			if mismatch || (renewing > 0 && quantity != int64(renewing)) {
 				var got []string
 				for _, it := range s.Items {
 					got = append(got, fmt.Sprintf("%d × %d %s", it.Quantity, it.UnitAmount, it.Currency))
 				}
 				add(ReconcileSubscriptionAmountMismatch, live, append([]string{s.ID}, ids...),
-					"the subscription bills %s each period; the order is %d × %d %s",
-					strings.Join(got, " + "), max(o.Choice.Quantity, 1), o.UnitAmount, o.Currency)
+					"the subscription bills %s each period; the order's phones still renewing are %d × %d %s",
+					strings.Join(got, " + "), renewing, o.UnitAmount, o.Currency)
 			}
 		}
 	case domain.BillingDay:

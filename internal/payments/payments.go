@@ -92,6 +92,22 @@ type Provider interface {
 	// idempotencyKey is sent as Stripe's Idempotency-Key. Errors:
 	// ErrUnavailable, *RefusedError.
 	Refund(ctx context.Context, paymentIntentID string, amount int64, idempotencyKey string) (string, error)
+	// SetSubscriptionQuantity sets the quantity of the one item a
+	// subscription bills, with Stripe's proration_behavior proration
+	// ("create_prorations", "none"), and returns the quantity the provider
+	// answered. idempotencyKey is sent as Stripe's Idempotency-Key on the
+	// update. Errors: ErrUnavailable, *RefusedError (also a subscription
+	// that does not bill exactly one item).
+	SetSubscriptionQuantity(ctx context.Context, subscriptionID string, quantity int64, proration, idempotencyKey string) (int64, error)
+	// RefundSubscriptionShare refunds up to amount (the smallest currency
+	// unit, more than 0) of the subscription's latest paid invoice: one
+	// unit's share of the period it paid, never more than its charge has
+	// left unrefunded. It returns the refund's id and the amount refunded
+	// ("" and 0 when nothing is left to refund). idempotencyKey is sent as
+	// Stripe's Idempotency-Key of the refund. Errors: ErrUnavailable,
+	// *RefusedError (also a subscription with no paid invoice that has a
+	// charge).
+	RefundSubscriptionShare(ctx context.Context, subscriptionID string, amount int64, idempotencyKey string) (string, int64, error)
 	// SubscriptionOfCharge reads which subscription a charge paid: the
 	// charge's invoice's subscription ("" for a charge of no invoice, or an
 	// invoice of no subscription). A subscription's charges carry none of

@@ -619,3 +619,92 @@ func (s *Stripe) Refund(ctx context.Context, paymentIntentID string, amount int6
 	}
 	return r.ID, nil
 }
+
+// SetSubscriptionQuantity reads the subscription's items and updates its
+// one item's quantity. The quantity is absolute, so a repeat (or a retry
+// after a lost answer) asks for the same state.
+func (s *Stripe) SetSubscriptionQuantity(ctx context.Context, subscriptionID string, quantity int64, proration,
+	idempotencyKey string) (int64, error) {
+	if err := s.configured(); err != nil {
+		return 0, err
+	}
+	if subscriptionID == "" {
+		return 0, errors.New("payments: set subscription quantity: no subscription id")
+	}
+	if quantity < 1 {
+		return 0, fmt.Errorf("payments: set subscription quantity: quantity %d, want at least 1", quantity)
+	}
+	gp := &stripe.SubscriptionParams{}
+	gp.Context = ctx
+	sub, err := s.api.Subscriptions.Get(subscriptionID, gp)
+	if err != nil {
+		return 0, classify(ctx, "read subscription", err)
+	}
+	if sub.Items == nil || len(sub.Items.Data) != 1 {
+		n := 0
+		if sub.Items != nil {
+			n = len(sub.Items.Data)
+		}
+		return 0, &RefusedError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "items",
+			Message: fmt.Sprintf("subscription %s bills %d items; a quantity is set on one", subscriptionID, n)}
+	}
+	p := &stripe.SubscriptionItemParams{Quantity: stripe.Int64(quantity)}
+	if proration != "" {
+		p.ProrationBehavior = stripe.String(proration)
+	}
+	p.Context = ctx
+	if idempotencyKey != "" {
+		p.SetIdempotencyKey(idempotencyKey)
+	}
+	it, err := s.api.SubscriptionItems.Update(sub.Items.Data[0].ID, p)
+	if err != nil {
+		return 0, classify(ctx, "set subscription quantity", err)
+	}
+	return it.Quantity, nil
+}
+
+// RefundSubscriptionShare lists the subscription's newest paid invoice
+// with its charge expanded (one call) and refunds up to amount of that
+// charge.
+func (s *Stripe) RefundSubscriptionShare(ctx context.Context, subscriptionID string, amount int64,
+	idempotencyKey string) (string, int64, error) {
+	if err := s.configured(); err != nil {
+		return "", 0, err
+	}
+	if subscriptionID == "" {
+		return "", 0, errors.New("payments: refund subscription share: no subscription id")
+	}
+	if amount <= 0 {
+		return "", 0, fmt.Errorf("payments: refund subscription share: amount %d, want more than 0", amount)
+	}
+	lp := &stripe.InvoiceListParams{Subscription: stripe.String(subscriptionID), Status: stripe.String("paid")}
+	lp.Context = ctx
+	lp.Limit = stripe.Int64(1)
+	lp.AddExpand("data.charge")
+	it := s.api.Invoices.List(lp)
+	var inv *stripe.Invoice
+	if it.Next() {
+		inv = it.Invoice()
+	}
+	if err := it.Err(); err != nil {
+		return "", 0, classify(ctx, "list paid invoices", err)
+	}
+	if inv == nil || inv.Charge == nil || inv.Charge.ID == "" {
+		return "", 0, &RefusedError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "resource_missing",
+			Param: "subscription", Message: "subscription " + subscriptionID + " has no paid invoice with a charge to refund"}
+	}
+	left := inv.Charge.Amount - inv.Charge.AmountRefunded
+	if left <= 0 {
+		return "", 0, nil
+	}
+	p := &stripe.RefundParams{Charge: stripe.String(inv.Charge.ID), Amount: stripe.Int64(min(amount, left))}
+	p.Context = ctx
+	if idempotencyKey != "" {
+		p.SetIdempotencyKey(idempotencyKey)
+	}
+	r, err := s.api.Refunds.New(p)
+	if err != nil {
+		return "", 0, classify(ctx, "refund subscription share", err)
+	}
+	return r.ID, r.Amount, nil
+}
