@@ -39,22 +39,32 @@ func ADBPath(t testing.TB) string {
 func ADBServer(t testing.TB) string {
 	t.Helper()
 	ADBPath(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("adb server: find a free port: %v", err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	t.Cleanup(func() {
-		if out, err := adbCommand(addr, 30*time.Second, "kill-server"); err != nil {
-			t.Logf("adb kill-server on %s: %v: %s", addr, err, out)
+	// The port is free when looked at; another process may take it before
+	// adb listens on it (adb then fails with a protocol fault talking to
+	// it): a few tries on new ports.
+	var failures []string
+	for try := 0; try < 5; try++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("adb server: find a free port: %v", err)
 		}
-	})
-	if out, err := adbCommand(addr, 60*time.Second, "start-server"); err != nil {
-		t.Fatalf("adb -P %d start-server: %v: %s", port, err, out)
+		port := ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		out, err := adbCommand(addr, 60*time.Second, "start-server")
+		if err != nil {
+			failures = append(failures, fmt.Sprintf("adb -P %d start-server: %v: %s", port, err, out))
+			continue
+		}
+		t.Cleanup(func() {
+			if out, err := adbCommand(addr, 30*time.Second, "kill-server"); err != nil {
+				t.Logf("adb kill-server on %s: %v: %s", addr, err, out)
+			}
+		})
+		return addr
 	}
-	return addr
+	t.Fatalf("adb server: %s", strings.Join(failures, "; "))
+	return ""
 }
 
 // ADB runs `adb -P PORT args…` against the server at serverAddr and
