@@ -146,7 +146,14 @@ func TestReceiptCheckpoints(t *testing.T) {
 			DeviceID string `json:"deviceId"`
 		} `json:"devices"`
 	}
-	json.Unmarshal(c.do("GET", "/v1/devices", "", true, 200), &devices)
+	// The devices read model lists the sim phone once it caught up with
+	// its registration.
+	for wait := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		json.Unmarshal(c.do("GET", "/v1/devices", "", true, 200), &devices)
+		if len(devices.Devices) > 0 || time.Now().After(wait) {
+			break
+		}
+	}
 	if len(devices.Devices) != 1 {
 		t.Fatalf("got devices %+v; want the one sim phone", devices)
 	}
