@@ -90,12 +90,16 @@ func (b *bench) gatewayForwarding(ctx context.Context, d time.Duration) error {
 			DeviceID, Status string
 		}
 	}
+	// The read model lists the instances' sim once its registration is
+	// applied, which can follow the services' start by a moment.
 	var own deviceList
-	if err := rest(bases[0], "GET", "/v1/devices", nil, &own); err != nil {
-		return err
-	}
-	if len(own.Devices) != 1 {
-		return fmt.Errorf("the services show %d sims; want 1", len(own.Devices))
+	for wait := time.Now().Add(30 * time.Second); len(own.Devices) != 1; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(wait) {
+			return fmt.Errorf("the services show %d sims after 30 s; want 1", len(own.Devices))
+		}
+		if err := rest(bases[0], "GET", "/v1/devices", nil, &own); err != nil {
+			return err
+		}
 	}
 	cpSim := own.Devices[0].DeviceID
 

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,19 +94,20 @@ func (b *bench) scaleFleet(ctx context.Context, bin string, phones int, step tim
 			Devices []struct {
 				DeviceID string `json:"deviceId"`
 			} `json:"devices"`
-			NextCursor string `json:"nextCursor"`
+			NextAfter string `json:"nextAfter"`
 		}
-		cursor := ""
+		after := ""
 		for {
 			path := "/v1/devices?limit=200"
-			if cursor != "" {
-				path += "&cursor=" + cursor
+			if after != "" {
+				path += "&after=" + url.QueryEscape(after)
 			}
+			page.NextAfter = ""
 			if err := rest("GET", path, nil, &page); err != nil {
 				return err
 			}
 			list.Devices = append(list.Devices, page.Devices...)
-			if cursor = page.NextCursor; cursor == "" {
+			if after = page.NextAfter; after == "" {
 				break
 			}
 		}
