@@ -27,10 +27,14 @@ import (
 )
 
 type bench struct {
-	where   string
-	cpus    int
-	admin   string // server URL, database postgres
-	dbs     []*database
+	where string
+	cpus  int
+	admin string // server URL, database postgres
+	dbs   []*database
+	// shared are databases more than one section reads (the loaded
+	// feed): kept until the end, their idle connections given back after
+	// each section.
+	shared  []*database
 	cluster *pgembed.Cluster
 	keep    bool
 }
@@ -109,9 +113,15 @@ func (b *bench) newDB(ctx context.Context) (*database, error) {
 	return d, nil
 }
 
-func (b *bench) close() {
+// release closes the databases made since the first from of b.dbs and
+// drops them (unless -keep): a section's idle connections, held until the
+// end of the run, left the sections after it short of server connections
+// (the full run's webhook deliveries failing "too many clients" and being
+// sent again, its first fleet cell erring), so each section gives its own
+// back when it ends.
+func (b *bench) release(from int) {
 	ctx := context.Background()
-	for _, d := range b.dbs {
+	for _, d := range b.dbs[from:] {
 		d.pool.Close()
 		if !b.keep {
 			if conn, err := pgx.Connect(ctx, b.admin); err == nil {
@@ -120,6 +130,29 @@ func (b *bench) close() {
 			}
 		}
 	}
+	b.dbs = b.dbs[:from]
+	for _, d := range b.shared {
+		d.pool.Reset()
+	}
+}
+
+// share moves db, made by the section running, out of its section's
+// release into the run's.
+func (b *bench) share(db *database) {
+	for i, d := range b.dbs {
+		if d == db {
+			b.dbs = append(b.dbs[:i], b.dbs[i+1:]...)
+			break
+		}
+	}
+	b.shared = append(b.shared, db)
+}
+
+func (b *bench) close() {
+	ctx := context.Background()
+	b.release(0)
+	b.dbs, b.shared = b.shared, nil
+	b.release(0)
 	if b.cluster != nil {
 		b.cluster.Stop(ctx)
 	}

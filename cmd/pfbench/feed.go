@@ -50,6 +50,7 @@ func (b *bench) loadedDB(ctx context.Context, n int) (*database, error) {
 		return nil, err
 	}
 	line("(loaded %d events in %s)", n, time.Since(start).Round(time.Millisecond))
+	b.share(db)
 	feedDB = db
 	return db, nil
 }

@@ -71,8 +71,12 @@ func main() {
 			fmt.Fprintf(os.Stderr, "pfbench: unknown section %q (have %s)\n", name, strings.Join(sectionNames(), ","))
 			os.Exit(2)
 		}
-		if err := sec.run(ctx, b, opts); err != nil {
+		from := len(b.dbs)
+		err := sec.run(ctx, b, opts)
+		b.release(from)
+		if err != nil {
 			fmt.Fprintf(os.Stderr, "pfbench: %s: %v\n", name, err)
+			b.close()
 			os.Exit(1)
 		}
 	}
