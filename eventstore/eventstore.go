@@ -124,6 +124,7 @@ type Store struct {
 	upcaster Upcaster
 	signal   *Signal // readers wait on it
 	local    *Signal // commits made here, for Relay
+	id       string  // this store among the instances, in its NOTIFYs
 	now      func() time.Time
 	group    *groupCommit // nil: every unit is its own batch
 }
@@ -142,7 +143,7 @@ func WithGroupCommit() Option {
 
 // New returns a store over pool.
 func New(pool *pgxpool.Pool, opts ...Option) *Store {
-	s := &Store{pool: pool, signal: NewSignal(), local: NewSignal(), now: clock.Now}
+	s := &Store{pool: pool, signal: NewSignal(), local: NewSignal(), id: uuid.NewString(), now: clock.Now}
 	for _, o := range opts {
 		o(s)
 	}
@@ -157,17 +158,17 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // wait for a poll.
 func (s *Store) Signal() *Signal { return s.signal }
 
-// Committed tells readers, here and (through Relay) in other instances, that
-// events were committed. Commit calls it after every commit.
-func (s *Store) Committed() {
-	s.signal.Wake()
+// committed tells readers, here and (through Relay) in other instances,
+// that events of types were committed. Commit calls it after every commit.
+func (s *Store) committed(types []string) {
+	s.signal.WakeTypes(types)
 	s.local.Wake()
 }
 
 // Relay runs until ctx ends, carrying wake-ups between instances sharing the
 // database (see the package-level Relay).
 func (s *Store) Relay(ctx context.Context, logger *slog.Logger) {
-	Relay(ctx, s.pool, s.local, s.signal, logger)
+	Relay(ctx, s.pool, s.id, s.local, s.signal, logger)
 }
 
 // Append appends events to one stream atomically: Commit of a unit with

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -101,7 +102,8 @@ func (s *Store) Commit(ctx context.Context, u *Unit) (Committed, error) {
 
 // prepared is a unit whose events are encoded and checked.
 type prepared struct {
-	ops []preparedOp
+	ops   []preparedOp
+	types []string // of the events appended, for the readers' wake-up
 }
 
 type preparedOp struct {
@@ -150,6 +152,11 @@ func (s *Store) prepare(ctx context.Context, u *Unit) (*prepared, error) {
 				ctxMeta = &m
 			}
 			o.events[j].Metadata = *ctxMeta
+		}
+		for _, e := range o.events {
+			if !slices.Contains(p.types, e.Type) {
+				p.types = append(p.types, e.Type)
+			}
 		}
 		sql, args, err := appendStatement(o.stream, o.expected, o.events, now)
 		if err != nil {
@@ -220,7 +227,7 @@ func (s *Store) flushOne(ctx context.Context, p *prepared) (Committed, error) {
 	if err != nil {
 		return Committed{}, err
 	}
-	s.Committed()
+	s.committed(p.types)
 	return c[0], nil
 }
 
@@ -381,7 +388,11 @@ func (g *groupCommit) flush(batch []*groupCall) {
 	}
 	out, err := g.s.send(ctx, ps)
 	if err == nil {
-		g.s.Committed()
+		var types []string
+		for _, p := range ps {
+			types = append(types, p.types...)
+		}
+		g.s.committed(types)
 		for i, b := range batch {
 			b.out = out[i]
 		}

@@ -200,10 +200,24 @@ func (r *Runner) Rebuild(ctx context.Context, name string, progress func(Status)
 	return nil
 }
 
+// nudge wakes this runner's consumers of projection name: a consumer that
+// sleeps through commits of other types than its own (see wakeBackoff)
+// then reads past such a commit now for a WaitFor on it, not at its poll.
+func (r *Runner) nudge(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.consumers {
+		if c.p.Name() == name && c.typed != nil {
+			c.typed.Wake()
+		}
+	}
+}
+
 // WaitFor returns once the active version of projection name has applied
 // the events of a (read-your-writes for a command that answers from a read
 // model), or ctx ends. It polls the checkpoint with a short backoff.
 func (r *Runner) WaitFor(ctx context.Context, name string, a eventstore.Appended) error {
+	r.nudge(name)
 	delay := 500 * time.Microsecond
 	for {
 		var done bool

@@ -299,11 +299,19 @@ type consumer struct {
 	// querying again at once.
 	drained  atomic.Bool
 	stopOnce sync.Once
+	// typed is woken by commits of the projection's event types (nil when
+	// it reads every type) and by WaitFor; unsubscribe ends it.
+	typed       *eventstore.Signal
+	unsubscribe func()
 }
 
 func newConsumer(r *Runner, p Projection, version int) *consumer {
-	return &consumer{r: r, p: p, version: version, group: Group(p.Name(), version),
-		schema: Schema(p.Name(), version), done: make(chan struct{}), idle: eventstore.NewSignal()}
+	c := &consumer{r: r, p: p, version: version, group: Group(p.Name(), version),
+		schema: Schema(p.Name(), version), done: make(chan struct{}), idle: eventstore.NewSignal(), unsubscribe: func() {}}
+	if types := eventTypesOf(p); types != nil {
+		c.typed, c.unsubscribe = r.store.Signal().Sub(types)
+	}
+	return c
 }
 
 // caughtUp returns a channel closed the next time the consumer reads nothing new.
@@ -340,6 +348,7 @@ func (c *consumer) run(ctx context.Context) {
 
 func (c *consumer) stop() {
 	c.stopOnce.Do(func() {
+		c.unsubscribe()
 		if c.cancel == nil { // never launched
 			return
 		}
@@ -359,11 +368,12 @@ func (c *consumer) session(ctx context.Context) error {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	noDeadline := time.Duration(0) // batches are short; a deadline would cancel mid-batch
+	wake := &wakeBackoff{ctx: sctx, signal: c.r.store.Signal(), typed: c.typed, poll: c.r.poll, idle: c.idle.Wake, drained: &c.drained}
 	sub, err := wsql.NewSubscriber(detached{wsql.BeginnerFromPgx(c.r.pool)}, wsql.SubscriberConfig{
 		ConsumerGroup:  c.group,
 		SchemaAdapter:  feedSchema{batchSize: c.r.batchSize, types: eventTypesOf(c.p)},
 		OffsetsAdapter: checkpoints{},
-		BackoffManager: &wakeBackoff{ctx: sctx, signal: c.r.store.Signal(), poll: c.r.poll, idle: c.idle.Wake, drained: &c.drained},
+		BackoffManager: wake,
 		AckDeadline:    &noDeadline,
 		ResendInterval: time.Second,
 	}, watermill.NewSlogLoggerWithLevelMapping(c.r.logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug}))
@@ -455,12 +465,26 @@ func eventTypesOf(p Projection) []string {
 // wakeBackoff is the subscriber's BackoffManager: when the feed has nothing
 // new it waits for a commit wake-up (local, or relayed by NOTIFY from other
 // instances) instead of a fixed poll, with poll as the fallback.
+//
+// A selective consumer mostly waits only for commits holding its event
+// types (typed): an action's commits then wake the few projections that
+// read them, not every one (issue 28). The feed is gap-safe, so events of
+// its types can be held back behind a transaction in flight that holds none
+// of them, and that commit must wake it too: after a query that found events
+// or that followed a commit of its types, the next wait is on every commit.
+// (A matching commit held back behind two such transactions in turn waits
+// for the second's commit until the poll: at most poll late.)
 type wakeBackoff struct {
 	ctx    context.Context
 	signal *eventstore.Signal
+	typed  *eventstore.Signal // commits of the consumer's types; nil: it reads every type
 	poll   time.Duration
 	idle   func()
-	next   <-chan struct{}
+	// next and nextTyped were taken before the query just run; typedWake
+	// reports that the wait before that query ended by a commit of the
+	// consumer's types.
+	next, nextTyped <-chan struct{}
+	typedWake       bool
 	// drained, when set, reports that the batch just applied was not full
 	// (see consumer.drained).
 	drained *atomic.Bool
@@ -471,10 +495,32 @@ func (b *wakeBackoff) HandleError(logger watermill.LoggerAdapter, noMsg bool, er
 		if b.ctx.Err() == nil {
 			logger.Error("projection feed query failed", err, nil)
 		}
-		b.next = nil
+		b.next, b.nextTyped = nil, nil
 		return time.Second
 	}
 	woken := false
+	wide := b.typed == nil || !noMsg || b.typedWake
+	b.typedWake = false
+	wait := func() {
+		if b.next == nil {
+			b.take()
+		}
+		ch := b.nextTyped
+		if wide {
+			ch = b.next
+		}
+		select {
+		case <-b.ctx.Done():
+		case <-ch:
+			woken = true
+			select {
+			case <-b.nextTyped:
+				b.typedWake = true
+			default:
+			}
+		case <-time.After(b.poll):
+		}
+	}
 	drained := b.drained != nil && b.drained.Swap(false)
 	if !noMsg && drained && b.next != nil {
 		// The batch read the feed to its end: a query now would find only
@@ -482,27 +528,14 @@ func (b *wakeBackoff) HandleError(logger watermill.LoggerAdapter, noMsg bool, er
 		// b.next (taken before it), or events held back behind a
 		// transaction then in flight, whose commit wakes it too (or, if it
 		// wrote no events, the poll finds them). Wait instead of querying.
-		select {
-		case <-b.ctx.Done():
-		case <-b.next:
-			woken = true
-		case <-time.After(b.poll):
-		}
+		wait()
 	} else if noMsg {
 		b.idle()
-		if b.next == nil {
-			b.next = b.signal.C()
-		}
-		select {
-		case <-b.ctx.Done():
-		case <-b.next:
-			woken = true
-		case <-time.After(b.poll):
-		}
+		wait()
 	}
-	// Take the channel for the next wait before the next query runs, so a
+	// Take the channels for the next wait before the next query runs, so a
 	// commit landing during that query is not missed.
-	b.next = b.signal.C()
+	b.take()
 	if woken {
 		// Let the commits of the next moment join this query: under load
 		// one query (one transaction per projection) then serves several
@@ -513,6 +546,14 @@ func (b *wakeBackoff) HandleError(logger watermill.LoggerAdapter, noMsg bool, er
 		}
 	}
 	return 0
+}
+
+func (b *wakeBackoff) take() {
+	b.next = b.signal.C()
+	b.nextTyped = b.next
+	if b.typed != nil {
+		b.nextTyped = b.typed.C()
+	}
 }
 
 // wakeDebounce is how long a woken consumer waits before it queries.

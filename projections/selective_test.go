@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"phonefleet/eventstore"
@@ -72,5 +74,113 @@ func TestSelectiveProjectionGetsOnlyItsTypesAndPassesTheRest(t *testing.T) {
 	if kept != 100 || other != 0 || st[0].Applied != 301 || st[0].Lag != 0 {
 		t.Fatalf("got %d kept, %d others, %d consumed, lag %d; want 100, 0, 301 (the checkpoint passes skipped events), 0",
 			kept, other, st[0].Applied, st[0].Lag)
+	}
+}
+
+// runKeepOnly runs keepOnly with a poll of an hour, so that only commit
+// wake-ups (and WaitFor) make it read.
+func runKeepOnly(t *testing.T, s *eventstore.Store) *projections.Runner {
+	t.Helper()
+	r, err := projections.NewRunner(s, quiet, []projections.Projection{keepOnly{}}, projections.WithPollInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(testutil.Context(t))
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return r
+}
+
+func appendType(t *testing.T, s *eventstore.Store, typ string) eventstore.Appended {
+	t.Helper()
+	a, err := s.Append(testutil.Context(t), "sel-"+uuid.NewString(), eventstore.NoStream,
+		eventstore.NewEvent{Type: typ, SchemaVersion: 1, OrgID: "o", Data: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func waitFor(t *testing.T, r *projections.Runner, a eventstore.Appended) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(testutil.Context(t), 30*time.Second)
+	defer cancel()
+	if err := r.WaitFor(ctx, "keep_only", a); err != nil {
+		t.Fatalf("WaitFor position %d: %v", a.LastPosition, err)
+	}
+}
+
+// A selective projection is not woken by commits of types it does not read
+// (issue 28: each action's commits woke every projection, each running a
+// transaction to find nothing); it reads them along with its next own one.
+func TestSelectiveProjectionSleepsThroughOtherTypes(t *testing.T) {
+	pool := testutil.FreshPool(t)
+	s := eventstore.New(pool)
+	r := runKeepOnly(t, s)
+	waitFor(t, r, appendType(t, s, "keep.first"))
+	var skipped eventstore.Appended
+	for range 30 {
+		skipped = appendType(t, s, "skip.this")
+	}
+	time.Sleep(500 * time.Millisecond) // time to read, were it woken
+	st, err := r.Status(testutil.Context(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[0].Position >= skipped.LastPosition {
+		t.Fatalf("the projection read up to %d after 30 commits of a type it does not read (last %d); want it asleep", st[0].Position, skipped.LastPosition)
+	}
+	waitFor(t, r, appendType(t, s, "keep.second"))
+	var n int
+	if err := pool.QueryRow(testutil.Context(t), `SELECT count(*) FROM keep_only`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("got %d rows (%v); want the two keep events", n, err)
+	}
+}
+
+// WaitFor on a commit holding none of a projection's types returns at once,
+// not at the projection's poll: it wakes the consumer.
+func TestWaitForACommitOfOtherTypes(t *testing.T) {
+	s := eventstore.New(testutil.FreshPool(t))
+	r := runKeepOnly(t, s)
+	waitFor(t, r, appendType(t, s, "skip.only"))
+}
+
+// An event of the projection's types held back behind a transaction in
+// flight (the feed is gap-safe) is read when a later commit of other types
+// lands, not only at the poll: after a commit of its types the consumer
+// waits on every commit.
+func TestSelectiveProjectionReadsAnEventHeldBackByOtherTypes(t *testing.T) {
+	pool := testutil.FreshPool(t)
+	s := eventstore.New(pool)
+	r := runKeepOnly(t, s)
+	waitFor(t, r, appendType(t, s, "keep.first"))
+	ctx := testutil.Context(t)
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil { // an xid, older than the next append's
+		t.Fatal(err)
+	}
+	held := appendType(t, s, "keep.held")
+	time.Sleep(200 * time.Millisecond) // let the consumer find it held back
+	if err := holder.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	appendType(t, s, "skip.after")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM keep_only WHERE position = $1`, held.LastPosition).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the held-back event was not read after the commit of other types that followed its holder")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
