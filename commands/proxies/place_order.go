@@ -74,9 +74,9 @@ func (h PlaceProxyOrderHandler) Handle(ctx context.Context, cmd PlaceProxyOrder)
 	}
 	if o, use, err := acct.UseOrderKey(key, digest, now); err != nil {
 		return PlacedOrder{}, err
-	} else if use == domain.ProxyKeyReplay {
+	} else if use == domain.KeyReplay {
 		return PlacedOrder{Order: *o, Replayed: true}, nil
-	} else if use == domain.ProxyKeyRetake {
+	} else if use == domain.KeyRetake {
 		return h.proceed(ctx, a.OrgID, o.OrderID)
 	}
 	if h.cfg.Payments == nil {
@@ -95,10 +95,10 @@ func (h PlaceProxyOrderHandler) Handle(ctx context.Context, cmd PlaceProxyOrder)
 	started := domain.ProxyOrderStarted{OrgID: a.OrgID, OrderID: orderID, ProxyID: domain.NewID(domain.PrefixProxy), Product: q.Product,
 		Currency: q.Currency, QuoteID: q.QuoteID, IdempotencyKey: key, RequestDigest: digest, By: domain.ActorOf(a), At: now}
 	var earlier *domain.ProxyOrder
-	var use domain.ProxyKeyUse
+	var use domain.KeyUse
 	if _, _, err := h.accounts.Update(ctx, a.OrgID, func(acct *domain.ProxyAccount) ([]domain.Event, error) {
 		o, u, err := acct.UseOrderKey(key, digest, now)
-		if err != nil || u != domain.ProxyKeyUnused {
+		if err != nil || u != domain.KeyUnused {
 			earlier, use = o, u
 			return nil, err
 		}
@@ -107,9 +107,9 @@ func (h PlaceProxyOrderHandler) Handle(ctx context.Context, cmd PlaceProxyOrder)
 		return PlacedOrder{}, storeDown(err)
 	}
 	switch use {
-	case domain.ProxyKeyReplay:
+	case domain.KeyReplay:
 		return PlacedOrder{Order: *earlier, Replayed: true}, nil
-	case domain.ProxyKeyRetake:
+	case domain.KeyRetake:
 		return h.proceed(ctx, a.OrgID, earlier.OrderID)
 	}
 	return h.proceed(ctx, a.OrgID, orderID)
