@@ -190,17 +190,8 @@ func (h PlaceProxyOrderHandler) proceed(ctx context.Context, orgID, orderID stri
 	if !s.ExpiresAt.IsZero() {
 		expires = s.ExpiresAt.UTC()
 	}
-	recorded := false
-	after, err := h.decide(ctx, orgID, func(acct *domain.ProxyAccount) ([]domain.Event, error) {
-		// Decided again after a lost race: only the last decision counts.
-		recorded = false
-		if o, ok := acct.Order(orderID); !ok || o.State != domain.ProxyOrderRunning {
-			return nil, nil
-		}
-		recorded = true
-		return []domain.Event{domain.ProxyOrderOpened{OrderID: orderID, SessionID: s.ID, CheckoutURL: s.URL, CustomerID: customer,
-			ExpiresAt: expires, At: h.now()}}, nil
-	})
+	after, recorded, err := h.settle(ctx, orgID, orderID, domain.ProxyOrderOpened{OrderID: orderID, SessionID: s.ID, CheckoutURL: s.URL,
+		CustomerID: customer, ExpiresAt: expires, At: h.now()})
 	if err != nil {
 		return PlacedOrder{}, storeDown(err)
 	}
@@ -217,16 +208,8 @@ func (h PlaceProxyOrderHandler) proceed(ctx context.Context, orgID, orderID stri
 // finds another repeat settled it first answers what that one recorded,
 // replayed: its page, or its final refusal.
 func (h PlaceProxyOrderHandler) fail(ctx context.Context, orgID, orderID string, retake bool, refusal *domain.Error) (PlacedOrder, error) {
-	recorded := false
-	after, err := h.decide(ctx, orgID, func(acct *domain.ProxyAccount) ([]domain.Event, error) {
-		recorded = false
-		if o, ok := acct.Order(orderID); !ok || o.State != domain.ProxyOrderRunning {
-			return nil, nil
-		}
-		recorded = true
-		return []domain.Event{domain.ProxyOrderFailed{OrderID: orderID, Code: string(refusal.Code), Message: refusal.Message,
-			Final: domain.IsFinal(refusal), At: h.now()}}, nil
-	})
+	after, recorded, err := h.settle(ctx, orgID, orderID, domain.ProxyOrderFailed{OrderID: orderID, Code: string(refusal.Code),
+		Message: refusal.Message, Final: domain.IsFinal(refusal), At: h.now()})
 	if err != nil {
 		return PlacedOrder{}, errors.Join(refusal, err)
 	}
@@ -234,4 +217,19 @@ func (h PlaceProxyOrderHandler) fail(ctx context.Context, orgID, orderID string,
 		return replayOf(*o)
 	}
 	return PlacedOrder{}, refusal
+}
+
+// settle records an order's outcome (its page or its failure) if it is
+// still running; recorded is false when another request settled it first
+// (decided again after a lost race: only the last decision counts).
+func (h PlaceProxyOrderHandler) settle(ctx context.Context, orgID, orderID string, outcome domain.Event) (after domain.ProxyAccount, recorded bool, err error) {
+	after, err = h.decide(ctx, orgID, func(acct *domain.ProxyAccount) ([]domain.Event, error) {
+		o, ok := acct.Order(orderID)
+		recorded = ok && o.State == domain.ProxyOrderRunning
+		if !recorded {
+			return nil, nil
+		}
+		return []domain.Event{outcome}, nil
+	})
+	return after, recorded, err
 }
