@@ -575,35 +575,22 @@ const (
 )
 
 // UseKey looks up the attempt holding an Idempotency-Key (its digest) at
-// now: the newest attempt with the key started within CheckoutKeyWindow,
-// unless it failed in a way a retry may cure (a failure that is not
-// Final frees the key; a final one is replayed like a page). A repeat of
-// another request is idempotency_conflict,
-// not retryable; a repeat while the attempt runs is idempotency_conflict,
-// retryable (repeating shortly gets the answer).
+// now, by checkout's rules (HeldKey): the newest attempt with the key
+// started within CheckoutKeyWindow, unless it failed in a way a retry may
+// cure (a failure that is not Final frees the key; a final one is
+// replayed like a page).
 func (a *Account) UseKey(key, request string, now time.Time) (*Order, KeyUse, error) {
-	if key == "" {
-		return nil, KeyUnused, nil
+	i, use, err := HeldKey(len(a.Orders), func(i int) KeyAttempt { return a.Orders[i].KeyAttempt() }, key, request, "purchase", now)
+	if i < 0 {
+		return nil, use, err
 	}
-	for i := len(a.Orders) - 1; i >= 0; i-- {
-		o := &a.Orders[i]
-		if o.IdempotencyKey != key || o.State == OrderFailed && !o.FailedFinal || now.Sub(o.At) >= CheckoutKeyWindow {
-			continue
-		}
-		switch {
-		case o.RequestDigest != request:
-			return nil, KeyUnused, Errorf(CodeIdempotencyConflict,
-				"this Idempotency-Key was used for a different purchase in the last 24 hours; use a new key for a new purchase").WithRetryable(false)
-		case o.State == OrderRunning && now.Sub(o.At) < CheckoutAbandonedAfter:
-			return nil, KeyUnused, Errorf(CodeIdempotencyConflict,
-				"the first attempt with this Idempotency-Key is still running; repeat the same request shortly to get its answer").WithRetryable(true)
-		case o.State == OrderRunning:
-			return o, KeyRetake, nil
-		default:
-			return o, KeyReplay, nil
-		}
-	}
-	return nil, KeyUnused, nil
+	return &a.Orders[i], use, err
+}
+
+// KeyAttempt is what the Idempotency-Key rules read of the attempt.
+func (o *Order) KeyAttempt() KeyAttempt {
+	return KeyAttempt{Key: o.IdempotencyKey, Request: o.RequestDigest, At: o.At, Running: o.State == OrderRunning,
+		Freed: o.State == OrderFailed && !o.FailedFinal}
 }
 
 // LiveSubscriptionPhones lists the fulfilments whose state decides whether
@@ -719,9 +706,8 @@ func (a *Account) FailCheckout(orderID string, refusal *Error, customerID string
 	if !ok || o.State != OrderRunning {
 		return nil
 	}
-	final := refusal.Retryable != nil && !*refusal.Retryable
 	evs := a.recordCustomer(customerID, now)
-	return append(evs, CheckoutFailed{OrderID: orderID, Code: refusal.Code, Message: refusal.Message, Final: final, At: now})
+	return append(evs, CheckoutFailed{OrderID: orderID, Code: refusal.Code, Message: refusal.Message, Final: IsFinal(refusal), At: now})
 }
 
 // CloseAttempt records that an earlier attempt's page can no longer be

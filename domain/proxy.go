@@ -135,6 +135,9 @@ type ProxyOrder struct {
 	PaidAt                                 *time.Time
 	CancelAtPeriodEnd                      bool
 	EndedReason, FailedCode, FailedMessage string
+	// FailedFinal says the failure is its key's answer
+	// (ProxyOrderFailed.Final).
+	FailedFinal bool
 	// Refund and Dispute are the latest the provider reported of the
 	// order's payment (nil: none).
 	Refund  *ProxyOrderRefunded
@@ -221,7 +224,7 @@ func (a *ProxyAccount) Apply(e Event) {
 		}
 	case ProxyOrderFailed:
 		if o, ok := a.Order(e.OrderID); ok {
-			o.State, o.FailedCode, o.FailedMessage = ProxyOrderFailedState, e.Code, e.Message
+			o.State, o.FailedCode, o.FailedMessage, o.FailedFinal = ProxyOrderFailedState, e.Code, e.Message, e.Final
 		}
 	case ProxyOrderPaid:
 		if o, ok := a.Order(e.OrderID); ok {
@@ -283,45 +286,25 @@ func (a *ProxyAccount) Apply(e Event) {
 	}
 }
 
-// ProxyKeyUse is what an Idempotency-Key means for a new proxy order or
-// operation (checkout's rules, spec 4.1).
-type ProxyKeyUse int
-
-// What a key means.
-const (
-	ProxyKeyUnused ProxyKeyUse = iota
-	ProxyKeyReplay
-	ProxyKeyRetake
-)
-
-// UseOrderKey applies checkout's Idempotency-Key rules to a new order: a
-// repeat within 24 hours answers the first order (replay); a different
-// request under the key is idempotency_conflict (not retryable); a first
-// attempt still running is idempotency_conflict (retryable), taken over
-// once abandoned (CheckoutAbandonedAfter). A failed order frees its key.
-func (a *ProxyAccount) UseOrderKey(key, digest string, now time.Time) (*ProxyOrder, ProxyKeyUse, error) {
-	if key == "" {
-		return nil, ProxyKeyUnused, nil
+// UseOrderKey applies checkout's Idempotency-Key rules (HeldKey) to a
+// new order: a repeat within 24 hours answers the first order, or its
+// final refusal (replay); a different request under the key is
+// idempotency_conflict (not retryable); a first attempt still running is
+// idempotency_conflict (retryable), taken over once abandoned
+// (CheckoutAbandonedAfter). An order failed in a way a retry may cure
+// (not Final, or its page expired unpaid) frees its key.
+func (a *ProxyAccount) UseOrderKey(key, digest string, now time.Time) (*ProxyOrder, KeyUse, error) {
+	i, use, err := HeldKey(len(a.Orders), func(i int) KeyAttempt { return a.Orders[i].KeyAttempt() }, key, digest, "proxy order", now)
+	if i < 0 {
+		return nil, use, err
 	}
-	for i := len(a.Orders) - 1; i >= 0; i-- {
-		o := &a.Orders[i]
-		if o.IdempotencyKey != key || o.State == ProxyOrderFailedState || now.Sub(o.At) >= CheckoutKeyWindow {
-			continue
-		}
-		switch {
-		case o.RequestDigest != digest:
-			return nil, ProxyKeyUnused, Errorf(CodeIdempotencyConflict,
-				"this Idempotency-Key was used for a different proxy order in the last 24 hours; use a new key for a new order").WithRetryable(false)
-		case o.State == ProxyOrderRunning && now.Sub(o.At) < CheckoutAbandonedAfter:
-			return nil, ProxyKeyUnused, Errorf(CodeIdempotencyConflict,
-				"the first attempt with this Idempotency-Key is still running; repeat the same request shortly to get its answer").WithRetryable(true)
-		case o.State == ProxyOrderRunning:
-			return o, ProxyKeyRetake, nil
-		default:
-			return o, ProxyKeyReplay, nil
-		}
-	}
-	return nil, ProxyKeyUnused, nil
+	return &a.Orders[i], use, err
+}
+
+// KeyAttempt is what the Idempotency-Key rules read of the order.
+func (o *ProxyOrder) KeyAttempt() KeyAttempt {
+	return KeyAttempt{Key: o.IdempotencyKey, Request: o.RequestDigest, At: o.At, Running: o.State == ProxyOrderRunning,
+		Freed: o.State == ProxyOrderFailedState && !o.FailedFinal}
 }
 
 // UseOperationKey applies the same rules to a new operation: a repeat

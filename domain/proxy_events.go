@@ -62,11 +62,14 @@ type ProxyOrderOpened struct {
 func (ProxyOrderOpened) EventName() string { return "proxy.order_opened" }
 
 // ProxyOrderFailed records that an order made no payable page, or that its
-// page expired unpaid; its Idempotency-Key is free again.
+// page expired unpaid. Final (a refusal that is not retryable) keeps its
+// Idempotency-Key: the refusal is the key's answer for the key's window,
+// as checkout's (CheckoutFailed.Final). Otherwise the key is free again.
 type ProxyOrderFailed struct {
 	OrderID string    `json:"orderId"`
 	Code    string    `json:"code"`
 	Message string    `json:"message"`
+	Final   bool      `json:"final,omitempty"`
 	At      time.Time `json:"at"`
 }
 

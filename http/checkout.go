@@ -68,7 +68,7 @@ func (s *Server) startCheckout(w http.ResponseWriter, r *http.Request) error {
 	}
 	cmd := provisioning.StartCheckout{Auth: authOf(r), Request: req, StepUp: r.Header.Get(headerStepUp), IdempotencyKey: key}
 	a, err := s.app.Provisioning.StartCheckout.Handle(r.Context(), cmd)
-	if provisioning.Replayed(err) {
+	if domain.Replayed(err) {
 		// The first attempt's refusal, answered again for its key.
 		w.Header().Set(headerIdempotentReplayed, "true")
 	}

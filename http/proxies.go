@@ -84,6 +84,10 @@ func (s *Server) placeProxyOrder(w http.ResponseWriter, r *http.Request) error {
 	}
 	placed, err := s.app.Proxies.PlaceProxyOrder.Handle(r.Context(), proxies.PlaceProxyOrder{Auth: authOf(r), ProductID: req.ProductID,
 		QuoteID: req.QuoteID, IdempotencyKey: key, StepUp: r.Header.Get(headerStepUp)})
+	if domain.Replayed(err) {
+		// The first order's final refusal, answered again for its key.
+		w.Header().Set(headerIdempotentReplayed, "true")
+	}
 	if err != nil {
 		return err
 	}

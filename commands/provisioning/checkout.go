@@ -314,8 +314,7 @@ func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string, retak
 	case o.State == domain.OrderFailed:
 		// Another request taking the attempt over failed it meanwhile; its
 		// key is free again.
-		return CheckoutAnswer{}, domain.Errorf(domain.CodeIdempotencyConflict,
-			"the first attempt ended without a payment page; repeat the request to start another").WithRetryable(true)
+		return CheckoutAnswer{}, domain.ErrKeyFreed()
 	case o.State != domain.OrderRunning:
 		return answerOf(*o, retake), nil
 	}
@@ -469,8 +468,7 @@ func (p *Provisioning) fail(ctx context.Context, orgID, orderID, customer string
 	if err != nil {
 		return CheckoutAnswer{}, errors.Join(refusal, err)
 	}
-	if o, ok := after.Order(orderID); retake && !recorded && ok &&
-		(o.State == domain.OrderFailed && o.FailedFinal || o.State != domain.OrderFailed && o.State != domain.OrderRunning && o.State != domain.OrderExpired) {
+	if o, ok := after.Order(orderID); retake && !recorded && ok && o.KeyAttempt().Answers() && o.State != domain.OrderExpired {
 		return replayOf(*o)
 	}
 	return CheckoutAnswer{}, refusal

@@ -131,7 +131,7 @@ func TestCheckoutFinalFailureIsReplayed(t *testing.T) {
 	})
 	_, first := e.checkout("k", checkoutDay)
 	want := wantCheckoutCode(t, first, domain.CodeCheckoutUnavailable, "no")
-	if provisioning.Replayed(first) {
+	if domain.Replayed(first) {
 		t.Errorf("the first answer is marked replayed")
 	}
 
@@ -139,8 +139,8 @@ func TestCheckoutFinalFailureIsReplayed(t *testing.T) {
 	e.clock.Advance(time.Hour)
 	_, again := e.checkout("k", ` {"billing":"day","sku":"emulator"}`)
 	got := wantCheckoutCode(t, again, domain.CodeCheckoutUnavailable, "no")
-	if got.Message != want.Message || !provisioning.Replayed(again) {
-		t.Errorf("got %q (replayed %v); want the first answer %q, replayed", got.Message, provisioning.Replayed(again), want.Message)
+	if got.Message != want.Message || !domain.Replayed(again) {
+		t.Errorf("got %q (replayed %v); want the first answer %q, replayed", got.Message, domain.Replayed(again), want.Message)
 	}
 	if names := e.eventNames(); len(names) != 3 || names[0] != "checkout.started" || names[2] != "checkout.failed" || e.provider.n("create") != 0 {
 		t.Errorf("recorded %v with %d sessions; want one attempt, failed, and no page made since", names, e.provider.n("create"))
@@ -203,8 +203,8 @@ func TestCheckoutUnclosablePageThatWasPaid(t *testing.T) {
 	}
 	// That refusal is its key's answer.
 	_, err = e.checkout("second", checkoutWeek)
-	if de := wantCheckoutCode(t, err, domain.CodeWrongState, "no"); de.Extra["state"] != domain.FulfilmentProvisionedState || !provisioning.Replayed(err) {
-		t.Errorf("repeat: got %v (replayed %v); want wrong_state, state provisioned, replayed", de.Extra, provisioning.Replayed(err))
+	if de := wantCheckoutCode(t, err, domain.CodeWrongState, "no"); de.Extra["state"] != domain.FulfilmentProvisionedState || !domain.Replayed(err) {
+		t.Errorf("repeat: got %v (replayed %v); want wrong_state, state provisioned, replayed", de.Extra, domain.Replayed(err))
 	}
 	if len(sessions.reads) != 1 || sessions.reads[0] != mustSession(t, e, first.OrderID) {
 		t.Errorf("read sessions %v; want the first page's", sessions.reads)

@@ -52,7 +52,10 @@ const (
 // (replayed; 409 idempotency_conflict, retryable while it runs); the
 // provider (503 checkout_unavailable); the product (400) and the quote
 // (409 quote_changed). Nothing is recorded before the order starts, so
-// every refusal leaves the key free.
+// every refusal until then leaves the key free. From then on the order's
+// outcome is the key's answer, as checkout's (domain.HeldKey): its page,
+// or a final refusal (not retryable) replayed to every repeat for 24
+// hours; a retryable refusal (the provider did not answer) frees the key.
 func (h PlaceProxyOrderHandler) Handle(ctx context.Context, cmd PlaceProxyOrder) (PlacedOrder, error) {
 	if cmd.IdempotencyKey != "" {
 		if err := domain.CheckCheckoutKey(cmd.IdempotencyKey); err != nil {
@@ -74,10 +77,10 @@ func (h PlaceProxyOrderHandler) Handle(ctx context.Context, cmd PlaceProxyOrder)
 	}
 	if o, use, err := acct.UseOrderKey(key, digest, now); err != nil {
 		return PlacedOrder{}, err
-	} else if use == domain.ProxyKeyReplay {
-		return PlacedOrder{Order: *o, Replayed: true}, nil
-	} else if use == domain.ProxyKeyRetake {
-		return h.proceed(ctx, a.OrgID, o.OrderID)
+	} else if use == domain.KeyReplay {
+		return replayOf(*o)
+	} else if use == domain.KeyRetake {
+		return h.proceed(ctx, a.OrgID, o.OrderID, true)
 	}
 	if h.cfg.Payments == nil {
 		return PlacedOrder{}, domain.Errorf(domain.CodeCheckoutUnavailable, "this deployment has no payment provider configured").WithRetryable(false)
@@ -95,10 +98,10 @@ func (h PlaceProxyOrderHandler) Handle(ctx context.Context, cmd PlaceProxyOrder)
 	started := domain.ProxyOrderStarted{OrgID: a.OrgID, OrderID: orderID, ProxyID: domain.NewID(domain.PrefixProxy), Product: q.Product,
 		Currency: q.Currency, QuoteID: q.QuoteID, IdempotencyKey: key, RequestDigest: digest, By: domain.ActorOf(a), At: now}
 	var earlier *domain.ProxyOrder
-	var use domain.ProxyKeyUse
+	var use domain.KeyUse
 	if _, _, err := h.accounts.Update(ctx, a.OrgID, func(acct *domain.ProxyAccount) ([]domain.Event, error) {
 		o, u, err := acct.UseOrderKey(key, digest, now)
-		if err != nil || u != domain.ProxyKeyUnused {
+		if err != nil || u != domain.KeyUnused {
 			earlier, use = o, u
 			return nil, err
 		}
@@ -107,12 +110,21 @@ func (h PlaceProxyOrderHandler) Handle(ctx context.Context, cmd PlaceProxyOrder)
 		return PlacedOrder{}, storeDown(err)
 	}
 	switch use {
-	case domain.ProxyKeyReplay:
-		return PlacedOrder{Order: *earlier, Replayed: true}, nil
-	case domain.ProxyKeyRetake:
-		return h.proceed(ctx, a.OrgID, earlier.OrderID)
+	case domain.KeyReplay:
+		return replayOf(*earlier)
+	case domain.KeyRetake:
+		return h.proceed(ctx, a.OrgID, earlier.OrderID, true)
 	}
-	return h.proceed(ctx, a.OrgID, orderID)
+	return h.proceed(ctx, a.OrgID, orderID, false)
+}
+
+// replayOf is a recorded order's answer to a repeat of its key: the order
+// (its page), or its final refusal, replayed (domain.ReplayRefusal).
+func replayOf(o domain.ProxyOrder) (PlacedOrder, error) {
+	if o.State == domain.ProxyOrderFailedState {
+		return PlacedOrder{}, domain.ReplayRefusal(domain.Errorf(domain.Code(o.FailedCode), "%s", o.FailedMessage))
+	}
+	return PlacedOrder{Order: o, Replayed: true}, nil
 }
 
 // orderDigest identifies what an order asks for, so a key reused for
@@ -128,7 +140,12 @@ func orderDigest(cmd PlaceProxyOrder) string {
 
 // proceed opens the payment page of a running order this request holds;
 // it runs to the end even if the caller goes away.
-func (h PlaceProxyOrderHandler) proceed(ctx context.Context, orgID, orderID string) (PlacedOrder, error) {
+//
+// retake is set when the request is a repeat of the order's
+// Idempotency-Key taking it over. Several repeats may take one order over
+// at once; the one that records its outcome gives the first answer, and
+// every other answers that recorded answer, replayed (spec 4.1, rule 1).
+func (h PlaceProxyOrderHandler) proceed(ctx context.Context, orgID, orderID string, retake bool) (PlacedOrder, error) {
 	ctx = context.WithoutCancel(ctx)
 	acct, _, err := h.accounts.Load(ctx, orgID)
 	if err != nil {
@@ -138,17 +155,22 @@ func (h PlaceProxyOrderHandler) proceed(ctx context.Context, orgID, orderID stri
 	if !ok {
 		return PlacedOrder{}, domain.Errorf(domain.CodeInternal, "proxy order %s vanished", orderID)
 	}
-	if o.State != domain.ProxyOrderRunning {
-		return PlacedOrder{Order: *o}, nil
+	switch k := o.KeyAttempt(); {
+	case k.Answers():
+		// Another request taking the order over settled it meanwhile:
+		// that is the key's answer.
+		return replayOf(*o)
+	case !k.Running:
+		return PlacedOrder{}, domain.ErrKeyFreed()
 	}
 	provider := h.cfg.Payments
 	if provider == nil {
-		return PlacedOrder{}, h.fail(ctx, orgID, orderID, domain.Errorf(domain.CodeCheckoutUnavailable,
+		return h.fail(ctx, orgID, orderID, retake, domain.Errorf(domain.CodeCheckoutUnavailable,
 			"this deployment has no payment provider configured").WithRetryable(false))
 	}
 	customer, err := provider.EnsureCustomer(ctx, orgID, "")
 	if err != nil {
-		return PlacedOrder{}, h.fail(ctx, orgID, orderID, payments.Refusal(err))
+		return h.fail(ctx, orgID, orderID, retake, payments.Refusal(err))
 	}
 	expires := o.At.Add(domain.CheckoutPageLifetime)
 	back := strings.TrimRight(h.cfg.PublicURL, "/") + ProxiesConsole + "?order=" + url.QueryEscape(orderID)
@@ -163,32 +185,51 @@ func (h PlaceProxyOrderHandler) proceed(ctx context.Context, orgID, orderID stri
 		err = errors.New("payments: the provider answered a checkout session without an id or url")
 	}
 	if err != nil {
-		return PlacedOrder{}, h.fail(ctx, orgID, orderID, payments.Refusal(err))
+		return h.fail(ctx, orgID, orderID, retake, payments.Refusal(err))
 	}
 	if !s.ExpiresAt.IsZero() {
 		expires = s.ExpiresAt.UTC()
 	}
-	after, err := h.decide(ctx, orgID, func(acct *domain.ProxyAccount) ([]domain.Event, error) {
-		if o, ok := acct.Order(orderID); !ok || o.State != domain.ProxyOrderRunning {
-			return nil, nil
-		}
-		return []domain.Event{domain.ProxyOrderOpened{OrderID: orderID, SessionID: s.ID, CheckoutURL: s.URL, CustomerID: customer,
-			ExpiresAt: expires, At: h.now()}}, nil
-	})
+	after, recorded, err := h.settle(ctx, orgID, orderID, domain.ProxyOrderOpened{OrderID: orderID, SessionID: s.ID, CheckoutURL: s.URL,
+		CustomerID: customer, ExpiresAt: expires, At: h.now()})
 	if err != nil {
 		return PlacedOrder{}, storeDown(err)
 	}
 	opened, _ := after.Order(orderID)
+	if !recorded && retake {
+		return replayOf(*opened)
+	}
 	return PlacedOrder{Order: *opened}, nil
 }
 
-// fail records that an order made no payable page (its key is free again)
-// and returns refusal.
-func (h PlaceProxyOrderHandler) fail(ctx context.Context, orgID, orderID string, refusal *domain.Error) error {
-	if _, err := h.decide(ctx, orgID, func(acct *domain.ProxyAccount) ([]domain.Event, error) {
-		return []domain.Event{domain.ProxyOrderFailed{OrderID: orderID, Code: string(refusal.Code), Message: refusal.Message, At: h.now()}}, nil
-	}); err != nil {
-		return errors.Join(refusal, err)
+// fail records that an order made no payable page and answers refusal: a
+// final refusal (not retryable) becomes its key's answer, any other frees
+// the key (domain.IsFinal). A repeat taking the order over (retake) that
+// finds another repeat settled it first answers what that one recorded,
+// replayed: its page, or its final refusal.
+func (h PlaceProxyOrderHandler) fail(ctx context.Context, orgID, orderID string, retake bool, refusal *domain.Error) (PlacedOrder, error) {
+	after, recorded, err := h.settle(ctx, orgID, orderID, domain.ProxyOrderFailed{OrderID: orderID, Code: string(refusal.Code),
+		Message: refusal.Message, Final: domain.IsFinal(refusal), At: h.now()})
+	if err != nil {
+		return PlacedOrder{}, errors.Join(refusal, err)
 	}
-	return refusal
+	if o, ok := after.Order(orderID); retake && !recorded && ok && o.KeyAttempt().Answers() {
+		return replayOf(*o)
+	}
+	return PlacedOrder{}, refusal
+}
+
+// settle records an order's outcome (its page or its failure) if it is
+// still running; recorded is false when another request settled it first
+// (decided again after a lost race: only the last decision counts).
+func (h PlaceProxyOrderHandler) settle(ctx context.Context, orgID, orderID string, outcome domain.Event) (after domain.ProxyAccount, recorded bool, err error) {
+	after, err = h.decide(ctx, orgID, func(acct *domain.ProxyAccount) ([]domain.Event, error) {
+		o, ok := acct.Order(orderID)
+		recorded = ok && o.State == domain.ProxyOrderRunning
+		if !recorded {
+			return nil, nil
+		}
+		return []domain.Event{outcome}, nil
+	})
+	return after, recorded, err
 }
