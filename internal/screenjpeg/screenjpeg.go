@@ -21,6 +21,7 @@ import (
 	"math"
 	"math/bits"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -154,6 +155,17 @@ func tablesFor(quality int) *tables {
 
 // Encode writes img as a JPEG of quality 1–100 (values outside are
 // clamped). Alpha is ignored: screens are opaque.
+func Encode(w io.Writer, img *image.RGBA, quality int) error {
+	out, err := Append(nil, img, quality)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
+}
+
+// Append appends img as a JPEG of quality 1–100 to dst, as Encode writes
+// it, growing dst once.
 //
 // The picture is cut into at most maxStrips strips of whole MCU rows,
 // encoded in parallel: each strip is a restart interval (DRI), which resets
@@ -161,11 +173,11 @@ func tablesFor(quality int) *tables {
 // RSTn markers into one scan any decoder reads. The strip height follows
 // from the picture's size alone, never from the CPU count, so the bytes are
 // the same on every machine.
-func Encode(w io.Writer, img *image.RGBA, quality int) error {
+func Append(dst []byte, img *image.RGBA, quality int) ([]byte, error) {
 	quality = min(max(quality, 1), 100)
 	b := img.Rect
 	if b.Dx() < 1 || b.Dy() < 1 || b.Dx() > 65535 || b.Dy() > 65535 {
-		return fmt.Errorf("screenjpeg: cannot encode a %dx%d image", b.Dx(), b.Dy())
+		return dst, fmt.Errorf("screenjpeg: cannot encode a %dx%d image", b.Dx(), b.Dy())
 	}
 	t := tablesFor(quality)
 	cols, rows := (b.Dx()+15)/16, (b.Dy()+15)/16
@@ -184,28 +196,21 @@ func Encode(w io.Writer, img *image.RGBA, quality int) error {
 		})
 	}
 	wg.Wait()
-	defer func() {
-		for _, e := range strips {
-			encoders.Put(e)
-		}
-	}()
-	if _, err := w.Write(header(img.Rect, t, len(strips) > 1, per*cols)); err != nil {
-		return err
+	hdr := header(img.Rect, t, len(strips) > 1, per*cols)
+	n := len(hdr) + 2
+	for _, e := range strips {
+		n += len(e.out) + 2
 	}
+	dst = slices.Grow(dst, n)
+	dst = append(dst, hdr...)
 	for i, e := range strips {
 		if i > 0 {
-			if _, err := w.Write([]byte{0xff, 0xd0 + byte((i-1)%8)}); err != nil {
-				return err
-			}
+			dst = append(dst, 0xff, 0xd0+byte((i-1)%8))
 		}
-		if i == len(strips)-1 {
-			e.out = append(e.out, 0xff, 0xd9)
-		}
-		if _, err := w.Write(e.out); err != nil {
-			return err
-		}
+		dst = append(dst, e.out...)
+		encoders.Put(e)
 	}
-	return nil
+	return append(dst, 0xff, 0xd9), nil
 }
 
 // encoders recycles encoders and their buffers between pictures.

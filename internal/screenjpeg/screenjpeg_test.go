@@ -8,11 +8,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
-	"syscall"
 	"testing"
 
 	"phonefleet/internal/screenjpeg"
 	"phonefleet/internal/sim"
+	"phonefleet/testutil/cputime"
 )
 
 // psnr is the peak signal-to-noise ratio of b against a over RGB, in dB.
@@ -219,25 +219,10 @@ func TestStripsAreRestartIntervals(t *testing.T) {
 	}
 }
 
-// reportCPU, deferred after a benchmark's setup, reports the process's CPU
-// time (user + system) per iteration as cpu-ns/op: on a shared machine it
-// moves less than the wall time, and it counts every strip's goroutine.
-func reportCPU(b *testing.B) func() {
-	var ru syscall.Rusage
-	cpu := func() int64 {
-		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-			return 0
-		}
-		return ru.Utime.Nano() + ru.Stime.Nano()
-	}
-	start := cpu()
-	return func() { b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/op") }
-}
-
 func BenchmarkScreen768(b *testing.B) {
 	img := screen(b, 768)
 	var buf bytes.Buffer
-	defer reportCPU(b)()
+	defer cputime.Report(b)()
 	for b.Loop() {
 		buf.Reset()
 		if err := screenjpeg.Encode(&buf, img, 70); err != nil {

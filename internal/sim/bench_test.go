@@ -5,28 +5,10 @@ import (
 	"fmt"
 	"image"
 	"image/png"
-	"syscall"
 	"testing"
-	"time"
+
+	"phonefleet/testutil/cputime"
 )
-
-// reportCPU, deferred after a benchmark's setup, reports the process's CPU
-// time (user + system) per iteration as cpu-ns/op: on a shared machine it
-// moves less than the wall time, and it counts the work of every
-// goroutine an iteration starts.
-func reportCPU(b *testing.B) func() {
-	start := processCPU()
-	return func() { b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op") }
-}
-
-// processCPU is the CPU time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // benchPhone returns a phone showing the Settings list, a busy screen.
 func benchPhone(b *testing.B) *Phone {
@@ -145,7 +127,7 @@ func encodePNG(img image.Image) ([]byte, error) {
 // BenchmarkPicturePNG measures the full-size PNG picture of observe.
 func BenchmarkPicturePNG(b *testing.B) {
 	p := benchPhone(b)
-	defer reportCPU(b)()
+	defer cputime.Report(b)()
 	for b.Loop() {
 		if _, err := p.Picture(PictureOptions{}, nil); err != nil {
 			b.Fatal(err)
@@ -156,7 +138,7 @@ func BenchmarkPicturePNG(b *testing.B) {
 // BenchmarkPictureJPEG768 measures the budgeted picture: 768 px JPEG q70.
 func BenchmarkPictureJPEG768(b *testing.B) {
 	p := benchPhone(b)
-	defer reportCPU(b)()
+	defer cputime.Report(b)()
 	for b.Loop() {
 		if _, err := p.Picture(PictureOptions{MaxWidth: 768, JPEG: true, Quality: 70}, nil); err != nil {
 			b.Fatal(err)
@@ -167,7 +149,7 @@ func BenchmarkPictureJPEG768(b *testing.B) {
 // BenchmarkPictureMarks768 measures the same picture with set-of-marks.
 func BenchmarkPictureMarks768(b *testing.B) {
 	p := benchPhone(b)
-	defer reportCPU(b)()
+	defer cputime.Report(b)()
 	for b.Loop() {
 		if _, err := p.Picture(PictureOptions{MaxWidth: 768, JPEG: true, Quality: 70}, benchMarks); err != nil {
 			b.Fatal(err)
