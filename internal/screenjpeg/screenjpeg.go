@@ -291,17 +291,44 @@ func header(r image.Rectangle, t *tables, restarts bool, interval int) []byte {
 	return append(out, 3, 1, 0x00, 2, 0x11, 3, 0x11, 0, 63, 0)
 }
 
-// emit writes the low size bits of v, stuffing a zero after each 0xff.
+// emit writes the low size (at most 32) bits of v, four bytes at a time.
 func (e *encoder) emit(v uint32, size uint8) {
 	e.acc = e.acc<<size | uint64(v&(1<<size-1))
 	e.n += uint(size)
+	if e.n < 32 {
+		return
+	}
+	e.n -= 32
+	w := uint32(e.acc >> e.n)
+	// A 0xff byte among the four is followed by a stuffed zero.
+	if x := ^w; (x-0x01010101)&^x&0x80808080 == 0 {
+		e.out = binary.BigEndian.AppendUint32(e.out, w)
+		return
+	}
+	for shift := 24; shift >= 0; shift -= 8 {
+		e.put(byte(w >> shift))
+	}
+}
+
+// put appends one byte of entropy-coded data, and a stuffed zero after
+// 0xff.
+func (e *encoder) put(c byte) {
+	e.out = append(e.out, c)
+	if c == 0xff {
+		e.out = append(e.out, 0)
+	}
+}
+
+// finish pads the pending bits to a byte with ones and writes them (the
+// end of a restart interval or of the picture).
+func (e *encoder) finish() {
+	if pad := (8 - e.n%8) % 8; pad > 0 {
+		e.acc = e.acc<<pad | (1<<pad - 1)
+		e.n += pad
+	}
 	for e.n >= 8 {
 		e.n -= 8
-		c := byte(e.acc >> e.n)
-		e.out = append(e.out, c)
-		if c == 0xff {
-			e.out = append(e.out, 0)
-		}
+		e.put(byte(e.acc >> e.n))
 	}
 }
 
@@ -348,17 +375,33 @@ func (e *encoder) block(q *[64]int32, nz uint64, comp int) {
 	}
 }
 
+// sameFlatMCU is the code of an MCU of one colour after an MCU whose
+// blocks end with the same DC values: for each of its six blocks a DC
+// difference of zero and an end of block (32 bits with Annex K's tables).
+var sameFlatMCU = func() code {
+	var c code
+	for _, t := range []int{0, 0, 0, 0, 2, 2} {
+		for _, k := range []code{codes[t][0x00], codes[t+1][0x00]} {
+			c.bits, c.size = c.bits<<k.size|k.bits, c.size+k.size
+		}
+	}
+	if c.size > 32 {
+		panic("screenjpeg: a flat MCU's code is longer than 32 bits")
+	}
+	return c
+}()
+
 // flatDC is the quantized DC coefficient of a block of one level-shifted
 // value v under the multipliers mul.
 func flatDC(v float32, mul *[64]float32) int32 { return round(64 * v * mul[0]) }
 
-// flat writes a block of one level-shifted value v of component comp.
-func (e *encoder) flat(v float32, comp int) {
+// flat writes a block of one colour of component comp, whose quantized
+// DC coefficient is q.
+func (e *encoder) flat(q int32, comp int) {
 	dc, ac := 0, 1
 	if comp > 0 {
 		dc, ac = 2, 3
 	}
-	q := flatDC(v, &e.t.mul[min(comp, 1)])
 	e.value(dc, 0, q-e.dc[comp])
 	e.dc[comp] = q
 	c := codes[ac][0x00]
@@ -413,11 +456,18 @@ func (e *encoder) scan(y0, y1 int) {
 			case inside && e.uniform(mx, my, 16):
 				off := img.PixOffset(mx, my)
 				y, u, v := ycc(img.Pix[off], img.Pix[off+1], img.Pix[off+2])
-				for range 4 {
-					e.flat(y, 0)
+				qy, qu, qv := flatDC(y, &e.t.mul[0]), flatDC(u, &e.t.mul[1]), flatDC(v, &e.t.mul[1])
+				if e.dc == [3]int32{qy, qu, qv} {
+					// The colour of the MCU before (as quantized): every
+					// DC difference is zero.
+					e.emit(sameFlatMCU.bits, sameFlatMCU.size)
+				} else {
+					for range 4 {
+						e.flat(qy, 0)
+					}
+					e.flat(qu, 1)
+					e.flat(qv, 2)
 				}
-				e.flat(u, 1)
-				e.flat(v, 2)
 				cur.ok = false
 				continue
 			case inside && c > 0 && row[c-1].ok && e.same(mx, my, mx-16, my):
@@ -432,10 +482,7 @@ func (e *encoder) scan(y0, y1 int) {
 			}
 		}
 	}
-	// Pad the last byte with ones (before a restart marker or the end).
-	if e.n > 0 {
-		e.emit(0x7f, uint8(8-e.n))
-	}
+	e.finish()
 }
 
 // transform converts, transforms and quantizes the MCU at (mx, my) into
@@ -501,11 +548,9 @@ func (e *encoder) uniform(x, y, size int) bool {
 	img := e.img
 	off := img.PixOffset(x, y)
 	first := img.Pix[off : off+4*size]
-	p := binary.LittleEndian.Uint32(first)
-	for i := 4; i < len(first); i += 4 {
-		if binary.LittleEndian.Uint32(first[i:]) != p {
-			return false
-		}
+	// A row is one colour when shifting it by a pixel leaves it equal.
+	if !bytes.Equal(first[4:], first[:len(first)-4]) {
+		return false
 	}
 	for j := 1; j < size; j++ {
 		o := off + j*img.Stride
