@@ -12,13 +12,13 @@ import (
 	"net/http"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"phonefleet/cmd/phonefleet/service"
 	"phonefleet/internal/config"
 	"phonefleet/internal/screenjpeg"
 	"phonefleet/internal/sim"
+	"phonefleet/testutil/cputime"
 )
 
 func init() {
@@ -105,24 +105,15 @@ func (b *bench) streams(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// processCPU is the CPU time (user + system) this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // cpuOver runs fn (or, when it returns at once, waits) for d and answers
 // the process's CPU time over the wall time it took, in CPUs.
 func cpuOver(d time.Duration, fn func()) float64 {
-	c0, t0 := processCPU(), time.Now()
+	c0, t0 := cputime.Process(), time.Now()
 	fn()
 	if rest := d - time.Since(t0); rest > 0 {
 		time.Sleep(rest)
 	}
-	return float64(processCPU()-c0) / float64(time.Since(t0))
+	return float64(cputime.Process()-c0) / float64(time.Since(t0))
 }
 
 // rawFrameLoop changes a fresh phone's screen and makes one frame of it

@@ -21,10 +21,16 @@ func (s *SimDevice) observePicture(opts domain.ObserveOptions) (domain.Observati
 	var marks []domain.Mark
 	var pickErr error
 	var pick func(sim.Element) []sim.Mark
+	// snapshot is the tree as JSON, made once for the marks and the
+	// answer.
+	var snapshot []byte
 	if opts.Marks != nil {
 		pick = func(root sim.Element) []sim.Mark {
 			var ui domain.UIElement
-			if pickErr = convertTree(root, &ui); pickErr != nil {
+			if snapshot, pickErr = json.Marshal(root); pickErr != nil {
+				return nil
+			}
+			if pickErr = json.Unmarshal(snapshot, &ui); pickErr != nil {
 				return nil
 			}
 			marks = opts.Marks(ui)
@@ -47,27 +53,18 @@ func (s *SimDevice) observePicture(opts domain.ObserveOptions) (domain.Observati
 	if popts.JPEG {
 		obs.ImageType = "image/jpeg"
 	}
-	if opts.Snapshot || opts.Marks != nil {
-		if obs.Snapshot, err = json.Marshal(pic.Root); err != nil {
+	if snapshot == nil && opts.Snapshot {
+		if snapshot, err = json.Marshal(pic.Root); err != nil {
 			return obs, internal(err)
 		}
 	}
+	obs.Snapshot = snapshot
 	obs.Replay = pic.State
 	return obs, nil
 }
 
 // markLabel is the text drawn on a mark's box: its number.
 func markLabel(m domain.Mark) string { return strconv.Itoa(m.N) }
-
-// convertTree turns the sim's element tree into the domain's (they share
-// one JSON form).
-func convertTree(root sim.Element, out *domain.UIElement) error {
-	b, err := json.Marshal(root)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, out)
-}
 
 // scaledSize is the size of a picture of model m shrunk to width w, as
 // the sim computes it.

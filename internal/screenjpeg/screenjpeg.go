@@ -8,11 +8,11 @@
 // whose 64 pixels are one colour costs one colour conversion and two
 // Huffman codes (its DC difference and end of block), an MCU of one colour
 // six of each; other blocks go through the floating-point AAN transform.
+// Strips of the picture are encoded in parallel as restart intervals.
 // The output is checked against image/jpeg's decoder in the tests.
 package screenjpeg
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"fmt"
@@ -20,7 +20,10 @@ import (
 	"io"
 	"math"
 	"math/bits"
+	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // unscaledQuant are Annex K's quantization tables (luminance, chrominance)
@@ -153,21 +156,88 @@ func tablesFor(quality int) *tables {
 // Encode writes img as a JPEG of quality 1–100 (values outside are
 // clamped). Alpha is ignored: screens are opaque.
 func Encode(w io.Writer, img *image.RGBA, quality int) error {
+	out, err := Append(nil, img, quality)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
+}
+
+// Append appends img as a JPEG of quality 1–100 to dst, as Encode writes
+// it, growing dst once.
+//
+// The picture is cut into at most maxStrips strips of whole MCU rows,
+// encoded in parallel: each strip is a restart interval (DRI), which resets
+// the DC prediction, so strips depend on nothing before them and join with
+// RSTn markers into one scan any decoder reads. The strip height follows
+// from the picture's size alone, never from the CPU count, so the bytes are
+// the same on every machine.
+func Append(dst []byte, img *image.RGBA, quality int) ([]byte, error) {
 	quality = min(max(quality, 1), 100)
 	b := img.Rect
 	if b.Dx() < 1 || b.Dy() < 1 || b.Dx() > 65535 || b.Dy() > 65535 {
-		return fmt.Errorf("screenjpeg: cannot encode a %dx%d image", b.Dx(), b.Dy())
+		return dst, fmt.Errorf("screenjpeg: cannot encode a %dx%d image", b.Dx(), b.Dy())
 	}
-	e := &encoder{img: img, t: tablesFor(quality), out: make([]byte, 0, b.Dx()*b.Dy()/8)}
-	e.header()
-	e.scan()
-	e.out = append(e.out, 0xff, 0xd9)
-	bw := bufio.NewWriter(w)
-	if _, err := bw.Write(e.out); err != nil {
-		return err
+	t := tablesFor(quality)
+	cols, rows := (b.Dx()+15)/16, (b.Dy()+15)/16
+	// A restart interval counts MCUs in 16 bits.
+	per := min((rows+maxStrips-1)/maxStrips, 65535/cols)
+	strips := make([]*encoder, (rows+per-1)/per)
+	var next atomic.Int32
+	var wg sync.WaitGroup
+	for range min(len(strips), runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(strips); i = int(next.Add(1)) - 1 {
+				y0 := b.Min.Y + 16*per*i
+				strips[i] = newEncoder(img, t, cols)
+				strips[i].scan(y0, min(y0+16*per, b.Max.Y))
+			}
+		})
 	}
-	return bw.Flush()
+	wg.Wait()
+	hdr := header(img.Rect, t, len(strips) > 1, per*cols)
+	n := len(hdr) + 2
+	for _, e := range strips {
+		n += len(e.out) + 2
+	}
+	dst = slices.Grow(dst, n)
+	dst = append(dst, hdr...)
+	for i, e := range strips {
+		if i > 0 {
+			dst = append(dst, 0xff, 0xd0+byte((i-1)%8))
+		}
+		dst = append(dst, e.out...)
+		encoders.Put(e)
+	}
+	return append(dst, 0xff, 0xd9), nil
 }
+
+// encoders recycles encoders and their buffers between pictures.
+var encoders sync.Pool
+
+// newEncoder returns an encoder of img at t, from the pool when it has
+// one, with room for cols MCUs a row.
+func newEncoder(img *image.RGBA, t *tables, cols int) *encoder {
+	e, _ := encoders.Get().(*encoder)
+	if e == nil {
+		e = &encoder{}
+	}
+	row := e.row
+	if cap(row) < cols {
+		row = make([]mcu, cols)
+	}
+	*e = encoder{img: img, t: t, out: e.out[:0], row: row[:cols]}
+	for i := range e.row {
+		e.row[i].ok = false
+	}
+	return e
+}
+
+// maxStrips is how many restart intervals a picture is cut into at most:
+// enough to keep a few cores busy, few enough that the markers and the
+// DC restarts cost next to nothing.
+const maxStrips = 4
 
 type encoder struct {
 	img *image.RGBA
@@ -178,51 +248,87 @@ type encoder struct {
 	n   uint
 	// dc are the previous DC values of Y, Cb and Cr.
 	dc [3]int32
+	// row holds the last MCU of each column (scan).
+	row []mcu
 }
 
-func (e *encoder) marker(m byte, length int) {
-	e.out = append(e.out, 0xff, m, byte(length>>8), byte(length))
+func marker(out []byte, m byte, length int) []byte {
+	return append(out, 0xff, m, byte(length>>8), byte(length))
 }
 
-func (e *encoder) header() {
-	e.out = append(e.out, 0xff, 0xd8)
+// header is everything before the entropy-coded data of a picture of
+// size r: with restarts, a DRI of interval MCUs.
+func header(r image.Rectangle, t *tables, restarts bool, interval int) []byte {
+	out := make([]byte, 0, 640)
+	out = append(out, 0xff, 0xd8)
 	// JFIF APP0: version 1.1, no density, no thumbnail.
-	e.marker(0xe0, 16)
-	e.out = append(e.out, 'J', 'F', 'I', 'F', 0, 1, 1, 0, 0, 1, 0, 1, 0, 0)
-	e.marker(0xdb, 2+2*65)
+	out = marker(out, 0xe0, 16)
+	out = append(out, 'J', 'F', 'I', 'F', 0, 1, 1, 0, 0, 1, 0, 1, 0, 0)
+	out = marker(out, 0xdb, 2+2*65)
 	for i := range 2 {
-		e.out = append(e.out, byte(i))
-		e.out = append(e.out, e.t.quant[i][:]...)
+		out = append(out, byte(i))
+		out = append(out, t.quant[i][:]...)
 	}
-	w, h := e.img.Rect.Dx(), e.img.Rect.Dy()
-	e.marker(0xc0, 8+3*3)
-	e.out = append(e.out, 8, byte(h>>8), byte(h), byte(w>>8), byte(w), 3,
+	w, h := r.Dx(), r.Dy()
+	out = marker(out, 0xc0, 8+3*3)
+	out = append(out, 8, byte(h>>8), byte(h), byte(w>>8), byte(w), 3,
 		1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1)
 	n := 2
 	for _, s := range huffSpecs {
 		n += 17 + len(s.values)
 	}
-	e.marker(0xc4, n)
+	out = marker(out, 0xc4, n)
 	for i, s := range huffSpecs {
-		e.out = append(e.out, []byte{0x00, 0x10, 0x01, 0x11}[i])
-		e.out = append(e.out, s.counts[:]...)
-		e.out = append(e.out, s.values...)
+		out = append(out, []byte{0x00, 0x10, 0x01, 0x11}[i])
+		out = append(out, s.counts[:]...)
+		out = append(out, s.values...)
 	}
-	e.marker(0xda, 6+2*3)
-	e.out = append(e.out, 3, 1, 0x00, 2, 0x11, 3, 0x11, 0, 63, 0)
+	if restarts {
+		out = marker(out, 0xdd, 4)
+		out = append(out, byte(interval>>8), byte(interval))
+	}
+	out = marker(out, 0xda, 6+2*3)
+	return append(out, 3, 1, 0x00, 2, 0x11, 3, 0x11, 0, 63, 0)
 }
 
-// emit writes the low size bits of v, stuffing a zero after each 0xff.
+// emit writes the low size (at most 32) bits of v, four bytes at a time.
 func (e *encoder) emit(v uint32, size uint8) {
 	e.acc = e.acc<<size | uint64(v&(1<<size-1))
 	e.n += uint(size)
+	if e.n < 32 {
+		return
+	}
+	e.n -= 32
+	w := uint32(e.acc >> e.n)
+	// A 0xff byte among the four is followed by a stuffed zero.
+	if x := ^w; (x-0x01010101)&^x&0x80808080 == 0 {
+		e.out = binary.BigEndian.AppendUint32(e.out, w)
+		return
+	}
+	for shift := 24; shift >= 0; shift -= 8 {
+		e.put(byte(w >> shift))
+	}
+}
+
+// put appends one byte of entropy-coded data, and a stuffed zero after
+// 0xff.
+func (e *encoder) put(c byte) {
+	e.out = append(e.out, c)
+	if c == 0xff {
+		e.out = append(e.out, 0)
+	}
+}
+
+// finish pads the pending bits to a byte with ones and writes them (the
+// end of a restart interval or of the picture).
+func (e *encoder) finish() {
+	if pad := (8 - e.n%8) % 8; pad > 0 {
+		e.acc = e.acc<<pad | (1<<pad - 1)
+		e.n += pad
+	}
 	for e.n >= 8 {
 		e.n -= 8
-		c := byte(e.acc >> e.n)
-		e.out = append(e.out, c)
-		if c == 0xff {
-			e.out = append(e.out, 0)
-		}
+		e.put(byte(e.acc >> e.n))
 	}
 }
 
@@ -241,39 +347,57 @@ func (e *encoder) value(t int, run int32, v int32) {
 	}
 }
 
-// block writes a quantized block (natural order) of component comp.
-func (e *encoder) block(q *[64]int32, comp int) {
+// block writes a quantized block of component comp: q in zig-zag order,
+// nz the mask of its non-zero AC coefficients (bit k for zig-zag index
+// k), so runs of zeros are skipped, not walked.
+func (e *encoder) block(q *[64]int32, nz uint64, comp int) {
 	dc, ac := 0, 1
 	if comp > 0 {
 		dc, ac = 2, 3
 	}
 	e.value(dc, 0, q[0]-e.dc[comp])
 	e.dc[comp] = q[0]
-	run := int32(0)
-	for zig := 1; zig < 64; zig++ {
-		v := q[unzig[zig]]
-		if v == 0 {
-			run++
-			continue
-		}
-		for run > 15 {
+	prev := 0
+	for nz != 0 {
+		zig := bits.TrailingZeros64(nz)
+		nz &= nz - 1
+		run := zig - prev - 1
+		for ; run > 15; run -= 16 {
 			c := codes[ac][0xf0]
 			e.emit(c.bits, c.size)
-			run -= 16
 		}
-		e.value(ac, run, v)
-		run = 0
+		e.value(ac, int32(run), q[zig])
+		prev = zig
 	}
-	if run > 0 {
+	if prev < 63 {
 		c := codes[ac][0x00]
 		e.emit(c.bits, c.size)
 	}
 }
 
-// flat writes a block of one level-shifted value v of component comp.
-func (e *encoder) flat(v float32, comp int) {
-	mul := e.t.mul[min(comp, 1)][0]
-	q := round(64 * v * mul)
+// sameFlatMCU is the code of an MCU of one colour after an MCU whose
+// blocks end with the same DC values: for each of its six blocks a DC
+// difference of zero and an end of block (32 bits with Annex K's tables).
+var sameFlatMCU = func() code {
+	var c code
+	for _, t := range []int{0, 0, 0, 0, 2, 2} {
+		for _, k := range []code{codes[t][0x00], codes[t+1][0x00]} {
+			c.bits, c.size = c.bits<<k.size|k.bits, c.size+k.size
+		}
+	}
+	if c.size > 32 {
+		panic("screenjpeg: a flat MCU's code is longer than 32 bits")
+	}
+	return c
+}()
+
+// flatDC is the quantized DC coefficient of a block of one level-shifted
+// value v under the multipliers mul.
+func flatDC(v float32, mul *[64]float32) int32 { return round(64 * v * mul[0]) }
+
+// flat writes a block of one colour of component comp, whose quantized
+// DC coefficient is q.
+func (e *encoder) flat(q int32, comp int) {
 	dc, ac := 0, 1
 	if comp > 0 {
 		dc, ac = 2, 3
@@ -284,11 +408,12 @@ func (e *encoder) flat(v float32, comp int) {
 	e.emit(c.bits, c.size)
 }
 
+// round rounds v to the nearest integer (halves to even) without a
+// branch: adding 1.5·2²³ leaves no fraction bits in a float32. |v| stays
+// far below 2²² here (a coefficient over its quantizer).
 func round(v float32) int32 {
-	if v < 0 {
-		return int32(v - 0.5)
-	}
-	return int32(v + 0.5)
+	const magic = 1.5 * (1 << 23)
+	return int32((v + magic) - magic)
 }
 
 // ycc converts a pixel to level-shifted Y, Cb, Cr (JFIF).
@@ -299,76 +424,122 @@ func ycc(r, g, b uint8) (y, cb, cr float32) {
 		0.5*fr - 0.418688*fg - 0.081312*fb
 }
 
-// scan writes the entropy-coded data: MCUs of 16×16 pixels, four Y blocks
-// and one Cb and one Cr block each, the edges repeated past the image.
-func (e *encoder) scan() {
+// mcu is one MCU's blocks quantized (four Y, then Cb and Cr; zig-zag
+// order) with the masks of their non-zero AC coefficients.
+type mcu struct {
+	q  [6][64]int32
+	nz [6]uint64
+	// ok says q holds the blocks of the whole MCU at this place (not a
+	// one-colour MCU, which is written without them, nor one at the
+	// picture's edge).
+	ok bool
+}
+
+// scan writes the entropy-coded data of rows [y0, y1) (a whole number of
+// MCU rows, or up to the bottom) as one restart interval: MCUs of 16×16
+// pixels, four Y blocks and one Cb and one Cr block each, the edges
+// repeated past the image. An MCU of one colour is written from that
+// colour; one whose pixels equal the MCU's on its left or above (a rule,
+// a box's edge, a card's side) reuses that MCU's blocks; the rest are
+// transformed.
+func (e *encoder) scan(y0, y1 int) {
+	img := e.img
+	b := img.Rect
+	// row[c] holds the MCU of column c above until this row's replaces
+	// it, so row[c-1] is the MCU on the left.
+	row := e.row
+	for my := y0; my < y1; my += 16 {
+		for c, mx := 0, b.Min.X; mx < b.Max.X; c, mx = c+1, mx+16 {
+			cur := &row[c]
+			inside := mx+16 <= b.Max.X && my+16 <= b.Max.Y
+			switch {
+			case inside && e.uniform(mx, my, 16):
+				off := img.PixOffset(mx, my)
+				y, u, v := ycc(img.Pix[off], img.Pix[off+1], img.Pix[off+2])
+				qy, qu, qv := flatDC(y, &e.t.mul[0]), flatDC(u, &e.t.mul[1]), flatDC(v, &e.t.mul[1])
+				if e.dc == [3]int32{qy, qu, qv} {
+					// The colour of the MCU before (as quantized): every
+					// DC difference is zero.
+					e.emit(sameFlatMCU.bits, sameFlatMCU.size)
+				} else {
+					for range 4 {
+						e.flat(qy, 0)
+					}
+					e.flat(qu, 1)
+					e.flat(qv, 2)
+				}
+				cur.ok = false
+				continue
+			case inside && c > 0 && row[c-1].ok && e.same(mx, my, mx-16, my):
+				*cur = row[c-1]
+			case inside && my > y0 && cur.ok && e.same(mx, my, mx, my-16):
+			default:
+				e.transform(cur, mx, my, inside)
+				cur.ok = inside
+			}
+			for k := range 6 {
+				e.block(&cur.q[k], cur.nz[k], max(0, k-3))
+			}
+		}
+	}
+	e.finish()
+}
+
+// transform converts, transforms and quantizes the MCU at (mx, my) into
+// m; inside says it lies wholly inside the picture.
+func (e *encoder) transform(m *mcu, mx, my int, inside bool) {
 	img := e.img
 	b := img.Rect
 	var ys [4][64]float32
 	var cb, cr [64]float32
-	var q [64]int32
-	for my := b.Min.Y; my < b.Max.Y; my += 16 {
-		for mx := b.Min.X; mx < b.Max.X; mx += 16 {
-			inside := mx+16 <= b.Max.X && my+16 <= b.Max.Y
-			if inside && e.uniform(mx, my, 16) {
-				off := img.PixOffset(mx, my)
-				y, u, v := ycc(img.Pix[off], img.Pix[off+1], img.Pix[off+2])
-				for range 4 {
-					e.flat(y, 0)
-				}
-				e.flat(u, 1)
-				e.flat(v, 2)
-				continue
-			}
-			clear(cb[:])
-			clear(cr[:])
-			var flatY [4]bool
-			for k := range 4 {
-				flatY[k] = inside && e.uniform(mx+8*(k%2), my+8*(k/2), 8)
-			}
-			// The offsets of the MCU's columns and rows, past the edges
-			// repeating the last.
-			var cols, rows [16]int
-			for i := range 16 {
-				cols[i] = 4 * (min(mx+i, b.Max.X-1) - b.Min.X)
-				rows[i] = (min(my+i, b.Max.Y-1) - b.Min.Y) * img.Stride
-			}
-			for j := range 16 {
-				row := img.Pix[rows[j]:]
-				yk, cj := 2*(j/8), 8*(j/2)
-				for i := range 16 {
-					px := row[cols[i] : cols[i]+3 : cols[i]+3]
-					y, u, v := ycc(px[0], px[1], px[2])
-					ys[yk+i/8][8*(j%8)+i%8] = y
-					cb[cj+i/2] += u
-					cr[cj+i/2] += v
-				}
-			}
-			for k := range 4 {
-				if flatY[k] {
-					e.flat(ys[k][0], 0)
-					continue
-				}
-				fdct(&ys[k])
-				quantize(&q, &ys[k], &e.t.mul[0])
-				e.block(&q, 0)
-			}
-			for i := range cb {
-				cb[i] *= 0.25
-				cr[i] *= 0.25
-			}
-			fdct(&cb)
-			quantize(&q, &cb, &e.t.mul[1])
-			e.block(&q, 1)
-			fdct(&cr)
-			quantize(&q, &cr, &e.t.mul[1])
-			e.block(&q, 2)
+	// The offsets of the MCU's columns and rows, past the edges repeating
+	// the last.
+	var cols, rows [16]int
+	for i := range 16 {
+		cols[i] = 4 * (min(mx+i, b.Max.X-1) - b.Min.X)
+		rows[i] = (min(my+i, b.Max.Y-1) - b.Min.Y) * img.Stride
+	}
+	for j := range 16 {
+		row := img.Pix[rows[j]:]
+		yk, cj := 2*(j/8), 8*(j/2)
+		for i := range 16 {
+			px := row[cols[i] : cols[i]+3 : cols[i]+3]
+			y, u, v := ycc(px[0], px[1], px[2])
+			ys[yk+i/8][8*(j%8)+i%8] = y
+			cb[cj+i/2] += u
+			cr[cj+i/2] += v
 		}
 	}
-	// Pad the last byte with ones.
-	if e.n > 0 {
-		e.emit(0x7f, uint8(8-e.n))
+	for k := range 4 {
+		if inside && e.uniform(mx+8*(k%2), my+8*(k/2), 8) {
+			clear(m.q[k][:])
+			m.q[k][0], m.nz[k] = flatDC(ys[k][0], &e.t.mul[0]), 0
+			continue
+		}
+		fdct(&ys[k])
+		m.nz[k] = quantize(&m.q[k], &ys[k], &e.t.mul[0])
 	}
+	for i := range cb {
+		cb[i] *= 0.25
+		cr[i] *= 0.25
+	}
+	fdct(&cb)
+	m.nz[4] = quantize(&m.q[4], &cb, &e.t.mul[1])
+	fdct(&cr)
+	m.nz[5] = quantize(&m.q[5], &cr, &e.t.mul[1])
+}
+
+// same reports whether the MCUs at (x0, y0) and (x1, y1), both inside
+// the picture, have the same pixels.
+func (e *encoder) same(x0, y0, x1, y1 int) bool {
+	img := e.img
+	for j := range 16 {
+		a, b := img.PixOffset(x0, y0+j), img.PixOffset(x1, y1+j)
+		if !bytes.Equal(img.Pix[a:a+64], img.Pix[b:b+64]) {
+			return false
+		}
+	}
+	return true
 }
 
 // uniform reports whether the size×size square at (x, y), inside the
@@ -377,11 +548,9 @@ func (e *encoder) uniform(x, y, size int) bool {
 	img := e.img
 	off := img.PixOffset(x, y)
 	first := img.Pix[off : off+4*size]
-	p := binary.LittleEndian.Uint32(first)
-	for i := 4; i < len(first); i += 4 {
-		if binary.LittleEndian.Uint32(first[i:]) != p {
-			return false
-		}
+	// A row is one colour when shifting it by a pixel leaves it equal.
+	if !bytes.Equal(first[4:], first[:len(first)-4]) {
+		return false
 	}
 	for j := 1; j < size; j++ {
 		o := off + j*img.Stride
@@ -392,10 +561,15 @@ func (e *encoder) uniform(x, y, size int) bool {
 	return true
 }
 
-func quantize(q *[64]int32, d *[64]float32, mul *[64]float32) {
-	for i := range q {
-		q[i] = round(d[i] * mul[i])
+// quantize quantizes a transformed block d (natural order) into q in
+// zig-zag order and returns the mask of q's non-zero AC coefficients.
+func quantize(q *[64]int32, d *[64]float32, mul *[64]float32) (nz uint64) {
+	for zig, n := range unzig {
+		v := round(d[n] * mul[n])
+		q[zig] = v
+		nz |= uint64(uint32(v|-v)>>31) << zig
 	}
+	return nz &^ 1
 }
 
 // fdct is the floating-point AAN forward DCT in place: each output is the

@@ -7,10 +7,12 @@ import (
 	"image/jpeg"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"phonefleet/internal/screenjpeg"
 	"phonefleet/internal/sim"
+	"phonefleet/testutil/cputime"
 )
 
 // psnr is the peak signal-to-noise ratio of b against a over RGB, in dB.
@@ -168,9 +170,59 @@ func TestRefusesEmpty(t *testing.T) {
 	}
 }
 
+// TestStripsAreRestartIntervals: a picture taller than one strip is
+// written as restart intervals (a DRI and RST0, RST1, … between strips),
+// the same bytes whatever the number of CPUs, and decodes as a picture
+// encoded in one piece would; a picture of one MCU row is one piece.
+func TestStripsAreRestartIntervals(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		img    *image.RGBA
+		strips int
+	}{
+		{"screen 768", screen(t, 768), 4},
+		{"noise 100x70", noise(100, 70, 3), 3}, // 5 MCU rows: strips of 2
+		{"gradient 4000x100", gradient(4000, 100), 4},
+		{"gradient 33x17", gradient(33, 17), 2},
+		{"gradient 200x3", gradient(200, 3), 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var a bytes.Buffer
+			if err := screenjpeg.Encode(&a, c.img, 70); err != nil {
+				t.Fatal(err)
+			}
+			prev := runtime.GOMAXPROCS(1)
+			var one bytes.Buffer
+			err := screenjpeg.Encode(&one, c.img, 70)
+			runtime.GOMAXPROCS(prev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(a.Bytes(), one.Bytes()) {
+				t.Errorf("bytes differ with GOMAXPROCS=1 (%d) and %d (%d)", one.Len(), prev, a.Len())
+			}
+			data := a.Bytes()
+			if got := bytes.Contains(data, []byte{0xff, 0xdd, 0, 4}); got != (c.strips > 1) {
+				t.Errorf("DRI written: %v; want %v", got, c.strips > 1)
+			}
+			for k := range 8 {
+				want := k < c.strips-1
+				if got := bytes.Contains(data, []byte{0xff, 0xd0 + byte(k)}); got != want {
+					t.Errorf("RST%d present: %v; want %v", k, got, want)
+				}
+			}
+			ours, std, _, _ := both(t, c.img, 70)
+			if ours < std-0.5 {
+				t.Errorf("PSNR %.2f dB; image/jpeg keeps %.2f dB", ours, std)
+			}
+		})
+	}
+}
+
 func BenchmarkScreen768(b *testing.B) {
 	img := screen(b, 768)
 	var buf bytes.Buffer
+	defer cputime.Report(b)()
 	for b.Loop() {
 		buf.Reset()
 		if err := screenjpeg.Encode(&buf, img, 70); err != nil {

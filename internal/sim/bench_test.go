@@ -6,6 +6,8 @@ import (
 	"image"
 	"image/png"
 	"testing"
+
+	"phonefleet/testutil/cputime"
 )
 
 // benchPhone returns a phone showing the Settings list, a busy screen.
@@ -125,6 +127,7 @@ func encodePNG(img image.Image) ([]byte, error) {
 // BenchmarkPicturePNG measures the full-size PNG picture of observe.
 func BenchmarkPicturePNG(b *testing.B) {
 	p := benchPhone(b)
+	defer cputime.Report(b)()
 	for b.Loop() {
 		if _, err := p.Picture(PictureOptions{}, nil); err != nil {
 			b.Fatal(err)
@@ -135,6 +138,7 @@ func BenchmarkPicturePNG(b *testing.B) {
 // BenchmarkPictureJPEG768 measures the budgeted picture: 768 px JPEG q70.
 func BenchmarkPictureJPEG768(b *testing.B) {
 	p := benchPhone(b)
+	defer cputime.Report(b)()
 	for b.Loop() {
 		if _, err := p.Picture(PictureOptions{MaxWidth: 768, JPEG: true, Quality: 70}, nil); err != nil {
 			b.Fatal(err)
@@ -145,6 +149,7 @@ func BenchmarkPictureJPEG768(b *testing.B) {
 // BenchmarkPictureMarks768 measures the same picture with set-of-marks.
 func BenchmarkPictureMarks768(b *testing.B) {
 	p := benchPhone(b)
+	defer cputime.Report(b)()
 	for b.Loop() {
 		if _, err := p.Picture(PictureOptions{MaxWidth: 768, JPEG: true, Quality: 70}, benchMarks); err != nil {
 			b.Fatal(err)

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bytes"
 	"fmt"
 	"image"
 	"image/color"
@@ -93,9 +92,7 @@ func (p *Phone) Picture(opts PictureOptions, pick func(root Element) []Mark) (Pi
 	drawMarks(img, out.Marks, float64(img.Rect.Dx())/float64(p.model.Width))
 	var err error
 	if opts.JPEG {
-		var b bytes.Buffer
-		err = screenjpeg.Encode(&b, img, opts.Quality)
-		out.Data = b.Bytes()
+		out.Data, err = screenjpeg.Append(nil, img, opts.Quality)
 	} else {
 		out.Data, err = encodeFastPNG(img)
 	}

@@ -3,9 +3,11 @@ package sim
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"image"
 	"image/jpeg"
 	"image/png"
+	"math"
 	"strconv"
 	"testing"
 )
@@ -190,4 +192,94 @@ func TestResetIsAFreshPhone(t *testing.T) {
 	if !bytes.Equal(gs, ws) {
 		t.Errorf("state after Reset:\n%s\nwant a fresh phone's:\n%s", gs, ws)
 	}
+}
+
+// TestScaledPictureMapsToElements: a picture drawn at a smaller width is
+// the same screen, mapped the way a client maps it (picture pixel × width ÷
+// imageWidth, × height ÷ imageHeight; bounds are screen pixels): the
+// picture pixel at an element's centre, mapped back to the screen, taps
+// that element, and each element's area looks in the picture as it does
+// on the full-size screen. JPEG and PNG, decoded by Go's decoders.
+func TestScaledPictureMapsToElements(t *testing.T) {
+	decoders := map[bool]func([]byte) (image.Image, error){
+		false: func(b []byte) (image.Image, error) { return png.Decode(bytes.NewReader(b)) },
+		true:  func(b []byte) (image.Image, error) { return jpeg.Decode(bytes.NewReader(b)) },
+	}
+	for _, sc := range screens(t) {
+		full, err := sc.p.Picture(PictureOptions{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fullImg, err := png.Decode(bytes.NewReader(full.Data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := sc.p.Model()
+		for _, opts := range []PictureOptions{{MaxWidth: 768, JPEG: true, Quality: 90}, {MaxWidth: 360}} {
+			t.Run(fmt.Sprintf("%s/%d/jpeg=%v", sc.name, opts.MaxWidth, opts.JPEG), func(t *testing.T) {
+				pic, err := sc.p.Picture(opts, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				img, err := decoders[opts.JPEG](pic.Data)
+				if err != nil {
+					t.Fatalf("decode: %v", err)
+				}
+				if got := img.Bounds().Size(); got != image.Pt(pic.Width, pic.Height) {
+					t.Fatalf("decoded %v; reported %d×%d", got, pic.Width, pic.Height)
+				}
+				fx, fy := float64(pic.Width)/float64(m.Width), float64(pic.Height)/float64(m.Height)
+				checked := 0
+				for _, e := range clickables(pic.Root) {
+					b := e.Bounds
+					// The picture pixel holding the element's centre, and
+					// the screen point at that pixel's centre.
+					px := int(float64(b[0]+b[2]) / 2 * fx)
+					py := int(float64(b[1]+b[3]) / 2 * fy)
+					sx, sy := int((float64(px)+0.5)/fx), int((float64(py)+0.5)/fy)
+					eff, err := clone(t, sc.p).Tap(sx, sy)
+					if err != nil || eff.Target != e.Ref {
+						t.Errorf("%s %s: picture pixel (%d, %d) maps to (%d, %d), which tapped %q, %v; want %q",
+							e.Ref, e.ResourceID, px, py, sx, sy, eff.Target, err, e.Ref)
+					}
+					// The element's inside (a picture pixel in from its
+					// edges) averages the same colour as on the screen.
+					in := image.Rect(int(math.Ceil(float64(b[0])*fx))+1, int(math.Ceil(float64(b[1])*fy))+1,
+						int(float64(b[2])*fx)-1, int(float64(b[3])*fy)-1)
+					if in.Dx() < 4 || in.Dy() < 4 {
+						continue
+					}
+					onScreen := image.Rect(int(math.Ceil(float64(in.Min.X)/fx)), int(math.Ceil(float64(in.Min.Y)/fy)),
+						int(float64(in.Max.X)/fx), int(float64(in.Max.Y)/fy))
+					got, want := meanRGB(img, in), meanRGB(fullImg, onScreen)
+					for c := range got {
+						if math.Abs(got[c]-want[c]) > 12 {
+							t.Errorf("%s %s: picture area %v averages rgb%.0f; the screen's %v averages rgb%.0f",
+								e.Ref, e.ResourceID, in, got, onScreen, want)
+							break
+						}
+					}
+					checked++
+				}
+				if checked == 0 {
+					t.Errorf("no element was large enough to compare")
+				}
+			})
+		}
+	}
+}
+
+// meanRGB is the average colour of r in img, 0–255 a channel.
+func meanRGB(img image.Image, r image.Rectangle) [3]float64 {
+	var sum [3]float64
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		for x := r.Min.X; x < r.Max.X; x++ {
+			cr, cg, cb, _ := img.At(x, y).RGBA()
+			sum[0] += float64(cr >> 8)
+			sum[1] += float64(cg >> 8)
+			sum[2] += float64(cb >> 8)
+		}
+	}
+	n := float64(r.Dx() * r.Dy())
+	return [3]float64{sum[0] / n, sum[1] / n, sum[2] / n}
 }

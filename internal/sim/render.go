@@ -63,6 +63,10 @@ func (cv *canvas) setClip(r image.Rectangle) { cv.clip = cv.rect(r).Intersect(cv
 // blend composites a premultiplied colour scaled by coverage cov (0..255)
 // over the pixel at offset i.
 func blend(pix []uint8, i int, c color.RGBA, cov uint32) {
+	if cov == 255 && c.A == 255 {
+		pix[i+0], pix[i+1], pix[i+2], pix[i+3] = c.R, c.G, c.B, c.A
+		return
+	}
 	a := uint32(c.A) * cov / 255
 	if a == 0 {
 		return
@@ -142,16 +146,18 @@ func (cv *canvas) roundRectCorners(r image.Rectangle, radius int, c color.RGBA, 
 	cv.fillPx(image.Rect(r.Min.X, r.Min.Y+radius, r.Max.X, r.Max.Y-radius), c)
 	cv.fillPx(image.Rect(r.Min.X+radius, r.Min.Y, r.Max.X-radius, r.Min.Y+radius), c)
 	cv.fillPx(image.Rect(r.Min.X+radius, r.Max.Y-radius, r.Max.X-radius, r.Max.Y), c)
-	rf := float64(radius)
+	mask := cornerMask(radius)
 	corners := []struct {
-		bit    uint8
-		area   image.Rectangle
-		cx, cy float64
+		bit  uint8
+		area image.Rectangle
+		// flipX and flipY say the corner is on the right or the bottom:
+		// its mask is the top-left one mirrored.
+		flipX, flipY bool
 	}{
-		{cornerTL, image.Rect(r.Min.X, r.Min.Y, r.Min.X+radius, r.Min.Y+radius), float64(r.Min.X) + rf, float64(r.Min.Y) + rf},
-		{cornerTR, image.Rect(r.Max.X-radius, r.Min.Y, r.Max.X, r.Min.Y+radius), float64(r.Max.X) - rf, float64(r.Min.Y) + rf},
-		{cornerBL, image.Rect(r.Min.X, r.Max.Y-radius, r.Min.X+radius, r.Max.Y), float64(r.Min.X) + rf, float64(r.Max.Y) - rf},
-		{cornerBR, image.Rect(r.Max.X-radius, r.Max.Y-radius, r.Max.X, r.Max.Y), float64(r.Max.X) - rf, float64(r.Max.Y) - rf},
+		{cornerTL, image.Rect(r.Min.X, r.Min.Y, r.Min.X+radius, r.Min.Y+radius), false, false},
+		{cornerTR, image.Rect(r.Max.X-radius, r.Min.Y, r.Max.X, r.Min.Y+radius), true, false},
+		{cornerBL, image.Rect(r.Min.X, r.Max.Y-radius, r.Min.X+radius, r.Max.Y), false, true},
+		{cornerBR, image.Rect(r.Max.X-radius, r.Max.Y-radius, r.Max.X, r.Max.Y), true, true},
 	}
 	for _, k := range corners {
 		if square&k.bit != 0 {
@@ -160,14 +166,49 @@ func (cv *canvas) roundRectCorners(r image.Rectangle, radius int, c color.RGBA, 
 		}
 		a := k.area.Intersect(cv.clip)
 		for y := a.Min.Y; y < a.Max.Y; y++ {
-			dy := float64(y) + 0.5 - k.cy
+			j := y - k.area.Min.Y
+			if k.flipY {
+				j = radius - 1 - j
+			}
+			row := mask[j*radius : (j+1)*radius]
 			off := cv.img.PixOffset(a.Min.X, y)
 			for x := a.Min.X; x < a.Max.X; x++ {
-				dx := float64(x) + 0.5 - k.cx
-				blend(cv.img.Pix, off+4*(x-a.Min.X), c, coverage(rf, math.Sqrt(dx*dx+dy*dy)))
+				i := x - k.area.Min.X
+				if k.flipX {
+					i = radius - 1 - i
+				}
+				blend(cv.img.Pix, off+4*(x-a.Min.X), c, uint32(row[i]))
 			}
 		}
 	}
+}
+
+// cornerMasks caches cornerMask by radius, for the radii a screen uses
+// (up to maxCachedCorner; larger ones are computed each time).
+var cornerMasks sync.Map // int → []uint8
+
+const maxCachedCorner = 96
+
+// cornerMask is the coverage (0–255) of each pixel of the top-left corner
+// square of a rounded rectangle of the given radius, row by row: the
+// pixels whose centres lie outside the arc fade out over one pixel.
+func cornerMask(radius int) []uint8 {
+	if m, ok := cornerMasks.Load(radius); ok {
+		return m.([]uint8)
+	}
+	rf := float64(radius)
+	m := make([]uint8, radius*radius)
+	for j := range radius {
+		dy := float64(j) + 0.5 - rf
+		for i := range radius {
+			dx := float64(i) + 0.5 - rf
+			m[j*radius+i] = uint8(coverage(rf, math.Sqrt(dx*dx+dy*dy)))
+		}
+	}
+	if radius <= maxCachedCorner {
+		cornerMasks.Store(radius, m)
+	}
+	return m
 }
 
 // ring paints the outline of a circle (inner radius > 0) or a disc (inner
@@ -527,6 +568,23 @@ func (p *Phone) frameOf(root *node, maxWidth int) *image.RGBA {
 // renderScaled paints the tree of a screen sw×sh into img, a picture of
 // it narrower than the screen (scaledSize), at img's scale.
 func renderScaled(img *image.RGBA, root *node, sw, sh int) {
-	clear(img.Pix) // the screen's edge may round a pixel short of the picture's
-	paint(newCanvas(img, float64(img.Rect.Dx())/float64(sw)), root, image.Rect(0, 0, sw, sh))
+	cv := newCanvas(img, float64(img.Rect.Dx())/float64(sw))
+	// The screen paints every pixel of its own rectangle, whose edge may
+	// round a pixel short of the picture's: clear what lies beyond it.
+	clearOutside(img, cv.rect(image.Rect(0, 0, sw, sh)))
+	paint(cv, root, image.Rect(0, 0, sw, sh))
+}
+
+// clearOutside clears the pixels of img outside r (which starts at img's
+// origin).
+func clearOutside(img *image.RGBA, r image.Rectangle) {
+	r = r.Intersect(img.Rect)
+	for y := img.Rect.Min.Y; y < img.Rect.Max.Y; y++ {
+		row := img.Pix[img.PixOffset(img.Rect.Min.X, y):][:4*img.Rect.Dx()]
+		if y >= r.Max.Y {
+			clear(row)
+		} else {
+			clear(row[4*(r.Max.X-img.Rect.Min.X):])
+		}
+	}
 }
