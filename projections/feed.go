@@ -37,6 +37,9 @@ type feedSchema struct {
 	// nil reads every type. Other events are scanned (the checkpoint passes
 	// them) but not transferred.
 	types []string
+	// spanOnly transfers no events, only where the batch starts and ends
+	// (spanSelect): the projection applies it inside the server (InServer).
+	spanOnly bool
 }
 
 const feedSelect = `
@@ -60,7 +63,8 @@ WITH cp AS (
 ), last AS (
     SELECT transaction_id, position FROM page ORDER BY transaction_id DESC, position DESC LIMIT 1
 )
-SELECT (SELECT transaction_id::text::bigint FROM last), (SELECT position FROM last), count(*),
+SELECT (SELECT tx::text::bigint FROM cp), (SELECT pos FROM cp),
+       (SELECT transaction_id::text::bigint FROM last), (SELECT position FROM last), count(*),
        array_agg(position) FILTER (WHERE wanted), array_agg(transaction_id::text::bigint) FILTER (WHERE wanted),
        array_agg(event_id) FILTER (WHERE wanted), array_agg(stream_id) FILTER (WHERE wanted),
        array_agg(stream_version) FILTER (WHERE wanted), array_agg(event_type) FILTER (WHERE wanted),
@@ -70,7 +74,34 @@ SELECT (SELECT transaction_id::text::bigint FROM last), (SELECT position FROM la
 FROM page
 HAVING count(*) > 0`
 
+// spanSelect is feedSelect for a projection applied inside the server: the
+// same checkpoint, cut and seek, but it reads only the feed index's columns
+// and returns where the batch starts and ends, not its events.
+const spanSelect = `
+WITH cp AS (
+    SELECT last_transaction_id AS tx, last_position AS pos
+    FROM projection_checkpoints
+    WHERE consumer_group = $1 AND set_config('synchronous_commit', 'off', true) IS NOT NULL
+    FOR UPDATE
+), page AS (
+    SELECT e.transaction_id, e.position
+    FROM events e
+    WHERE (e.transaction_id, e.position) > ((SELECT tx FROM cp), (SELECT pos FROM cp))
+      AND e.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+    ORDER BY e.transaction_id, e.position
+    LIMIT $2
+), last AS (
+    SELECT transaction_id, position FROM page ORDER BY transaction_id DESC, position DESC LIMIT 1
+)
+SELECT (SELECT tx::text::bigint FROM cp), (SELECT pos FROM cp),
+       (SELECT transaction_id::text::bigint FROM last), (SELECT position FROM last), count(*)
+FROM page
+HAVING count(*) > 0`
+
 func (a feedSchema) SelectQuery(p wsql.SelectQueryParams) (wsql.Query, error) {
+	if a.spanOnly {
+		return wsql.Query{Query: spanSelect, Args: []any{p.ConsumerGroup, a.batchSize}}, nil
+	}
 	var types any // NULL: every type
 	if a.types != nil {
 		types = a.types
@@ -78,16 +109,20 @@ func (a feedSchema) SelectQuery(p wsql.SelectQueryParams) (wsql.Query, error) {
 	return wsql.Query{Query: feedSelect, Args: []any{p.ConsumerGroup, a.batchSize, types}}, nil
 }
 
-// batchHeader is where a batch ends in the feed and how many events it
+// batchHeader is where a batch starts and ends in the feed (after the
+// checkpoint it read, through its last event) and how many events it
 // scanned, whether or not they were transferred.
 type batchHeader struct {
-	lastTx  uint64
-	lastPos int64
-	scanned int
+	afterTx  uint64
+	afterPos int64
+	lastTx   uint64
+	lastPos  int64
+	scanned  int
 }
 
 func (a feedSchema) UnmarshalMessage(p wsql.UnmarshalMessageParams) (wsql.Row, error) {
 	var (
+		afterTx, afterPos        int64
 		lastTx, lastPos, scanned int64
 		pos, txid, vers          []int64
 		ids                      [][16]byte
@@ -97,7 +132,11 @@ func (a feedSchema) UnmarshalMessage(p wsql.UnmarshalMessageParams) (wsql.Row, e
 		datas, metas             [][]byte
 		ats                      []time.Time
 	)
-	if err := p.Row.Scan(&lastTx, &lastPos, &scanned, &pos, &txid, &ids, &streams, &vers, &types, &schemas, &orgs, &datas, &metas, &ats); err != nil {
+	dest := []any{&afterTx, &afterPos, &lastTx, &lastPos, &scanned}
+	if !a.spanOnly {
+		dest = append(dest, &pos, &txid, &ids, &streams, &vers, &types, &schemas, &orgs, &datas, &metas, &ats)
+	}
+	if err := p.Row.Scan(dest...); err != nil {
 		return wsql.Row{}, err
 	}
 	evs := make([]eventstore.Event, len(pos))
@@ -115,7 +154,7 @@ func (a feedSchema) UnmarshalMessage(p wsql.UnmarshalMessageParams) (wsql.Row, e
 		}
 		return evs[i].Position < evs[j].Position
 	})
-	h := batchHeader{lastTx: uint64(lastTx), lastPos: lastPos, scanned: int(scanned)}
+	h := batchHeader{afterTx: uint64(afterTx), afterPos: afterPos, lastTx: uint64(lastTx), lastPos: lastPos, scanned: int(scanned)}
 	msg := message.NewMessage(fmt.Sprintf("batch-%d-%d", h.lastTx, h.lastPos), encodeBatch(h, evs))
 	return wsql.Row{
 		Offset:    h.lastPos,
@@ -176,11 +215,13 @@ func (checkpoints) BeforeSubscribingQueries(p wsql.BeforeSubscribingQueriesParam
 // The batch codec: length-prefixed fields, no reflection. Metadata stays raw
 // JSON and is decoded lazily by projections that need it.
 func encodeBatch(h batchHeader, evs []eventstore.Event) []byte {
-	size := 32
+	size := 48
 	for _, e := range evs {
 		size += 64 + len(e.StreamID) + len(e.Type) + len(e.OrgID) + len(e.Data) + len(e.Metadata)
 	}
 	b := make([]byte, 0, size)
+	b = binary.AppendUvarint(b, h.afterTx)
+	b = binary.AppendVarint(b, h.afterPos)
 	b = binary.AppendUvarint(b, h.lastTx)
 	b = binary.AppendVarint(b, h.lastPos)
 	b = binary.AppendUvarint(b, uint64(h.scanned))
@@ -252,6 +293,8 @@ func (r *reader) fail() {
 func decodeBatch(b []byte) (batchHeader, []eventstore.Event, error) {
 	r := &reader{b: b}
 	var h batchHeader
+	h.afterTx = r.uvarint()
+	h.afterPos = r.varint()
 	h.lastTx = r.uvarint()
 	h.lastPos = r.varint()
 	scanned := r.uvarint()
