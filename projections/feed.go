@@ -42,7 +42,10 @@ type feedSchema struct {
 	spanOnly bool
 }
 
-const feedSelect = `
+// feedCheckpoint locks the consumer group's checkpoint and opens the page;
+// feedSeek reads the page after it under the cut and returns the batch's
+// bounds and size. feedSelect and spanSelect put them together.
+const feedCheckpoint = `
 WITH cp AS (
     SELECT last_transaction_id AS tx, last_position AS pos
     FROM projection_checkpoints
@@ -51,9 +54,9 @@ WITH cp AS (
     WHERE consumer_group = $1 AND set_config('synchronous_commit', 'off', true) IS NOT NULL
     FOR UPDATE
 ), page AS (
-    SELECT e.position, e.transaction_id, e.event_id, e.stream_id, e.stream_version, e.event_type,
-           e.schema_version, e.org_id, e.data, e.metadata, e.occurred_at,
-           ($3::text[] IS NULL OR e.event_type LIKE ANY ($3::text[])) AS wanted
+`
+
+const feedSeek = `
     FROM events e
     -- scalar subqueries, so the seek is an index condition, not a join filter
     WHERE (e.transaction_id, e.position) > ((SELECT tx FROM cp), (SELECT pos FROM cp))
@@ -64,7 +67,12 @@ WITH cp AS (
     SELECT transaction_id, position FROM page ORDER BY transaction_id DESC, position DESC LIMIT 1
 )
 SELECT (SELECT tx::text::bigint FROM cp), (SELECT pos FROM cp),
-       (SELECT transaction_id::text::bigint FROM last), (SELECT position FROM last), count(*),
+       (SELECT transaction_id::text::bigint FROM last), (SELECT position FROM last), count(*)`
+
+const feedSelect = feedCheckpoint + `    SELECT e.position, e.transaction_id, e.event_id, e.stream_id, e.stream_version, e.event_type,
+           e.schema_version, e.org_id, e.data, e.metadata, e.occurred_at,
+           ($3::text[] IS NULL OR e.event_type LIKE ANY ($3::text[])) AS wanted
+` + feedSeek + `,
        array_agg(position) FILTER (WHERE wanted), array_agg(transaction_id::text::bigint) FILTER (WHERE wanted),
        array_agg(event_id) FILTER (WHERE wanted), array_agg(stream_id) FILTER (WHERE wanted),
        array_agg(stream_version) FILTER (WHERE wanted), array_agg(event_type) FILTER (WHERE wanted),
@@ -77,24 +85,8 @@ HAVING count(*) > 0`
 // spanSelect is feedSelect for a projection applied inside the server: the
 // same checkpoint, cut and seek, but it reads only the feed index's columns
 // and returns where the batch starts and ends, not its events.
-const spanSelect = `
-WITH cp AS (
-    SELECT last_transaction_id AS tx, last_position AS pos
-    FROM projection_checkpoints
-    WHERE consumer_group = $1 AND set_config('synchronous_commit', 'off', true) IS NOT NULL
-    FOR UPDATE
-), page AS (
-    SELECT e.transaction_id, e.position
-    FROM events e
-    WHERE (e.transaction_id, e.position) > ((SELECT tx FROM cp), (SELECT pos FROM cp))
-      AND e.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
-    ORDER BY e.transaction_id, e.position
-    LIMIT $2
-), last AS (
-    SELECT transaction_id, position FROM page ORDER BY transaction_id DESC, position DESC LIMIT 1
-)
-SELECT (SELECT tx::text::bigint FROM cp), (SELECT pos FROM cp),
-       (SELECT transaction_id::text::bigint FROM last), (SELECT position FROM last), count(*)
+const spanSelect = feedCheckpoint + `    SELECT e.transaction_id, e.position
+` + feedSeek + `
 FROM page
 HAVING count(*) > 0`
 
