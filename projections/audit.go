@@ -43,14 +43,28 @@ func (Audit) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
 	return err
 }
 
-var auditColumns = []string{"position", "transaction_id", "event_id", "stream_id", "stream_version",
-	"event_type", "schema_version", "org_id", "metadata", "occurred_at"}
+// QueueApply implements InServer: the rows are the events' own columns, so
+// the server copies them from the events table in one INSERT … SELECT, in
+// feed order. applied_seq numbers the rows as its identity sequence would,
+// but the batch takes its numbers from the sequence at once (one setval)
+// instead of one nextval per row, which cost a quarter of the statement.
+// A replayed event would violate the primary key: the checkpoint, committed
+// with these rows, makes that impossible, and the key makes any breach
+// loud. The schema version is the one recorded (no upcaster runs here).
+func (Audit) QueueApply(b *pgx.Batch, schema string, s Span) {
+	table := schema + ".audit_feed"
+	b.Queue(`INSERT INTO `+table+` (applied_seq, position, transaction_id, event_id, stream_id, stream_version,
+		    event_type, schema_version, org_id, metadata, occurred_at) OVERRIDING SYSTEM VALUE
+		SELECT (SELECT setval(seq, nextval(seq) + $5 - 1) - $5 FROM CAST(pg_get_serial_sequence($6, 'applied_seq') AS regclass) seq)
+		         + row_number() OVER (ORDER BY e.transaction_id, e.position),
+		       e.position, e.transaction_id::text::bigint, e.event_id, e.stream_id, e.stream_version,
+		       e.event_type, e.schema_version, e.org_id, e.metadata, e.occurred_at
+		FROM events e WHERE `+spanEvents+`
+		ORDER BY e.transaction_id, e.position`, append(s.args(), s.Events, table)...)
+}
 
-// Apply implements Projection with one COPY per batch (measured faster
-// overall than a multi-row INSERT of unnest(arrays), which moves the work to
-// the server). A replayed event would violate the primary key: the
-// checkpoint, committed with these rows, makes that impossible, and the key
-// makes any breach loud.
+// Apply implements Projection for callers that hold the events already;
+// the runner applies the audit feed with QueueApply.
 func (Audit) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eventstore.Event) error {
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{schema, "audit_feed"}, auditColumns,
 		pgx.CopyFromSlice(len(events), func(i int) ([]any, error) {
@@ -60,3 +74,6 @@ func (Audit) Apply(ctx context.Context, tx pgx.Tx, schema string, events []event
 		}))
 	return err
 }
+
+var auditColumns = []string{"position", "transaction_id", "event_id", "stream_id", "stream_version",
+	"event_type", "schema_version", "org_id", "metadata", "occurred_at"}

@@ -37,9 +37,15 @@ type feedSchema struct {
 	// nil reads every type. Other events are scanned (the checkpoint passes
 	// them) but not transferred.
 	types []string
+	// spanOnly transfers no events, only where the batch starts and ends
+	// (spanSelect): the projection applies it inside the server (InServer).
+	spanOnly bool
 }
 
-const feedSelect = `
+// feedCheckpoint locks the consumer group's checkpoint and opens the page;
+// feedSeek reads the page after it under the cut and returns the batch's
+// bounds and size. feedSelect and spanSelect put them together.
+const feedCheckpoint = `
 WITH cp AS (
     SELECT last_transaction_id AS tx, last_position AS pos
     FROM projection_checkpoints
@@ -48,9 +54,9 @@ WITH cp AS (
     WHERE consumer_group = $1 AND set_config('synchronous_commit', 'off', true) IS NOT NULL
     FOR UPDATE
 ), page AS (
-    SELECT e.position, e.transaction_id, e.event_id, e.stream_id, e.stream_version, e.event_type,
-           e.schema_version, e.org_id, e.data, e.metadata, e.occurred_at,
-           ($3::text[] IS NULL OR e.event_type LIKE ANY ($3::text[])) AS wanted
+`
+
+const feedSeek = `
     FROM events e
     -- scalar subqueries, so the seek is an index condition, not a join filter
     WHERE (e.transaction_id, e.position) > ((SELECT tx FROM cp), (SELECT pos FROM cp))
@@ -60,7 +66,13 @@ WITH cp AS (
 ), last AS (
     SELECT transaction_id, position FROM page ORDER BY transaction_id DESC, position DESC LIMIT 1
 )
-SELECT (SELECT transaction_id::text::bigint FROM last), (SELECT position FROM last), count(*),
+SELECT (SELECT tx::text::bigint FROM cp), (SELECT pos FROM cp),
+       (SELECT transaction_id::text::bigint FROM last), (SELECT position FROM last), count(*)`
+
+const feedSelect = feedCheckpoint + `    SELECT e.position, e.transaction_id, e.event_id, e.stream_id, e.stream_version, e.event_type,
+           e.schema_version, e.org_id, e.data, e.metadata, e.occurred_at,
+           ($3::text[] IS NULL OR e.event_type LIKE ANY ($3::text[])) AS wanted
+` + feedSeek + `,
        array_agg(position) FILTER (WHERE wanted), array_agg(transaction_id::text::bigint) FILTER (WHERE wanted),
        array_agg(event_id) FILTER (WHERE wanted), array_agg(stream_id) FILTER (WHERE wanted),
        array_agg(stream_version) FILTER (WHERE wanted), array_agg(event_type) FILTER (WHERE wanted),
@@ -70,7 +82,18 @@ SELECT (SELECT transaction_id::text::bigint FROM last), (SELECT position FROM la
 FROM page
 HAVING count(*) > 0`
 
+// spanSelect is feedSelect for a projection applied inside the server: the
+// same checkpoint, cut and seek, but it reads only the feed index's columns
+// and returns where the batch starts and ends, not its events.
+const spanSelect = feedCheckpoint + `    SELECT e.transaction_id, e.position
+` + feedSeek + `
+FROM page
+HAVING count(*) > 0`
+
 func (a feedSchema) SelectQuery(p wsql.SelectQueryParams) (wsql.Query, error) {
+	if a.spanOnly {
+		return wsql.Query{Query: spanSelect, Args: []any{p.ConsumerGroup, a.batchSize}}, nil
+	}
 	var types any // NULL: every type
 	if a.types != nil {
 		types = a.types
@@ -78,16 +101,20 @@ func (a feedSchema) SelectQuery(p wsql.SelectQueryParams) (wsql.Query, error) {
 	return wsql.Query{Query: feedSelect, Args: []any{p.ConsumerGroup, a.batchSize, types}}, nil
 }
 
-// batchHeader is where a batch ends in the feed and how many events it
+// batchHeader is where a batch starts and ends in the feed (after the
+// checkpoint it read, through its last event) and how many events it
 // scanned, whether or not they were transferred.
 type batchHeader struct {
-	lastTx  uint64
-	lastPos int64
-	scanned int
+	afterTx  uint64
+	afterPos int64
+	lastTx   uint64
+	lastPos  int64
+	scanned  int
 }
 
 func (a feedSchema) UnmarshalMessage(p wsql.UnmarshalMessageParams) (wsql.Row, error) {
 	var (
+		afterTx, afterPos        int64
 		lastTx, lastPos, scanned int64
 		pos, txid, vers          []int64
 		ids                      [][16]byte
@@ -97,7 +124,11 @@ func (a feedSchema) UnmarshalMessage(p wsql.UnmarshalMessageParams) (wsql.Row, e
 		datas, metas             [][]byte
 		ats                      []time.Time
 	)
-	if err := p.Row.Scan(&lastTx, &lastPos, &scanned, &pos, &txid, &ids, &streams, &vers, &types, &schemas, &orgs, &datas, &metas, &ats); err != nil {
+	dest := []any{&afterTx, &afterPos, &lastTx, &lastPos, &scanned}
+	if !a.spanOnly {
+		dest = append(dest, &pos, &txid, &ids, &streams, &vers, &types, &schemas, &orgs, &datas, &metas, &ats)
+	}
+	if err := p.Row.Scan(dest...); err != nil {
 		return wsql.Row{}, err
 	}
 	evs := make([]eventstore.Event, len(pos))
@@ -115,7 +146,7 @@ func (a feedSchema) UnmarshalMessage(p wsql.UnmarshalMessageParams) (wsql.Row, e
 		}
 		return evs[i].Position < evs[j].Position
 	})
-	h := batchHeader{lastTx: uint64(lastTx), lastPos: lastPos, scanned: int(scanned)}
+	h := batchHeader{afterTx: uint64(afterTx), afterPos: afterPos, lastTx: uint64(lastTx), lastPos: lastPos, scanned: int(scanned)}
 	msg := message.NewMessage(fmt.Sprintf("batch-%d-%d", h.lastTx, h.lastPos), encodeBatch(h, evs))
 	return wsql.Row{
 		Offset:    h.lastPos,
@@ -176,11 +207,13 @@ func (checkpoints) BeforeSubscribingQueries(p wsql.BeforeSubscribingQueriesParam
 // The batch codec: length-prefixed fields, no reflection. Metadata stays raw
 // JSON and is decoded lazily by projections that need it.
 func encodeBatch(h batchHeader, evs []eventstore.Event) []byte {
-	size := 32
+	size := 48
 	for _, e := range evs {
 		size += 64 + len(e.StreamID) + len(e.Type) + len(e.OrgID) + len(e.Data) + len(e.Metadata)
 	}
 	b := make([]byte, 0, size)
+	b = binary.AppendUvarint(b, h.afterTx)
+	b = binary.AppendVarint(b, h.afterPos)
 	b = binary.AppendUvarint(b, h.lastTx)
 	b = binary.AppendVarint(b, h.lastPos)
 	b = binary.AppendUvarint(b, uint64(h.scanned))
@@ -252,6 +285,8 @@ func (r *reader) fail() {
 func decodeBatch(b []byte) (batchHeader, []eventstore.Event, error) {
 	r := &reader{b: b}
 	var h batchHeader
+	h.afterTx = r.uvarint()
+	h.afterPos = r.varint()
 	h.lastTx = r.uvarint()
 	h.lastPos = r.varint()
 	scanned := r.uvarint()

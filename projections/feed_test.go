@@ -23,7 +23,7 @@ func sampleBatch() []eventstore.Event {
 
 func TestBatchCodecRoundTrip(t *testing.T) {
 	in := sampleBatch()
-	h := batchHeader{lastTx: 1 << 40, lastPos: 9, scanned: 7}
+	h := batchHeader{afterTx: 1 << 39, afterPos: 3, lastTx: 1 << 40, lastPos: 9, scanned: 7}
 	gotH, out, err := decodeBatch(encodeBatch(h, in))
 	if err != nil {
 		t.Fatal(err)

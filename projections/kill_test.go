@@ -17,15 +17,13 @@ import (
 )
 
 // slowAudit is the audit projection with a pause after each batch's rows are
-// written, so a kill lands inside the open transaction most of the time.
+// written, inside the batch's transaction, so a kill lands inside the open
+// transaction most of the time.
 type slowAudit struct{ projections.Audit }
 
-func (s slowAudit) Apply(ctx context.Context, tx pgx.Tx, schema string, evs []eventstore.Event) error {
-	if err := s.Audit.Apply(ctx, tx, schema, evs); err != nil {
-		return err
-	}
-	time.Sleep(20 * time.Millisecond)
-	return nil
+func (s slowAudit) QueueApply(b *pgx.Batch, schema string, sp projections.Span) {
+	s.Audit.QueueApply(b, schema, sp)
+	b.Queue(`SELECT pg_sleep(0.02)`)
 }
 
 // TestConsumerProcess is not a test on its own: the kill test runs the test

@@ -270,3 +270,58 @@ func TestWaitForReadsYourWrites(t *testing.T) {
 		}
 	}
 }
+
+// auditDiffers counts the rows of audit_feed that differ from the event
+// they record, column by column, or stand out of feed order.
+func auditDiffers(t *testing.T, pool *pgxpool.Pool) int64 {
+	t.Helper()
+	var n int64
+	err := pool.QueryRow(testutil.Context(t), `
+		WITH e AS (SELECT position, transaction_id::text::bigint AS transaction_id, event_id, stream_id, stream_version, event_type,
+		                  schema_version, org_id, metadata, occurred_at, row_number() OVER (ORDER BY transaction_id, position) n FROM events),
+		     a AS (SELECT position, transaction_id, event_id, stream_id, stream_version, event_type,
+		                  schema_version, org_id, metadata, occurred_at, row_number() OVER (ORDER BY applied_seq) n FROM audit_feed)
+		SELECT count(*) FROM e FULL JOIN a USING (n)
+		WHERE (e.position, e.transaction_id, e.event_id, e.stream_id, e.stream_version, e.event_type, e.schema_version, e.org_id, e.metadata, e.occurred_at)
+		      IS DISTINCT FROM
+		      (a.position, a.transaction_id, a.event_id, a.stream_id, a.stream_version, a.event_type, a.schema_version, a.org_id, a.metadata, a.occurred_at)`).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestAuditRowsEqualTheEventsAfterApplyAndRebuild(t *testing.T) {
+	pool := testutil.FreshPool(t)
+	s := eventstore.New(pool)
+	ctx := eventstore.WithMetadata(testutil.Context(t), eventstore.Metadata{ActorKind: "api_key", ActorID: "key_1", RequestID: "req_1"})
+	for i := 0; i < 300; i++ {
+		evs := make([]eventstore.NewEvent, 1+i%3)
+		for j := range evs {
+			evs[j] = eventstore.NewEvent{Type: fmt.Sprintf("test.kind_%d", (i+j)%4), SchemaVersion: 1 + j, OrgID: fmt.Sprintf("org_%d", i%5),
+				Data: json.RawMessage(`{"i":1}`), Metadata: eventstore.Metadata{CorrelationID: fmt.Sprintf("cor_%d", i)}}
+		}
+		if _, err := s.Append(ctx, fmt.Sprintf("eq-%d", i%40), eventstore.AnyVersion, evs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var events int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&events); err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(t, s, projections.WithBatchSize(70))
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { r.Run(rctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitApplied(t, pool, events)
+	if n := auditDiffers(t, pool); n != 0 {
+		t.Fatalf("after apply: %d audit rows differ from their events or stand out of feed order; want none", n)
+	}
+	if err := r.Rebuild(ctx, projections.AuditName, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := auditDiffers(t, pool); n != 0 {
+		t.Fatalf("after rebuild: %d audit rows differ from their events or stand out of feed order; want none", n)
+	}
+}

@@ -57,6 +57,40 @@ type Selective interface {
 	EventTypes() []string
 }
 
+// InServer is implemented by a projection whose rows are a pure function of
+// each event's stored columns, so the server can write them straight from
+// the events table (INSERT … SELECT) faster than Go can read the events and
+// send the rows back. The feed then transfers no events to it: each batch
+// is a Span of the feed, and QueueApply queues the statements that apply
+// the span's events; the runner sends them in one round trip with the
+// checkpoint, in the subscriber's transaction. Apply is not called.
+//
+// The statements see the events as stored: upcasters, which change an
+// event's data in Go, do not run.
+type InServer interface {
+	Projection
+	QueueApply(b *pgx.Batch, schema string, s Span)
+}
+
+// Span is the stretch of the feed one batch covers: the events after After
+// up to and including Through, in feed order. Every transaction that wrote
+// in it has ended (the feed's snapshot-xmin cut), so the set of events in a
+// span never changes and selecting them again returns the same rows.
+type Span struct {
+	After, Through eventstore.Cursor
+	// Events is how many events the span holds (of every type).
+	Events int
+}
+
+// spanEvents is the condition selecting a span's events from the events
+// table, with Span.args as $1–$4.
+const spanEvents = `(transaction_id, position) > ($1::text::xid8, $2) AND (transaction_id, position) <= ($3::text::xid8, $4)`
+
+func (s Span) args() []any {
+	return []any{strconv.FormatUint(s.After.TransactionID, 10), s.After.Position,
+		strconv.FormatUint(s.Through.TransactionID, 10), s.Through.Position}
+}
+
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,40}$`)
 
 // Group returns the consumer group of a projection version.
@@ -371,7 +405,7 @@ func (c *consumer) session(ctx context.Context) error {
 	wake := &wakeBackoff{ctx: sctx, signal: c.r.store.Signal(), typed: c.typed, poll: c.r.poll, idle: c.idle.Wake, drained: &c.drained}
 	sub, err := wsql.NewSubscriber(detached{wsql.BeginnerFromPgx(c.r.pool)}, wsql.SubscriberConfig{
 		ConsumerGroup:  c.group,
-		SchemaAdapter:  feedSchema{batchSize: c.r.batchSize, types: eventTypesOf(c.p)},
+		SchemaAdapter:  c.feed(),
 		OffsetsAdapter: checkpoints{},
 		BackoffManager: wake,
 		AckDeadline:    &noDeadline,
@@ -408,50 +442,85 @@ func (c *consumer) session(ctx context.Context) error {
 	}
 }
 
-// handle applies one batch and advances the checkpoint inside a savepoint
-// of the subscriber's transaction. Writing the checkpoint here, not only in
-// Watermill's ack query, keeps rows and checkpoint together whatever the
-// subscriber then decides: it commits both or neither.
+// feed returns the feed adapter for the consumer's projection.
+func (c *consumer) feed() feedSchema {
+	_, inServer := c.p.(InServer)
+	return feedSchema{batchSize: c.r.batchSize, types: eventTypesOf(c.p), spanOnly: inServer}
+}
+
+// checkpointSQL advances a consumer group's checkpoint past a batch.
+const checkpointSQL = `UPDATE projection_checkpoints
+	SET last_transaction_id = $1::text::xid8, last_position = $2, events_applied = events_applied + $3,
+	    updated_at = now(), last_error = NULL, last_error_at = NULL
+	WHERE consumer_group = $4`
+
+// handle applies one batch and advances the checkpoint in the subscriber's
+// transaction. Rows and checkpoint must be committed together or not at all
+// whatever the subscriber then decides (it commits when its context ends,
+// even after a failed batch), so a projection's Apply runs inside a
+// savepoint that also holds the checkpoint, and a failure rolls back to it.
+// The savepoint and the checkpoint go in one round trip before the rows; an
+// in-server projection's statements and the checkpoint go in one round trip
+// with no savepoint, as any error in them fails the whole transaction.
 func (c *consumer) handle(msg *message.Message) error {
 	ctx := context.WithoutCancel(msg.Context()) // a started batch finishes (see detached)
 	h, evs, err := decodeBatch(msg.Payload)
 	if err != nil {
 		return err
 	}
+	tx, err := pgxTxOf(msg)
+	if err != nil {
+		return err
+	}
+	c.drained.Store(h.scanned < c.r.batchSize)
+	checkpoint := []any{strconv.FormatUint(h.lastTx, 10), h.lastPos, h.scanned, c.group}
+	if p, ok := c.p.(InServer); ok {
+		b := &pgx.Batch{}
+		p.QueueApply(b, c.schema, Span{After: eventstore.Cursor{TransactionID: h.afterTx, Position: h.afterPos},
+			Through: eventstore.Cursor{TransactionID: h.lastTx, Position: h.lastPos}, Events: h.scanned})
+		b.Queue(checkpointSQL, checkpoint...)
+		return tx.SendBatch(ctx, b).Close()
+	}
 	for i := range evs {
 		if err := c.r.store.Upcast(&evs[i]); err != nil {
 			return err
 		}
 	}
+	b := &pgx.Batch{}
+	b.Queue(`SAVEPOINT apply_batch`)
+	b.Queue(checkpointSQL, checkpoint...)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	if len(evs) > 0 {
+		if err := c.p.Apply(ctx, tx, c.schema, evs); err != nil {
+			if _, rerr := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT apply_batch`); rerr != nil {
+				return errors.Join(err, rerr)
+			}
+			return err
+		}
+	}
+	// The savepoint need not be released: COMMIT keeps what it holds.
+	return nil
+}
+
+// pgxTxOf returns the subscriber's transaction carried by msg.
+func pgxTxOf(msg *message.Message) (pgx.Tx, error) {
 	wtx, ok := wsql.TxFromContext(msg.Context())
 	if !ok {
-		return errors.New("projections: message carries no transaction")
+		return nil, errors.New("projections: message carries no transaction")
 	}
 	if d, ok := wtx.(detachedTx); ok {
 		wtx = d.Tx
 	}
-	var tx pgx.Tx
 	switch t := wtx.(type) {
 	case *wsql.PgxTx:
-		tx = t.Tx
+		return t.Tx, nil
 	case wsql.PgxTx:
-		tx = t.Tx
+		return t.Tx, nil
 	default:
-		return fmt.Errorf("projections: unexpected transaction type %T", wtx)
+		return nil, fmt.Errorf("projections: unexpected transaction type %T", wtx)
 	}
-	c.drained.Store(h.scanned < c.r.batchSize)
-	return pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
-		if len(evs) > 0 {
-			if err := c.p.Apply(ctx, sp, c.schema, evs); err != nil {
-				return err
-			}
-		}
-		_, err := sp.Exec(ctx, `UPDATE projection_checkpoints
-			SET last_transaction_id = $1::text::xid8, last_position = $2, events_applied = events_applied + $3,
-			    updated_at = now(), last_error = NULL, last_error_at = NULL
-			WHERE consumer_group = $4`, strconv.FormatUint(h.lastTx, 10), h.lastPos, h.scanned, c.group)
-		return err
-	})
 }
 
 // eventTypesOf returns p's event type patterns, or nil for every type.

@@ -98,21 +98,47 @@ func (b *bench) catchUp(ctx context.Context, n int) error {
 }
 
 // projection measures the audit projection consuming the whole backlog
-// (first build), then a rebuild of it, beside the server copying the same
-// rows with INSERT … SELECT.
+// (first build), then a rebuild of it, beside the server writing the same
+// rows itself: CREATE TABLE … AS SELECT (which PostgreSQL runs with
+// parallel workers and a bulk-insert buffer) and a plain INSERT … SELECT
+// into a table of the same columns without keys (one backend, as a
+// projection's batch runs). The goal is ≥ 0.5× the baseline.
 func (b *bench) projection(ctx context.Context, n int) error {
-	header(fmt.Sprintf("Projection apply and rebuild of %d events (audit_feed; baseline INSERT…SELECT of the same rows)", n))
+	header(fmt.Sprintf("Projection apply and rebuild of %d events (audit_feed; baselines CREATE TABLE AS and INSERT…SELECT of the same rows)", n))
 	db, err := b.loadedDB(ctx, n)
 	if err != nil {
 		return err
 	}
-	start := time.Now()
-	tag, err := db.pool.Exec(ctx, `CREATE TABLE bench_copy AS SELECT position, transaction_id::text::bigint AS transaction_id, event_id, stream_id, stream_version, event_type, schema_version, org_id, metadata, occurred_at FROM events ORDER BY transaction_id, position`)
+	const rows = `SELECT position, transaction_id::text::bigint AS transaction_id, event_id, stream_id, stream_version, event_type, schema_version, org_id, metadata, occurred_at FROM events ORDER BY transaction_id, position`
+	timed := func(sql string) (float64, string, error) {
+		start := time.Now()
+		tag, err := db.pool.Exec(ctx, sql)
+		d := time.Since(start)
+		if err != nil {
+			return 0, "", err
+		}
+		return float64(tag.RowsAffected()) / d.Seconds(), fmt.Sprintf("%s (%d rows in %s)", rate(tag.RowsAffected(), d), tag.RowsAffected(), d.Round(time.Millisecond)), nil
+	}
+	ctasRate, ctas, err := timed(`CREATE TABLE bench_copy AS ` + rows)
 	if err != nil {
 		return err
 	}
-	baseTime := time.Since(start)
-	baseline := fmt.Sprintf("%s (%d rows in %s)", rate(tag.RowsAffected(), baseTime), tag.RowsAffected(), baseTime.Round(time.Millisecond))
+	if _, err := db.pool.Exec(ctx, `CREATE TABLE bench_insert (LIKE bench_copy)`); err != nil {
+		return err
+	}
+	insRate, ins, err := timed(`INSERT INTO bench_insert ` + rows)
+	if err != nil {
+		return err
+	}
+	// Left in place, the copies would be vacuumed and analysed by
+	// autovacuum while the projection is measured.
+	if _, err := db.pool.Exec(ctx, `DROP TABLE bench_copy, bench_insert`); err != nil {
+		return err
+	}
+	line("baselines: CREATE TABLE AS %s   INSERT…SELECT %s", ctas, ins)
+	judge := func(r float64) string {
+		return fmt.Sprintf("%.2f× CREATE TABLE AS, %.2f× INSERT…SELECT   target ≥0.5× INSERT…SELECT: %s", r/ctasRate, r/insRate, verdict(r >= insRate/2))
+	}
 
 	store := eventstore.New(db.pool)
 	runner, err := projections.NewRunner(store, quiet, []projections.Projection{projections.Audit{}})
@@ -121,7 +147,7 @@ func (b *bench) projection(ctx context.Context, n int) error {
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	start = time.Now()
+	start := time.Now()
 	go func() { runner.Run(rctx); close(done) }()
 	total := int64(n)
 	for {
@@ -137,8 +163,8 @@ func (b *bench) projection(ctx context.Context, n int) error {
 	}
 	applyTime := time.Since(start)
 	r := float64(total) / applyTime.Seconds()
-	line("apply (live consumer from 0): %d events in %s = %s   baseline %s   target ≥150k/s: %s",
-		total, applyTime.Round(time.Millisecond), rate(total, applyTime), baseline, verdict(r >= 150_000))
+	line("apply (live consumer from 0): %d events in %s = %s   %s",
+		total, applyTime.Round(time.Millisecond), rate(total, applyTime), judge(r))
 
 	start = time.Now()
 	if err := runner.Rebuild(ctx, projections.AuditName, nil); err != nil {
@@ -149,8 +175,8 @@ func (b *bench) projection(ctx context.Context, n int) error {
 	cancel()
 	<-done
 	r = float64(total) / rebuildTime.Seconds()
-	line("rebuild (beside the live one, then takeover): %d events in %s = %s   target ≥150k/s (1M < 7 s): %s",
-		total, rebuildTime.Round(time.Millisecond), rate(total, rebuildTime), verdict(r >= 150_000))
+	line("rebuild (beside the live one, then takeover): %d events in %s = %s   %s",
+		total, rebuildTime.Round(time.Millisecond), rate(total, rebuildTime), judge(r))
 	return nil
 }
 

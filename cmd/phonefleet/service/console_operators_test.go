@@ -14,7 +14,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
 
-	"phonefleet/eventstore"
 	"phonefleet/projections"
 	"phonefleet/testutil"
 )
@@ -32,7 +31,7 @@ type heldAudit struct {
 	once    sync.Once
 }
 
-func (p *heldAudit) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eventstore.Event) error {
+func (p *heldAudit) QueueApply(b *pgx.Batch, schema string, s projections.Span) {
 	p.mu.Lock()
 	p.applied++
 	first := p.applied == 1
@@ -47,7 +46,7 @@ func (p *heldAudit) Apply(ctx context.Context, tx pgx.Tx, schema string, events 
 		}
 		<-p.release
 	}
-	return p.Audit.Apply(ctx, tx, schema, events)
+	p.Audit.QueueApply(b, schema, s)
 }
 
 func (p *heldAudit) open() { p.once.Do(func() { close(p.release) }) }
