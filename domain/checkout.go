@@ -27,9 +27,11 @@ const (
 	// CheckoutKeyWindow is how long an Idempotency-Key replays its first
 	// attempt's answer; after it the key is free again.
 	CheckoutKeyWindow = 24 * time.Hour
-	// CheckoutAbandonedAfter is how long an attempt may stay running (its
-	// payment page asked for, no answer recorded) before a repeat treats
-	// its process as dead and takes it over. The provider is asked again
+	// CheckoutAbandonedAfter is how long an attempt recorded without a
+	// claim (before attempts took one, attempt_claims.go) may stay running
+	// (its payment page asked for, no answer recorded) before a repeat
+	// treats its process as dead and takes it over; an attempt with a
+	// claim is taken over as soon as its claim is free. The provider is asked again
 	// with the attempt's own provider idempotency key, so a page it did
 	// make is found, never made twice.
 	CheckoutAbandonedAfter = 2 * time.Minute
@@ -580,8 +582,10 @@ const (
 // Final frees the key; a final one is replayed like a page). A repeat of
 // another request is idempotency_conflict,
 // not retryable; a repeat while the attempt runs is idempotency_conflict,
-// retryable (repeating shortly gets the answer).
-func (a *Account) UseKey(key, request string, now time.Time) (*Order, KeyUse, error) {
+// retryable (repeating shortly gets the answer); an attempt its process
+// abandoned (AttemptAbandoned, with held read for the running attempts'
+// claims) is taken over.
+func (a *Account) UseKey(key, request string, now time.Time, held ClaimsHeld) (*Order, KeyUse, error) {
 	if key == "" {
 		return nil, KeyUnused, nil
 	}
@@ -594,9 +598,8 @@ func (a *Account) UseKey(key, request string, now time.Time) (*Order, KeyUse, er
 		case o.RequestDigest != request:
 			return nil, KeyUnused, Errorf(CodeIdempotencyConflict,
 				"this Idempotency-Key was used for a different purchase in the last 24 hours; use a new key for a new purchase").WithRetryable(false)
-		case o.State == OrderRunning && now.Sub(o.At) < CheckoutAbandonedAfter:
-			return nil, KeyUnused, Errorf(CodeIdempotencyConflict,
-				"the first attempt with this Idempotency-Key is still running; repeat the same request shortly to get its answer").WithRetryable(true)
+		case o.State == OrderRunning && !AttemptAbandoned(o.At, o.Claim, held, now):
+			return nil, KeyUnused, ErrAttemptRunning()
 		case o.State == OrderRunning:
 			return o, KeyRetake, nil
 		default:
@@ -604,6 +607,18 @@ func (a *Account) UseKey(key, request string, now time.Time) (*Order, KeyUse, er
 		}
 	}
 	return nil, KeyUnused, nil
+}
+
+// RunningClaims lists the claims of the attempts still running (those
+// recorded with one), to read which are held before deciding.
+func (a *Account) RunningClaims() []string {
+	var claims []string
+	for _, o := range a.Orders {
+		if o.State == OrderRunning && o.Claim != "" {
+			claims = append(claims, o.Claim)
+		}
+	}
+	return claims
 }
 
 // LiveSubscriptionPhones lists the fulfilments whose state decides whether
@@ -649,12 +664,12 @@ func ErrAlreadyProvisioned() *Error {
 // page is not interrupted (409 checkout_in_progress, retryable); otherwise
 // the attempt starts. Open pages of earlier attempts are closed by the
 // caller once it holds the new attempt (PayableAttempts).
-func (a *Account) StartCheckout(s CheckoutStarted, now time.Time) ([]Event, error) {
+func (a *Account) StartCheckout(s CheckoutStarted, now time.Time, held ClaimsHeld) ([]Event, error) {
 	for _, o := range a.Orders {
 		switch {
 		case o.State == OrderPendingState:
 			return nil, Errorf(CodePaymentInProgress, "the previous checkout was paid and the payment is being confirmed").WithRetryable(true)
-		case o.State == OrderRunning && now.Sub(o.At) < CheckoutAbandonedAfter:
+		case o.State == OrderRunning && !AttemptAbandoned(o.At, o.Claim, held, now):
 			return nil, Errorf(CodeCheckoutInProgress, "another checkout of this organisation is being opened; repeat shortly").WithRetryable(true)
 		}
 	}
@@ -665,13 +680,13 @@ func (a *Account) StartCheckout(s CheckoutStarted, now time.Time) ([]Event, erro
 // still be paid and must be closed before orderID's opens: open pages, and
 // attempts abandoned while running (their page may exist at the
 // provider).
-func (a *Account) PayableAttempts(orderID string, now time.Time) []Order {
+func (a *Account) PayableAttempts(orderID string, now time.Time, held ClaimsHeld) []Order {
 	var out []Order
 	for _, o := range a.Orders {
 		if o.OrderID == orderID {
 			continue
 		}
-		if o.State == OrderOpen || o.State == OrderRunning && now.Sub(o.At) >= CheckoutAbandonedAfter {
+		if o.State == OrderOpen || o.State == OrderRunning && AttemptAbandoned(o.At, o.Claim, held, now) {
 			out = append(out, o)
 		}
 	}

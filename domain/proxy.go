@@ -298,8 +298,9 @@ const (
 // repeat within 24 hours answers the first order (replay); a different
 // request under the key is idempotency_conflict (not retryable); a first
 // attempt still running is idempotency_conflict (retryable), taken over
-// once abandoned (CheckoutAbandonedAfter). A failed order frees its key.
-func (a *ProxyAccount) UseOrderKey(key, digest string, now time.Time) (*ProxyOrder, ProxyKeyUse, error) {
+// once its process abandoned it (AttemptAbandoned, with held read for the
+// running orders' claims). A failed order frees its key.
+func (a *ProxyAccount) UseOrderKey(key, digest string, now time.Time, held ClaimsHeld) (*ProxyOrder, ProxyKeyUse, error) {
 	if key == "" {
 		return nil, ProxyKeyUnused, nil
 	}
@@ -312,9 +313,8 @@ func (a *ProxyAccount) UseOrderKey(key, digest string, now time.Time) (*ProxyOrd
 		case o.RequestDigest != digest:
 			return nil, ProxyKeyUnused, Errorf(CodeIdempotencyConflict,
 				"this Idempotency-Key was used for a different proxy order in the last 24 hours; use a new key for a new order").WithRetryable(false)
-		case o.State == ProxyOrderRunning && now.Sub(o.At) < CheckoutAbandonedAfter:
-			return nil, ProxyKeyUnused, Errorf(CodeIdempotencyConflict,
-				"the first attempt with this Idempotency-Key is still running; repeat the same request shortly to get its answer").WithRetryable(true)
+		case o.State == ProxyOrderRunning && !AttemptAbandoned(o.At, o.Claim, held, now):
+			return nil, ProxyKeyUnused, ErrAttemptRunning()
 		case o.State == ProxyOrderRunning:
 			return o, ProxyKeyRetake, nil
 		default:
@@ -322,6 +322,18 @@ func (a *ProxyAccount) UseOrderKey(key, digest string, now time.Time) (*ProxyOrd
 		}
 	}
 	return nil, ProxyKeyUnused, nil
+}
+
+// RunningClaims lists the claims of the orders still running (those
+// recorded with one), to read which are held before deciding.
+func (a *ProxyAccount) RunningClaims() []string {
+	var claims []string
+	for _, o := range a.Orders {
+		if o.State == ProxyOrderRunning && o.Claim != "" {
+			claims = append(claims, o.Claim)
+		}
+	}
+	return claims
 }
 
 // UseOperationKey applies the same rules to a new operation: a repeat
