@@ -1,6 +1,7 @@
 package proxies_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +24,9 @@ func TestOrderOfADeadProcessIsTakenOverAtOnce(t *testing.T) {
 	pool := testutil.FreshPool(t)
 	store := eventstore.New(pool, eventstore.WithUpcaster(domain.Events))
 	g := newGate(t)
+	// Opened however the test ends, so the gated request never outlives it.
+	openGate := sync.OnceFunc(func() { close(g.open) })
+	t.Cleanup(openGate)
 	fp, err := forwardproxy.Listen("127.0.0.1:0", forwardproxy.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -67,13 +71,13 @@ func TestOrderOfADeadProcessIsTakenOverAtOnce(t *testing.T) {
 	select {
 	case <-g.arrived: // the repeat asks the provider: taken over
 	case err := <-taken:
-		close(g.open)
+		openGate()
 		t.Fatalf("the repeat answered %v before asking the provider; want the order taken over at once", err)
 	case <-time.After(30 * time.Second):
-		close(g.open)
+		openGate()
 		t.Fatal("the repeat did not take the order over")
 	}
-	close(g.open)
+	openGate()
 	<-first
 	if err := <-taken; err != nil || o.Order.State != domain.ProxyOrderAwaitingPayment || o.Order.CheckoutURL == "" {
 		t.Fatalf("taken over: %+v, %v; want the order's page", o, err)
