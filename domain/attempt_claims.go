@@ -51,3 +51,15 @@ func ErrAttemptRunning() *Error {
 	return Errorf(CodeIdempotencyConflict,
 		"the first attempt with this Idempotency-Key is still running; repeat the same request shortly to get its answer").WithRetryable(true)
 }
+
+// runningClaims lists the claims of the attempts running tells are still
+// running (those recorded with one).
+func runningClaims[T any](attempts []T, running func(T) (claim string, ok bool)) []string {
+	var claims []string
+	for _, a := range attempts {
+		if claim, ok := running(a); ok && claim != "" {
+			claims = append(claims, claim)
+		}
+	}
+	return claims
+}

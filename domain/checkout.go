@@ -612,13 +612,7 @@ func (a *Account) UseKey(key, request string, now time.Time, held ClaimsHeld) (*
 // RunningClaims lists the claims of the attempts still running (those
 // recorded with one), to read which are held before deciding.
 func (a *Account) RunningClaims() []string {
-	var claims []string
-	for _, o := range a.Orders {
-		if o.State == OrderRunning && o.Claim != "" {
-			claims = append(claims, o.Claim)
-		}
-	}
-	return claims
+	return runningClaims(a.Orders, func(o Order) (string, bool) { return o.Claim, o.State == OrderRunning })
 }
 
 // LiveSubscriptionPhones lists the fulfilments whose state decides whether

@@ -327,13 +327,7 @@ func (a *ProxyAccount) UseOrderKey(key, digest string, now time.Time, held Claim
 // RunningClaims lists the claims of the orders still running (those
 // recorded with one), to read which are held before deciding.
 func (a *ProxyAccount) RunningClaims() []string {
-	var claims []string
-	for _, o := range a.Orders {
-		if o.State == ProxyOrderRunning && o.Claim != "" {
-			claims = append(claims, o.Claim)
-		}
-	}
-	return claims
+	return runningClaims(a.Orders, func(o ProxyOrder) (string, bool) { return o.Claim, o.State == ProxyOrderRunning })
 }
 
 // UseOperationKey applies the same rules to a new operation: a repeat
