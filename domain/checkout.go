@@ -27,9 +27,11 @@ const (
 	// CheckoutKeyWindow is how long an Idempotency-Key replays its first
 	// attempt's answer; after it the key is free again.
 	CheckoutKeyWindow = 24 * time.Hour
-	// CheckoutAbandonedAfter is how long an attempt may stay running (its
-	// payment page asked for, no answer recorded) before a repeat treats
-	// its process as dead and takes it over. The provider is asked again
+	// CheckoutAbandonedAfter is how long an attempt recorded without a
+	// claim (before attempts took one, attempt_claims.go) may stay running
+	// (its payment page asked for, no answer recorded) before a repeat
+	// treats its process as dead and takes it over; an attempt with a
+	// claim is taken over as soon as its claim is free. The provider is asked again
 	// with the attempt's own provider idempotency key, so a page it did
 	// make is found, never made twice.
 	CheckoutAbandonedAfter = 2 * time.Minute
@@ -579,8 +581,16 @@ const (
 // started within CheckoutKeyWindow, unless it failed in a way a retry may
 // cure (a failure that is not Final frees the key; a final one is
 // replayed like a page).
-func (a *Account) UseKey(key, request string, now time.Time) (*Order, KeyUse, error) {
-	i, use, err := HeldKey(len(a.Orders), func(i int) KeyAttempt { return a.Orders[i].KeyAttempt() }, key, request, "purchase", now)
+//
+// An attempt running is taken over as soon as its process is known gone
+// (AttemptAbandoned, with held read for the running attempts' claims).
+func (a *Account) UseKey(key, request string, now time.Time, held ClaimsHeld) (*Order, KeyUse, error) {
+	i, use, err := HeldKey(len(a.Orders), func(i int) KeyAttempt {
+		o := &a.Orders[i]
+		k := o.KeyAttempt()
+		k.Abandoned = k.Running && AttemptAbandoned(o.At, o.Claim, held, now)
+		return k
+	}, key, request, "purchase", now)
 	if i < 0 {
 		return nil, use, err
 	}
@@ -591,6 +601,12 @@ func (a *Account) UseKey(key, request string, now time.Time) (*Order, KeyUse, er
 func (o *Order) KeyAttempt() KeyAttempt {
 	return KeyAttempt{Key: o.IdempotencyKey, Request: o.RequestDigest, At: o.At, Running: o.State == OrderRunning,
 		Freed: o.State == OrderFailed && !o.FailedFinal}
+}
+
+// RunningClaims lists the claims of the attempts still running (those
+// recorded with one), to read which are held before deciding.
+func (a *Account) RunningClaims() []string {
+	return runningClaims(a.Orders, func(o Order) (string, bool) { return o.Claim, o.State == OrderRunning })
 }
 
 // LiveSubscriptionPhones lists the fulfilments whose state decides whether
@@ -636,12 +652,12 @@ func ErrAlreadyProvisioned() *Error {
 // page is not interrupted (409 checkout_in_progress, retryable); otherwise
 // the attempt starts. Open pages of earlier attempts are closed by the
 // caller once it holds the new attempt (PayableAttempts).
-func (a *Account) StartCheckout(s CheckoutStarted, now time.Time) ([]Event, error) {
+func (a *Account) StartCheckout(s CheckoutStarted, now time.Time, held ClaimsHeld) ([]Event, error) {
 	for _, o := range a.Orders {
 		switch {
 		case o.State == OrderPendingState:
 			return nil, Errorf(CodePaymentInProgress, "the previous checkout was paid and the payment is being confirmed").WithRetryable(true)
-		case o.State == OrderRunning && now.Sub(o.At) < CheckoutAbandonedAfter:
+		case o.State == OrderRunning && !AttemptAbandoned(o.At, o.Claim, held, now):
 			return nil, Errorf(CodeCheckoutInProgress, "another checkout of this organisation is being opened; repeat shortly").WithRetryable(true)
 		}
 	}
@@ -652,13 +668,13 @@ func (a *Account) StartCheckout(s CheckoutStarted, now time.Time) ([]Event, erro
 // still be paid and must be closed before orderID's opens: open pages, and
 // attempts abandoned while running (their page may exist at the
 // provider).
-func (a *Account) PayableAttempts(orderID string, now time.Time) []Order {
+func (a *Account) PayableAttempts(orderID string, now time.Time, held ClaimsHeld) []Order {
 	var out []Order
 	for _, o := range a.Orders {
 		if o.OrderID == orderID {
 			continue
 		}
-		if o.State == OrderOpen || o.State == OrderRunning && now.Sub(o.At) >= CheckoutAbandonedAfter {
+		if o.State == OrderOpen || o.State == OrderRunning && AttemptAbandoned(o.At, o.Claim, held, now) {
 			out = append(out, o)
 		}
 	}

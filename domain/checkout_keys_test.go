@@ -27,7 +27,7 @@ func TestFailedAttemptKeyUse(t *testing.T) {
 			for i, e := range evs {
 				a.Apply(e, int64(2+i))
 			}
-			o, use, err := a.UseKey("k", "d", t0.Add(time.Hour))
+			o, use, err := a.UseKey("k", "d", t0.Add(time.Hour), nil)
 			if err != nil || use != tt.want {
 				t.Fatalf("got %v, %v; want %v", use, err, tt.want)
 			}
@@ -35,10 +35,10 @@ func TestFailedAttemptKeyUse(t *testing.T) {
 				if o.FailedCode != CodeCheckoutUnavailable || o.FailedMessage != "the provider refused" {
 					t.Errorf("got %+v; want the refusal recorded", o)
 				}
-				if _, _, err := a.UseKey("k", "other", t0.Add(time.Hour)); AsError(err).Code != CodeIdempotencyConflict {
+				if _, _, err := a.UseKey("k", "other", t0.Add(time.Hour), nil); AsError(err).Code != CodeIdempotencyConflict {
 					t.Errorf("another request: got %v; want idempotency_conflict", err)
 				}
-				if _, use, _ := a.UseKey("k", "d", t0.Add(CheckoutKeyWindow)); use != KeyUnused {
+				if _, use, _ := a.UseKey("k", "d", t0.Add(CheckoutKeyWindow), nil); use != KeyUnused {
 					t.Errorf("after 24 h: got %v; want the key free", use)
 				}
 			}

@@ -312,16 +312,16 @@ func TestAccountKeysAndAttempts(t *testing.T) {
 	a.Apply(CheckoutStarted{OrgID: "org_a", OrderID: "ord_1", IdempotencyKey: key, RequestDigest: req, At: t0,
 		Choice: PurchaseChoice{Sku: SkuEmulator, Billing: BillingDay, Quantity: 1}}, 1)
 
-	if _, _, err := a.UseKey(key, req, t0.Add(time.Second)); codeOf(err) != CodeIdempotencyConflict || err.(*Error).Retryable == nil || !*err.(*Error).Retryable {
+	if _, _, err := a.UseKey(key, req, t0.Add(time.Second), nil); codeOf(err) != CodeIdempotencyConflict || err.(*Error).Retryable == nil || !*err.(*Error).Retryable {
 		t.Errorf("running: got %v; want idempotency_conflict, retryable", err)
 	}
-	if _, _, err := a.UseKey(key, "other", t0.Add(time.Second)); codeOf(err) != CodeIdempotencyConflict || *err.(*Error).Retryable {
+	if _, _, err := a.UseKey(key, "other", t0.Add(time.Second), nil); codeOf(err) != CodeIdempotencyConflict || *err.(*Error).Retryable {
 		t.Errorf("another request: got %v; want idempotency_conflict, not retryable", err)
 	}
-	if o, use, err := a.UseKey(key, req, t0.Add(CheckoutAbandonedAfter)); err != nil || use != KeyRetake || o.OrderID != "ord_1" {
+	if o, use, err := a.UseKey(key, req, t0.Add(CheckoutAbandonedAfter), nil); err != nil || use != KeyRetake || o.OrderID != "ord_1" {
 		t.Errorf("abandoned: got %v %v %v; want a retake of ord_1", o, use, err)
 	}
-	if _, err := a.StartCheckout(CheckoutStarted{OrderID: "ord_2"}, t0.Add(time.Second)); codeOf(err) != CodeCheckoutInProgress {
+	if _, err := a.StartCheckout(CheckoutStarted{OrderID: "ord_2"}, t0.Add(time.Second), nil); codeOf(err) != CodeCheckoutInProgress {
 		t.Errorf("another attempt while one runs: got %v; want checkout_in_progress", err)
 	}
 
@@ -336,14 +336,14 @@ func TestAccountKeysAndAttempts(t *testing.T) {
 		t.Errorf("customer: got %q", a.CustomerID)
 	}
 	for _, d := range []time.Duration{time.Minute, 23*time.Hour + 59*time.Minute} {
-		if o, use, err := a.UseKey(key, req, t0.Add(d)); err != nil || use != KeyReplay || o.CheckoutURL != "https://pay/1" {
+		if o, use, err := a.UseKey(key, req, t0.Add(d), nil); err != nil || use != KeyReplay || o.CheckoutURL != "https://pay/1" {
 			t.Errorf("after %s: got %v %v %v; want the first answer replayed", d, o, use, err)
 		}
 	}
-	if _, use, err := a.UseKey(key, "other", t0.Add(24*time.Hour+time.Minute)); err != nil || use != KeyUnused {
+	if _, use, err := a.UseKey(key, "other", t0.Add(24*time.Hour+time.Minute), nil); err != nil || use != KeyUnused {
 		t.Errorf("after 24 h 1 min: got %v %v; want the key free", use, err)
 	}
-	if got := a.PayableAttempts("ord_2", t0); len(got) != 1 || got[0].OrderID != "ord_1" {
+	if got := a.PayableAttempts("ord_2", t0, nil); len(got) != 1 || got[0].OrderID != "ord_1" {
 		t.Errorf("payable attempts: got %v; want ord_1's open page", got)
 	}
 	if evs := a.CloseAttempt("ord_1", nil, CheckoutRestarted, t0); len(evs) != 1 || evs[0].(CheckoutExpired).Reason != CheckoutRestarted {
@@ -356,13 +356,13 @@ func TestAccountKeysAndAttempts(t *testing.T) {
 	for i, e := range b.FailCheckout("ord_3", Errorf(CodeCheckoutUnavailable, "down"), "", t0) {
 		b.Apply(e, int64(2+i))
 	}
-	if _, use, err := b.UseKey(key, "other", t0.Add(time.Second)); err != nil || use != KeyUnused {
+	if _, use, err := b.UseKey(key, "other", t0.Add(time.Second), nil); err != nil || use != KeyUnused {
 		t.Errorf("after a failure: got %v %v; want the key free", use, err)
 	}
 	b.Apply(CheckoutStarted{OrgID: "org_b", OrderID: "ord_4", At: t0}, 3)
 	b.Apply(CheckoutOpened{OrderID: "ord_4", SessionID: "cs_4"}, 4)
 	b.Apply(OrderPaymentPending{OrderID: "ord_4"}, 5)
-	if _, err := b.StartCheckout(CheckoutStarted{OrderID: "ord_5"}, t0.Add(time.Hour)); codeOf(err) != CodePaymentInProgress {
+	if _, err := b.StartCheckout(CheckoutStarted{OrderID: "ord_5"}, t0.Add(time.Hour), nil); codeOf(err) != CodePaymentInProgress {
 		t.Errorf("pending payment: got %v; want payment_in_progress", err)
 	}
 }

@@ -133,19 +133,49 @@ func (f *Fulfilment) CancelRenewal(by Actor, now time.Time) ([]Event, error) {
 }
 
 // PeriodEnd is the end of a subscription phone's paid period current at
-// now: the first monthly anniversary of its payment after now.
+// now, as the payment provider reported it (Period): its end while it is
+// ahead of now. A reported end that has passed with no report of the next
+// period yet (its renewal's invoice.paid is on its way, or its payment is
+// being retried) steps on by months from that end. A phone with no report
+// (recorded before the provider's periods were read) falls back to the
+// first monthly anniversary of its payment after now.
 func (f *Fulfilment) PeriodEnd(now time.Time) time.Time {
-	start := f.At
-	if start.IsZero() || now.Before(start) {
-		return start.AddDate(0, 1, 0)
+	if !f.Period.PeriodEnd.IsZero() {
+		return monthlyAfter(f.Period.PeriodEnd, 0, now)
 	}
-	months := (now.Year()-start.Year())*12 + int(now.Month()) - int(start.Month())
-	end := start.AddDate(0, months, 0)
+	return monthlyAfter(f.At, 1, now)
+}
+
+// monthlyAfter is the first of anchor plus k months (k from least on)
+// after now.
+func monthlyAfter(anchor time.Time, least int, now time.Time) time.Time {
+	months := least
+	if anchor.Before(now) {
+		months = max(least, (now.Year()-anchor.Year())*12+int(now.Month())-int(anchor.Month()))
+	}
+	end := anchor.AddDate(0, months, 0)
 	for !end.After(now) {
 		months++
-		end = start.AddDate(0, months, 0)
+		end = anchor.AddDate(0, months, 0)
 	}
 	return end
+}
+
+// RecordPeriod returns fulfilment.period_recorded for a live subscription
+// phone when the provider reports a period other than the one recorded
+// (p, FulfilmentID filled in here). A report older than the recorded one
+// (p.AsOf before its AsOf: delivered late), a period that is not one (its
+// end not after its start), or a phone that is not a live subscription
+// returns nothing.
+func (f *Fulfilment) RecordPeriod(p FulfilmentPeriodRecorded) []Event {
+	if !f.Live() || f.Choice.Billing != BillingSubscription || !p.PeriodEnd.After(p.PeriodStart) || p.AsOf.Before(f.Period.AsOf) {
+		return nil
+	}
+	if p.PeriodStart.Equal(f.Period.PeriodStart) && p.PeriodEnd.Equal(f.Period.PeriodEnd) {
+		return nil
+	}
+	p.FulfilmentID = f.FulfilmentID
+	return []Event{p}
 }
 
 // EndsAtTime is when a live phone ends by itself (zero: it does not): a

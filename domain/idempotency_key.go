@@ -18,8 +18,9 @@ type KeyAttempt struct {
 	Key, Request string
 	// At is when the attempt started.
 	At time.Time
-	// Running: the attempt has no outcome recorded yet.
-	Running bool
+	// Running: the attempt has no outcome recorded yet; Abandoned: its
+	// process is known gone (AttemptAbandoned), so it is taken over.
+	Running, Abandoned bool
 	// Freed: the attempt failed in a way a retry may cure (a refusal that
 	// is not final): its key is free again.
 	Freed bool
@@ -35,8 +36,8 @@ func (k KeyAttempt) Answers() bool { return !k.Running && !k.Freed }
 // CheckoutKeyWindow and not Freed. A different request under the key is
 // idempotency_conflict, not retryable (what names the request: "purchase",
 // "proxy order"); a repeat while the attempt runs is idempotency_conflict,
-// retryable (repeating shortly gets the answer); an attempt running past
-// CheckoutAbandonedAfter lost its process and is taken over (KeyRetake);
+// retryable (repeating shortly gets the answer); an attempt Abandoned by
+// its process is taken over (KeyRetake);
 // any other is replayed (KeyReplay). i is -1 when no attempt holds the key.
 func HeldKey(n int, attempt func(i int) KeyAttempt, key, request, what string, now time.Time) (i int, use KeyUse, err error) {
 	if key == "" {
@@ -51,9 +52,8 @@ func HeldKey(n int, attempt func(i int) KeyAttempt, key, request, what string, n
 		case k.Request != request:
 			return -1, KeyUnused, Errorf(CodeIdempotencyConflict,
 				"this Idempotency-Key was used for a different %s in the last 24 hours; use a new key for a new %s", what, what).WithRetryable(false)
-		case k.Running && now.Sub(k.At) < CheckoutAbandonedAfter:
-			return -1, KeyUnused, Errorf(CodeIdempotencyConflict,
-				"the first attempt with this Idempotency-Key is still running; repeat the same request shortly to get its answer").WithRetryable(true)
+		case k.Running && !k.Abandoned:
+			return -1, KeyUnused, ErrAttemptRunning()
 		case k.Running:
 			return i, KeyRetake, nil
 		default:

@@ -131,6 +131,10 @@ type Fulfilment struct {
 	CancelledReason  string
 	CancelledAt      time.Time
 	Version          int64
+	// Period is the paid period the payment provider last reported for a
+	// subscription phone (zero before any report: fulfilments recorded
+	// before the provider's periods were read).
+	Period FulfilmentPeriodRecorded
 }
 
 // Exists reports whether the stream holds a fulfilment.
@@ -153,6 +157,13 @@ func (f *Fulfilment) Apply(e Event, version int64) {
 		f.EstimatedBy = e.EstimatedBy
 	case FulfilmentRenewalCancelled:
 		f.RenewalCancelled, f.EndsAt = true, e.EndsAt
+	case FulfilmentPeriodRecorded:
+		f.Period = e
+		if f.RenewalCancelled {
+			// A phone that does not renew ends with the period the
+			// provider says is paid.
+			f.EndsAt = e.PeriodEnd
+		}
 	case FulfilmentCancelled:
 		f.State, f.DeviceID, f.CancelledReason, f.CancelledAt = FulfilmentCancelledState, "", e.Reason, e.At
 	}

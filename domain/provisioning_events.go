@@ -23,6 +23,7 @@ var provisioningEvents = []EventDef{
 	Def[FulfilmentEstimateChanged](1, nil),
 	Def[FulfilmentCancelled](1, nil),
 	Def[FulfilmentRenewalCancelled](1, nil),
+	Def[FulfilmentPeriodRecorded](1, nil),
 	Def[ProviderEventApplied](1, nil),
 }
 
@@ -77,6 +78,9 @@ type CheckoutStarted struct {
 	RequestDigest  string         `json:"requestDigest"`
 	By             Actor          `json:"by"`
 	At             time.Time      `json:"at"`
+	// Claim is the attempt's claim, held by the process running it
+	// (AttemptClaim); empty on attempts recorded before claims were taken.
+	Claim string `json:"claim,omitempty"`
 }
 
 // EventName implements Event.
@@ -294,6 +298,29 @@ type FulfilmentRenewalCancelled struct {
 
 // EventName implements Event.
 func (FulfilmentRenewalCancelled) EventName() string { return "fulfilment.renewal_cancelled" }
+
+// FulfilmentPeriodRecorded records the paid period of a subscription
+// phone as the payment provider reports it: the period of the
+// subscription's line on a paid invoice (invoice.paid: the first one, a
+// trial's end, each renewal) or the subscription's current period
+// (customer.subscription.updated: a billing cycle anchor moved, say).
+// AsOf is when the provider made the report (its event's creation time),
+// so a report delivered late never replaces a newer one. The renewal is
+// the end of the period recorded (Fulfilment.PeriodEnd).
+type FulfilmentPeriodRecorded struct {
+	FulfilmentID   string    `json:"fulfilmentId"`
+	SubscriptionID string    `json:"subscriptionId"`
+	PeriodStart    time.Time `json:"periodStart"`
+	PeriodEnd      time.Time `json:"periodEnd"`
+	AsOf           time.Time `json:"asOf"`
+	// Source is the provider event type that reported it.
+	Source          string    `json:"source"`
+	ProviderEventID string    `json:"providerEventId,omitempty"`
+	At              time.Time `json:"at"`
+}
+
+// EventName implements Event.
+func (FulfilmentPeriodRecorded) EventName() string { return "fulfilment.period_recorded" }
 
 // ProviderEventApplied marks a payment-provider event as applied.
 type ProviderEventApplied struct {

@@ -290,11 +290,17 @@ func (a *ProxyAccount) Apply(e Event) {
 // new order: a repeat within 24 hours answers the first order, or its
 // final refusal (replay); a different request under the key is
 // idempotency_conflict (not retryable); a first attempt still running is
-// idempotency_conflict (retryable), taken over once abandoned
-// (CheckoutAbandonedAfter). An order failed in a way a retry may cure
-// (not Final, or its page expired unpaid) frees its key.
-func (a *ProxyAccount) UseOrderKey(key, digest string, now time.Time) (*ProxyOrder, KeyUse, error) {
-	i, use, err := HeldKey(len(a.Orders), func(i int) KeyAttempt { return a.Orders[i].KeyAttempt() }, key, digest, "proxy order", now)
+// idempotency_conflict (retryable), taken over once its process abandoned
+// it (AttemptAbandoned, with held read for the running orders' claims). An
+// order failed in a way a retry may cure (not Final, or its page expired
+// unpaid) frees its key.
+func (a *ProxyAccount) UseOrderKey(key, digest string, now time.Time, held ClaimsHeld) (*ProxyOrder, KeyUse, error) {
+	i, use, err := HeldKey(len(a.Orders), func(i int) KeyAttempt {
+		o := &a.Orders[i]
+		k := o.KeyAttempt()
+		k.Abandoned = k.Running && AttemptAbandoned(o.At, o.Claim, held, now)
+		return k
+	}, key, digest, "proxy order", now)
 	if i < 0 {
 		return nil, use, err
 	}
@@ -305,6 +311,12 @@ func (a *ProxyAccount) UseOrderKey(key, digest string, now time.Time) (*ProxyOrd
 func (o *ProxyOrder) KeyAttempt() KeyAttempt {
 	return KeyAttempt{Key: o.IdempotencyKey, Request: o.RequestDigest, At: o.At, Running: o.State == ProxyOrderRunning,
 		Freed: o.State == ProxyOrderFailedState && !o.FailedFinal}
+}
+
+// RunningClaims lists the claims of the orders still running (those
+// recorded with one), to read which are held before deciding.
+func (a *ProxyAccount) RunningClaims() []string {
+	return runningClaims(a.Orders, func(o ProxyOrder) (string, bool) { return o.Claim, o.State == ProxyOrderRunning })
 }
 
 // UseOperationKey applies the same rules to a new operation: a repeat

@@ -43,6 +43,9 @@ type ProxyOrderStarted struct {
 	RequestDigest  string       `json:"requestDigest"`
 	By             Actor        `json:"by"`
 	At             time.Time    `json:"at"`
+	// Claim is the order's attempt claim, held by the process running it
+	// (AttemptClaim); empty on orders recorded before claims were taken.
+	Claim string `json:"claim,omitempty"`
 }
 
 // EventName implements Event.

@@ -14,24 +14,24 @@ func TestProxyOrderKeyFollowsCheckoutsRules(t *testing.T) {
 	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	var a ProxyAccount
 	a.Apply(ProxyOrderStarted{OrgID: "org_a", OrderID: "pxo_1", ProxyID: "prx_1", IdempotencyKey: "k", RequestDigest: "d1", At: t0})
-	if _, _, err := a.UseOrderKey("k", "d1", t0.Add(time.Second)); ErrorCode(err) != CodeIdempotencyConflict || !retryableOf(err) {
+	if _, _, err := a.UseOrderKey("k", "d1", t0.Add(time.Second), nil); ErrorCode(err) != CodeIdempotencyConflict || !retryableOf(err) {
 		t.Fatalf("running: %v; want a retryable idempotency_conflict", err)
 	}
-	if _, _, err := a.UseOrderKey("k", "d2", t0.Add(time.Second)); ErrorCode(err) != CodeIdempotencyConflict || retryableOf(err) {
+	if _, _, err := a.UseOrderKey("k", "d2", t0.Add(time.Second), nil); ErrorCode(err) != CodeIdempotencyConflict || retryableOf(err) {
 		t.Fatalf("another request: %v; want a final idempotency_conflict", err)
 	}
-	if o, use, err := a.UseOrderKey("k", "d1", t0.Add(CheckoutAbandonedAfter)); err != nil || use != KeyRetake || o.OrderID != "pxo_1" {
+	if o, use, err := a.UseOrderKey("k", "d1", t0.Add(CheckoutAbandonedAfter), nil); err != nil || use != KeyRetake || o.OrderID != "pxo_1" {
 		t.Fatalf("abandoned: %v %v %v; want it taken over", o, use, err)
 	}
 	a.Apply(ProxyOrderOpened{OrderID: "pxo_1", SessionID: "cs", CheckoutURL: "https://pay", ExpiresAt: t0.Add(time.Hour), At: t0})
-	if o, use, err := a.UseOrderKey("k", "d1", t0.Add(23*time.Hour)); err != nil || use != KeyReplay || o.CheckoutURL != "https://pay" {
+	if o, use, err := a.UseOrderKey("k", "d1", t0.Add(23*time.Hour), nil); err != nil || use != KeyReplay || o.CheckoutURL != "https://pay" {
 		t.Fatalf("open: %v %v %v; want the first answer replayed", o, use, err)
 	}
-	if _, use, err := a.UseOrderKey("k", "d2", t0.Add(CheckoutKeyWindow)); err != nil || use != KeyUnused {
+	if _, use, err := a.UseOrderKey("k", "d2", t0.Add(CheckoutKeyWindow), nil); err != nil || use != KeyUnused {
 		t.Fatalf("after 24 hours: %v %v; want the key free", use, err)
 	}
 	a.Apply(ProxyOrderFailed{OrderID: "pxo_1", Code: "expired", At: t0.Add(2 * time.Hour)})
-	if _, use, err := a.UseOrderKey("k", "d2", t0.Add(3*time.Hour)); err != nil || use != KeyUnused {
+	if _, use, err := a.UseOrderKey("k", "d2", t0.Add(3*time.Hour), nil); err != nil || use != KeyUnused {
 		t.Fatalf("failed order: %v %v; want the key free", use, err)
 	}
 }

@@ -62,7 +62,9 @@ func (Fulfilments) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
 		cancelled_at      timestamptz,
 		renewal_cancelled boolean NOT NULL DEFAULT false,
 		cancelled_reason  text NOT NULL DEFAULT '',
-		updated_at        timestamptz NOT NULL
+		updated_at        timestamptz NOT NULL,
+		period_start      timestamptz,
+		period_end        timestamptz
 	);
 	CREATE INDEX ON `+schema+`.fulfilments (org_id, created_at DESC, fulfilment_id DESC);
 	CREATE INDEX ON `+schema+`.fulfilments (slot, state);
@@ -82,7 +84,7 @@ func (Fulfilments) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
 
 var fulfilmentEventTypes = typeSet(nameOf(domain.FulfilmentCreated{}), nameOf(domain.FulfilmentProvisioned{}),
 	nameOf(domain.FulfilmentAwaitingProvisioning{}), nameOf(domain.FulfilmentEstimateChanged{}),
-	nameOf(domain.FulfilmentCancelled{}), nameOf(domain.FulfilmentRenewalCancelled{}))
+	nameOf(domain.FulfilmentCancelled{}), nameOf(domain.FulfilmentRenewalCancelled{}), nameOf(domain.FulfilmentPeriodRecorded{}))
 
 // EstimateFirst is the reason of the first estimate of a fulfilment in its
 // estimate history (the promise made when it was paid with no unit free).
@@ -125,6 +127,13 @@ func (Fulfilments) Apply(ctx context.Context, tx pgx.Tx, schema string, events [
 		case domain.FulfilmentRenewalCancelled:
 			b.Queue(`UPDATE `+t+` SET renewal_cancelled = true, ends_at = $2, updated_at = $3 WHERE fulfilment_id = $1`,
 				ev.FulfilmentID, ev.EndsAt, ev.At)
+		case domain.FulfilmentPeriodRecorded:
+			// A phone that does not renew ends with the period the
+			// provider says is paid (domain.Fulfilment.Apply).
+			b.Queue(`UPDATE `+t+` SET period_start = $2, period_end = $3,
+					ends_at = CASE WHEN renewal_cancelled THEN $3 ELSE ends_at END, updated_at = $4
+				WHERE fulfilment_id = $1`,
+				ev.FulfilmentID, ev.PeriodStart, ev.PeriodEnd, ev.At)
 		case domain.FulfilmentCancelled:
 			b.Queue(`UPDATE `+t+` SET state = $2, device_id = NULL, estimated_by = NULL, cancelled_at = $3,
 					cancelled_reason = $4, updated_at = $3
@@ -177,6 +186,9 @@ type FulfilmentView struct {
 	RenewalCancelled bool
 	CancelledReason  string
 	UpdatedAt        time.Time
+	// PeriodStart and PeriodEnd are the paid period the payment provider
+	// last reported for a subscription phone; nil before any report.
+	PeriodStart, PeriodEnd *time.Time
 }
 
 // Slot is where the fulfilment's unit comes from (domain.Slot).
@@ -189,14 +201,14 @@ func (v FulfilmentView) Live() bool {
 
 const fulfilmentColumns = `fulfilment_id, org_id, order_id, state, coalesce(device_id, ''), sku, billing, model, region,
 	us_fixed_ip, preinstall_apps, currency, unit_amount, subscription_id, payment_intent_id, created_at, provisioned_at,
-	estimated_by, ends_at, cancelled_at, renewal_cancelled, cancelled_reason, updated_at`
+	estimated_by, ends_at, cancelled_at, renewal_cancelled, cancelled_reason, updated_at, period_start, period_end`
 
 func scanFulfilment(row pgx.Row) (FulfilmentView, error) {
 	var v FulfilmentView
 	err := row.Scan(&v.FulfilmentID, &v.OrgID, &v.OrderID, &v.State, &v.DeviceID, &v.Sku, &v.Billing, &v.Model, &v.Region,
 		&v.AddOns.USFixedIP, &v.AddOns.PreinstallApps, &v.Currency, &v.UnitAmount, &v.SubscriptionID, &v.PaymentIntentID,
 		&v.CreatedAt, &v.ProvisionedAt, &v.EstimatedBy, &v.EndsAt, &v.CancelledAt, &v.RenewalCancelled,
-		&v.CancelledReason, &v.UpdatedAt)
+		&v.CancelledReason, &v.UpdatedAt, &v.PeriodStart, &v.PeriodEnd)
 	return v, err
 }
 

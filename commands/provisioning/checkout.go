@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"phonefleet/domain"
+	"phonefleet/internal/claims"
 	"phonefleet/internal/payments"
 	"phonefleet/projections"
 )
@@ -113,12 +114,16 @@ func (p StartCheckoutHandler) Handle(ctx context.Context, cmd StartCheckout) (Ch
 	if err != nil {
 		return CheckoutAnswer{}, storeDown(err)
 	}
-	if o, use, err := acct.UseKey(key, digest, now); err != nil {
+	held, err := p.claimsHeld(ctx, acct.RunningClaims())
+	if err != nil {
+		return CheckoutAnswer{}, storeDown(err)
+	}
+	if o, use, err := acct.UseKey(key, digest, now, held); err != nil {
 		return CheckoutAnswer{}, err
 	} else if use == domain.KeyReplay {
 		return replayOf(*o)
 	} else if use == domain.KeyRetake {
-		return p.proceed(ctx, a.OrgID, o.OrderID, true)
+		return p.takeOver(ctx, a.OrgID, o.OrderID)
 	}
 	states, err := p.subscriptionPhones(ctx, &acct)
 	if err != nil {
@@ -165,15 +170,22 @@ func (p StartCheckoutHandler) Handle(ctx context.Context, cmd StartCheckout) (Ch
 		}
 	}
 
+	// The attempt's claim is held before its start is recorded, so no
+	// repeat ever sees it running without its claim.
 	orderID := domain.NewID(domain.PrefixOrder)
+	claim, err := claims.HoldAttempt(ctx, p.pool, domain.AttemptClaim(orderID))
+	if err != nil {
+		return CheckoutAnswer{}, storeDown(err)
+	}
+	defer claim.Release()
 	started := domain.CheckoutStarted{OrgID: a.OrgID, OrderID: orderID,
 		FulfilmentIDs: domain.FulfilmentIDsFor(orderID, purchase.Choice), Choice: purchase.Choice,
 		Currency: purchase.Currency, UnitAmount: purchase.UnitAmount, QuoteID: purchase.QuoteID,
-		IdempotencyKey: key, RequestDigest: digest, By: domain.ActorOf(a), At: now}
+		IdempotencyKey: key, RequestDigest: digest, By: domain.ActorOf(a), At: now, Claim: claim.Name}
 	var earlier *domain.Order
 	var use domain.KeyUse
 	_, _, err = p.accounts.Update(ctx, a.OrgID, func(acct *domain.Account) ([]domain.Event, error) {
-		o, u, err := acct.UseKey(key, digest, now)
+		o, u, err := acct.UseKey(key, digest, now, held)
 		if err != nil || u != domain.KeyUnused {
 			earlier, use = o, u
 			return nil, err
@@ -181,7 +193,7 @@ func (p StartCheckoutHandler) Handle(ctx context.Context, cmd StartCheckout) (Ch
 		if acct.Provisioned(states) {
 			return nil, domain.ErrAlreadyProvisioned()
 		}
-		return acct.StartCheckout(started, now)
+		return acct.StartCheckout(started, now, held)
 	})
 	switch {
 	case err != nil:
@@ -189,7 +201,7 @@ func (p StartCheckoutHandler) Handle(ctx context.Context, cmd StartCheckout) (Ch
 	case use == domain.KeyReplay:
 		return replayOf(*earlier)
 	case use == domain.KeyRetake:
-		return p.proceed(ctx, a.OrgID, earlier.OrderID, true)
+		return p.takeOver(ctx, a.OrgID, earlier.OrderID)
 	}
 	return p.proceed(ctx, a.OrgID, orderID, false)
 }
@@ -286,6 +298,30 @@ func (p *Provisioning) checkStock(ctx context.Context, purchase domain.Purchase,
 	return cat.CheckStock(purchase, inUse, p.cfg.RefuseOutOfStock)
 }
 
+// takeOver finishes a running attempt its process abandoned: under the
+// attempt's claim, which this request takes first. A claim another process
+// holds (another repeat took the attempt over first, or the attempt's own
+// process is alive after all) is answered as an attempt still running:
+// idempotency_conflict, retryable. Two live processes never run one
+// attempt.
+func (p *Provisioning) takeOver(ctx context.Context, orgID, orderID string) (CheckoutAnswer, error) {
+	claim, err := claims.HoldAttempt(ctx, p.pool, domain.AttemptClaim(orderID))
+	if errors.Is(err, claims.ErrAttemptHeld) {
+		return CheckoutAnswer{}, domain.ErrAttemptRunning()
+	}
+	if err != nil {
+		return CheckoutAnswer{}, storeDown(err)
+	}
+	defer claim.Release()
+	return p.proceed(ctx, orgID, orderID, true)
+}
+
+// claimsHeld reads which of the attempt claims are held now.
+func (p *Provisioning) claimsHeld(ctx context.Context, names []string) (domain.ClaimsHeld, error) {
+	held, err := claims.AttemptsHeld(ctx, p.pool, names)
+	return domain.ClaimsHeld(held), err
+}
+
 // proceed opens the payment page of orderID, a running attempt this
 // request holds (just started, or taken over): earlier pages that could
 // still be paid are closed first, so one organisation never has two
@@ -293,9 +329,9 @@ func (p *Provisioning) checkStock(ctx context.Context, purchase domain.Purchase,
 // attempt is never left running by a closed connection.
 //
 // retake is set when the request is a repeat of the attempt's
-// Idempotency-Key taking it over. Several repeats may take one attempt
-// over at once; the one that records its page gives the first answer, and
-// every other answers that recorded answer, replayed (spec 4.1, rule 1).
+// Idempotency-Key taking it over (takeOver, under the attempt's claim, so
+// one repeat at a time). One that finds the attempt finished by another
+// answers that recorded answer, replayed (spec 4.1, rule 1).
 func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string, retake bool) (CheckoutAnswer, error) {
 	ctx = context.WithoutCancel(ctx)
 	acct, _, err := p.accounts.Load(ctx, orgID)
@@ -328,7 +364,11 @@ func (p *Provisioning) proceed(ctx context.Context, orgID, orderID string, retak
 		return p.fail(ctx, orgID, orderID, "", retake, payments.Refusal(err))
 	}
 	now := p.now()
-	for _, other := range acct.PayableAttempts(orderID, now) {
+	held, err := p.claimsHeld(ctx, acct.RunningClaims())
+	if err != nil {
+		return CheckoutAnswer{}, storeDown(err)
+	}
+	for _, other := range acct.PayableAttempts(orderID, now, held) {
 		reason, page := domain.CheckoutRestarted, (*domain.CheckoutPage)(nil)
 		var err error
 		switch {

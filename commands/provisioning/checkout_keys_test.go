@@ -32,10 +32,12 @@ func (g *gatedProvider) CreateCheckoutSession(ctx context.Context, r payments.Ch
 }
 
 // TestCheckoutTwoTakeoversOneAnswerReplayed: two repeats of one key both
-// find its attempt abandoned and both finish it (the provider answers both
-// with the page of the attempt's own provider key). One of them records
-// the page; the other's answer is that recorded answer, so it carries
-// Idempotent-Replayed: exactly one of the two answers is not a replay.
+// find its attempt abandoned. Only one takes the attempt's claim and runs
+// it to the provider; the other, finding the claim held, answers as for an
+// attempt still running (idempotency_conflict, retryable) and never
+// reaches the provider, so two live processes never run one attempt.
+// Repeated once the first recorded the page, it gets that answer,
+// replayed: exactly one answer is not a replay.
 func TestCheckoutTwoTakeoversOneAnswerReplayed(t *testing.T) {
 	gated := &gatedProvider{arrived: make(chan struct{}, 2), gate: make(chan struct{})}
 	e := newCheckoutEnv(t, testutil.Pool(t), func(c *provisioning.Config) {
@@ -49,43 +51,31 @@ func TestCheckoutTwoTakeoversOneAnswerReplayed(t *testing.T) {
 		IdempotencyKey: domain.DigestKey("dead-key"), RequestDigest: req.Digest(), At: e.clock.Now()})
 	e.clock.Advance(domain.CheckoutAbandonedAfter)
 
-	var wg sync.WaitGroup
-	answers := make([]provisioning.CheckoutAnswer, 2)
-	errs := make([]error, 2)
-	for i := range answers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			answers[i], errs[i] = e.checkout("dead-key", checkoutDay)
-		}()
+	var first provisioning.CheckoutAnswer
+	var firstErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		first, firstErr = e.checkout("dead-key", checkoutDay)
+	}()
+	select {
+	case <-gated.arrived:
+	case <-time.After(30 * time.Second):
+		close(gated.gate)
+		t.Fatal("the first repeat did not reach the provider")
 	}
-	// Both take the attempt over before either records its page.
-	for range answers {
-		select {
-		case <-gated.arrived:
-		case <-time.After(30 * time.Second):
-			close(gated.gate)
-			t.Fatal("the two repeats did not both reach the provider")
-		}
+	_, err := e.checkout("dead-key", checkoutDay)
+	wantCheckoutCode(t, err, domain.CodeIdempotencyConflict, "yes")
+	if n := len(gated.arrived); n != 0 {
+		t.Errorf("%d more requests reached the provider; want none while the attempt is being run", n)
 	}
 	close(gated.gate)
-	wg.Wait()
-	fresh := 0
-	for i, a := range answers {
-		if errs[i] != nil {
-			t.Fatalf("repeat %d: %v", i, errs[i])
-		}
-		if a.OrderID != orderID || a.CheckoutURL != answers[0].CheckoutURL {
-			t.Errorf("repeat %d got %+v; want the abandoned attempt's one page", i, a)
-		}
-		if !a.Replayed {
-			fresh++
-		}
+	<-done
+	if firstErr != nil || first.OrderID != orderID || first.CheckoutURL == "" || first.Replayed {
+		t.Fatalf("the repeat that took the attempt over: got %+v, %v; want the attempt's page, not replayed", first, firstErr)
 	}
-	if fresh != 1 {
-		t.Fatalf("got %d answers without Idempotent-Replayed (%+v); want exactly one: the repeat that recorded the page", fresh, answers)
-	}
-	if again, err := e.checkout("dead-key", checkoutDay); err != nil || !again.Replayed || again.OrderID != orderID {
+	if again, err := e.checkout("dead-key", checkoutDay); err != nil || !again.Replayed || again.OrderID != orderID ||
+		again.CheckoutURL != first.CheckoutURL {
 		t.Fatalf("got %+v, %v; want the finished attempt replayed", again, err)
 	}
 }

@@ -140,6 +140,9 @@ func renewalOf(v projections.FulfilmentView, now time.Time) FulfilmentRenewal {
 	if v.RenewalCancelled && v.EndsAt != nil {
 		f.EndsAt = *v.EndsAt
 	}
+	if v.PeriodStart != nil && v.PeriodEnd != nil {
+		f.Period = domain.FulfilmentPeriodRecorded{SubscriptionID: v.SubscriptionID, PeriodStart: *v.PeriodStart, PeriodEnd: *v.PeriodEnd}
+	}
 	return FulfilmentRenewal{Fulfilment: v, RenewalStatus: f.Renewal(now)}
 }
 

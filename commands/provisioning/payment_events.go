@@ -99,6 +99,8 @@ type settlement struct {
 	reason string
 	// refund is the record of settleRefundPart.
 	refund domain.ChargeRefunded
+	// period is the record of settlePeriod.
+	period domain.FulfilmentPeriodRecorded
 }
 
 // ApplyProviderEvent applies a verified provider event once: the marker
@@ -118,6 +120,10 @@ type settlement struct {
 //     order stands);
 //     charge.dispute.created → order.ended disputed; each cancelling the
 //     order's live fulfilments (notified).
+//   - invoice.paid (the period of its subscription line) and
+//     customer.subscription.updated (the subscription's current period) →
+//     fulfilment.period_recorded on the order's live phones: their
+//     renewal is the provider's (subscription_periods.go).
 //
 // Every other type, and an object that names no order of this service, is
 // marked applied and ignored. An event that cannot apply yet answers
@@ -265,6 +271,8 @@ func (p *Provisioning) settlementOf(ctx context.Context, ev payments.Event) (set
 			}
 		}
 		s.do, s.reason = settleEnd, domain.EndDisputed
+	case payments.EventSubscriptionUpdated, payments.EventInvoicePaid:
+		return periodSettlement(ev)
 	}
 	if s.orgID == "" || s.orderID == "" {
 		return settlement{}, nil
@@ -321,6 +329,9 @@ func (p *Provisioning) settleUnit(ctx context.Context, ev payments.Event, s sett
 		}
 		u.Append(domain.ChargeRefundStream(s.refund.ChargeID), eventstore.AnyVersion, news...)
 		return u, nil
+	}
+	if s.do == settlePeriod {
+		return u, p.recordPeriods(ctx, u, s, now)
 	}
 	acc, version, err := p.accounts.Load(ctx, s.orgID)
 	if err != nil {

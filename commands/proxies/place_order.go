@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"phonefleet/domain"
+	"phonefleet/internal/claims"
 	"phonefleet/internal/payments"
 )
 
@@ -75,12 +76,16 @@ func (h PlaceProxyOrderHandler) Handle(ctx context.Context, cmd PlaceProxyOrder)
 	if err != nil {
 		return PlacedOrder{}, storeDown(err)
 	}
-	if o, use, err := acct.UseOrderKey(key, digest, now); err != nil {
+	held, err := claims.AttemptsHeld(ctx, h.cfg.Store.Pool(), acct.RunningClaims())
+	if err != nil {
+		return PlacedOrder{}, storeDown(err)
+	}
+	if o, use, err := acct.UseOrderKey(key, digest, now, held); err != nil {
 		return PlacedOrder{}, err
 	} else if use == domain.KeyReplay {
 		return replayOf(*o)
 	} else if use == domain.KeyRetake {
-		return h.proceed(ctx, a.OrgID, o.OrderID, true)
+		return h.takeOver(ctx, a.OrgID, o.OrderID)
 	}
 	if h.cfg.Payments == nil {
 		return PlacedOrder{}, domain.Errorf(domain.CodeCheckoutUnavailable, "this deployment has no payment provider configured").WithRetryable(false)
@@ -94,13 +99,21 @@ func (h PlaceProxyOrderHandler) Handle(ctx context.Context, cmd PlaceProxyOrder)
 			"the price has changed since that quote; ask POST /v1/proxy-quotes again and send its quoteId").
 			WithRetryable(false).With("quoteId", q.QuoteID)
 	}
+	// The order's claim is held before its start is recorded
+	// (domain.AttemptClaim).
 	orderID := domain.NewID(domain.PrefixProxyOrder)
+	claim, err := claims.HoldAttempt(ctx, h.cfg.Store.Pool(), domain.AttemptClaim(orderID))
+	if err != nil {
+		return PlacedOrder{}, storeDown(err)
+	}
+	defer claim.Release()
 	started := domain.ProxyOrderStarted{OrgID: a.OrgID, OrderID: orderID, ProxyID: domain.NewID(domain.PrefixProxy), Product: q.Product,
-		Currency: q.Currency, QuoteID: q.QuoteID, IdempotencyKey: key, RequestDigest: digest, By: domain.ActorOf(a), At: now}
+		Currency: q.Currency, QuoteID: q.QuoteID, IdempotencyKey: key, RequestDigest: digest, By: domain.ActorOf(a), At: now,
+		Claim: claim.Name}
 	var earlier *domain.ProxyOrder
 	var use domain.KeyUse
 	if _, _, err := h.accounts.Update(ctx, a.OrgID, func(acct *domain.ProxyAccount) ([]domain.Event, error) {
-		o, u, err := acct.UseOrderKey(key, digest, now)
+		o, u, err := acct.UseOrderKey(key, digest, now, held)
 		if err != nil || u != domain.KeyUnused {
 			earlier, use = o, u
 			return nil, err
@@ -113,7 +126,7 @@ func (h PlaceProxyOrderHandler) Handle(ctx context.Context, cmd PlaceProxyOrder)
 	case domain.KeyReplay:
 		return replayOf(*earlier)
 	case domain.KeyRetake:
-		return h.proceed(ctx, a.OrgID, earlier.OrderID, true)
+		return h.takeOver(ctx, a.OrgID, earlier.OrderID)
 	}
 	return h.proceed(ctx, a.OrgID, orderID, false)
 }
@@ -136,6 +149,22 @@ func orderDigest(cmd PlaceProxyOrder) string {
 	}
 	s := sha256.Sum256([]byte("proxy-order\x00" + cmd.ProductID + "\x00" + q))
 	return hex.EncodeToString(s[:])
+}
+
+// takeOver finishes a running order its process abandoned, under the
+// order's claim, which this request takes first; a claim another process
+// holds answers as an order still running (idempotency_conflict,
+// retryable), as checkout's does.
+func (h PlaceProxyOrderHandler) takeOver(ctx context.Context, orgID, orderID string) (PlacedOrder, error) {
+	claim, err := claims.HoldAttempt(ctx, h.cfg.Store.Pool(), domain.AttemptClaim(orderID))
+	if errors.Is(err, claims.ErrAttemptHeld) {
+		return PlacedOrder{}, domain.ErrAttemptRunning()
+	}
+	if err != nil {
+		return PlacedOrder{}, storeDown(err)
+	}
+	defer claim.Release()
+	return h.proceed(ctx, orgID, orderID, true)
 }
 
 // proceed opens the payment page of a running order this request holds;

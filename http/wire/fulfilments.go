@@ -36,6 +36,9 @@ type Fulfilment struct {
 	RenewalCancelled bool    `json:"renewalCancelled"`
 	CancelledAt      *string `json:"cancelledAt"`
 	CancelledReason  *string `json:"cancelledReason"`
+	// CurrentPeriodEnd is the end of the paid period the payment provider
+	// last reported for a subscription phone (null before any report).
+	CurrentPeriodEnd *string `json:"currentPeriodEnd"`
 }
 
 // FulfilmentAddOns are the add-on intents recorded on the purchase.
@@ -52,7 +55,7 @@ func NewFulfilment(v projections.FulfilmentView) Fulfilment {
 		Currency: v.Currency, UnitAmount: v.UnitAmount, CreatedAt: domain.FormatWebhookTime(v.CreatedAt),
 		ProvisionedAt: optionalTime(v.ProvisionedAt), EstimatedBy: optionalTime(v.EstimatedBy), EndsAt: optionalTime(v.EndsAt),
 		RenewalCancelled: v.RenewalCancelled, CancelledAt: optionalTime(v.CancelledAt),
-		CancelledReason: scheduleOptional(v.CancelledReason)}
+		CancelledReason: scheduleOptional(v.CancelledReason), CurrentPeriodEnd: optionalTime(v.PeriodEnd)}
 	if v.State == domain.FulfilmentProvisionedState {
 		out.DeviceID = scheduleOptional(v.DeviceID)
 	}
