@@ -2,7 +2,6 @@ package proxies_test
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -128,10 +127,12 @@ func TestProxyOrderFinalFailureIsReplayed(t *testing.T) {
 }
 
 // TestProxyOrderTwoTakeoversOneAnswerReplayed: two repeats of one key both
-// find its order abandoned while running and both finish it (the provider
-// answers both with the page of the order's own provider key). One
-// records the page; the other answers that recorded answer, replayed:
-// exactly one of the two is not marked Idempotent-Replayed.
+// find its order abandoned while running. Only one takes the order's claim
+// and runs it to the provider; the other, finding the claim held, answers
+// as for an order still running (idempotency_conflict, retryable) and never
+// reaches the provider. Repeated once the first recorded the page, it gets
+// that answer, replayed: exactly one answer is not a replay (as checkout's
+// TestCheckoutTwoTakeoversOneAnswerReplayed).
 func TestProxyOrderTwoTakeoversOneAnswerReplayed(t *testing.T) {
 	e := newKeyEnv(t)
 	product, _ := domain.DefaultCatalog().ProxyProduct("de-fixed")
@@ -148,43 +149,38 @@ func TestProxyOrderTwoTakeoversOneAnswerReplayed(t *testing.T) {
 	e.clock.Advance(domain.CheckoutAbandonedAfter)
 
 	e.provider.hold.Store(true)
-	var wg sync.WaitGroup
-	answers := make([]proxies.PlacedOrder, 2)
-	errs := make([]error, 2)
-	for i := range answers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			answers[i], errs[i] = e.order("k-dead", "de-fixed")
-		}()
+	var first proxies.PlacedOrder
+	var firstErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		first, firstErr = e.order("k-dead", "de-fixed")
+	}()
+	select {
+	case <-e.provider.arrived:
+	case <-time.After(30 * time.Second):
+		close(e.provider.gate)
+		<-done
+		t.Fatalf("the first repeat did not reach the provider: %+v, %v", first, firstErr)
 	}
-	for range answers {
-		select {
-		case <-e.provider.arrived:
-		case <-time.After(30 * time.Second):
-			close(e.provider.gate)
-			wg.Wait()
-			t.Fatalf("the two repeats did not both reach the provider: %+v, %v", answers, errs)
-		}
+	// The second finds the order's claim held by the first: an order still
+	// running, and it never reaches the provider.
+	_, err = e.order("k-dead", "de-fixed")
+	if domain.ErrorCode(err) != domain.CodeIdempotencyConflict {
+		close(e.provider.gate)
+		<-done
+		t.Fatalf("second repeat while the first runs the order: %v; want idempotency_conflict", err)
+	}
+	if n := len(e.provider.arrived); n != 0 {
+		t.Errorf("%d more requests reached the provider; want none while the order is being run", n)
 	}
 	close(e.provider.gate)
-	wg.Wait()
-	fresh := 0
-	for i, a := range answers {
-		if errs[i] != nil {
-			t.Fatalf("repeat %d: %v", i, errs[i])
-		}
-		if a.Order.OrderID != "pxo_dead" || a.Order.CheckoutURL == "" || a.Order.CheckoutURL != answers[0].Order.CheckoutURL {
-			t.Errorf("repeat %d got %+v; want the abandoned order's one page", i, a.Order)
-		}
-		if !a.Replayed {
-			fresh++
-		}
+	<-done
+	if firstErr != nil || first.Replayed || first.Order.OrderID != "pxo_dead" || first.Order.CheckoutURL == "" {
+		t.Fatalf("first repeat: %+v, %v; want the abandoned order's page, answered fresh", first, firstErr)
 	}
-	if fresh != 1 {
-		t.Fatalf("got %d answers without Idempotent-Replayed; want exactly one: the repeat that recorded the page", fresh)
-	}
-	if again, err := e.order("k-dead", "de-fixed"); err != nil || !again.Replayed || again.Order.OrderID != "pxo_dead" {
+	if again, err := e.order("k-dead", "de-fixed"); err != nil || !again.Replayed || again.Order.OrderID != "pxo_dead" ||
+		again.Order.CheckoutURL != first.Order.CheckoutURL {
 		t.Fatalf("got %+v, %v; want the finished order replayed", again, err)
 	}
 }
