@@ -46,7 +46,11 @@ const scaleGoalP99 = 50 * time.Millisecond
 // insert transactions on the same database with as many clients as the
 // service's pool would use, and the PostgreSQL cluster's CPU (its
 // processes' time, read from /proc: the database must run on this
-// machine). Not in the mix yet: runs on the device surface.
+// machine). One phone in twenty (at least one) is driven by a run on the
+// device surface instead (an external run's worker: GET /vrx/…/observe,
+// then POST /vrx/…/actions naming the frame, at the same beat; a new run
+// every vrxStepsPerRun steps); its steps are counted apart ("runs/s", "run
+// p99") and their errors with the others.
 func (b *bench) fleetScale(ctx context.Context, o options) error {
 	header("Fleet scale: N sim phones, each with a client observing then acting at a steady rate (the service as its own process)")
 	bin, err := buildServiceBinary(ctx)
@@ -54,8 +58,8 @@ func (b *bench) fleetScale(ctx context.Context, o options) error {
 		return err
 	}
 	defer os.RemoveAll(filepath.Dir(bin))
-	line("%-6s %8s %9s %9s %8s %8s %8s %7s %8s %9s %8s %7s %6s  %s", "phones", "target/s", "actions/s", "observe50",
-		"act p50", "act p99", "act max", "errors", "RSS MB", "svc CPU%", "PG CPU%", "hooks", "mcp", "goal p99 ≤ 50 ms, no errors, rate kept")
+	line("%-6s %8s %9s %9s %8s %8s %8s %7s %7s %7s %8s %9s %8s %7s %6s  %s", "phones", "target/s", "actions/s", "observe50",
+		"act p50", "act p99", "act max", "runs/s", "run p99", "errors", "RSS MB", "svc CPU%", "PG CPU%", "hooks", "mcp", "goal p99 ≤ 50 ms, no errors, rate kept")
 	for _, n := range o.phones {
 		if err := b.scaleFleet(ctx, bin, n, o.step); err != nil {
 			return fmt.Errorf("%d phones: %w", n, err)
@@ -123,8 +127,16 @@ func (b *bench) scaleFleet(ctx context.Context, bin string, phones int, step tim
 		return err
 	}
 	fleet := make([]*scalePhone, phones)
+	runPhones := max(1, phones/20)
 	for i := range fleet {
 		p := &scalePhone{id: list.Devices[i].DeviceID}
+		if i >= phones-runPhones { // driven by a run on the device surface
+			if err := p.newRun(ctx, httpc, svc.base); err != nil {
+				return err
+			}
+			fleet[i] = p
+			continue
+		}
 		var lease struct {
 			LeaseID string `json:"leaseId"`
 		}
@@ -157,20 +169,21 @@ func (b *bench) scaleFleet(ctx context.Context, bin string, phones int, step tim
 			}
 		}
 		target := rate * float64(phones)
-		kept := res.rate >= 0.9*target
-		ok := res.p99 <= scaleGoalP99 && res.errors == 0 && kept
+		kept := res.rate+res.runRate >= 0.9*target
+		ok := res.p99 <= scaleGoalP99 && res.runP99 <= scaleGoalP99 && res.errors == 0 && kept
 		note := verdict(ok)
 		if !kept {
-			note += fmt.Sprintf(" (rate not kept: %.0f%%)", 100*res.rate/target)
+			note += fmt.Sprintf(" (rate not kept: %.0f%%)", 100*(res.rate+res.runRate)/target)
 		}
 		if first {
 			note += fmt.Sprintf("; idle RSS %.0f MB (goal ≤ 200 MB at 1,000 phones); a projection rebuilt meanwhile", idleRSS)
 		}
-		line("%-6d %8.0f %9.0f %9s %8s %8s %8s %7d %8.0f %9.0f %8.0f %7d %6d  %s", phones, target, res.rate,
+		line("%-6d %8.0f %9.0f %9s %8s %8s %8s %7.0f %7s %7d %8.0f %9.0f %8.0f %7d %6d  %s", phones, target, res.rate,
 			res.observeP50.Round(100*time.Microsecond), res.p50.Round(100*time.Microsecond), res.p99.Round(100*time.Microsecond),
-			res.max.Round(time.Millisecond), res.errors, res.rssMB, res.svcCPU, res.pgCPU, res.hooks, res.mcpCalls, note)
-		if ok && res.rate > best {
-			best = res.rate
+			res.max.Round(time.Millisecond), res.runRate, res.runP99.Round(100*time.Microsecond), res.errors, res.rssMB, res.svcCPU,
+			res.pgCPU, res.hooks, res.mcpCalls, note)
+		if ok && res.rate+res.runRate > best {
+			best = res.rate + res.runRate
 		}
 		if !ok || rate >= 64 {
 			break
@@ -194,15 +207,67 @@ VALUES (gen_random_uuid(), md5(random()::text), 1, 'bench.happened', 1, 'org_ben
 	return nil
 }
 
-// scalePhone is one phone of the fleet and its client's lease.
+// scalePhone is one phone of the fleet and its client's lease, or the
+// device surface of the run driving it (vrx; no lease).
 type scalePhone struct {
 	id, lease string
 	n         int
+	vrx       string
+	steps     int
+}
+
+// newRun finishes the phone's run, if any, and starts an external one.
+func (p *scalePhone) newRun(ctx context.Context, httpc *http.Client, base string) error {
+	if p.vrx != "" {
+		if err := restCall(ctx, httpc, "POST", p.vrx+"/v1/finish", map[string]string{"state": "succeeded", "reason": "pfbench"}, nil); err != nil {
+			return err
+		}
+	}
+	var started struct {
+		VrxBaseURL string `json:"vrxBaseUrl"`
+	}
+	if err := restCall(ctx, httpc, "POST", base+"/v1/runs", map[string]any{"deviceId": p.id, "goal": "pfbench scale",
+		"executor": "external", "maxSteps": 1000}, &started); err != nil {
+		return fmt.Errorf("start a run on %s (POST /v1/runs): %w", p.id, err)
+	}
+	p.vrx, p.steps = started.VrxBaseURL, 0
+	return nil
+}
+
+// step is one beat of the phone's client: observe, then act on what was
+// observed (through the device surface for a run's phone). It answers
+// when the action began and the observation's error and the action's.
+func (p *scalePhone) step(ctx context.Context, httpc *http.Client, base string) (time.Time, error, error) {
+	p.n++
+	key := "VOLUME_UP"
+	if p.n%2 == 0 {
+		key = "VOLUME_DOWN"
+	}
+	if p.vrx == "" {
+		oerr := restCall(ctx, httpc, "GET", base+"/v1/devices/"+p.id+"/snapshot", nil, nil)
+		a0 := time.Now()
+		return a0, oerr, restCall(ctx, httpc, "POST", base+"/v1/devices/"+p.id+"/actions", map[string]any{"action": "key",
+			"arguments": map[string]string{"key": key}, "idempotencyKey": fmt.Sprintf("scale-%s-%d", p.id, p.n), "leaseId": p.lease}, nil)
+	}
+	if p.steps >= vrxStepsPerRun {
+		if err := p.newRun(ctx, httpc, base); err != nil {
+			return time.Now(), err, nil
+		}
+	}
+	var f struct {
+		FrameID string `json:"frameId"`
+	}
+	oerr := restCall(ctx, httpc, "GET", p.vrx+"/v1/observe", nil, &f)
+	a0 := time.Now()
+	p.steps++
+	return a0, oerr, restCall(ctx, httpc, "POST", p.vrx+"/v1/actions", map[string]any{"action": "key",
+		"arguments": map[string]string{"key": key}, "idempotencyKey": fmt.Sprintf("scale-run-%s-%d", p.id, p.n), "observedFrame": f.FrameID}, nil)
 }
 
 type scaleResult struct {
-	rate                      float64
+	rate, runRate             float64
 	observeP50, p50, p99, max time.Duration
+	runP99                    time.Duration
 	errors                    int64
 	rssMB, svcCPU, pgCPU      float64
 	hooks, mcpCalls           int64
@@ -215,13 +280,13 @@ func runScaleStep(ctx context.Context, httpc *http.Client, svc *serviceProcess, 
 	warm := time.Now().Add(time.Second)
 	end := warm.Add(d)
 	var (
-		mu                sync.Mutex
-		acts, observes    []time.Duration
-		errs, count       atomic.Int64
-		wg                sync.WaitGroup
-		cpu0, pg0, t0     float64
-		hooks0, mcpCalls0 int64
-		sampled           sync.Once
+		mu                   sync.Mutex
+		acts, observes, runs []time.Duration
+		errs, count          atomic.Int64
+		wg                   sync.WaitGroup
+		cpu0, pg0, t0        float64
+		hooks0, mcpCalls0    int64
+		sampled              sync.Once
 	)
 	sample := func() {
 		cpu0, pg0, t0 = svc.cpuSeconds(), svc.pgCPUSeconds(ctx), float64(time.Now().UnixNano())/1e9
@@ -237,7 +302,7 @@ func runScaleStep(ctx context.Context, httpc *http.Client, svc *serviceProcess, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var myActs, myObs []time.Duration
+			var myActs, myObs, myRuns []time.Duration
 			// Phones start spread over one interval, then keep their beat.
 			next := time.Now().Add(time.Duration(int64(interval) * int64(i) / int64(len(fleet))))
 			for {
@@ -250,15 +315,7 @@ func runScaleStep(ctx context.Context, httpc *http.Client, svc *serviceProcess, 
 				next = next.Add(interval)
 				measuring := time.Now().After(warm)
 				o0 := time.Now()
-				oerr := restCall(ctx, httpc, "GET", svc.base+"/v1/devices/"+p.id+"/snapshot", nil, nil)
-				a0 := time.Now()
-				p.n++
-				key := "VOLUME_UP"
-				if p.n%2 == 0 {
-					key = "VOLUME_DOWN"
-				}
-				aerr := restCall(ctx, httpc, "POST", svc.base+"/v1/devices/"+p.id+"/actions", map[string]any{"action": "key",
-					"arguments": map[string]string{"key": key}, "idempotencyKey": fmt.Sprintf("scale-%s-%d", p.id, p.n), "leaseId": p.lease}, nil)
+				a0, oerr, aerr := p.step(ctx, httpc, svc.base)
 				took := time.Since(a0)
 				if !measuring {
 					continue
@@ -267,12 +324,16 @@ func runScaleStep(ctx context.Context, httpc *http.Client, svc *serviceProcess, 
 					errs.Add(1)
 					continue
 				}
+				if p.vrx != "" {
+					myRuns = append(myRuns, took)
+					continue
+				}
 				myObs = append(myObs, a0.Sub(o0))
 				myActs = append(myActs, took)
 				count.Add(1)
 			}
 			mu.Lock()
-			acts, observes = append(acts, myActs...), append(observes, myObs...)
+			acts, observes, runs = append(acts, myActs...), append(observes, myObs...), append(runs, myRuns...)
 			mu.Unlock()
 		}()
 	}
@@ -287,6 +348,7 @@ func runScaleStep(ctx context.Context, httpc *http.Client, svc *serviceProcess, 
 	elapsed := float64(time.Now().UnixNano())/1e9 - t0
 	res := scaleResult{rate: float64(count.Load()) / d.Seconds(), observeP50: percentile(observes, 0.5),
 		p50: percentile(acts, 0.5), p99: percentile(acts, 0.99), errors: errs.Load(), rssMB: rss,
+		runRate: float64(len(runs)) / d.Seconds(), runP99: percentile(runs, 0.99),
 		svcCPU: 100 * (svc.cpuSeconds() - cpu0) / elapsed, pgCPU: 100 * (svc.pgCPUSeconds(ctx) - pg0) / elapsed,
 		hooks: rcv.received.Load() - hooks0, mcpCalls: mcpc.calls.Load() - mcpCalls0}
 	for _, a := range acts {
