@@ -74,11 +74,13 @@ parse() {
     /^## Catch-up read/ { sec = "read" }
     /^## Projection apply/ { sec = "projection" }
     /^## Live projection lag/ { sec = "lag" }
+    sec == "fleet" && /^devices/ { dbtx = index($0, "db tx/action") > 0 } # a column of its own since 2026-11-28
     sec == "fleet" && $1 ~ /^[0-9]+$/ && NF >= 7 {
-      d = $1 " device" ($1 == 1 ? "" : "s")
+      d = $1 " device" ($1 == 1 ? "" : "s"); k = dbtx ? 1 : 0
       put(sec, d ": actions/s", $2, "high"); put(sec, d ": p50 ms", ms($3), "low"); put(sec, d ": p99 ms", ms($4), "low")
-      put(sec, d ": errors", $5, "low"); put(sec, d ": pgbench tx/s", $6, "base")
-      r = $7; sub(/×.*/, "", r); put(sec, d ": ratio to pgbench", r, "high")
+      put(sec, d ": errors", $5, "low"); if (dbtx) put(sec, d ": db tx/action", $6, "low")
+      put(sec, d ": pgbench tx/s", $(6 + k), "base")
+      r = $(7 + k); sub(/×.*/, "", r); put(sec, d ": ratio to pgbench", r, "high")
     }
     sec == "appends" && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ {
       if ($3 == "gc") { c = $1 "w × 1, group commit"; s = $4; b = $5; r = $6 } else { c = $1 "w × " $2; s = $3; b = $4; r = $5 }
@@ -93,9 +95,12 @@ parse() {
       put(sec, "feed reader ev/s", sprintf("%.0f", rd), "high"); put(sec, "COPY rows/s", sprintf("%.0f", cr), "base")
       put(sec, "ratio to COPY", sprintf("%.3f", rd / cr), "high")
     }
+    sec == "projection" && /^baselines:/ { # since 2026-11-27 the baselines have a line of their own
+      b = substr($0, index($0, "INSERT…SELECT ")); isr = word(b, "(") / ms(word(b, "rows in ")) * 1000
+    }
     sec == "projection" && /^apply / {
       ar = word($0, "): ") / ms(word($0, "events in ")) * 1000
-      b = word($0, "baseline ", 2); sub(/^\(/, "", b); br = b / ms(word($0, "rows in ")) * 1000
+      if (index($0, "baseline ")) { b = word($0, "baseline ", 2); sub(/^\(/, "", b); br = b / ms(word($0, "rows in ")) * 1000 } else br = isr
       put(sec, "apply ev/s", sprintf("%.0f", ar), "high"); put(sec, "INSERT…SELECT rows/s", sprintf("%.0f", br), "base")
       put(sec, "apply ratio to INSERT…SELECT", sprintf("%.3f", ar / br), "high")
     }
