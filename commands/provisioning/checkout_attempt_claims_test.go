@@ -68,13 +68,35 @@ func (e *checkoutEnv) runningAttempt(t *testing.T, key, body string) (string, *p
 // minutes; the repeat of a key whose attempt's process is alive is
 // idempotency_conflict (retryable) even past CheckoutAbandonedAfter, and
 // is taken over once that process dies.
+// die closes a process's connection as its death would and waits until
+// the server has ended its session: a client's Close returns before the
+// backend exits and lets go of its session's advisory locks, and "at once"
+// means once the server knows the process is gone.
+func (e *checkoutEnv) die(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	pid := conn.PgConn().PID()
+	if err := conn.Close(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for wait := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var alive bool
+		if err := e.pool.QueryRow(e.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)`, pid).Scan(&alive); err != nil {
+			t.Fatal(err)
+		}
+		if !alive {
+			return
+		}
+		if time.Now().After(wait) {
+			t.Fatalf("the server still shows backend %d 10 s after its connection closed", pid)
+		}
+	}
+}
+
 func TestCheckoutAttemptOfADeadProcessIsTakenOverAtOnce(t *testing.T) {
 	e := newCheckoutEnv(t, testutil.Pool(t))
 
 	dead, conn := e.runningAttempt(t, "dead-key", checkoutDay)
-	if err := conn.Close(e.ctx); err != nil { // kill -9: its connections close
-		t.Fatal(err)
-	}
+	e.die(t, conn) // kill -9: its connections close
 	a, err := e.checkout("dead-key", checkoutDay)
 	if err != nil || a.OrderID != dead || a.CheckoutURL == "" || a.Replayed {
 		t.Fatalf("repeat of a dead process's attempt: got %+v, %v; want attempt %s taken over at once, its page answered", a, err, dead)
@@ -88,9 +110,7 @@ func TestCheckoutAttemptOfADeadProcessIsTakenOverAtOnce(t *testing.T) {
 	e.clock.Advance(domain.CheckoutAbandonedAfter + time.Minute)
 	_, err = e.checkout("live-key", checkoutDay)
 	wantCheckoutCode(t, err, domain.CodeIdempotencyConflict, "yes")
-	if err := conn.Close(e.ctx); err != nil {
-		t.Fatal(err)
-	}
+	e.die(t, conn)
 	a, err = e.checkout("live-key", checkoutDay)
 	if err != nil || a.OrderID != live || a.CheckoutURL == "" || a.Replayed {
 		t.Fatalf("once its process died: got %+v, %v; want attempt %s taken over", a, err, live)
