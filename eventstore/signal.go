@@ -125,6 +125,10 @@ func likeMatch(p, s string) bool {
 	return s == ""
 }
 
+// relayCoalesce is the least time between two NOTIFYs of one relay: the
+// commits of that moment share the next.
+var relayCoalesce = 5 * time.Millisecond
+
 // notifyChannel is the PostgreSQL channel that carries wake-ups between
 // service instances sharing one database.
 const notifyChannel = "phonefleet_events"
@@ -151,7 +155,7 @@ func Relay(ctx context.Context, pool *pgxpool.Pool, self string, local, readers 
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(relayCoalesce):
 		}
 	}
 }
