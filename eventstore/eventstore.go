@@ -122,9 +122,9 @@ type DB interface {
 type Store struct {
 	pool     *pgxpool.Pool
 	upcaster Upcaster
-	signal   *Signal // readers wait on it
-	local    *Signal // commits made here, for Relay
-	id       string  // this store among the instances, in its NOTIFYs
+	signal   *Signal  // readers wait on it
+	local    *pending // commits made here, for Relay
+	id       string   // this store among the instances, in its NOTIFYs
 	now      func() time.Time
 	group    *groupCommit // nil: every unit is its own batch
 }
@@ -143,7 +143,7 @@ func WithGroupCommit() Option {
 
 // New returns a store over pool.
 func New(pool *pgxpool.Pool, opts ...Option) *Store {
-	s := &Store{pool: pool, signal: NewSignal(), local: NewSignal(), id: uuid.NewString(), now: clock.Now}
+	s := &Store{pool: pool, signal: NewSignal(), local: newPending(), id: uuid.NewString(), now: clock.Now}
 	for _, o := range opts {
 		o(s)
 	}
@@ -162,13 +162,14 @@ func (s *Store) Signal() *Signal { return s.signal }
 // that events of types were committed. Commit calls it after every commit.
 func (s *Store) committed(types []string) {
 	s.signal.WakeTypes(types)
-	s.local.Wake()
+	s.local.add(types)
 }
 
 // Relay runs until ctx ends, carrying wake-ups between instances sharing the
-// database (see the package-level Relay).
+// database: it announces this store's commits, with their event types, and
+// wakes its readers on the others' (see relay).
 func (s *Store) Relay(ctx context.Context, logger *slog.Logger) {
-	Relay(ctx, s.pool, s.id, s.local, s.signal, logger)
+	relay(ctx, s.pool, s.id, s.local, s.signal, logger)
 }
 
 // Append appends events to one stream atomically: Commit of a unit with

@@ -2,7 +2,9 @@ package eventstore
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -125,44 +127,142 @@ func likeMatch(p, s string) bool {
 	return s == ""
 }
 
+// relayCoalesce is the least time between two NOTIFYs of one relay: the
+// commits of that moment share the next.
+var relayCoalesce = 5 * time.Millisecond
+
 // notifyChannel is the PostgreSQL channel that carries wake-ups between
 // service instances sharing one database.
 const notifyChannel = "phonefleet_events"
 
-// Relay carries wake-ups between instances: local commits (woken on local) are announced with
-// a coalesced NOTIFY (outside the appending transaction, so appends never
-// queue on the notification lock), and NOTIFYs from other instances wake
-// readers. Each NOTIFY carries self, so that its own come back to it as
-// nothing: local commits woke local readers already, each reader only for
-// the types it reads. A NOTIFY of another instance wakes every reader (it
-// names no types). It returns when ctx ends.
-func Relay(ctx context.Context, pool *pgxpool.Pool, self string, local, readers *Signal, logger *slog.Logger) {
+// maxNotice is the longest NOTIFY payload a relay sends naming types
+// (PostgreSQL refuses 8000 bytes and more); a longer one names none, and
+// wakes every reader of the other instances.
+const maxNotice = 7000
+
+// notice is a NOTIFY's payload: the store that committed, and the event
+// types its commits since its last NOTIFY held. A payload that is not a
+// notice (a NOTIFY of an earlier build names only its store), or a notice
+// without types, names no types: it wakes every reader.
+type notice struct {
+	From  string    `json:"from"`
+	Types *[]string `json:"types,omitempty"`
+}
+
+// encodeNotice is the payload announcing that self committed events of
+// types (every subscription of the other instances is woken when they are
+// too many to name).
+func encodeNotice(self string, types []string) string {
+	if types == nil {
+		types = []string{} // named: none (null would read as unnamed)
+	}
+	b, err := json.Marshal(notice{From: self, Types: &types})
+	if err != nil || len(b) > maxNotice {
+		b, _ = json.Marshal(notice{From: self})
+	}
+	return string(b)
+}
+
+// decodeNotice reads a NOTIFY's payload: the store it comes from, and the
+// types its commits held when typed.
+func decodeNotice(payload string) (from string, types []string, typed bool) {
+	var n notice
+	if err := json.Unmarshal([]byte(payload), &n); err != nil || n.From == "" {
+		return payload, nil, false
+	}
+	if n.Types == nil {
+		return n.From, nil, false
+	}
+	return n.From, *n.Types, true
+}
+
+// pending gathers the event types of a store's commits until its relay
+// announces them: the relay announces every commit, also one made while it
+// paused after its last NOTIFY.
+type pending struct {
+	mu        sync.Mutex
+	committed bool
+	types     map[string]struct{}
+	// wake is woken after each commit is added.
+	wake *Signal
+}
+
+func newPending() *pending { return &pending{types: map[string]struct{}{}, wake: NewSignal()} }
+
+// add records a commit of events of types and wakes the relay.
+func (p *pending) add(types []string) {
+	p.mu.Lock()
+	p.committed = true
+	for _, t := range types {
+		p.types[t] = struct{}{}
+	}
+	p.mu.Unlock()
+	p.wake.Wake()
+}
+
+// take returns the types of the commits added since the last take, sorted;
+// ok is false when there were none.
+func (p *pending) take() (types []string, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.committed {
+		return nil, false
+	}
+	types = make([]string, 0, len(p.types))
+	for t := range p.types {
+		types = append(types, t)
+	}
+	slices.Sort(types)
+	p.committed, p.types = false, map[string]struct{}{}
+	return types, true
+}
+
+// relay carries wake-ups between instances: local commits (gathered in
+// local) are announced with a coalesced NOTIFY (outside the appending
+// transaction, so appends never queue on the notification lock) naming
+// their event types, and NOTIFYs from other instances wake readers, each
+// reader only for the types it reads as a local commit does: a projection
+// of other types sleeps through another instance's action as through this
+// one's. Each NOTIFY names self, so that its own come back to it as
+// nothing (local commits woke local readers already). It returns when ctx
+// ends.
+func relay(ctx context.Context, pool *pgxpool.Pool, self string, local *pending, readers *Signal, logger *slog.Logger) {
 	go listen(ctx, pool, notifyChannel, self, readers, logger)
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-local.C():
+		// The wake-up is taken before looking: a commit added after the
+		// look wakes it.
+		woken := local.wake.C()
+		types, ok := local.take()
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return
+			case <-woken:
+			}
+			continue
 		}
-		if _, err := pool.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, self); err != nil && ctx.Err() == nil {
+		if _, err := pool.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, encodeNotice(self, types)); err != nil && ctx.Err() == nil {
 			logger.Warn("event wake-up notify failed", "err", err)
 		}
-		// Coalesce: at most one NOTIFY per few milliseconds whatever the append rate.
+		// Coalesce: at most one NOTIFY per few milliseconds whatever the
+		// append rate; the commits of the pause go in the next.
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(relayCoalesce):
 		}
 	}
 }
 
 // Listen wakes sig on every NOTIFY on channel until ctx ends, reconnecting
-// after a lost connection. channel must be a plain identifier.
+// after a lost connection (a relay's NOTIFY naming event types wakes only
+// the subscriptions of those types: wakeOn). channel must be a plain
+// identifier.
 func Listen(ctx context.Context, pool *pgxpool.Pool, channel string, sig *Signal, logger *slog.Logger) {
 	listen(ctx, pool, channel, "", sig, logger)
 }
 
-// listen is Listen ignoring the NOTIFYs whose payload is self (when set).
+// listen is Listen ignoring the NOTIFYs sent by self (when set).
 func listen(ctx context.Context, pool *pgxpool.Pool, channel, self string, sig *Signal, logger *slog.Logger) {
 	for ctx.Err() == nil {
 		conn, err := pool.Acquire(ctx)
@@ -170,10 +270,8 @@ func listen(ctx context.Context, pool *pgxpool.Pool, channel, self string, sig *
 			_, err = conn.Exec(ctx, `LISTEN `+channel)
 			for err == nil {
 				var n *pgconn.Notification
-				n, err = conn.Conn().WaitForNotification(ctx)
-				if err == nil && (self == "" || n.Payload != self) {
-					// It wakes only readers, never the relay (no echo loop).
-					sig.Wake()
+				if n, err = conn.Conn().WaitForNotification(ctx); err == nil {
+					wakeOn(n.Payload, self, sig)
 				}
 			}
 			conn.Release()
@@ -186,5 +284,19 @@ func listen(ctx context.Context, pool *pgxpool.Pool, channel, self string, sig *
 		case <-ctx.Done():
 		case <-time.After(time.Second):
 		}
+	}
+}
+
+// wakeOn wakes sig for a NOTIFY with payload: only the subscriptions of
+// the types it names, every one when it names none; nothing when self
+// sent it. It wakes only readers, never the relay (no echo loop).
+func wakeOn(payload, self string, sig *Signal) {
+	from, types, typed := decodeNotice(payload)
+	switch {
+	case self != "" && from == self:
+	case typed:
+		sig.WakeTypes(types)
+	default:
+		sig.Wake()
 	}
 }

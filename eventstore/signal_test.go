@@ -1,6 +1,10 @@
 package eventstore
 
-import "testing"
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
 
 func TestLikeMatchAsTheFeedsFilter(t *testing.T) {
 	for _, c := range []struct {
@@ -59,5 +63,40 @@ func TestSubscriptionWakesOnlyForItsTypes(t *testing.T) {
 	s.Wake()
 	if closed(mine) {
 		t.Fatal("a subscription ended is still woken")
+	}
+}
+
+func TestRelayedNoticeWakesAsItNames(t *testing.T) {
+	many := make([]string, 400)
+	for i := range many {
+		many[i] = strings.Repeat("t", 20) + strconv.Itoa(i)
+	}
+	for _, c := range []struct {
+		name       string
+		payload    string
+		wantSub    bool // the subscription to keep.% is woken
+		wantWaiter bool // the every-commit waiter is woken
+	}{
+		{"types of this subscription", encodeNotice("other", []string{"keep.that"}), true, true},
+		{"other types", encodeNotice("other", []string{"skip.this"}), false, true},
+		{"no events (a unit of statements only)", encodeNotice("other", nil), false, true},
+		{"too many types to name", encodeNotice("other", append(many, "skip.this")), true, true},
+		{"an earlier build's notice (its store alone)", "other", true, true},
+		{"this store's own notice", encodeNotice("self", []string{"keep.that"}), false, false},
+		{"this store's own, as an earlier build sent it", "self", false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if len(c.payload) >= 8000 {
+				t.Fatalf("payload of %d bytes; PostgreSQL takes fewer than 8000", len(c.payload))
+			}
+			s := NewSignal()
+			sub, unsubscribe := s.Sub([]string{"keep.%"})
+			defer unsubscribe()
+			every, mine := s.C(), sub.C()
+			wakeOn(c.payload, "self", s)
+			if closed(mine) != c.wantSub || closed(every) != c.wantWaiter {
+				t.Fatalf("subscription woken %v, every-commit waiter %v; want %v, %v", closed(mine), closed(every), c.wantSub, c.wantWaiter)
+			}
+		})
 	}
 }

@@ -3,9 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -30,10 +28,10 @@ type agentDevice struct {
 	// lock is held by the call in progress: a channel, so that a call
 	// waiting its turn can give up when the tunnel ends.
 	lock chan struct{}
-	// sim and statePath, for a sim phone, are its adapter and the file
-	// its state is saved to after every call that may change it.
-	sim       *backends.SimDevice
-	statePath string
+	// sim and state, for a sim phone, are its adapter and the file its
+	// state is saved to after every call that may change it.
+	sim   *backends.SimDevice
+	state *stateFile
 }
 
 // agentDevices is the gateway's current device list.
@@ -74,20 +72,22 @@ func openAgentDevices(cfg AgentConfig, gatewayID string, log *slog.Logger) (*age
 	for n := 1; n <= cfg.SimDevices; n++ {
 		key := simKey(n)
 		path := filepath.Join(cfg.DataDir, "sims", key+".state")
-		phone, err := loadSim(path, gatewayID+"-"+key)
+		phone, file, err := loadSim(path, gatewayID+"-"+key)
 		if err != nil {
+			s.closeFiles()
 			return nil, err
 		}
 		dev := backends.NewSimDevice(phone)
 		m := phone.Model()
-		d := &agentDevice{backend: dev, sim: dev, statePath: path, lock: make(chan struct{}, 1),
+		d := &agentDevice{backend: dev, sim: dev, state: file, lock: make(chan struct{}, 1),
 			info: tunnel.DeviceInfo{Key: key, Backend: domain.BackendSim, Model: m.Name, Serial: phone.Serial(),
 				Width: m.Width, Height: m.Height, Capabilities: dev.Capabilities()}}
-		if err := d.saveState(); err != nil {
-			return nil, err
-		}
 		s.byKey[key] = d
 		s.order = append(s.order, key)
+		if err := d.saveState(); err != nil {
+			s.closeFiles()
+			return nil, err
+		}
 	}
 	if cfg.ADBAddr != "" {
 		s.adbHost = backends.NewADBHost(adb.New(cfg.ADBAddr), nil)
@@ -96,33 +96,37 @@ func openAgentDevices(cfg AgentConfig, gatewayID string, log *slog.Logger) (*age
 }
 
 // loadSim restores the sim phone saved at path, or makes a new one with
-// serial when there is none.
-func loadSim(path, serial string) (*sim.Phone, error) {
-	state, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return sim.New(sim.DefaultModel, serial)
-	}
+// serial when there is none, and returns it with its state file open for
+// the saves.
+func loadSim(path, serial string) (*sim.Phone, *stateFile, error) {
+	file, state, found, err := readStateFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, fmt.Errorf("sim state %s cannot be read (move it away to start that phone afresh): %w", path, err)
+	}
+	if !found {
+		p, err := sim.New(sim.DefaultModel, serial)
+		return p, file, err
 	}
 	var head struct {
 		Model string `json:"model"`
 	}
 	if err := json.Unmarshal(state, &head); err != nil {
-		return nil, fmt.Errorf("sim state %s cannot be read (move it away to start that phone afresh): %w", path, err)
+		_ = file.Close()
+		return nil, nil, fmt.Errorf("sim state %s cannot be read (move it away to start that phone afresh): %w", path, err)
 	}
 	p, err := sim.Restore(head.Model, state)
 	if err != nil {
-		return nil, fmt.Errorf("sim state %s cannot be read (move it away to start that phone afresh): %w", path, err)
+		_ = file.Close()
+		return nil, nil, fmt.Errorf("sim state %s cannot be read (move it away to start that phone afresh): %w", path, err)
 	}
-	return p, nil
+	return p, file, nil
 }
 
-// saveState writes a sim phone's state to its file (a temporary file
-// renamed into place: a killed gateway leaves the old state or the new,
-// never half of one), synced to disk with its directory before the call
-// that changed it answers, so that neither a killed process nor a power
-// cut brings back a phone older than the receipts of its actions.
+// saveState writes a sim phone's state to its file (stateFile: a killed
+// gateway leaves the old state or the new, never half of one), synced to
+// disk before the call that changed it answers, so that neither a killed
+// process nor a power cut brings back a phone older than the receipts of
+// its actions.
 func (d *agentDevice) saveState() error {
 	if d.sim == nil {
 		return nil
@@ -131,7 +135,7 @@ func (d *agentDevice) saveState() error {
 	if err != nil {
 		return err
 	}
-	return saveFileAtomic(d.statePath, st, true)
+	return d.state.save(st)
 }
 
 // list returns the devices' descriptions and the list's version.
@@ -240,8 +244,20 @@ func (s *agentDevices) close() {
 	for _, d := range devs {
 		d.lock <- struct{}{}
 	}
+	s.closeFiles()
 	if s.adbHost != nil {
 		s.adbHost.Close()
+	}
+}
+
+// closeFiles closes the sims' state files.
+func (s *agentDevices) closeFiles() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range s.byKey {
+		if d.state != nil {
+			_ = d.state.Close()
+		}
 	}
 }
 
