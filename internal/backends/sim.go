@@ -298,9 +298,8 @@ func (s *SimDevice) Observe(_ context.Context, opts domain.ObserveOptions) (doma
 			}
 		}
 		if opts.Snapshot {
-			if obs.Snapshot, err = json.Marshal(s.phone.Snapshot()); err != nil {
-				return obs, internal(err)
-			}
+			root := s.phone.Snapshot()
+			obs.Snapshot = root.AppendJSON(nil)
 		}
 		obs.ScreenOn = s.phone.ScreenOn()
 		obs.ScreenHash = s.phone.ScreenHash()
