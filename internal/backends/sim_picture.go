@@ -41,7 +41,7 @@ func (s *SimDevice) observePicture(opts domain.ObserveOptions) (domain.Observati
 	if opts.Marks != nil || opts.Snapshot {
 		// The tree comes with a set-of-marks picture (see
 		// domain.ObserveOptions.Marks).
-		obs.Snapshot = pic.Root.AppendJSON(nil)
+		obs.Snapshot = s.snapshot(&pic.Root)
 	}
 	obs.Replay = pic.State
 	return obs, nil

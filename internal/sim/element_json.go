@@ -69,6 +69,15 @@ func appendOmitTrue(b []byte, field string, v bool) []byte {
 
 const hexDigits = "0123456789abcdef"
 
+// jsonSafe says which ASCII bytes a JSON string holds as they are:
+// printable ones but ", \ and the HTML-sensitive <, > and &.
+var jsonSafe = func() (safe [utf8.RuneSelf]bool) {
+	for c := byte(0x20); c < utf8.RuneSelf; c++ {
+		safe[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return safe
+}()
+
 // appendJSONString appends s quoted as encoding/json quotes a string: ",
 // \ and control characters escaped (\b, \f, \n, \r, \t by name), <, > and
 // & as \u00XX (HTML-safe), invalid UTF-8 as \ufffd, and U+2028, U+2029
@@ -79,7 +88,7 @@ func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if jsonSafe[c] {
 				i++
 				continue
 			}
