@@ -236,6 +236,17 @@ func NewSimState(reg *domain.DeviceRegistered) ([]byte, error) {
 type SimDevice struct {
 	phone *sim.Phone
 	caps  domain.Capabilities
+	// snapshotSize is the length of the last UI snapshot written, the
+	// room the next one is given at once (snapshot).
+	snapshotSize atomic.Int64
+}
+
+// snapshot returns root as JSON (as json.Marshal writes it), written
+// into a buffer of about the size of the last one, so it is seldom grown.
+func (s *SimDevice) snapshot(root *sim.Element) []byte {
+	out := root.AppendJSON(make([]byte, 0, s.snapshotSize.Load()*9/8+512))
+	s.snapshotSize.Store(int64(len(out)))
+	return out
 }
 
 func newSimDevice(p *sim.Phone) *SimDevice {
@@ -298,9 +309,8 @@ func (s *SimDevice) Observe(_ context.Context, opts domain.ObserveOptions) (doma
 			}
 		}
 		if opts.Snapshot {
-			if obs.Snapshot, err = json.Marshal(s.phone.Snapshot()); err != nil {
-				return obs, internal(err)
-			}
+			root := s.phone.Snapshot()
+			obs.Snapshot = s.snapshot(&root)
 		}
 		obs.ScreenOn = s.phone.ScreenOn()
 		obs.ScreenHash = s.phone.ScreenHash()

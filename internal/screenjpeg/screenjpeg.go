@@ -227,7 +227,7 @@ func newEncoder(img *image.RGBA, t *tables, cols int) *encoder {
 	if cap(row) < cols {
 		row = make([]mcu, cols)
 	}
-	*e = encoder{img: img, t: t, out: e.out[:0], row: row[:cols]}
+	*e = encoder{img: img, t: t, out: e.out[:0], row: row[:cols], repBuf: e.repBuf}
 	for i := range e.row {
 		e.row[i].ok = false
 	}
@@ -250,6 +250,19 @@ type encoder struct {
 	dc [3]int32
 	// row holds the last MCU of each column (scan).
 	row []mcu
+	// rep is the code of the last MCU that repeated the one on its left,
+	// for the MCUs after it that repeat it too (scan); repBuf keeps its
+	// buffer between pictures.
+	rep    repeat
+	repBuf []byte
+}
+
+// repeat is the code of one MCU: whole bytes (unstuffed) and the bits
+// after them.
+type repeat struct {
+	bytes []byte
+	tail  uint32
+	tailN uint8
 }
 
 func marker(out []byte, m byte, length int) []byte {
@@ -341,10 +354,8 @@ func (e *encoder) value(t int, run int32, v int32) {
 	}
 	size := uint8(bits.Len32(uint32(a)))
 	c := codes[t][byte(run)<<4|size]
-	e.emit(c.bits, c.size)
-	if size > 0 {
-		e.emit(uint32(v), size)
-	}
+	// One write of code and bits: at most 16 + 11 bits.
+	e.emit(c.bits<<size|uint32(v)&(1<<size-1), c.size+size)
 }
 
 // block writes a quantized block of component comp: q in zig-zag order,
@@ -449,9 +460,28 @@ func (e *encoder) scan(y0, y1 int) {
 	// it, so row[c-1] is the MCU on the left.
 	row := e.row
 	for my := y0; my < y1; my += 16 {
+		// repeating says the MCU on the left repeated the one on its
+		// left, and e.rep holds its code.
+		repeating := false
 		for c, mx := 0, b.Min.X; mx < b.Max.X; c, mx = c+1, mx+16 {
 			cur := &row[c]
 			inside := mx+16 <= b.Max.X && my+16 <= b.Max.Y
+			if inside && c > 0 && row[c-1].ok && e.same(mx, my, mx-16, my) {
+				// The MCU repeats the one on its left, whose blocks
+				// ended with the DC values these blocks end with: its
+				// code is the same whatever came before that one, so
+				// along a run (a rule, a box's edge) it is written once
+				// and copied.
+				*cur = row[c-1]
+				if repeating {
+					e.replay()
+				} else {
+					e.record(cur)
+					repeating = true
+				}
+				continue
+			}
+			repeating = false
 			switch {
 			case inside && e.uniform(mx, my, 16):
 				off := img.PixOffset(mx, my)
@@ -470,8 +500,6 @@ func (e *encoder) scan(y0, y1 int) {
 				}
 				cur.ok = false
 				continue
-			case inside && c > 0 && row[c-1].ok && e.same(mx, my, mx-16, my):
-				*cur = row[c-1]
 			case inside && my > y0 && cur.ok && e.same(mx, my, mx, my-16):
 			default:
 				e.transform(cur, mx, my, inside)
@@ -483,6 +511,42 @@ func (e *encoder) scan(y0, y1 int) {
 		}
 	}
 	e.finish()
+}
+
+// record writes the blocks of m, keeping their code in e.rep.
+func (e *encoder) record(m *mcu) {
+	out, acc, n := e.out, e.acc, e.n
+	e.out, e.acc, e.n = e.repBuf[:0], 0, 0
+	for k := range 6 {
+		e.block(&m.q[k], m.nz[k], max(0, k-3))
+	}
+	// Undo the stuffing: a zero after 0xff is never data.
+	code := e.out[:0]
+	for i := 0; i < len(e.out); i++ {
+		code = append(code, e.out[i])
+		if e.out[i] == 0xff {
+			i++
+		}
+	}
+	e.repBuf = e.out
+	e.rep = repeat{bytes: code, tail: uint32(e.acc) & (1<<e.n - 1), tailN: uint8(e.n)}
+	e.out, e.acc, e.n = out, acc, n
+	e.replay()
+}
+
+// replay writes the code in e.rep again.
+func (e *encoder) replay() {
+	r := &e.rep
+	b := r.bytes
+	for ; len(b) >= 4; b = b[4:] {
+		e.emit(binary.BigEndian.Uint32(b), 32)
+	}
+	for _, c := range b {
+		e.emit(uint32(c), 8)
+	}
+	if r.tailN > 0 {
+		e.emit(r.tail, r.tailN)
+	}
 }
 
 // transform converts, transforms and quantizes the MCU at (mx, my) into
@@ -516,16 +580,16 @@ func (e *encoder) transform(m *mcu, mx, my int, inside bool) {
 			m.q[k][0], m.nz[k] = flatDC(ys[k][0], &e.t.mul[0]), 0
 			continue
 		}
-		fdct(&ys[k])
+		fdctLines(&ys[k])
 		m.nz[k] = quantize(&m.q[k], &ys[k], &e.t.mul[0])
 	}
 	for i := range cb {
 		cb[i] *= 0.25
 		cr[i] *= 0.25
 	}
-	fdct(&cb)
+	fdctLines(&cb)
 	m.nz[4] = quantize(&m.q[4], &cb, &e.t.mul[1])
-	fdct(&cr)
+	fdctLines(&cr)
 	m.nz[5] = quantize(&m.q[5], &cr, &e.t.mul[1])
 }
 
@@ -582,6 +646,56 @@ func fdct(d *[64]float32) {
 	for i := range 8 {
 		fdct8(d, i, 8)
 	}
+}
+
+// fdctLines is fdct, with the same result to the bit, for a block of
+// horizontal or vertical lines (a rule, a box's edge over a flat
+// background: every row one value, or every row the same), which takes
+// one pass of eight values instead of sixteen: a row of one value c comes
+// out of the row pass as 8c and zeros, exactly (sums of equal values and
+// differences of zero), and a column of zeros stays zeros; so for rows
+// of one value only the first column's pass is left, and for equal rows
+// only the first row's pass, each column then one value, 8 times it.
+func fdctLines(d *[64]float32) {
+	switch {
+	case uniformRows(d):
+		for j := 0; j < 64; j += 8 {
+			d[j] *= 8
+			clear(d[j+1 : j+8])
+		}
+		fdct8(d, 0, 8)
+	case equalRows(d):
+		fdct8(d, 0, 1)
+		for i := range 8 {
+			d[i] *= 8
+		}
+		clear(d[8:])
+	default:
+		fdct(d)
+	}
+}
+
+// uniformRows reports whether each row of d is one value.
+func uniformRows(d *[64]float32) bool {
+	for j := 0; j < 64; j += 8 {
+		c := d[j]
+		for _, v := range d[j+1 : j+8] {
+			if v != c {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// equalRows reports whether every row of d equals the first.
+func equalRows(d *[64]float32) bool {
+	for j := 8; j < 64; j += 8 {
+		if [8]float32(d[j:j+8]) != [8]float32(d[:8]) {
+			return false
+		}
+	}
+	return true
 }
 
 // fdct8 transforms the eight values of d at start, start+step, ….

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"sync"
+	"sync/atomic"
 
 	"phonefleet/internal/screenjpeg"
 )
@@ -128,9 +130,95 @@ func drawMarks(img *image.RGBA, marks []Mark, scale float64) {
 		cv.fill(image.Rect(r.Min.X, r.Max.Y-s, r.Max.X, r.Max.Y), c)
 		cv.fill(image.Rect(r.Min.X, r.Min.Y, r.Min.X+s, r.Max.Y), c)
 		cv.fill(image.Rect(r.Max.X-s, r.Min.Y, r.Max.X, r.Max.Y), c)
+		if t := markTab(fk, m.Label, i%len(markColors)); t != nil {
+			copyTab(img, t, r.Min)
+			continue
+		}
 		tw := measure(fk, m.Label)
 		tab := image.Rect(r.Min.X, r.Min.Y, r.Min.X+tw+2*pad, r.Min.Y+ascent+descent+pad)
 		cv.fill(tab, c)
 		cv.text(fk, m.Label, tab.Min.X+pad, tab.Min.Y+pad/2+ascent, color.RGBA{0xff, 0xff, 0xff, 0xff})
+	}
+}
+
+// tabKey names a mark's tab: its label, face and colour.
+type tabKey struct {
+	fk    faceKey
+	label string
+	color int
+}
+
+// markTabs caches the tabs drawMarks draws (tabKey → *image.RGBA, nil
+// for a tab whose label draws outside it); maxMarkTabs bounds it.
+var (
+	markTabs    sync.Map
+	markTabsLen atomic.Int32
+)
+
+const maxMarkTabs = 4096
+
+// markTab returns the tab of a mark labelled label in MarkColor(color),
+// drawn as drawMarks draws it at the origin, or nil when its label's
+// glyphs reach outside it (they would then blend with the picture, and
+// the tab is drawn in place) or the cache is full. A tab's pixels depend
+// on nothing else, so a picture's tabs are copied, not drawn again.
+func markTab(fk faceKey, label string, color int) *image.RGBA {
+	k := tabKey{fk, label, color}
+	if t, ok := markTabs.Load(k); ok {
+		return t.(*image.RGBA)
+	}
+	if markTabsLen.Load() >= maxMarkTabs {
+		return nil
+	}
+	ascent, descent := textEng().metrics(fk)
+	pad := max(2, fk.size/5)
+	tab := image.Rect(0, 0, measure(fk, label)+2*pad, ascent+descent+pad)
+	// Drawn with a margin of a colour no mark uses, which must stay.
+	margin := tab.Dy()
+	img := image.NewRGBA(tab.Inset(-margin))
+	cv := newCanvas(img, 1)
+	c := MarkColor(color)
+	cv.fill(tab, c)
+	cv.text(fk, label, tab.Min.X+pad, tab.Min.Y+pad/2+ascent, colorWhite)
+	var t *image.RGBA
+	if outsideIs(img, tab, color0) {
+		t = img.SubImage(tab).(*image.RGBA)
+	}
+	if _, loaded := markTabs.LoadOrStore(k, t); !loaded {
+		markTabsLen.Add(1)
+	}
+	return t
+}
+
+var (
+	colorWhite = color.RGBA{0xff, 0xff, 0xff, 0xff}
+	color0     = color.RGBA{}
+)
+
+// outsideIs reports whether every pixel of img outside r is c.
+func outsideIs(img *image.RGBA, r image.Rectangle, c color.RGBA) bool {
+	for y := img.Rect.Min.Y; y < img.Rect.Max.Y; y++ {
+		for x := img.Rect.Min.X; x < img.Rect.Max.X; x++ {
+			if !(image.Pt(x, y).In(r)) && img.RGBAAt(x, y) != c {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// copyTab copies tab into img with its top-left corner at at, clipped to
+// img.
+func copyTab(img, tab *image.RGBA, at image.Point) {
+	dst := tab.Rect.Sub(tab.Rect.Min).Add(at).Intersect(img.Rect)
+	if dst.Empty() {
+		return
+	}
+	src := dst.Min.Sub(at).Add(tab.Rect.Min)
+	n := 4 * dst.Dx()
+	for y := range dst.Dy() {
+		d := img.PixOffset(dst.Min.X, dst.Min.Y+y)
+		s := tab.PixOffset(src.X, src.Y+y)
+		copy(img.Pix[d:d+n], tab.Pix[s:s+n])
 	}
 }

@@ -240,13 +240,34 @@ func finalize(root *node, screen image.Rectangle) {
 	walk(root, nil, screen, "root")
 }
 
-// element converts the finished tree to the exported Element tree.
+// element converts the finished tree to the exported Element tree, all
+// the elements below n in one allocation (each picture builds one).
 func (n *node) element() Element {
-	e := n.el
-	e.Children = nil
-	for _, k := range n.kids {
-		e.Children = append(e.Children, k.element())
+	below := 0
+	var count func(n *node)
+	count = func(n *node) {
+		below += len(n.kids)
+		for _, k := range n.kids {
+			count(k)
+		}
 	}
+	count(n)
+	slab := make([]Element, below)
+	var fill func(dst *Element, n *node)
+	fill = func(dst *Element, n *node) {
+		*dst = n.el
+		dst.Children = nil
+		if k := len(n.kids); k > 0 {
+			// Capped, so that appending to one element's children never
+			// writes over another's.
+			dst.Children, slab = slab[:k:k], slab[k:]
+			for i, kid := range n.kids {
+				fill(&dst.Children[i], kid)
+			}
+		}
+	}
+	var e Element
+	fill(&e, n)
 	return e
 }
 
