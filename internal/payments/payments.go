@@ -76,6 +76,9 @@ type Provider interface {
 	// ListRefunds returns every refund, for reconciliation. Errors:
 	// ErrUnavailable, *RefusedError.
 	ListRefunds(ctx context.Context) ([]Refund, error)
+	// ListDisputes returns every dispute, whatever its status, for
+	// reconciliation. Errors: ErrUnavailable, *RefusedError.
+	ListDisputes(ctx context.Context) ([]Dispute, error)
 	// CancelSubscription stops a subscription: at once (Stripe's
 	// subscription cancel) or, with atPeriodEnd, at the end of the period
 	// already paid (cancel_at_period_end=true). idempotencyKey is sent as

@@ -370,6 +370,25 @@ func (s *Stripe) ListRefunds(ctx context.Context) ([]Refund, error) {
 	return out, nil
 }
 
+// ListDisputes lists every dispute.
+func (s *Stripe) ListDisputes(ctx context.Context) ([]Dispute, error) {
+	if err := s.configured(); err != nil {
+		return nil, err
+	}
+	p := &stripe.DisputeListParams{}
+	p.Context = ctx
+	p.Limit = stripe.Int64(listPage)
+	var out []Dispute
+	it := s.api.Disputes.List(p)
+	for it.Next() {
+		out = append(out, dispute(it.Dispute()))
+	}
+	if err := it.Err(); err != nil {
+		return nil, classify(ctx, "list disputes", err)
+	}
+	return out, nil
+}
+
 // classify turns what stripe-go returned into ErrUnavailable (no answer,
 // 5xx, 429, an answer that is not Stripe's, the caller's context ended) or
 // a *RefusedError (any other 4xx).
