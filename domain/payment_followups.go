@@ -223,8 +223,14 @@ type PaymentFollowup struct {
 	Quantity  int64  `json:"quantity,omitempty"`
 	Proration string `json:"proration,omitempty"`
 	// RefundShare: a subscription action also refunds Amount of the
-	// subscription's latest paid invoice, after the subscription change.
+	// subscription's paid invoice of the period the phone ended in, after
+	// the subscription change.
 	RefundShare bool `json:"refundShare,omitempty"`
+	// TriggeredAt is when the triggering event happened (the phone ended):
+	// which period's invoice a RefundShare refunds. Read from the read
+	// model's row; the attempt events do not carry it (the trigger's time
+	// is in the log already).
+	TriggeredAt time.Time `json:"-"`
 }
 
 // PaymentFollowupRefundKey is the Idempotency-Key of a subscription

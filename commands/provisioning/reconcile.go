@@ -322,7 +322,11 @@ type reconcileInput struct {
 	// (their periods); chargeRefunds every payment.charge_refunded.
 	folded        map[string]domain.Fulfilment
 	chargeRefunds []domain.ChargeRefunded
-	readAt        time.Time
+	// chargeSubs names the subscription whose invoice a charge paid, for
+	// the charges of refunds and disputes that no order's payment names
+	// (read from the provider: charge → invoice → subscription).
+	chargeSubs map[string]string
+	readAt     time.Time
 }
 
 // reconcileOrder is one order with what belongs to it.

@@ -127,3 +127,100 @@ func TestReconcileRefundsPeriodsDisputes(t *testing.T) {
 		})
 	}
 }
+
+// TestReconcilePartialRefundOfLivePhone (issue 26, found by the payments
+// walk): a partial refund the provider made of a live day pass's payment
+// (its dashboard) does not end the phone, and our records show it
+// (payment.charge_refunded): it is not refunded_but_live. A refund our
+// records do not show, or a full refund while the phone is live, still is.
+func TestReconcilePartialRefundOfLivePhone(t *testing.T) {
+	o := domain.Order{CheckoutStarted: domain.CheckoutStarted{OrgID: "org_1", OrderID: "ord_day", FulfilmentIDs: []string{"ful_day"},
+		Choice: domain.PurchaseChoice{Sku: domain.SkuEmulator, Billing: domain.BillingDay, Quantity: 1}, Currency: "usd", UnitAmount: 400},
+		State: domain.OrderPaidState, PaymentIntentID: "pi_day"}
+	in := func(refunded int64, recorded ...int64) reconcileInput {
+		r := reconcileInput{accounts: []domain.Account{{OrgID: "org_1", Orders: []domain.Order{o}}},
+			fulfilments: []projections.FulfilmentView{{FulfilmentID: "ful_day", OrgID: "org_1", OrderID: "ord_day",
+				State: domain.FulfilmentProvisionedState, Billing: domain.BillingDay, Currency: "usd", UnitAmount: 400}},
+			pays: []payments.Payment{{ID: "pi_day", Status: "succeeded", Amount: 400, AmountReceived: 400, Currency: "usd",
+				ChargeID: "ch_day"}},
+			refunds: []payments.Refund{{ID: "re_day", PaymentID: "pi_day", ChargeID: "ch_day", Amount: refunded, Currency: "usd",
+				Status: "succeeded"}}}
+		for _, n := range recorded {
+			r.chargeRefunds = append(r.chargeRefunds, domain.ChargeRefunded{OrgID: "org_1", OrderID: "ord_day", ChargeID: "ch_day",
+				PaymentIntentID: "pi_day", Amount: 400, AmountRefunded: n, Currency: "usd", Full: n >= 400})
+		}
+		return r
+	}
+	kinds := func(rep ReconcileReport) []string {
+		var out []string
+		for _, d := range rep.Differences {
+			out = append(out, d.Kind)
+		}
+		return out
+	}
+	if got := kinds(reconcile(in(100, 100))); len(got) != 0 {
+		t.Errorf("a partial refund recorded, the phone live: %v; want no difference", got)
+	}
+	if got := kinds(reconcile(in(100))); !slices.Contains(got, ReconcileRefundedButLive) {
+		t.Errorf("a partial refund not recorded, the phone live: %v; want %s", got, ReconcileRefundedButLive)
+	}
+	if got := kinds(reconcile(in(400, 400))); !slices.Contains(got, ReconcileRefundedButLive) {
+		t.Errorf("a full refund recorded, the phone live: %v; want %s", got, ReconcileRefundedButLive)
+	}
+}
+
+// TestReconcileRenewalInvoiceCharges (issue 26, found by the payments
+// walk): a dispute or a refund of a renewal invoice's charge names no
+// order (the invoice's payment carries no metadata of ours); it is traced
+// charge → invoice → subscription → order (chargeSubs, read from the
+// provider) and compared with that order: a dispute of an order ended
+// disputed, or a refund our records show for it, is no difference; a
+// refund our records do not show names the order.
+func TestReconcileRenewalInvoiceCharges(t *testing.T) {
+	o := domain.Order{CheckoutStarted: domain.CheckoutStarted{OrgID: "org_1", OrderID: "ord_sub", FulfilmentIDs: []string{"ful_sub"},
+		Choice: domain.PurchaseChoice{Sku: domain.SkuEmulator, Billing: domain.BillingSubscription, Quantity: 1}, Currency: "usd",
+		UnitAmount: 2900}, State: domain.OrderEndedState, EndedReason: domain.EndDisputed, SubscriptionID: "sub_1"}
+	base := func() reconcileInput {
+		return reconcileInput{
+			accounts: []domain.Account{{OrgID: "org_1", CustomerID: "cus_1", Orders: []domain.Order{o}}},
+			fulfilments: []projections.FulfilmentView{{FulfilmentID: "ful_sub", OrgID: "org_1", OrderID: "ord_sub",
+				State: domain.FulfilmentCancelledState, CancelledReason: domain.EndDisputed, Billing: domain.BillingSubscription,
+				Currency: "usd", UnitAmount: 2900}},
+			subs: []payments.Subscription{{ID: "sub_1", Status: "canceled", CustomerID: "cus_1",
+				Metadata: map[string]string{payments.MetaOrgID: "org_1", payments.MetaOrderID: "ord_sub"}}},
+			// The first invoice's payment and a renewal's: the customer's,
+			// no metadata.
+			pays: []payments.Payment{
+				{ID: "pi_first", Status: "succeeded", Amount: 2900, AmountReceived: 2900, Currency: "usd", CustomerID: "cus_1", ChargeID: "ch_first"},
+				{ID: "pi_renew", Status: "succeeded", Amount: 2900, AmountReceived: 2900, Currency: "usd", CustomerID: "cus_1", ChargeID: "ch_renew"}},
+			chargeSubs: map[string]string{"ch_first": "sub_1", "ch_renew": "sub_1"},
+		}
+	}
+	differences := func(in reconcileInput) []string {
+		var out []string
+		for _, d := range reconcile(in).Differences {
+			out = append(out, d.Kind+" "+d.OrderID)
+		}
+		return out
+	}
+
+	in := base()
+	in.disputes = []payments.Dispute{{ID: "dp_1", ChargeID: "ch_renew", PaymentIntentID: "pi_renew", Amount: 2900, Currency: "usd",
+		Status: "needs_response"}}
+	if got := differences(in); len(got) != 0 {
+		t.Errorf("a renewal's dispute of an order ended disputed: %v; want no difference", got)
+	}
+
+	in = base()
+	in.refunds = []payments.Refund{{ID: "re_1", PaymentID: "pi_renew", ChargeID: "ch_renew", Amount: 100, Currency: "usd", Status: "succeeded"}}
+	if got := differences(in); !slices.Equal(got, []string{ReconcileDisputeMissing + " ord_sub", ReconcileRefundAmountMismatch + " ord_sub"}) {
+		t.Errorf("a renewal's refund not recorded, no dispute listed: %v; want the refund and the dispute named for ord_sub", got)
+	}
+	in.chargeRefunds = []domain.ChargeRefunded{{OrgID: "org_1", OrderID: "ord_sub", ChargeID: "ch_renew", PaymentIntentID: "pi_renew",
+		Amount: 2900, AmountRefunded: 100, Currency: "usd"}}
+	in.disputes = []payments.Dispute{{ID: "dp_1", ChargeID: "ch_first", PaymentIntentID: "pi_first", Amount: 2900, Currency: "usd",
+		Status: "lost"}}
+	if got := differences(in); len(got) != 0 {
+		t.Errorf("a renewal's refund recorded, the first invoice's dispute: %v; want no difference", got)
+	}
+}

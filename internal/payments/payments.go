@@ -103,14 +103,16 @@ type Provider interface {
 	// that does not bill exactly one item).
 	SetSubscriptionQuantity(ctx context.Context, subscriptionID string, quantity int64, proration, idempotencyKey string) (int64, error)
 	// RefundSubscriptionShare refunds up to amount (the smallest currency
-	// unit, more than 0) of the subscription's latest paid invoice: one
-	// unit's share of the period it paid, never more than its charge has
-	// left unrefunded. It returns the refund's id and the amount refunded
-	// ("" and 0 when nothing is left to refund). idempotencyKey is sent as
-	// Stripe's Idempotency-Key of the refund. Errors: ErrUnavailable,
-	// *RefusedError (also a subscription with no paid invoice that has a
-	// charge).
-	RefundSubscriptionShare(ctx context.Context, subscriptionID string, amount int64, idempotencyKey string) (string, int64, error)
+	// unit, more than 0) of the subscription's paid invoice of the period
+	// a phone ended in at endedAt: the newest paid invoice created at or
+	// before endedAt. One unit's share of the period it paid, never more
+	// than its charge has left unrefunded. It returns the refund's id and
+	// the amount refunded ("" and 0 when nothing is left to refund).
+	// idempotencyKey is sent as Stripe's Idempotency-Key of the refund.
+	// Errors: ErrUnavailable, *RefusedError (also a subscription with no
+	// such paid invoice that has a charge).
+	RefundSubscriptionShare(ctx context.Context, subscriptionID string, amount int64, endedAt time.Time,
+		idempotencyKey string) (string, int64, error)
 	// SubscriptionOfCharge reads which subscription a charge paid: the
 	// charge's invoice's subscription ("" for a charge of no invoice, or an
 	// invoice of no subscription). A subscription's charges carry none of

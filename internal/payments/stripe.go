@@ -685,7 +685,7 @@ func (s *Stripe) SetSubscriptionQuantity(ctx context.Context, subscriptionID str
 // RefundSubscriptionShare lists the subscription's newest paid invoice
 // with its charge expanded (one call) and refunds up to amount of that
 // charge.
-func (s *Stripe) RefundSubscriptionShare(ctx context.Context, subscriptionID string, amount int64,
+func (s *Stripe) RefundSubscriptionShare(ctx context.Context, subscriptionID string, amount int64, endedAt time.Time,
 	idempotencyKey string) (string, int64, error) {
 	if err := s.configured(); err != nil {
 		return "", 0, err
