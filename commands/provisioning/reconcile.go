@@ -74,8 +74,8 @@ const (
 	// the order's price times its quantity.
 	ReconcileAmountMismatch = "amount_mismatch"
 	// ReconcileRefundedButLive: the provider refunded more of an order's
-	// payment than its cancelled phones account for, and phones of it are
-	// still live.
+	// payment than its cancelled phones and the partial refunds our records
+	// show account for, and phones of it are still live.
 	ReconcileRefundedButLive = "refunded_but_live"
 	// ReconcileRefundMissing: phones cancelled as refunded (by the
 	// provider or by the owner) whose refund the provider does not show.
@@ -340,6 +340,10 @@ type reconcileOrder struct {
 	// refundIDs name those refunds.
 	refunded  int64
 	refundIDs []string
+	// partlyRefunded is the highest running total of partial refunds of
+	// pay's charge our records show (payment.charge_refunded, not full):
+	// refunds that leave the order's phones standing.
+	partlyRefunded int64
 }
 
 // Subscription and payment intent statuses, as the provider names them.
@@ -477,6 +481,18 @@ func reconcile(in reconcileInput) ReconcileReport {
 		if slices.Contains(refundCounted, r.Status) {
 			ro.refunded += r.Amount
 			ro.refundIDs = append(ro.refundIDs, r.ID)
+		}
+	}
+
+	partial := map[string]int64{}
+	for _, r := range in.chargeRefunds {
+		if !r.Full && r.AmountRefunded < r.Amount {
+			partial[r.ChargeID] = max(partial[r.ChargeID], r.AmountRefunded)
+		}
+	}
+	for _, ro := range ordered {
+		if ro.pay != nil && ro.pay.ChargeID != "" {
+			ro.partlyRefunded = partial[ro.pay.ChargeID]
 		}
 	}
 
@@ -639,11 +655,14 @@ func reconcileOrderDifferences(ro *reconcileOrder) []ReconcileDifference {
 				pm.AmountReceived, pm.Currency, quantity, o.UnitAmount, o.Currency, want, o.Currency)
 		}
 	}
+	// A refund is accounted for by the phones it cancelled, or by the
+	// partial refunds our records show (a partial refund leaves the phones
+	// standing; its total includes the cancelled phones' refunds).
 	cancelledPhones := int64(quantity - len(live))
-	if len(live) > 0 && ro.refunded > cancelledPhones*o.UnitAmount {
+	if accounted := max(cancelledPhones*o.UnitAmount, ro.partlyRefunded); len(live) > 0 && ro.refunded > accounted {
 		add(ReconcileRefundedButLive, live, append([]string{pm.ID}, ro.refundIDs...),
-			"the provider refunded %d %s of the payment, more than the %d %s its %d cancelled phone(s) account for, while these phones are live",
-			ro.refunded, o.Currency, cancelledPhones*o.UnitAmount, o.Currency, cancelledPhones)
+			"the provider refunded %d %s of the payment, more than the %d %s its %d cancelled phone(s) and the %d %s of partial refunds recorded account for, while these phones are live",
+			ro.refunded, o.Currency, cancelledPhones*o.UnitAmount, o.Currency, cancelledPhones, ro.partlyRefunded, o.Currency)
 	}
 	if wantRefund := int64(len(refundCancelled)) * o.UnitAmount; len(refundCancelled) > 0 && ro.refunded < wantRefund {
 		add(ReconcileRefundMissing, refundCancelled, append([]string{pm.ID}, ro.refundIDs...),
