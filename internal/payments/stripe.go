@@ -683,8 +683,12 @@ func (s *Stripe) SetSubscriptionQuantity(ctx context.Context, subscriptionID str
 }
 
 // RefundSubscriptionShare lists the subscription's newest paid invoice
-// with its charge expanded (one call) and refunds up to amount of that
-// charge.
+// created at or before endedAt (created[lte]; the period the phone ended
+// in was paid by it, a later one is a renewal after the end) with its
+// charge expanded (one call) and refunds up to amount of that charge. An
+// invoice in the answer created after endedAt is skipped all the same. A
+// retry after a renewal therefore lists the same invoice and repeats the
+// same request under its key.
 func (s *Stripe) RefundSubscriptionShare(ctx context.Context, subscriptionID string, amount int64, endedAt time.Time,
 	idempotencyKey string) (string, int64, error) {
 	if err := s.configured(); err != nil {
@@ -697,13 +701,19 @@ func (s *Stripe) RefundSubscriptionShare(ctx context.Context, subscriptionID str
 		return "", 0, fmt.Errorf("payments: refund subscription share: amount %d, want more than 0", amount)
 	}
 	lp := &stripe.InvoiceListParams{Subscription: stripe.String(subscriptionID), Status: stripe.String("paid")}
+	if !endedAt.IsZero() {
+		lp.CreatedRange = &stripe.RangeQueryParams{LesserThanOrEqual: endedAt.Unix()}
+	}
 	lp.Context = ctx
-	lp.Limit = stripe.Int64(1)
+	lp.Limit = stripe.Int64(3)
 	lp.AddExpand("data.charge")
 	it := s.api.Invoices.List(lp)
 	var inv *stripe.Invoice
-	if it.Next() {
-		inv = it.Invoice()
+	for it.Next() {
+		if c := it.Invoice(); endedAt.IsZero() || c.Created <= endedAt.Unix() {
+			inv = c
+			break
+		}
 	}
 	if err := it.Err(); err != nil {
 		return "", 0, classify(ctx, "list paid invoices", err)
