@@ -209,7 +209,63 @@ func (p ReconcileHandler) Handle(ctx context.Context, _ Reconcile) (ReconcileRep
 	if err = p.readOurRecords(ctx, &in); err != nil {
 		return ReconcileReport{}, fmt.Errorf("reconcile: read our records: %w", err)
 	}
+	if in.chargeSubs, err = p.traceCharges(ctx, in); err != nil {
+		return ReconcileReport{}, fmt.Errorf("reconcile: %w", err)
+	}
 	return reconcile(in), nil
+}
+
+// traceCharges asks the provider which subscription's invoice each charge
+// paid that a refund or a dispute is of, when no order's payment names
+// it: a payment of one of our customers with no metadata of ours (an
+// invoice's: a subscription's first or a renewal). One call per charge.
+func (p *Provisioning) traceCharges(ctx context.Context, in reconcileInput) (map[string]string, error) {
+	named := map[string]bool{}
+	customers := map[string]bool{}
+	for _, acc := range in.accounts {
+		if acc.CustomerID != "" {
+			customers[acc.CustomerID] = true
+		}
+		for _, o := range acc.Orders {
+			if o.PaymentIntentID != "" {
+				named[o.PaymentIntentID] = true
+			}
+		}
+	}
+	untraced := map[string]string{} // payment intent → its charge, for our customers' payments of no order
+	for _, pm := range in.pays {
+		if !named[pm.ID] && customers[pm.CustomerID] && pm.Metadata[payments.MetaOrderID] == "" && pm.ChargeID != "" {
+			untraced[pm.ID] = pm.ChargeID
+		}
+	}
+	var charges []string
+	want := func(paymentID, chargeID string) {
+		if c, ok := untraced[paymentID]; ok {
+			if chargeID == "" {
+				chargeID = c
+			}
+			if !slices.Contains(charges, chargeID) {
+				charges = append(charges, chargeID)
+			}
+		}
+	}
+	for _, r := range in.refunds {
+		want(r.PaymentID, r.ChargeID)
+	}
+	for _, d := range in.disputes {
+		want(d.PaymentIntentID, d.ChargeID)
+	}
+	out := map[string]string{}
+	for _, c := range charges {
+		o, err := p.cfg.Payments.OriginOfCharge(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		if o.SubscriptionID != "" {
+			out[c] = o.SubscriptionID
+		}
+	}
+	return out, nil
 }
 
 // readOurRecords folds every billing account, every fulfilment and every
@@ -508,14 +564,18 @@ func reconcile(in reconcileInput) ReconcileReport {
 	for i := range in.pays {
 		payByID[in.pays[i].ID] = &in.pays[i]
 	}
-	// paymentOwner names the organisation and order of a payment intent:
-	// the order it paid, else (an invoice's payment) its customer's
-	// organisation.
-	paymentOwner := func(id string, meta map[string]string) (org, order string) {
+	// paymentOwner names the organisation and order of a payment intent
+	// and its charge: the order it paid, else the order of the
+	// subscription whose invoice the charge paid (traced at the
+	// provider), else (an invoice's payment) its customer's organisation.
+	paymentOwner := func(id, charge string, meta map[string]string) (org, order string) {
 		if ro, ok := payOrder[id]; ok {
 			return ro.org, ro.order.OrderID
 		}
 		if ro, ok := orders[meta[payments.MetaOrderID]]; ok {
+			return ro.org, ro.order.OrderID
+		}
+		if ro, ok := bySubID[in.chargeSubs[charge]]; ok && charge != "" {
 			return ro.org, ro.order.OrderID
 		}
 		if pm, ok := payByID[id]; ok {
@@ -724,7 +784,7 @@ type chargeRecord struct {
 // records show: the running total payment.charge_refunded recorded, or
 // the whole payment of an order ended refunded.
 func reconcileChargeRefunds(in reconcileInput, ordered []*reconcileOrder, payByID map[string]*payments.Payment,
-	owner func(string, map[string]string) (string, string)) []ReconcileDifference {
+	owner func(string, string, map[string]string) (string, string)) []ReconcileDifference {
 	charges := map[string]*chargeRecord{}
 	var ids []string
 	at := func(id string) *chargeRecord {
@@ -765,7 +825,7 @@ func reconcileChargeRefunds(in reconcileInput, ordered []*reconcileOrder, payByI
 		}
 		c, known := charges[charge]
 		if !known {
-			org, order := owner(r.PaymentID, r.Metadata)
+			org, order := owner(r.PaymentID, charge, r.Metadata)
 			if org == "" {
 				continue // not this deployment's charge: counted only
 			}
@@ -800,20 +860,25 @@ var disputeTaken = []string{"needs_response", "under_review", "won", "lost"}
 // compares them with our orders: charge.dispute.created ends the order
 // disputed, and nothing undoes that when the dispute closes (won or lost),
 // so every dispute that took money, open or closed, matches an order
-// ended disputed. A dispute of a renewal invoice's payment names no order
-// here (its payment is the organisation's, not an order's) and shows as
-// not recorded.
-func reconcileDisputes(in reconcileInput, ordered []*reconcileOrder, owner func(string, map[string]string) (string, string)) []ReconcileDifference {
+// ended disputed. A dispute of a subscription's invoice's payment (a
+// renewal's) is the order's whose subscription the invoice is of (traced
+// at the provider: chargeSubs).
+func reconcileDisputes(in reconcileInput, ordered []*reconcileOrder,
+	owner func(string, string, map[string]string) (string, string)) []ReconcileDifference {
 	var out []ReconcileDifference
-	disputed := map[string]bool{} // payment intents the provider lists a dispute of
+	disputed := map[string]bool{}      // payment intents the provider lists a dispute of
+	disputedOrder := map[string]bool{} // orders (org/order) the provider lists a dispute of a payment of
 	for _, d := range in.disputes {
 		if !slices.Contains(disputeTaken, d.Status) {
 			continue
 		}
 		disputed[d.PaymentIntentID] = true
-		org, order := owner(d.PaymentIntentID, d.Metadata)
+		org, order := owner(d.PaymentIntentID, d.ChargeID, d.Metadata)
 		if org == "" {
 			continue
+		}
+		if order != "" {
+			disputedOrder[org+"/"+order] = true
 		}
 		var ro *reconcileOrder
 		for _, o := range ordered {
@@ -836,12 +901,21 @@ func reconcileDisputes(in reconcileInput, ordered []*reconcileOrder, owner func(
 			Detail:      fmt.Sprintf("the provider lists a dispute (%s, %d %s) of the payment; %s", d.Status, d.Amount, d.Currency, ours)})
 	}
 	for _, ro := range ordered {
-		if ro.order.State != domain.OrderEndedState || ro.order.EndedReason != domain.EndDisputed || ro.pay == nil || disputed[ro.pay.ID] {
+		if ro.order.State != domain.OrderEndedState || ro.order.EndedReason != domain.EndDisputed ||
+			disputedOrder[ro.org+"/"+ro.order.OrderID] || (ro.pay != nil && disputed[ro.pay.ID]) {
 			continue
 		}
+		var ids []string
+		switch {
+		case ro.pay != nil:
+			ids = []string{ro.pay.ID}
+		case ro.order.SubscriptionID != "":
+			ids = []string{ro.order.SubscriptionID}
+		default:
+			continue // no payment of it to compare
+		}
 		out = append(out, ReconcileDifference{Kind: ReconcileDisputeMissing, OrgID: ro.org, OrderID: ro.order.OrderID,
-			ProviderIDs: []string{ro.pay.ID},
-			Detail:      "the order ended disputed but the provider lists no dispute of its payment"})
+			ProviderIDs: ids, Detail: "the order ended disputed but the provider lists no dispute of its payments"})
 	}
 	return out
 }

@@ -120,6 +120,24 @@ type Provider interface {
 	// one is traced back to an order. Errors: ErrUnavailable,
 	// *RefusedError (also a charge the provider does not know).
 	SubscriptionOfCharge(ctx context.Context, chargeID string) (string, error)
+	// OriginOfCharge reads what a charge paid: its invoice, the invoice's
+	// subscription and the subscription's metadata as the invoice
+	// recorded it (all empty for a charge of no invoice), in one call. A
+	// refund or a dispute of a subscription's invoice (a renewal's) is
+	// traced to its order through it. Errors: ErrUnavailable,
+	// *RefusedError (also a charge the provider does not know).
+	OriginOfCharge(ctx context.Context, chargeID string) (ChargeOrigin, error)
+}
+
+// ChargeOrigin is what a charge paid.
+type ChargeOrigin struct {
+	// InvoiceID is the invoice the charge paid ("" for none);
+	// SubscriptionID that invoice's subscription ("" for none).
+	InvoiceID, SubscriptionID string
+	// SubscriptionMetadata is the subscription's metadata as it was when
+	// the invoice was finalized (Stripe's subscription_details.metadata:
+	// MetaOrgID and MetaOrderID for ours).
+	SubscriptionMetadata map[string]string
 }
 
 // Checkout modes (Stripe's Checkout Session mode).

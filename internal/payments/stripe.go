@@ -529,26 +529,42 @@ func charge(c *stripe.Charge) Charge {
 	return out
 }
 
-// SubscriptionOfCharge reads a charge with its invoice expanded (one call)
-// and answers the invoice's subscription.
+// SubscriptionOfCharge answers the subscription of the charge's invoice
+// (OriginOfCharge).
 func (s *Stripe) SubscriptionOfCharge(ctx context.Context, chargeID string) (string, error) {
+	o, err := s.OriginOfCharge(ctx, chargeID)
+	return o.SubscriptionID, err
+}
+
+// OriginOfCharge reads a charge with its invoice expanded (one call) and
+// answers the invoice, its subscription and the subscription's metadata
+// the invoice recorded.
+func (s *Stripe) OriginOfCharge(ctx context.Context, chargeID string) (ChargeOrigin, error) {
 	if err := s.configured(); err != nil {
-		return "", err
+		return ChargeOrigin{}, err
 	}
 	if chargeID == "" {
-		return "", errors.New("payments: subscription of charge: no charge id")
+		return ChargeOrigin{}, errors.New("payments: origin of charge: no charge id")
 	}
 	p := &stripe.ChargeParams{}
 	p.Context = ctx
 	p.AddExpand("invoice")
 	c, err := s.api.Charges.Get(chargeID, p)
 	if err != nil {
-		return "", classify(ctx, "read charge", err)
+		return ChargeOrigin{}, classify(ctx, "read charge", err)
 	}
-	if c.Invoice == nil || c.Invoice.Subscription == nil {
-		return "", nil
+	var o ChargeOrigin
+	if c.Invoice == nil {
+		return o, nil
 	}
-	return c.Invoice.Subscription.ID, nil
+	o.InvoiceID = c.Invoice.ID
+	if c.Invoice.Subscription != nil {
+		o.SubscriptionID = c.Invoice.Subscription.ID
+	}
+	if c.Invoice.SubscriptionDetails != nil {
+		o.SubscriptionMetadata = c.Invoice.SubscriptionDetails.Metadata
+	}
+	return o, nil
 }
 
 func dispute(d *stripe.Dispute) Dispute {
