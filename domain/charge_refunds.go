@@ -2,12 +2,13 @@ package domain
 
 import "time"
 
-// Partial refunds the provider reports (charge.refunded with less than the
-// whole charge refunded). Such a refund leaves the order standing (its
-// phones are refunded one by one), but the money is on record: each
-// report appends payment.charge_refunded to the charge's own stream with
-// the cumulative amount the provider says is refunded, so a late or
-// repeated delivery never lowers what is known (the highest wins).
+// Refunds the provider reports (charge.refunded). A partial one (less
+// than the whole charge refunded) leaves the order standing (its phones
+// are refunded one by one), a full one ends it; either way the money is on
+// record: each report appends payment.charge_refunded to the charge's own
+// stream with the cumulative amount the provider says is refunded (Full
+// when it is the whole charge), so a late or repeated delivery never
+// lowers what is known (the highest wins).
 var chargeRefundEvents = []EventDef{
 	Def[ChargeRefunded](1, nil),
 }
@@ -17,8 +18,8 @@ var chargeRefundEvents = []EventDef{
 func ChargeRefundStream(chargeID string) string { return "payment-charge-" + chargeID }
 
 // ChargeRefunded records the provider's report of a charge of an order
-// partly refunded: AmountRefunded (cumulative, the smallest currency unit)
-// of Amount.
+// refunded: AmountRefunded (cumulative, the smallest currency unit) of
+// Amount, Full when that is all of it.
 type ChargeRefunded struct {
 	OrgID           string    `json:"orgId"`
 	OrderID         string    `json:"orderId"`

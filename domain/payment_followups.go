@@ -15,8 +15,10 @@ import (
 // (PaymentFollowupID), carried out by a reactor (workers.PaymentFollowups)
 // with an idempotency key derived from the same event, and each attempt is
 // recorded as payment.followup_attempted in the follow-up's own stream.
-// Ends the provider initiated (subscription_ended, refunded, disputed) are
-// never followed up: the provider knows already.
+// Ends the provider initiated are not followed up with a refund (the
+// provider knows already), but a refund or a dispute of a subscription's
+// invoice does not stop the subscription: its last phone to end cancels it
+// (PlanPaymentFollowup).
 var paymentFollowupEvents = []EventDef{
 	Def[PaymentFollowupAttempted](1, nil),
 	Def[PaymentFollowupRetried](1, nil),
@@ -151,6 +153,10 @@ type FollowupPlan struct {
 // none is owed:
 //   - ends the provider initiated (subscription_ended, refunded, disputed)
 //     and a day pass running out: the provider knows, or nothing is owed;
+//     but a subscription whose invoice the provider refunded or the
+//     cardholder disputed would go on renewing the phones that ended, so
+//     the last of them to end (no other live phone on it) cancels it now:
+//     one cancel per subscription, however many phones the end took;
 //   - a subscription phone (Cancel, Return, owner refund, undelivered, or
 //     cancel-renewal): the subscription is one for the whole order, so
 //     while another of its phones still renews its quantity is set to the
@@ -170,6 +176,11 @@ func PlanPaymentFollowup(t FollowupTrigger) (FollowupPlan, bool) {
 	if !renewal {
 		switch t.Reason {
 		case EndCustomerCancel, EndCustomerReturn, EndOwnerRefund, EndUndelivered, EndCloudUndelivered:
+		case EndRefunded, EndDisputed:
+			if t.Billing == BillingSubscription && t.SubscriptionID != "" && t.OthersLive == 0 {
+				return FollowupPlan{Action: FollowupCancelSubscription}, true
+			}
+			return FollowupPlan{}, false
 		default:
 			return FollowupPlan{}, false
 		}
@@ -223,8 +234,14 @@ type PaymentFollowup struct {
 	Quantity  int64  `json:"quantity,omitempty"`
 	Proration string `json:"proration,omitempty"`
 	// RefundShare: a subscription action also refunds Amount of the
-	// subscription's latest paid invoice, after the subscription change.
+	// subscription's paid invoice of the period the phone ended in, after
+	// the subscription change.
 	RefundShare bool `json:"refundShare,omitempty"`
+	// TriggeredAt is when the triggering event happened (the phone ended):
+	// which period's invoice a RefundShare refunds. Read from the read
+	// model's row; the attempt events do not carry it (the trigger's time
+	// is in the log already).
+	TriggeredAt time.Time `json:"-"`
 }
 
 // PaymentFollowupRefundKey is the Idempotency-Key of a subscription

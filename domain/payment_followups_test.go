@@ -30,6 +30,19 @@ func TestPlanPaymentFollowup(t *testing.T) {
 		{"renewal cancelled", with(sub, func(t *FollowupTrigger) { t.Event = renewal }), true, FollowupPlan{Action: FollowupCancelAtPeriodEnd}},
 		{"undelivered subscription", with(sub, func(t *FollowupTrigger) { t.Reason = EndUndelivered }), true, FollowupPlan{Action: FollowupCancelSubscription}},
 		{"provider ended", with(sub, func(t *FollowupTrigger) { t.Reason = EndSubscriptionEnded }), false, FollowupPlan{}},
+		// A refund or dispute the provider started on a subscription's
+		// invoice ends the order's phones; the subscription itself goes on
+		// renewing unless told: its last phone to end cancels it, now.
+		{"subscription refunded by the provider, last phone", with(sub, func(t *FollowupTrigger) { t.Reason = EndRefunded }), true,
+			FollowupPlan{Action: FollowupCancelSubscription}},
+		{"subscription disputed, last phone", with(sub, func(t *FollowupTrigger) { t.Reason = EndDisputed; t.OthersRenewing = 0 }), true,
+			FollowupPlan{Action: FollowupCancelSubscription}},
+		{"subscription refunded by the provider, another phone ends after it", with(sub, func(t *FollowupTrigger) {
+			t.Reason = EndRefunded
+			t.OthersLive, t.OthersRenewing = 1, 1
+		}), false, FollowupPlan{}},
+		{"subscription disputed, none recorded", with(sub, func(t *FollowupTrigger) { t.Reason = EndDisputed; t.SubscriptionID = "" }), false,
+			FollowupPlan{}},
 		{"provider refunded", with(day, func(t *FollowupTrigger) { t.Reason = EndRefunded }), false, FollowupPlan{}},
 		{"disputed", with(day, func(t *FollowupTrigger) { t.Reason = EndDisputed }), false, FollowupPlan{}},
 		{"day pass ran out", with(day, func(t *FollowupTrigger) { t.Reason = EndDayPassExpired }), false, FollowupPlan{}},

@@ -18,6 +18,7 @@ var recordedListPaths = map[string]string{
 	"/v1/subscriptions":   "subscriptions.json",
 	"/v1/payment_intents": "payment_intents.json",
 	"/v1/refunds":         "refunds.json",
+	"/v1/disputes":        "disputes.json",
 }
 
 // StripeRecordedLists returns the base URL of the payment provider's API

@@ -136,14 +136,14 @@ func followupSource() claims.Source[domain.PaymentFollowup] {
 		// for two).
 		Due: `SELECT f.followup_id AS key, f.attempts, f.next_attempt_at AS due_at,
 			f.followup_id, f.org_id, f.fulfilment_id, f.action, f.note, f.subscription_id, f.payment_intent_id,
-			f.amount, f.currency, f.quantity, f.proration, f.refund_share
+			f.amount, f.currency, f.quantity, f.proration, f.refund_share, f.created_at
 			FROM payment_followups f WHERE f.status = 'pending'
 				AND NOT EXISTS (SELECT 1 FROM payment_followups b WHERE f.subscription_id <> ''
 					AND b.subscription_id = f.subscription_id AND b.status = 'pending'
 					AND b.trigger_position < f.trigger_position)`,
 		Scan: func(f *domain.PaymentFollowup) []any {
 			return []any{&f.FollowupID, &f.OrgID, &f.FulfilmentID, &f.Action, &f.Note, &f.SubscriptionID,
-				&f.PaymentIntentID, &f.Amount, &f.Currency, &f.Quantity, &f.Proration, &f.RefundShare}
+				&f.PaymentIntentID, &f.Amount, &f.Currency, &f.Quantity, &f.Proration, &f.RefundShare, &f.TriggeredAt}
 		},
 	}
 }
@@ -175,7 +175,7 @@ func (r *followupReaction) Act(ctx context.Context, c Claimed[domain.PaymentFoll
 		// its own key, so each is performed once.
 		if err == nil && f.RefundShare && f.Amount > 0 {
 			res.RefundID, res.RefundedAmount, err = r.cfg.Provider.RefundSubscriptionShare(cctx, f.SubscriptionID, f.Amount,
-				domain.PaymentFollowupRefundKey(f.FollowupID))
+				f.TriggeredAt, domain.PaymentFollowupRefundKey(f.FollowupID))
 		}
 		cancel()
 		if err != nil {

@@ -110,8 +110,8 @@ func writeReconcileText(out io.Writer, rep provisioning.ReconcileReport) error {
 			return err
 		}
 	}
-	fmt.Fprintf(out, "compared %d billing accounts (%d orders) and %d fulfilments with the provider's %d subscriptions, %d payments and %d refunds",
-		rep.Accounts, rep.Orders, rep.Fulfilments, rep.Subscriptions, rep.Payments, rep.Refunds)
+	fmt.Fprintf(out, "compared %d billing accounts (%d orders) and %d fulfilments with the provider's %d subscriptions, %d payments, %d refunds and %d disputes",
+		rep.Accounts, rep.Orders, rep.Fulfilments, rep.Subscriptions, rep.Payments, rep.Refunds, rep.Disputes)
 	fmt.Fprintf(out, " (%d payments of our customers naming no order, not compared; %d records not ours)\n", rep.InvoicePayments, rep.NotOurs)
 	if rep.Clean() {
 		_, err := fmt.Fprintln(out, "OK: no differences")
@@ -136,6 +136,7 @@ type reconcileJSONChecked struct {
 	Subscriptions   int `json:"subscriptions"`
 	Payments        int `json:"payments"`
 	Refunds         int `json:"refunds"`
+	Disputes        int `json:"disputes"`
 	InvoicePayments int `json:"invoicePayments"`
 	NotOurs         int `json:"notOurs"`
 }
@@ -152,7 +153,7 @@ type reconcileJSONDifference struct {
 func writeReconcileJSON(out io.Writer, rep provisioning.ReconcileReport) error {
 	doc := reconcileJSON{Clean: rep.Clean(), ProviderReadAt: domain.FormatWebhookTime(rep.ProviderReadAt),
 		Checked: reconcileJSONChecked{Accounts: rep.Accounts, Orders: rep.Orders, Fulfilments: rep.Fulfilments,
-			Subscriptions: rep.Subscriptions, Payments: rep.Payments, Refunds: rep.Refunds,
+			Subscriptions: rep.Subscriptions, Payments: rep.Payments, Refunds: rep.Refunds, Disputes: rep.Disputes,
 			InvoicePayments: rep.InvoicePayments, NotOurs: rep.NotOurs},
 		Differences: make([]reconcileJSONDifference, 0, len(rep.Differences))}
 	for _, d := range rep.Differences {

@@ -99,7 +99,7 @@ func TestFulfilmentsReconcile(t *testing.T) {
 	if code := exitCodeOf(err); code != 0 || !strings.Contains(out, "OK: no differences") || strings.Contains(out, "DIFFERENCE") {
 		t.Fatalf("consistent records: exit %d\n%s\nwant exit 0 and OK", code, out)
 	}
-	if !strings.Contains(out, "compared 1 billing accounts (2 orders) and 2 fulfilments with the provider's 1 subscriptions, 1 payments and 0 refunds") {
+	if !strings.Contains(out, "compared 1 billing accounts (2 orders) and 2 fulfilments with the provider's 1 subscriptions, 1 payments, 0 refunds and 0 disputes") {
 		t.Errorf("consistent records: the summary does not show both orders and both fulfilments compared:\n%s", out)
 	}
 
@@ -129,22 +129,24 @@ func TestFulfilmentsReconcile(t *testing.T) {
 	row := func(want ...string) bool {
 		return slices.ContainsFunc(records[1:], func(r []string) bool { return len(r) == 6 && slices.Equal(r[:5], want) && r[5] != "" })
 	}
-	if len(records) != 3 || strings.Join(records[0], ",") != "kind,org_id,order_id,fulfilment_ids,provider_ids,detail" ||
+	if len(records) != 4 || strings.Join(records[0], ",") != "kind,org_id,order_id,fulfilment_ids,provider_ids,detail" ||
 		!row("refunded_but_live", w.Org, w.OrderDay, w.FDay, w.Payment+" re_day") ||
-		!row("subscription_ended", w.Org, w.OrderMonthly, w.FMonthly, w.Sub) {
-		t.Errorf("-csv: %q; want a header and the two differences with our ids and the provider's", records)
+		!row("subscription_ended", w.Org, w.OrderMonthly, w.FMonthly, w.Sub) ||
+		!row("refund_amount_mismatch", w.Org, w.OrderDay, "", "ch_day re_day") {
+		t.Errorf("-csv: %q; want a header and the three differences with our ids and the provider's", records)
 	}
 	for _, want := range []string{
 		"DIFFERENCE subscription_ended org=" + w.Org + " order=" + w.OrderMonthly + " fulfilments=" + w.FMonthly + " provider=" + w.Sub + ":",
 		"DIFFERENCE refunded_but_live org=" + w.Org + " order=" + w.OrderDay + " fulfilments=" + w.FDay + " provider=" + w.Payment + ",re_day:",
-		"2 difference(s)",
+		"DIFFERENCE refund_amount_mismatch org=" + w.Org + " order=" + w.OrderDay + " provider=ch_day,re_day:",
+		"3 difference(s)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("planted differences: output lacks %q:\n%s", want, out)
 		}
 	}
-	if n := strings.Count(out, "DIFFERENCE "); n != 2 {
-		t.Errorf("planted differences: got %d difference lines; want 2\n%s", n, out)
+	if n := strings.Count(out, "DIFFERENCE "); n != 3 {
+		t.Errorf("planted differences: got %d difference lines; want 3\n%s", n, out)
 	}
 
 	stdout, err := command(env(planted), "fulfilments", "reconcile", "-json").Output()
@@ -169,12 +171,12 @@ func TestFulfilmentsReconcile(t *testing.T) {
 	var kinds []string
 	for _, d := range doc.Differences {
 		kinds = append(kinds, d.Kind+" "+d.OrderID)
-		if d.OrgID != w.Org || d.Detail == "" || len(d.FulfilmentIDs) != 1 {
+		if d.OrgID != w.Org || d.Detail == "" || len(d.FulfilmentIDs) != 1 && d.Kind != "refund_amount_mismatch" {
 			t.Errorf("-json: difference %+v lacks its organisation, phone or detail", d)
 		}
 	}
 	slices.Sort(kinds)
-	want := []string{"refunded_but_live " + w.OrderDay, "subscription_ended " + w.OrderMonthly}
+	want := []string{"refunded_but_live " + w.OrderDay, "subscription_ended " + w.OrderMonthly, "refund_amount_mismatch " + w.OrderDay}
 	slices.Sort(want)
 	if doc.Clean || !slices.Equal(kinds, want) || doc.Checked["orders"] != 2 || doc.Checked["fulfilments"] != 2 {
 		t.Errorf("-json: got clean %v, differences %v, checked %v; want %v over 2 orders and 2 fulfilments", doc.Clean, kinds, doc.Checked, want)

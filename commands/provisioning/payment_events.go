@@ -116,8 +116,8 @@ type settlement struct {
 //   - customer.subscription.deleted → order.ended subscription_ended and
 //     every live fulfilment of the order cancelled (notified);
 //   - charge.refunded (fully refunded) → order.ended refunded; partly
-//     refunded → payment.charge_refunded on the charge's stream (the
-//     order stands);
+//     refunded, the order stands; either way payment.charge_refunded on
+//     the charge's stream (what reconciliation compares refunds with);
 //     charge.dispute.created → order.ended disputed; each cancelling the
 //     order's live fulfilments (notified).
 //   - invoice.paid (the period of its subscription line) and
@@ -238,20 +238,20 @@ func (p *Provisioning) settlementOf(ctx context.Context, ev payments.Event) (set
 		}
 		s.orgID, s.orderID = ourOrder(ch.Metadata)
 		if s.orderID == "" {
-			if s.orgID, s.orderID, err = p.orderOfPayment(ctx, ch.PaymentIntentID, ev.Created,
-				func() (bool, error) { return ch.InvoiceID == "", nil }); err != nil {
+			invoice := ch.InvoiceID != ""
+			if s.orgID, s.orderID, err = p.orderOfCharge(ctx, ch.PaymentIntentID, ch.ID, &invoice, ev.Created); err != nil {
 				return s, err
 			}
 		}
+		// Recorded on the charge's stream, full or partial.
+		s.refund = domain.ChargeRefunded{OrgID: s.orgID, OrderID: s.orderID, ChargeID: ch.ID, PaymentIntentID: ch.PaymentIntentID,
+			InvoiceID: ch.InvoiceID, Amount: ch.Amount, AmountRefunded: ch.AmountRefunded, Currency: ch.Currency,
+			Full: ch.Refunded, ProviderEventID: ev.ID}
 		s.do, s.reason = settleEnd, domain.EndRefunded
 		if !ch.Refunded {
 			// A partial refund leaves the order standing (the owner
-			// refunds single phones with `phonefleet fulfilments refund`),
-			// but is recorded on the charge's stream.
+			// refunds single phones with `phonefleet fulfilments refund`).
 			s.do, s.reason = settleRefundPart, ""
-			s.refund = domain.ChargeRefunded{OrgID: s.orgID, OrderID: s.orderID, ChargeID: ch.ID, PaymentIntentID: ch.PaymentIntentID,
-				InvoiceID: ch.InvoiceID, Amount: ch.Amount, AmountRefunded: ch.AmountRefunded, Currency: ch.Currency,
-				ProviderEventID: ev.ID}
 		}
 	case payments.EventDisputeCreated:
 		d, err := ev.Dispute()
@@ -260,13 +260,7 @@ func (p *Provisioning) settlementOf(ctx context.Context, ev payments.Event) (set
 		}
 		s.orgID, s.orderID = ourOrder(d.Metadata)
 		if s.orderID == "" {
-			if s.orgID, s.orderID, err = p.orderOfPayment(ctx, d.PaymentIntentID, ev.Created, func() (bool, error) {
-				if p.cfg.Payments == nil || d.ChargeID == "" {
-					return false, nil
-				}
-				sub, err := p.cfg.Payments.SubscriptionOfCharge(ctx, d.ChargeID)
-				return sub == "", err
-			}); err != nil {
+			if s.orgID, s.orderID, err = p.orderOfCharge(ctx, d.PaymentIntentID, d.ChargeID, nil, ev.Created); err != nil {
 				return s, err
 			}
 		}
@@ -288,20 +282,45 @@ func (p *Provisioning) settlementOf(ctx context.Context, ev payments.Event) (set
 // a day later is not one of this service's checkouts.
 const unrecordedPaymentWait = 24 * time.Hour
 
-// orderOfPayment finds the order a refunded or disputed payment intent
-// paid (its charge carries no metadata of ours). None found: when the
-// event was created less than unrecordedPaymentWait ago and checkoutCharge says the charge could be
-// a checkout's own payment (not an invoice's, which carries none of our
-// orders' payment intents), the event is not settled yet (retryable);
-// otherwise it is about nothing of ours ("" ids).
-func (p *Provisioning) orderOfPayment(ctx context.Context, paymentIntentID string, at time.Time,
-	checkoutCharge func() (bool, error)) (orgID, orderID string, err error) {
+// orderOfCharge finds the order a refunded or disputed charge paid, the
+// charge carrying no metadata of ours:
+//   - the order whose checkout's payment intent it is (a day pass's);
+//   - a subscription's invoice's charge (invoice: the charge names an
+//     invoice, so the provider is asked what it paid; nil: not known, as
+//     for a dispute, so it is asked when a provider is configured): the
+//     order of the invoice's subscription, named by the subscription's
+//     metadata the invoice recorded, else the order that recorded the
+//     subscription (a renewal's refund or dispute: issue 26);
+//   - none found: when the event was created less than
+//     unrecordedPaymentWait ago and the charge could be a checkout's own
+//     payment (of no invoice, or of none a subscription's), the event is
+//     not settled yet (retryable); otherwise it is about nothing of ours
+//     ("" ids).
+func (p *Provisioning) orderOfCharge(ctx context.Context, paymentIntentID, chargeID string, invoice *bool,
+	at time.Time) (orgID, orderID string, err error) {
 	orgID, orderID, ok, err := projections.OrderOfPayment(ctx, p.pool, paymentIntentID)
-	if err != nil || ok || paymentIntentID == "" || p.now().Sub(at) >= unrecordedPaymentWait {
+	if err != nil || ok {
 		return orgID, orderID, err
 	}
-	if could, err := checkoutCharge(); err != nil || !could {
-		return "", "", err
+	asked := false
+	var origin payments.ChargeOrigin
+	if p.cfg.Payments != nil && chargeID != "" && (invoice == nil || *invoice) {
+		if origin, err = p.cfg.Payments.OriginOfCharge(ctx, chargeID); err != nil {
+			return "", "", domain.Errorf(domain.CodeServiceUnavailable,
+				"the payment provider cannot say what charge %s paid; deliver the event again", chargeID).WithRetryable(true).Wrap(err)
+		}
+		asked = true
+	}
+	if origin.SubscriptionID != "" {
+		if orgID, orderID = ourOrder(origin.SubscriptionMetadata); orgID != "" && orderID != "" {
+			return orgID, orderID, nil
+		}
+		orgID, orderID, _, err = projections.OrderOfSubscription(ctx, p.pool, origin.SubscriptionID)
+		return orgID, orderID, err
+	}
+	checkout := (invoice != nil && !*invoice) || (invoice == nil && asked)
+	if !checkout || paymentIntentID == "" || p.now().Sub(at) >= unrecordedPaymentWait {
+		return "", "", nil
 	}
 	return "", "", domain.Errorf(domain.CodeNotSettled,
 		"no order records payment %s yet; its checkout's payment may still be on its way", paymentIntentID).WithRetryable(true)
@@ -321,13 +340,15 @@ func (p *Provisioning) settleUnit(ctx context.Context, ev payments.Event, s sett
 	if s.do == settleNothing {
 		return u, nil
 	}
-	if s.do == settleRefundPart {
+	if s.refund.ChargeID != "" {
 		s.refund.At = now
 		news, err := eventstore.Encode(domain.Events, s.orgID, domain.Event(s.refund))
 		if err != nil {
 			return nil, err
 		}
 		u.Append(domain.ChargeRefundStream(s.refund.ChargeID), eventstore.AnyVersion, news...)
+	}
+	if s.do == settleRefundPart {
 		return u, nil
 	}
 	if s.do == settlePeriod {

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -434,5 +435,65 @@ func TestPaymentFollowupsLeaveProviderEndsAlone(t *testing.T) {
 	if sent = sent[len(before):]; len(sent) != 3 || sent[2].method != http.MethodDelete ||
 		sent[2].path != "/v1/subscriptions/sub_"+e.orderOf(t, org, pair[1]) {
 		t.Errorf("requests %+v; want the read, the quantity update, then the one cancel", sent)
+	}
+}
+
+// TestProviderEndOfSubscriptionCancelsIt (issue 26, found by the payments
+// walk): a refund or a dispute the provider started (its dashboard, the
+// cardholder's bank) on a subscription's invoice ends the order's phones,
+// but the subscription would go on renewing them: the last phone of it to
+// end cancels it now, once (one follow-up for the subscription, however
+// many phones the end took; none for a day pass, whose payment is not
+// renewed).
+func TestProviderEndOfSubscriptionCancelsIt(t *testing.T) {
+	e := newFollowupEnv(t)
+	org := domain.NewID(domain.PrefixOrganisation)
+
+	pair := e.paidOrder(t, org, pixelMonthly, 2)
+	order := e.orderOf(t, org, pair[0])
+	e.mustDeliver(t, stripeEvent(t, "evt_refund_"+order, payments.EventChargeRefunded, map[string]any{"id": "ch_" + order,
+		"object": "charge", "amount": 19800, "amount_refunded": 19800, "refunded": true, "invoice": "in_" + order,
+		"status": "succeeded", "metadata": map[string]any{payments.MetaOrgID: org, payments.MetaOrderID: order}}, e.clock.Now()),
+		provisioning.ProviderEventApplied)
+	disputed := e.paidOrder(t, org, emulatorMonthly, 1)[0]
+	dorder := e.orderOf(t, org, disputed)
+	e.mustDeliver(t, stripeEvent(t, "evt_dispute_"+dorder, payments.EventDisputeCreated, map[string]any{"id": "dp_" + dorder,
+		"object": "dispute", "amount": 2900, "charge": "ch_" + dorder, "status": "needs_response", "reason": "fraudulent",
+		"metadata": map[string]any{payments.MetaOrgID: org, payments.MetaOrderID: dorder}}, e.clock.Now()),
+		provisioning.ProviderEventApplied)
+	for _, id := range append(pair, disputed) {
+		if f := e.fulfilment(t, org, id); f.State != domain.FulfilmentCancelledState {
+			t.Fatalf("phone %s is %s after the provider ended its order", id, f.State)
+		}
+	}
+
+	as := e.once(t)
+	if len(as) != 2 {
+		t.Fatalf("attempts %+v; want one for each subscription", as)
+	}
+	for _, w := range []struct{ phone, order string }{{pair[1], order}, {disputed, dorder}} {
+		f := e.only(t, w.phone)
+		if f.Action != domain.FollowupCancelSubscription || f.SubscriptionID != "sub_"+w.order || f.Status != projections.FollowupDone {
+			t.Errorf("follow-up of %s: %+v; want its subscription cancelled now, done", w.phone, f)
+		}
+	}
+	if vs := e.followups(t, pair[0]); len(vs) != 0 {
+		t.Errorf("the first phone of the refunded pair has follow-ups %+v; want the last one's only", vs)
+	}
+	sent, _ := e.mock.requests()
+	var cancels []string
+	for _, r := range sent {
+		if r.method == http.MethodDelete {
+			cancels = append(cancels, r.path)
+		}
+	}
+	want := []string{"/v1/subscriptions/sub_" + order, "/v1/subscriptions/sub_" + dorder}
+	slices.Sort(cancels)
+	slices.Sort(want)
+	if !slices.Equal(cancels, want) {
+		t.Errorf("cancels sent %v; want each subscription's once: %v", cancels, want)
+	}
+	if as := e.once(t); len(as) != 0 {
+		t.Errorf("attempted again: %+v", as)
 	}
 }

@@ -74,8 +74,8 @@ const (
 	// the order's price times its quantity.
 	ReconcileAmountMismatch = "amount_mismatch"
 	// ReconcileRefundedButLive: the provider refunded more of an order's
-	// payment than its cancelled phones account for, and phones of it are
-	// still live.
+	// payment than its cancelled phones and the partial refunds our records
+	// show account for, and phones of it are still live.
 	ReconcileRefundedButLive = "refunded_but_live"
 	// ReconcileRefundMissing: phones cancelled as refunded (by the
 	// provider or by the owner) whose refund the provider does not show.
@@ -92,7 +92,31 @@ const (
 	// ReconcileFulfilmentPriceMismatch: a fulfilment whose price or
 	// currency is not its order's.
 	ReconcileFulfilmentPriceMismatch = "fulfilment_price_mismatch"
+	// ReconcileRefundAmountMismatch: a charge of ours of which the
+	// provider refunded another amount than our records show (the
+	// running total payment.charge_refunded recorded for a partial
+	// refund, the whole payment for an order ended refunded, nothing for
+	// a charge with neither): a refund whose webhook was never applied,
+	// or one recorded that the provider does not show.
+	ReconcileRefundAmountMismatch = "refund_amount_mismatch"
+	// ReconcilePeriodMismatch: a live subscription phone whose renewal
+	// (or, its renewal cancelled, its end) is not the end of the
+	// provider's current period of its subscription.
+	ReconcilePeriodMismatch = "period_mismatch"
+	// ReconcileDisputeNotRecorded: a dispute of a payment of one of our
+	// orders that our records do not show (the order did not end
+	// disputed).
+	ReconcileDisputeNotRecorded = "dispute_not_recorded"
+	// ReconcileDisputeMissing: an order ended disputed whose payment the
+	// provider lists no dispute of.
+	ReconcileDisputeMissing = "dispute_missing"
 )
+
+// reconcilePeriodSlack is how far our end of a subscription phone's
+// period may lie from the provider's: ours counts from when the phone was
+// recorded, the provider's from when the subscription was created, a few
+// seconds to hours apart; a period off by a day or more is a difference.
+const reconcilePeriodSlack = 24 * time.Hour
 
 // ReconcileDifference is one difference between the provider's records and
 // ours.
@@ -127,8 +151,9 @@ func (d ReconcileDifference) String() string {
 type ReconcileReport struct {
 	// Accounts, Orders and Fulfilments are our records compared.
 	Accounts, Orders, Fulfilments int
-	// Subscriptions, Payments and Refunds are the provider's records read.
-	Subscriptions, Payments, Refunds int
+	// Subscriptions, Payments, Refunds and Disputes are the provider's
+	// records read.
+	Subscriptions, Payments, Refunds, Disputes int
 	// InvoicePayments are payments of our customers that name no order
 	// (a subscription renewal, a metered invoice): attributed to the
 	// organisation, their amounts not compared.
@@ -178,28 +203,88 @@ func (p ReconcileHandler) Handle(ctx context.Context, _ Reconcile) (ReconcileRep
 	if in.refunds, err = p.cfg.Payments.ListRefunds(ctx); err != nil {
 		return ReconcileReport{}, fmt.Errorf("reconcile: %w", err)
 	}
-	if in.accounts, in.fulfilments, err = p.readOurRecords(ctx); err != nil {
+	if in.disputes, err = p.cfg.Payments.ListDisputes(ctx); err != nil {
+		return ReconcileReport{}, fmt.Errorf("reconcile: %w", err)
+	}
+	if err = p.readOurRecords(ctx, &in); err != nil {
 		return ReconcileReport{}, fmt.Errorf("reconcile: read our records: %w", err)
+	}
+	if in.chargeSubs, err = p.traceCharges(ctx, in); err != nil {
+		return ReconcileReport{}, fmt.Errorf("reconcile: %w", err)
 	}
 	return reconcile(in), nil
 }
 
-// readOurRecords folds every billing account and every fulfilment from
-// the event log, in one read-only snapshot.
-func (p *Provisioning) readOurRecords(ctx context.Context) ([]domain.Account, []projections.FulfilmentView, error) {
+// traceCharges asks the provider which subscription's invoice each charge
+// paid that a refund or a dispute is of, when no order's payment names
+// it: a payment of one of our customers with no metadata of ours (an
+// invoice's: a subscription's first or a renewal). One call per charge.
+func (p *Provisioning) traceCharges(ctx context.Context, in reconcileInput) (map[string]string, error) {
+	named := map[string]bool{}
+	customers := map[string]bool{}
+	for _, acc := range in.accounts {
+		if acc.CustomerID != "" {
+			customers[acc.CustomerID] = true
+		}
+		for _, o := range acc.Orders {
+			if o.PaymentIntentID != "" {
+				named[o.PaymentIntentID] = true
+			}
+		}
+	}
+	untraced := map[string]string{} // payment intent → its charge, for our customers' payments of no order
+	for _, pm := range in.pays {
+		if !named[pm.ID] && customers[pm.CustomerID] && pm.Metadata[payments.MetaOrderID] == "" && pm.ChargeID != "" {
+			untraced[pm.ID] = pm.ChargeID
+		}
+	}
+	var charges []string
+	want := func(paymentID, chargeID string) {
+		if c, ok := untraced[paymentID]; ok {
+			if chargeID == "" {
+				chargeID = c
+			}
+			if !slices.Contains(charges, chargeID) {
+				charges = append(charges, chargeID)
+			}
+		}
+	}
+	for _, r := range in.refunds {
+		want(r.PaymentID, r.ChargeID)
+	}
+	for _, d := range in.disputes {
+		want(d.PaymentIntentID, d.ChargeID)
+	}
+	out := map[string]string{}
+	for _, c := range charges {
+		o, err := p.cfg.Payments.OriginOfCharge(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		if o.SubscriptionID != "" {
+			out[c] = o.SubscriptionID
+		}
+	}
+	return out, nil
+}
+
+// readOurRecords folds every billing account, every fulfilment and every
+// charge's recorded refunds from the event log into in, in one read-only
+// snapshot.
+func (p *Provisioning) readOurRecords(ctx context.Context, in *reconcileInput) error {
 	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	like := func(prefix string) string {
 		return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(prefix) + "%"
 	}
 	rows, err := tx.Query(ctx, `SELECT position, stream_id, stream_version, event_type, schema_version, org_id, data
-		FROM events WHERE stream_id LIKE $1 OR stream_id LIKE $2 ORDER BY stream_id, stream_version`,
-		like(domain.AccountStream("")), like(domain.FulfilmentStream("")))
+		FROM events WHERE stream_id LIKE $1 OR stream_id LIKE $2 OR stream_id LIKE $3 ORDER BY stream_id, stream_version`,
+		like(domain.AccountStream("")), like(domain.FulfilmentStream("")), like(domain.ChargeRefundStream("")))
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	defer rows.Close()
 	accounts := map[string]*domain.Account{}
@@ -209,15 +294,21 @@ func (p *Provisioning) readOurRecords(ctx context.Context) ([]domain.Account, []
 		var e eventstore.Event
 		var ver int16
 		if err := rows.Scan(&e.Position, &e.StreamID, &e.StreamVersion, &e.Type, &ver, &e.OrgID, (*[]byte)(&e.Data)); err != nil {
-			return nil, nil, err
+			return err
 		}
 		e.SchemaVersion = int(ver)
 		if err := p.store.Upcast(&e); err != nil {
-			return nil, nil, err
+			return err
 		}
 		ev, err := domain.Events.Decode(e.Type, e.SchemaVersion, e.Data)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", e.StreamID, err)
+			return fmt.Errorf("%s: %w", e.StreamID, err)
+		}
+		if strings.HasPrefix(e.StreamID, domain.ChargeRefundStream("")) {
+			if r, ok := ev.(domain.ChargeRefunded); ok {
+				in.chargeRefunds = append(in.chargeRefunds, r)
+			}
+			continue
 		}
 		if org, ok := strings.CutPrefix(e.StreamID, domain.AccountStream("")); ok {
 			a := accounts[e.StreamID]
@@ -236,21 +327,21 @@ func (p *Provisioning) readOurRecords(ctx context.Context) ([]domain.Account, []
 		f.Apply(ev, e.StreamVersion)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, err
+		return err
 	}
-	out := make([]domain.Account, 0, len(accountOrder))
 	for _, s := range accountOrder {
-		out = append(out, *accounts[s])
+		in.accounts = append(in.accounts, *accounts[s])
 	}
-	var views []projections.FulfilmentView
+	in.folded = map[string]domain.Fulfilment{}
 	for _, s := range fulfilmentOrder {
 		// fulfilment-device-… and any other stream under the prefix hold
 		// no fulfilment.created: not a fulfilment.
 		if f := fulfilments[s]; f.Exists() {
-			views = append(views, fulfilmentView(*f))
+			in.fulfilments = append(in.fulfilments, fulfilmentView(*f))
+			in.folded[f.FulfilmentID] = *f
 		}
 	}
-	return out, views, tx.Commit(ctx)
+	return tx.Commit(ctx)
 }
 
 // fulfilmentView is a fulfilment folded from its stream as the fulfilments
@@ -280,9 +371,18 @@ type reconcileInput struct {
 	subs        []payments.Subscription
 	pays        []payments.Payment
 	refunds     []payments.Refund
+	disputes    []payments.Dispute
 	accounts    []domain.Account
 	fulfilments []projections.FulfilmentView
-	readAt      time.Time
+	// folded are the fulfilments as folded from their streams, by id
+	// (their periods); chargeRefunds every payment.charge_refunded.
+	folded        map[string]domain.Fulfilment
+	chargeRefunds []domain.ChargeRefunded
+	// chargeSubs names the subscription whose invoice a charge paid, for
+	// the charges of refunds and disputes that no order's payment names
+	// (read from the provider: charge → invoice → subscription).
+	chargeSubs map[string]string
+	readAt     time.Time
 }
 
 // reconcileOrder is one order with what belongs to it.
@@ -296,6 +396,10 @@ type reconcileOrder struct {
 	// refundIDs name those refunds.
 	refunded  int64
 	refundIDs []string
+	// partlyRefunded is the highest running total of partial refunds of
+	// pay's charge our records show (payment.charge_refunded, not full):
+	// refunds that leave the order's phones standing.
+	partlyRefunded int64
 }
 
 // Subscription and payment intent statuses, as the provider names them.
@@ -310,7 +414,8 @@ const paymentSucceeded = "succeeded"
 // reconcile compares in and returns the report. It reads nothing.
 func reconcile(in reconcileInput) ReconcileReport {
 	rep := ReconcileReport{Accounts: len(in.accounts), Fulfilments: len(in.fulfilments),
-		Subscriptions: len(in.subs), Payments: len(in.pays), Refunds: len(in.refunds), ProviderReadAt: in.readAt}
+		Subscriptions: len(in.subs), Payments: len(in.pays), Refunds: len(in.refunds), Disputes: len(in.disputes),
+		ProviderReadAt: in.readAt}
 	diff := func(d ReconcileDifference) { rep.Differences = append(rep.Differences, d) }
 
 	// Our orders, and the customers our accounts recorded.
@@ -435,10 +540,54 @@ func reconcile(in reconcileInput) ReconcileReport {
 		}
 	}
 
+	partial := map[string]int64{}
+	for _, r := range in.chargeRefunds {
+		if !r.Full && r.AmountRefunded < r.Amount {
+			partial[r.ChargeID] = max(partial[r.ChargeID], r.AmountRefunded)
+		}
+	}
+	for _, ro := range ordered {
+		if ro.pay != nil && ro.pay.ChargeID != "" {
+			ro.partlyRefunded = partial[ro.pay.ChargeID]
+		}
+	}
+
 	for _, ro := range ordered {
 		for _, d := range reconcileOrderDifferences(ro) {
 			diff(d)
 		}
+		for _, d := range reconcilePeriods(ro, in.folded) {
+			diff(d)
+		}
+	}
+	payByID := map[string]*payments.Payment{}
+	for i := range in.pays {
+		payByID[in.pays[i].ID] = &in.pays[i]
+	}
+	// paymentOwner names the organisation and order of a payment intent
+	// and its charge: the order it paid, else the order of the
+	// subscription whose invoice the charge paid (traced at the
+	// provider), else (an invoice's payment) its customer's organisation.
+	paymentOwner := func(id, charge string, meta map[string]string) (org, order string) {
+		if ro, ok := payOrder[id]; ok {
+			return ro.org, ro.order.OrderID
+		}
+		if ro, ok := orders[meta[payments.MetaOrderID]]; ok {
+			return ro.org, ro.order.OrderID
+		}
+		if ro, ok := bySubID[in.chargeSubs[charge]]; ok && charge != "" {
+			return ro.org, ro.order.OrderID
+		}
+		if pm, ok := payByID[id]; ok {
+			return ours(pm.Metadata, pm.CustomerID), ""
+		}
+		return ours(meta, ""), ""
+	}
+	for _, d := range reconcileChargeRefunds(in, ordered, payByID, paymentOwner) {
+		diff(d)
+	}
+	for _, d := range reconcileDisputes(in, ordered, paymentOwner) {
+		diff(d)
 	}
 	slices.SortStableFunc(rep.Differences, func(a, b ReconcileDifference) int {
 		return cmp.Or(cmp.Compare(a.OrgID, b.OrgID), cmp.Compare(a.OrderID, b.OrderID), cmp.Compare(a.Kind, b.Kind))
@@ -566,16 +715,207 @@ func reconcileOrderDifferences(ro *reconcileOrder) []ReconcileDifference {
 				pm.AmountReceived, pm.Currency, quantity, o.UnitAmount, o.Currency, want, o.Currency)
 		}
 	}
+	// A refund is accounted for by the phones it cancelled, or by the
+	// partial refunds our records show (a partial refund leaves the phones
+	// standing; its total includes the cancelled phones' refunds).
 	cancelledPhones := int64(quantity - len(live))
-	if len(live) > 0 && ro.refunded > cancelledPhones*o.UnitAmount {
+	if accounted := max(cancelledPhones*o.UnitAmount, ro.partlyRefunded); len(live) > 0 && ro.refunded > accounted {
 		add(ReconcileRefundedButLive, live, append([]string{pm.ID}, ro.refundIDs...),
-			"the provider refunded %d %s of the payment, more than the %d %s its %d cancelled phone(s) account for, while these phones are live",
-			ro.refunded, o.Currency, cancelledPhones*o.UnitAmount, o.Currency, cancelledPhones)
+			"the provider refunded %d %s of the payment, more than the %d %s its %d cancelled phone(s) and the %d %s of partial refunds recorded account for, while these phones are live",
+			ro.refunded, o.Currency, cancelledPhones*o.UnitAmount, o.Currency, cancelledPhones, ro.partlyRefunded, o.Currency)
 	}
 	if wantRefund := int64(len(refundCancelled)) * o.UnitAmount; len(refundCancelled) > 0 && ro.refunded < wantRefund {
 		add(ReconcileRefundMissing, refundCancelled, append([]string{pm.ID}, ro.refundIDs...),
 			"these phones were cancelled as refunded (%d %s) but the provider refunded %d %s of the payment",
 			wantRefund, o.Currency, ro.refunded, o.Currency)
+	}
+	return out
+}
+
+// reconcilePeriods compares the end of the provider's current period of a
+// renewing subscription with what our events record for each live phone
+// of its order: the renewal the phone's stream gives for the period the
+// provider's began, or the end its cancelled renewal recorded.
+func reconcilePeriods(ro *reconcileOrder, folded map[string]domain.Fulfilment) []ReconcileDifference {
+	s := ro.sub
+	if s == nil || ro.order.Choice.Billing != domain.BillingSubscription || s.CurrentPeriodEnd.IsZero() ||
+		!slices.Contains(subscriptionRenewing, s.Status) {
+		return nil
+	}
+	var out []ReconcileDifference
+	for _, v := range ro.fulfilments {
+		f, ok := folded[v.FulfilmentID]
+		if !ok || !v.Live() {
+			continue
+		}
+		ours := f.PeriodEnd(s.CurrentPeriodStart)
+		if f.RenewalCancelled {
+			ours = f.EndsAt
+		}
+		if gap := ours.Sub(s.CurrentPeriodEnd).Abs(); gap < reconcilePeriodSlack {
+			continue
+		}
+		what := "renews"
+		if f.RenewalCancelled {
+			what = "ends (its renewal cancelled)"
+		}
+		out = append(out, ReconcileDifference{Kind: ReconcilePeriodMismatch, OrgID: ro.org, OrderID: ro.order.OrderID,
+			FulfilmentIDs: []string{v.FulfilmentID}, ProviderIDs: []string{s.ID},
+			Detail: fmt.Sprintf("the provider's current period ends %s; our records say the phone %s %s",
+				s.CurrentPeriodEnd.UTC().Format(time.RFC3339), what, ours.UTC().Format(time.RFC3339))})
+	}
+	return out
+}
+
+// chargeRecord is what is known of the refunds of one charge.
+type chargeRecord struct {
+	org, order, currency string
+	// ours is what our records say is refunded; source says which record.
+	ours   int64
+	source string
+	// provider is what the provider's refunds add up to; refundIDs name
+	// them.
+	provider  int64
+	refundIDs []string
+}
+
+// reconcileChargeRefunds compares, charge by charge, what the provider
+// refunded (full and partial refunds, the owner's included) with what our
+// records show: the running total payment.charge_refunded recorded, or
+// the whole payment of an order ended refunded.
+func reconcileChargeRefunds(in reconcileInput, ordered []*reconcileOrder, payByID map[string]*payments.Payment,
+	owner func(string, string, map[string]string) (string, string)) []ReconcileDifference {
+	charges := map[string]*chargeRecord{}
+	var ids []string
+	at := func(id string) *chargeRecord {
+		c := charges[id]
+		if c == nil {
+			c = &chargeRecord{}
+			charges[id], ids = c, append(ids, id)
+		}
+		return c
+	}
+	for _, r := range in.chargeRefunds {
+		c := at(r.ChargeID)
+		c.org, c.order, c.currency = r.OrgID, r.OrderID, r.Currency
+		if r.AmountRefunded > c.ours {
+			c.ours, c.source = r.AmountRefunded, "payment.charge_refunded"
+		}
+	}
+	for _, ro := range ordered {
+		if pm := ro.pay; pm != nil && pm.ChargeID != "" && ro.order.State == domain.OrderEndedState &&
+			ro.order.EndedReason == domain.EndRefunded {
+			c := at(pm.ChargeID)
+			c.org, c.order, c.currency = ro.org, ro.order.OrderID, pm.Currency
+			if pm.AmountReceived > c.ours {
+				c.ours, c.source = pm.AmountReceived, "order ended refunded"
+			}
+		}
+	}
+	for _, r := range in.refunds {
+		if !slices.Contains(refundCounted, r.Status) {
+			continue
+		}
+		charge := r.ChargeID
+		if pm, ok := payByID[r.PaymentID]; ok && charge == "" {
+			charge = pm.ChargeID
+		}
+		if charge == "" {
+			continue
+		}
+		c, known := charges[charge]
+		if !known {
+			org, order := owner(r.PaymentID, charge, r.Metadata)
+			if org == "" {
+				continue // not this deployment's charge: counted only
+			}
+			c = at(charge)
+			c.org, c.order, c.currency = org, order, r.Currency
+		}
+		c.provider += r.Amount
+		c.refundIDs = append(c.refundIDs, r.ID)
+	}
+	var out []ReconcileDifference
+	for _, id := range ids {
+		c := charges[id]
+		if c.ours == c.provider {
+			continue
+		}
+		ours := "no refund"
+		if c.source != "" {
+			ours = fmt.Sprintf("%d %s refunded (%s)", c.ours, c.currency, c.source)
+		}
+		out = append(out, ReconcileDifference{Kind: ReconcileRefundAmountMismatch, OrgID: c.org, OrderID: c.order,
+			ProviderIDs: append([]string{id}, c.refundIDs...),
+			Detail:      fmt.Sprintf("the provider refunded %d %s of the charge; our records show %s", c.provider, c.currency, ours)})
+	}
+	return out
+}
+
+// disputeTaken are the dispute statuses of a charge taken back or being
+// taken back; a warning (an inquiry) takes nothing.
+var disputeTaken = []string{"needs_response", "under_review", "won", "lost"}
+
+// reconcileDisputes lists the provider's disputes of our payments and
+// compares them with our orders: charge.dispute.created ends the order
+// disputed, and nothing undoes that when the dispute closes (won or lost),
+// so every dispute that took money, open or closed, matches an order
+// ended disputed. A dispute of a subscription's invoice's payment (a
+// renewal's) is the order's whose subscription the invoice is of (traced
+// at the provider: chargeSubs).
+func reconcileDisputes(in reconcileInput, ordered []*reconcileOrder,
+	owner func(string, string, map[string]string) (string, string)) []ReconcileDifference {
+	var out []ReconcileDifference
+	disputed := map[string]bool{}      // payment intents the provider lists a dispute of
+	disputedOrder := map[string]bool{} // orders (org/order) the provider lists a dispute of a payment of
+	for _, d := range in.disputes {
+		if !slices.Contains(disputeTaken, d.Status) {
+			continue
+		}
+		disputed[d.PaymentIntentID] = true
+		org, order := owner(d.PaymentIntentID, d.ChargeID, d.Metadata)
+		if org == "" {
+			continue
+		}
+		if order != "" {
+			disputedOrder[org+"/"+order] = true
+		}
+		var ro *reconcileOrder
+		for _, o := range ordered {
+			if o.org == org && o.order.OrderID == order {
+				ro = o
+			}
+		}
+		if ro != nil && ro.order.State == domain.OrderEndedState && ro.order.EndedReason == domain.EndDisputed {
+			continue
+		}
+		ours := "no order of the organisation records its payment"
+		if ro != nil {
+			ours = fmt.Sprintf("the order is %s", ro.order.State)
+			if ro.order.EndedReason != "" {
+				ours += " (" + ro.order.EndedReason + ")"
+			}
+		}
+		out = append(out, ReconcileDifference{Kind: ReconcileDisputeNotRecorded, OrgID: org, OrderID: order,
+			ProviderIDs: []string{d.ID, d.ChargeID, d.PaymentIntentID},
+			Detail:      fmt.Sprintf("the provider lists a dispute (%s, %d %s) of the payment; %s", d.Status, d.Amount, d.Currency, ours)})
+	}
+	for _, ro := range ordered {
+		if ro.order.State != domain.OrderEndedState || ro.order.EndedReason != domain.EndDisputed ||
+			disputedOrder[ro.org+"/"+ro.order.OrderID] || (ro.pay != nil && disputed[ro.pay.ID]) {
+			continue
+		}
+		var ids []string
+		switch {
+		case ro.pay != nil:
+			ids = []string{ro.pay.ID}
+		case ro.order.SubscriptionID != "":
+			ids = []string{ro.order.SubscriptionID}
+		default:
+			continue // no payment of it to compare
+		}
+		out = append(out, ReconcileDifference{Kind: ReconcileDisputeMissing, OrgID: ro.org, OrderID: ro.order.OrderID,
+			ProviderIDs: ids, Detail: "the order ended disputed but the provider lists no dispute of its payments"})
 	}
 	return out
 }

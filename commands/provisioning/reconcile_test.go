@@ -203,12 +203,17 @@ func TestReconcileFindsEveryPlantedDifference(t *testing.T) {
 		// while its phone is live.
 		{provisioning.ReconcileAmountMismatch, w.OrgA, w.OrderA2, "", w.PiA2},
 		{provisioning.ReconcileRefundedButLive, w.OrgA, w.OrderA2, w.FA2, w.PiA2 + ",re_a2"},
+		// That refund of A2's charge was never recorded here, and the
+		// provider lost a dispute of its payment our records do not show.
+		{provisioning.ReconcileRefundAmountMismatch, w.OrgA, w.OrderA2, "", "ch_a2,re_a2"},
+		{provisioning.ReconcileDisputeNotRecorded, w.OrgA, w.OrderA2, "", "dp_a2,ch_a2," + w.PiA2},
 		// A subscription for A's customer that no order records.
 		{provisioning.ReconcileSubscriptionUnmatched, w.OrgA, "", "", "sub_made_by_hand_a"},
 		// B1 ended here, but the provider still renews its subscription.
 		{provisioning.ReconcileSubscriptionUnfulfilled, w.OrgB, w.OrderB1, "", w.SubB1},
 		// B2's phone was cancelled as refunded; the provider shows no refund.
 		{provisioning.ReconcileRefundMissing, w.OrgB, w.OrderB2, w.FB2, w.PiB2},
+		{provisioning.ReconcileRefundAmountMismatch, w.OrgB, w.OrderB2, "", "ch_b2"},
 		// B3 expired here, but the provider took its payment.
 		{provisioning.ReconcilePaidNotRecorded, w.OrgB, w.OrderB3, "", "pi_paid_b3"},
 		// A succeeded payment naming an order B never made.

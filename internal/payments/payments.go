@@ -76,6 +76,9 @@ type Provider interface {
 	// ListRefunds returns every refund, for reconciliation. Errors:
 	// ErrUnavailable, *RefusedError.
 	ListRefunds(ctx context.Context) ([]Refund, error)
+	// ListDisputes returns every dispute, whatever its status, for
+	// reconciliation. Errors: ErrUnavailable, *RefusedError.
+	ListDisputes(ctx context.Context) ([]Dispute, error)
 	// CancelSubscription stops a subscription: at once (Stripe's
 	// subscription cancel) or, with atPeriodEnd, at the end of the period
 	// already paid (cancel_at_period_end=true). idempotencyKey is sent as
@@ -100,14 +103,16 @@ type Provider interface {
 	// that does not bill exactly one item).
 	SetSubscriptionQuantity(ctx context.Context, subscriptionID string, quantity int64, proration, idempotencyKey string) (int64, error)
 	// RefundSubscriptionShare refunds up to amount (the smallest currency
-	// unit, more than 0) of the subscription's latest paid invoice: one
-	// unit's share of the period it paid, never more than its charge has
-	// left unrefunded. It returns the refund's id and the amount refunded
-	// ("" and 0 when nothing is left to refund). idempotencyKey is sent as
-	// Stripe's Idempotency-Key of the refund. Errors: ErrUnavailable,
-	// *RefusedError (also a subscription with no paid invoice that has a
-	// charge).
-	RefundSubscriptionShare(ctx context.Context, subscriptionID string, amount int64, idempotencyKey string) (string, int64, error)
+	// unit, more than 0) of the subscription's paid invoice of the period
+	// a phone ended in at endedAt: the newest paid invoice created at or
+	// before endedAt. One unit's share of the period it paid, never more
+	// than its charge has left unrefunded. It returns the refund's id and
+	// the amount refunded ("" and 0 when nothing is left to refund).
+	// idempotencyKey is sent as Stripe's Idempotency-Key of the refund.
+	// Errors: ErrUnavailable, *RefusedError (also a subscription with no
+	// such paid invoice that has a charge).
+	RefundSubscriptionShare(ctx context.Context, subscriptionID string, amount int64, endedAt time.Time,
+		idempotencyKey string) (string, int64, error)
 	// SubscriptionOfCharge reads which subscription a charge paid: the
 	// charge's invoice's subscription ("" for a charge of no invoice, or an
 	// invoice of no subscription). A subscription's charges carry none of
@@ -115,6 +120,24 @@ type Provider interface {
 	// one is traced back to an order. Errors: ErrUnavailable,
 	// *RefusedError (also a charge the provider does not know).
 	SubscriptionOfCharge(ctx context.Context, chargeID string) (string, error)
+	// OriginOfCharge reads what a charge paid: its invoice, the invoice's
+	// subscription and the subscription's metadata as the invoice
+	// recorded it (all empty for a charge of no invoice), in one call. A
+	// refund or a dispute of a subscription's invoice (a renewal's) is
+	// traced to its order through it. Errors: ErrUnavailable,
+	// *RefusedError (also a charge the provider does not know).
+	OriginOfCharge(ctx context.Context, chargeID string) (ChargeOrigin, error)
+}
+
+// ChargeOrigin is what a charge paid.
+type ChargeOrigin struct {
+	// InvoiceID is the invoice the charge paid ("" for none);
+	// SubscriptionID that invoice's subscription ("" for none).
+	InvoiceID, SubscriptionID string
+	// SubscriptionMetadata is the subscription's metadata as it was when
+	// the invoice was finalized (Stripe's subscription_details.metadata:
+	// MetaOrgID and MetaOrderID for ours).
+	SubscriptionMetadata map[string]string
 }
 
 // Checkout modes (Stripe's Checkout Session mode).

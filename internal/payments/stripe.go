@@ -370,6 +370,25 @@ func (s *Stripe) ListRefunds(ctx context.Context) ([]Refund, error) {
 	return out, nil
 }
 
+// ListDisputes lists every dispute.
+func (s *Stripe) ListDisputes(ctx context.Context) ([]Dispute, error) {
+	if err := s.configured(); err != nil {
+		return nil, err
+	}
+	p := &stripe.DisputeListParams{}
+	p.Context = ctx
+	p.Limit = stripe.Int64(listPage)
+	var out []Dispute
+	it := s.api.Disputes.List(p)
+	for it.Next() {
+		out = append(out, dispute(it.Dispute()))
+	}
+	if err := it.Err(); err != nil {
+		return nil, classify(ctx, "list disputes", err)
+	}
+	return out, nil
+}
+
 // classify turns what stripe-go returned into ErrUnavailable (no answer,
 // 5xx, 429, an answer that is not Stripe's, the caller's context ended) or
 // a *RefusedError (any other 4xx).
@@ -510,26 +529,42 @@ func charge(c *stripe.Charge) Charge {
 	return out
 }
 
-// SubscriptionOfCharge reads a charge with its invoice expanded (one call)
-// and answers the invoice's subscription.
+// SubscriptionOfCharge answers the subscription of the charge's invoice
+// (OriginOfCharge).
 func (s *Stripe) SubscriptionOfCharge(ctx context.Context, chargeID string) (string, error) {
+	o, err := s.OriginOfCharge(ctx, chargeID)
+	return o.SubscriptionID, err
+}
+
+// OriginOfCharge reads a charge with its invoice expanded (one call) and
+// answers the invoice, its subscription and the subscription's metadata
+// the invoice recorded.
+func (s *Stripe) OriginOfCharge(ctx context.Context, chargeID string) (ChargeOrigin, error) {
 	if err := s.configured(); err != nil {
-		return "", err
+		return ChargeOrigin{}, err
 	}
 	if chargeID == "" {
-		return "", errors.New("payments: subscription of charge: no charge id")
+		return ChargeOrigin{}, errors.New("payments: origin of charge: no charge id")
 	}
 	p := &stripe.ChargeParams{}
 	p.Context = ctx
 	p.AddExpand("invoice")
 	c, err := s.api.Charges.Get(chargeID, p)
 	if err != nil {
-		return "", classify(ctx, "read charge", err)
+		return ChargeOrigin{}, classify(ctx, "read charge", err)
 	}
-	if c.Invoice == nil || c.Invoice.Subscription == nil {
-		return "", nil
+	var o ChargeOrigin
+	if c.Invoice == nil {
+		return o, nil
 	}
-	return c.Invoice.Subscription.ID, nil
+	o.InvoiceID = c.Invoice.ID
+	if c.Invoice.Subscription != nil {
+		o.SubscriptionID = c.Invoice.Subscription.ID
+	}
+	if c.Invoice.SubscriptionDetails != nil {
+		o.SubscriptionMetadata = c.Invoice.SubscriptionDetails.Metadata
+	}
+	return o, nil
 }
 
 func dispute(d *stripe.Dispute) Dispute {
@@ -664,9 +699,13 @@ func (s *Stripe) SetSubscriptionQuantity(ctx context.Context, subscriptionID str
 }
 
 // RefundSubscriptionShare lists the subscription's newest paid invoice
-// with its charge expanded (one call) and refunds up to amount of that
-// charge.
-func (s *Stripe) RefundSubscriptionShare(ctx context.Context, subscriptionID string, amount int64,
+// created at or before endedAt (created[lte]; the period the phone ended
+// in was paid by it, a later one is a renewal after the end) with its
+// charge expanded (one call) and refunds up to amount of that charge. An
+// invoice in the answer created after endedAt is skipped all the same. A
+// retry after a renewal therefore lists the same invoice and repeats the
+// same request under its key.
+func (s *Stripe) RefundSubscriptionShare(ctx context.Context, subscriptionID string, amount int64, endedAt time.Time,
 	idempotencyKey string) (string, int64, error) {
 	if err := s.configured(); err != nil {
 		return "", 0, err
@@ -678,13 +717,19 @@ func (s *Stripe) RefundSubscriptionShare(ctx context.Context, subscriptionID str
 		return "", 0, fmt.Errorf("payments: refund subscription share: amount %d, want more than 0", amount)
 	}
 	lp := &stripe.InvoiceListParams{Subscription: stripe.String(subscriptionID), Status: stripe.String("paid")}
+	if !endedAt.IsZero() {
+		lp.CreatedRange = &stripe.RangeQueryParams{LesserThanOrEqual: endedAt.Unix()}
+	}
 	lp.Context = ctx
-	lp.Limit = stripe.Int64(1)
+	lp.Limit = stripe.Int64(3)
 	lp.AddExpand("data.charge")
 	it := s.api.Invoices.List(lp)
 	var inv *stripe.Invoice
-	if it.Next() {
-		inv = it.Invoice()
+	for it.Next() {
+		if c := it.Invoice(); endedAt.IsZero() || c.Created <= endedAt.Unix() {
+			inv = c
+			break
+		}
 	}
 	if err := it.Err(); err != nil {
 		return "", 0, classify(ctx, "list paid invoices", err)

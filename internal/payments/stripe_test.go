@@ -302,6 +302,11 @@ func TestReconciliationLists(t *testing.T) {
 	if err != nil || len(refunds) == 0 || !strings.HasPrefix(refunds[0].ID, "re_") {
 		t.Fatalf("refunds: got %+v, %v; want re_ records", refunds, err)
 	}
+	disputes, err := p.ListDisputes(ctx)
+	if err != nil || len(disputes) == 0 || !strings.HasPrefix(disputes[0].ID, "dp_") || disputes[0].Status == "" ||
+		disputes[0].ChargeID == "" {
+		t.Fatalf("disputes: got %+v, %v; want dp_ records with a status and a charge", disputes, err)
+	}
 }
 
 // TestListsFollowPages serves two pages and checks that every record and

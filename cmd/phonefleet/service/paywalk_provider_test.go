@@ -22,12 +22,25 @@ import (
 // walkProvider is the payment provider of the payments walk: stripe-mock
 // validates every request the service makes (each is sent to it first and
 // its refusal passed back), and this ledger keeps what stripe-mock cannot,
-// because it stores nothing: the customers, sessions, subscriptions,
-// payments, invoices, charges, refunds and disputes the walk made, which
-// the list calls of reconciliation, the upcoming invoice and the charge
-// lookups answer from. What a real provider would announce (a session
-// paid, a renewal, a subscription ended, a refund, a dispute) is queued as
-// a webhook event for the walk to deliver.
+// because it stores nothing: the customers, sessions, subscriptions (and
+// their one item each), payments, invoices, charges, refunds and disputes
+// the walk made. Every call the service makes about them is answered from
+// the ledger, as Stripe answers it (internal/payments/stripe.go is the
+// client): the sessions read, a subscription read and updated, its item's
+// quantity set, its paid invoices listed (newest first, with their charge
+// expanded), refunds of a payment intent or of a charge, a charge read
+// with its invoice expanded, the reconciliation lists (subscriptions,
+// payment intents, refunds, disputes) and the upcoming invoice. Anything
+// else falls through to stripe-mock's fixed fixtures and is counted in
+// calls as "mock …", so a call the ledger should answer shows. What a
+// real provider would announce (a session paid, a renewal, a subscription
+// changed or ended, a refund, a dispute) is queued as a webhook event for
+// the walk to deliver.
+//
+// Not modelled: prorations. A quantity change with proration_behavior
+// create_prorations is applied, but the credit Stripe would put on the
+// next invoice is not billed (the walk's renewals bill the quantity at
+// its unit price); the walk does not compare prorated amounts.
 type walkProvider struct {
 	t     *testing.T
 	mock  *httputil.ReverseProxy
@@ -79,6 +92,11 @@ type wpCharge struct {
 	Amount, Refunded, Disputed     int64
 	Currency                       string
 	Created                        time.Time
+	// An invoice's charge: the invoice's billing reason, and the period
+	// and quantity it billed.
+	Reason     string
+	Start, End time.Time
+	Qty        int64
 }
 
 type wpRefund struct {
@@ -91,6 +109,8 @@ type wpRefund struct {
 type wpDispute struct {
 	ID, Charge, PI string
 	Amount         int64
+	Currency       string
+	Created        time.Time
 }
 
 // newWalkProvider starts the ledger in front of stripe-mock (upstream).
@@ -139,10 +159,15 @@ func (p *walkProvider) serve(w http.ResponseWriter, r *http.Request) {
 		form[k] = v
 	}
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	route := r.Method + " " + r.URL.Path
-	if len(parts) >= 3 && !slices.Contains([]string{"upcoming", "sessions"}, parts[2]) {
-		route = r.Method + " /" + parts[0] + "/" + parts[1] + "/{id}" + strings.TrimPrefix(r.URL.Path, "/"+strings.Join(parts[:3], "/"))
+	// The route names the call without its object's id (a segment with a
+	// digit, past /v1).
+	shape := slices.Clone(parts)
+	for i := 1; i < len(shape); i++ {
+		if strings.ContainsAny(shape[i], "0123456789") {
+			shape[i] = "{id}"
+		}
 	}
+	route := r.Method + " /" + strings.Join(shape, "/")
 	p.mu.Lock()
 	p.calls[route]++
 	key := r.Header.Get("Idempotency-Key")
@@ -161,6 +186,7 @@ func (p *walkProvider) serve(w http.ResponseWriter, r *http.Request) {
 	defer p.mu.Unlock()
 	status, ans := p.answer(r.Method, parts, form)
 	if ans == nil {
+		p.calls["mock "+route]++
 		p.mock.ServeHTTP(w, r.Clone(r.Context()))
 		return
 	}
@@ -217,6 +243,41 @@ func (p *walkProvider) answer(method string, parts []string, f url.Values) (int,
 		s.Status = "expired"
 		p.emit(payments.EventCheckoutExpired, p.sessionJSON(s))
 		return 200, p.sessionJSON(s)
+	case method == "GET" && at(1) == "checkout" && at(2) == "sessions" && at(3) != "" && at(4) == "":
+		s := p.sess[at(3)]
+		if s == nil {
+			return stripeError(404, "resource_missing", "no such checkout session")
+		}
+		return 200, p.sessionJSON(s)
+	case method == "GET" && at(1) == "subscriptions" && at(2) != "":
+		s := p.subs[at(2)]
+		if s == nil {
+			return stripeError(404, "resource_missing", "no such subscription")
+		}
+		return 200, p.subJSON(s)
+	case method == "POST" && at(1) == "subscription_items" && at(2) != "":
+		// The quantity is applied; a proration is not billed (see
+		// walkProvider).
+		s := p.subs[strings.TrimPrefix(at(2), "si_")]
+		if s == nil || !strings.HasPrefix(at(2), "si_") {
+			return stripeError(404, "resource_missing", "no such subscription item")
+		}
+		if s.Status == "canceled" {
+			return stripeError(400, "", "the subscription is canceled")
+		}
+		if v := f.Get("quantity"); v != "" {
+			s.Qty, _ = strconv.ParseInt(v, 10, 64)
+		}
+		p.emit(payments.EventSubscriptionUpdated, p.subJSON(s))
+		return 200, p.itemJSON(s)
+	case method == "GET" && at(1) == "invoices" && at(2) == "":
+		return 200, stripeList("/v1/invoices", p.invoices(f))
+	case method == "GET" && at(1) == "disputes" && at(2) == "":
+		var data []any
+		for _, d := range p.disps {
+			data = append(data, p.disputeJSON(d))
+		}
+		return 200, stripeList("/v1/disputes", data)
 	case method == "GET" && at(1) == "subscriptions" && at(2) == "":
 		var data []any
 		for _, id := range sortedKeys(p.subs) {
@@ -262,7 +323,11 @@ func (p *walkProvider) answer(method string, parts []string, f url.Values) (int,
 		p.endSub(s)
 		return 200, p.subJSON(s)
 	case method == "POST" && at(1) == "refunds":
-		r, err := p.refund(f.Get("payment_intent"), f.Get("amount"))
+		charge := f.Get("charge")
+		if pi := p.pis[f.Get("payment_intent")]; pi != nil && charge == "" {
+			charge = pi.Charge
+		}
+		r, err := p.refund(charge, f.Get("amount"))
 		if err != "" {
 			return stripeError(400, "charge_already_refunded", err)
 		}
@@ -272,7 +337,7 @@ func (p *walkProvider) answer(method string, parts []string, f url.Values) (int,
 		if c == nil {
 			return stripeError(404, "resource_missing", "no such charge")
 		}
-		return 200, p.chargeJSON(c, true)
+		return 200, p.chargeJSON(c, expanded(f, "invoice"))
 	case method == "GET" && at(1) == "invoices" && at(2) == "upcoming":
 		inv, ok := p.upcoming(f.Get("customer"))
 		if !ok {
@@ -284,6 +349,17 @@ func (p *walkProvider) answer(method string, parts []string, f url.Values) (int,
 		return 200, inv
 	}
 	return 0, nil
+}
+
+// expanded reports whether a request asks to expand what (stripe-go sends
+// expand[0]=…, curl expand[]=…).
+func expanded(f url.Values, what string) bool {
+	for k, v := range f {
+		if strings.HasPrefix(k, "expand[") && slices.Contains(v, what) {
+			return true
+		}
+	}
+	return false
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -329,12 +405,58 @@ func (p *walkProvider) subJSON(s *wpSub) map[string]any {
 	m := map[string]any{"id": s.ID, "object": "subscription", "status": s.Status, "customer": s.Customer,
 		"metadata": map[string]string{payments.MetaOrgID: s.Org, payments.MetaOrderID: s.Order}, "created": s.Start.Unix(),
 		"current_period_start": s.Start.Unix(), "current_period_end": s.End.Unix(), "cancel_at_period_end": s.CancelAtPeriodEnd,
-		"items": stripeList("/v1/subscription_items", []any{map[string]any{"id": "si_" + s.ID, "object": "subscription_item",
-			"quantity": s.Qty, "price": map[string]any{"id": "price_" + s.ID, "object": "price", "unit_amount": s.Unit, "currency": s.Currency}}})}
+		"items": stripeList("/v1/subscription_items", []any{p.itemJSON(s)})}
 	if !s.CanceledAt.IsZero() {
 		m["canceled_at"], m["ended_at"] = s.CanceledAt.Unix(), s.CanceledAt.Unix()
 	}
 	return m
+}
+
+// itemJSON is the one item of a subscription (its id is si_ and the
+// subscription's).
+func (p *walkProvider) itemJSON(s *wpSub) map[string]any {
+	return map[string]any{"id": "si_" + s.ID, "object": "subscription_item", "subscription": s.ID, "quantity": s.Qty,
+		"price": map[string]any{"id": "price_" + s.ID, "object": "price", "unit_amount": s.Unit, "currency": s.Currency}}
+}
+
+func (p *walkProvider) metadata(s *wpSub) map[string]string {
+	return map[string]string{payments.MetaOrgID: s.Org, payments.MetaOrderID: s.Order}
+}
+
+// invoices lists the paid invoices (the ledger's invoices are all paid)
+// as GET /v1/invoices does: of a subscription (subscription=…), created
+// at or before created[lte] when given, newest first (the order of their
+// charges), each charge expanded with expand[]=data.charge.
+func (p *walkProvider) invoices(f url.Values) []any {
+	if st := f.Get("status"); st != "" && st != "paid" {
+		return nil
+	}
+	lte, _ := strconv.ParseInt(f.Get("created[lte]"), 10, 64)
+	var data []any
+	for _, id := range sortedKeys(p.subs) {
+		s := p.subs[id]
+		if sub := f.Get("subscription"); sub != "" && sub != s.ID {
+			continue
+		}
+		for i := len(s.Invoices) - 1; i >= 0; i-- {
+			c := p.chs[s.Invoices[i]]
+			if f.Get("created[lte]") != "" && c.Created.Unix() > lte {
+				continue
+			}
+			inv := p.invoiceJSON(s, c)
+			if expanded(f, "data.charge") {
+				inv["charge"] = p.chargeJSON(c, false)
+			}
+			data = append(data, inv)
+		}
+	}
+	return data
+}
+
+func (p *walkProvider) disputeJSON(d *wpDispute) map[string]any {
+	return map[string]any{"id": d.ID, "object": "dispute", "charge": d.Charge, "payment_intent": d.PI, "amount": d.Amount,
+		"currency": d.Currency, "status": "needs_response", "reason": "fraudulent", "created": d.Created.Unix(),
+		"metadata": map[string]string{}}
 }
 
 func (p *walkProvider) paymentJSON(pi *wpPayment) map[string]any {
@@ -354,7 +476,7 @@ func (p *walkProvider) chargeJSON(c *wpCharge, expandInvoice bool) map[string]an
 	if c.Invoice != "" {
 		m["invoice"] = c.Invoice
 		if expandInvoice {
-			m["invoice"] = map[string]any{"id": c.Invoice, "object": "invoice", "subscription": c.Sub}
+			m["invoice"] = p.invoiceJSON(p.subs[c.Sub], c)
 		}
 	}
 	return m
@@ -383,14 +505,16 @@ func (p *walkProvider) takeEvents() []payments.Event {
 }
 
 // charge records a successful charge of amount (a payment intent and its
-// charge; of an invoice of sub when sub is set).
-func (p *walkProvider) charge(customer, currency string, amount int64, sub *wpSub) (*wpPayment, *wpCharge) {
+// charge; of an invoice of sub for reason, billing its period and
+// quantity now, when sub is set).
+func (p *walkProvider) charge(customer, currency string, amount int64, sub *wpSub, reason string) (*wpPayment, *wpCharge) {
 	now := p.now()
 	pi := &wpPayment{ID: p.id("pi"), Customer: customer, Amount: amount, Currency: currency, Created: now}
 	c := &wpCharge{ID: p.id("ch"), PI: pi.ID, Customer: customer, Amount: amount, Currency: currency, Created: now}
 	pi.Charge = c.ID
 	if sub != nil {
 		c.Invoice, c.Sub = p.id("in"), sub.ID
+		c.Reason, c.Start, c.End, c.Qty = reason, sub.Start, sub.End, sub.Qty
 		sub.Invoices = append(sub.Invoices, c.ID)
 	}
 	p.pis[pi.ID], p.chs[c.ID] = pi, c
@@ -410,7 +534,7 @@ func (p *walkProvider) pay(sessionID string) (string, error) {
 	var charge string
 	switch s.Mode {
 	case payments.ModePayment:
-		pi, c := p.charge(s.Customer, s.Currency, s.Unit*s.Qty, nil)
+		pi, c := p.charge(s.Customer, s.Currency, s.Unit*s.Qty, nil, "")
 		pi.Order, pi.Org = s.Order, s.Org
 		s.PI, charge = pi.ID, c.ID
 	case payments.ModeSubscription:
@@ -418,21 +542,29 @@ func (p *walkProvider) pay(sessionID string) (string, error) {
 		sub := &wpSub{ID: p.id("sub"), Customer: s.Customer, Status: "active", Order: s.Order, Org: s.Org, Unit: s.Unit,
 			Qty: s.Qty, Currency: s.Currency, Start: now, End: now.AddDate(0, 1, 0)}
 		p.subs[sub.ID] = sub
-		_, c := p.charge(s.Customer, s.Currency, s.Unit*s.Qty, sub)
+		_, c := p.charge(s.Customer, s.Currency, s.Unit*s.Qty, sub, "subscription_create")
 		s.Sub, charge = sub.ID, c.ID
-		p.emit(payments.EventInvoicePaid, p.invoiceJSON(sub, c, "subscription_create"))
+		p.emit(payments.EventInvoicePaid, p.invoiceJSON(sub, c))
 	}
 	p.emit(payments.EventCheckoutCompleted, p.sessionJSON(s))
 	return charge, nil
 }
 
-func (p *walkProvider) invoiceJSON(s *wpSub, c *wpCharge, reason string) map[string]any {
+// invoiceJSON is the paid invoice of a subscription's charge c, as Stripe
+// shows it: the subscription's metadata as it was when the invoice was
+// finalized (subscription_details), and one line billing the period and
+// quantity the invoice paid, with the subscription's metadata. The
+// invoice-level period is the one before (Stripe's covers what was billed
+// before the invoice; the line's is the period paid).
+func (p *walkProvider) invoiceJSON(s *wpSub, c *wpCharge) map[string]any {
+	before := c.Start.AddDate(0, -1, 0)
 	return map[string]any{"id": c.Invoice, "object": "invoice", "status": "paid", "customer": s.Customer, "subscription": s.ID,
-		"billing_reason": reason, "amount_due": c.Amount, "amount_paid": c.Amount, "total": c.Amount, "currency": s.Currency,
-		"charge": c.ID, "payment_intent": c.PI, "period_start": s.Start.Unix(), "period_end": s.End.Unix(),
+		"billing_reason": c.Reason, "amount_due": c.Amount, "amount_paid": c.Amount, "total": c.Amount, "currency": s.Currency,
+		"charge": c.ID, "payment_intent": c.PI, "period_start": before.Unix(), "period_end": c.Start.Unix(),
+		"created": c.Created.Unix(), "subscription_details": map[string]any{"metadata": p.metadata(s)},
 		"lines": stripeList("/v1/invoices/"+c.Invoice+"/lines", []any{map[string]any{"id": "il_" + c.Invoice, "object": "line_item",
-			"amount": c.Amount, "currency": s.Currency, "quantity": s.Qty, "subscription": s.ID,
-			"period": map[string]any{"start": s.Start.Unix(), "end": s.End.Unix()}}})}
+			"amount": c.Amount, "currency": s.Currency, "quantity": c.Qty, "subscription": s.ID, "metadata": p.metadata(s),
+			"period": map[string]any{"start": c.Start.Unix(), "end": c.End.Unix()}}})}
 }
 
 // renew bills the next period of a renewing subscription at its quantity
@@ -450,8 +582,8 @@ func (p *walkProvider) renew(subID string) string {
 		return ""
 	}
 	s.Start, s.End = s.End, s.End.AddDate(0, 1, 0)
-	_, c := p.charge(s.Customer, s.Currency, s.Unit*s.Qty, s)
-	p.emit(payments.EventInvoicePaid, p.invoiceJSON(s, c, "subscription_cycle"))
+	_, c := p.charge(s.Customer, s.Currency, s.Unit*s.Qty, s, "subscription_cycle")
+	p.emit(payments.EventInvoicePaid, p.invoiceJSON(s, c))
 	return c.ID
 }
 
@@ -460,14 +592,13 @@ func (p *walkProvider) endSub(s *wpSub) {
 	p.emit(payments.EventSubscriptionDeleted, p.subJSON(s))
 }
 
-// refund refunds amount ("" or 0: what is left) of a payment intent's
-// charge; an error message when nothing is left to refund.
-func (p *walkProvider) refund(piID, amount string) (*wpRefund, string) {
-	pi := p.pis[piID]
-	if pi == nil {
-		return nil, "no such payment intent"
+// refund refunds amount ("" or 0: what is left) of a charge; an error
+// message when nothing is left to refund.
+func (p *walkProvider) refund(chargeID, amount string) (*wpRefund, string) {
+	c := p.chs[chargeID]
+	if c == nil {
+		return nil, "no such charge or payment intent"
 	}
-	c := p.chs[pi.Charge]
 	left := c.Amount - c.Refunded - c.Disputed
 	n, _ := strconv.ParseInt(amount, 10, 64)
 	if n == 0 {
@@ -477,7 +608,7 @@ func (p *walkProvider) refund(piID, amount string) (*wpRefund, string) {
 		return nil, fmt.Sprintf("charge %s has %d left to refund, asked %d", c.ID, left, n)
 	}
 	c.Refunded += n
-	r := &wpRefund{ID: p.id("re"), PI: pi.ID, Charge: c.ID, Amount: n, Currency: c.Currency, Created: p.now()}
+	r := &wpRefund{ID: p.id("re"), PI: c.PI, Charge: c.ID, Amount: n, Currency: c.Currency, Created: p.now()}
 	p.refs = append(p.refs, r)
 	p.emit(payments.EventChargeRefunded, p.chargeJSON(c, false))
 	return r, ""
@@ -491,7 +622,7 @@ func (p *walkProvider) refundCharge(chargeID string, amount int64) error {
 	if amount > 0 {
 		a = strconv.FormatInt(amount, 10)
 	}
-	if _, err := p.refund(p.chs[chargeID].PI, a); err != "" {
+	if _, err := p.refund(chargeID, a); err != "" {
 		return fmt.Errorf("%s", err)
 	}
 	return nil
@@ -507,11 +638,9 @@ func (p *walkProvider) dispute(chargeID string) error {
 		return fmt.Errorf("charge %s cannot be disputed", chargeID)
 	}
 	c.Disputed = left
-	d := &wpDispute{ID: p.id("dp"), Charge: c.ID, PI: c.PI, Amount: left}
+	d := &wpDispute{ID: p.id("dp"), Charge: c.ID, PI: c.PI, Amount: left, Currency: c.Currency, Created: p.now()}
 	p.disps = append(p.disps, d)
-	p.emit(payments.EventDisputeCreated, map[string]any{"id": d.ID, "object": "dispute", "charge": c.ID,
-		"payment_intent": c.PI, "amount": left, "currency": c.Currency, "status": "needs_response", "reason": "fraudulent",
-		"created": p.now().Unix(), "metadata": map[string]string{}})
+	p.emit(payments.EventDisputeCreated, p.disputeJSON(d))
 	return nil
 }
 
@@ -531,8 +660,7 @@ func (p *walkProvider) upcoming(customer string) (map[string]any, bool) {
 		start, end = s.End.Unix(), s.End.AddDate(0, 1, 0).Unix()
 		lines = append(lines, map[string]any{"id": "il_next_" + s.ID, "object": "line_item", "amount": amount,
 			"currency": s.Currency, "quantity": s.Qty, "subscription": s.ID, "description": "walk renewal",
-			"metadata": map[string]string{payments.MetaOrgID: s.Org, payments.MetaOrderID: s.Order},
-			"period":   map[string]any{"start": start, "end": end}})
+			"metadata": p.metadata(s), "period": map[string]any{"start": start, "end": end}})
 	}
 	if len(lines) == 0 {
 		return nil, false

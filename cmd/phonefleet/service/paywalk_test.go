@@ -34,9 +34,7 @@ import (
 //	PAYWALK_PURCHASES=200 go test -race -count=1 -p 1 -run TestPaymentsWalk ./cmd/phonefleet/service/
 //
 // (default 40, the short form `make test` runs); PAYWALK_SEED=N replays
-// one walk (the seed is logged). Defects the walk finds that other
-// branches of issue 26 fix are logged "KNOWN: … (issue 26, fixed on
-// branch …)" and do not fail it; PAYWALK_STRICT=1 fails on them too.
+// one walk (the seed is logged). Every defect it finds fails it.
 
 const walkWebhookSecret = "whsec_payments_walk"
 
@@ -87,8 +85,6 @@ type walkOrder struct {
 	endedBy, providerCharge string
 	visible                 bool
 	acted                   bool
-	// partial is set once the provider refunded part of a charge.
-	partial bool
 }
 
 type walk struct {
@@ -107,8 +103,6 @@ type walk struct {
 	orders   []*walkOrder
 	pending  []payments.Event // events held back to be delivered late
 	counts   walkCounts
-	known    []string
-	strict   bool
 	quoteIDs map[string]string
 	// refusedProvisioned are the organisations whose checkout was refused
 	// as provisioned when the walk held none of their monthly phones live.
@@ -164,7 +158,7 @@ func TestPaymentsWalk(t *testing.T) {
 		}
 	})
 	w := &walk{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), idp: idp, prov: prov,
-		tokens: map[string]string{}, strict: os.Getenv("PAYWALK_STRICT") == "1", quoteIDs: map[string]string{}}
+		tokens: map[string]string{}, quoteIDs: map[string]string{}}
 	w.one = startInstance(t, "one", env, &logs)
 	w.two = startWalkProcess(t, env, &logs)
 	w.addrs = []string{w.one.app.Addr(), w.two.addr}
@@ -197,8 +191,12 @@ func TestPaymentsWalk(t *testing.T) {
 		w.deliver(false)
 	}
 	// Once every customer has acted, one more period for every monthly
-	// order the provider still renews: it bills the phones left.
-	w.deliver(true)
+	// order the provider still renews: it bills the phones left. A
+	// renewal comes a period after the customers' last acts, so the
+	// provider has heard of them by then: everything is delivered and
+	// every follow-up carried out first (settle), as it is within seconds
+	// of an act, not a month.
+	w.settle(ctx)
 	for _, o := range w.orders {
 		if o.sub != "" && o.visible {
 			w.renewal(o)
@@ -224,9 +222,6 @@ func TestPaymentsWalk(t *testing.T) {
 	if len(w.refusedProvisioned) > 0 {
 		t.Logf("checkouts refused as provisioned where the walk had ended every monthly phone: %v", w.refusedProvisioned)
 	}
-	for _, k := range w.known {
-		t.Log("KNOWN: " + k)
-	}
 	t.Logf("provider calls: %v", prov.calls)
 }
 
@@ -242,17 +237,6 @@ func errorLines(s string) string {
 		out = out[len(out)-200:]
 	}
 	return strings.Join(out, "\n")
-}
-
-// knownOr records a defect another branch of issue 26 fixes, or fails.
-func (w *walk) knownOr(branch, format string, args ...any) {
-	w.t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if w.strict {
-		w.t.Errorf("%s (issue 26, fixed on branch %s)", msg, branch)
-		return
-	}
-	w.known = append(w.known, fmt.Sprintf("%s (issue 26, fixed on branch %s)", msg, branch))
 }
 
 type walkReply struct {
@@ -730,7 +714,6 @@ func (w *walk) act() {
 				w.t.Fatal(err)
 			}
 			o.owed[c] += 100
-			o.partial = true
 			w.counts.refundsPartial++
 		}
 	}
@@ -859,30 +842,8 @@ func (w *walk) checkReconcile(ctx context.Context, env map[string]string) {
 	w.t.Logf("reconcile compared %d accounts, %d orders, %d fulfilments with %d subscriptions, %d payments, %d refunds (%d invoice payments)",
 		rep.Accounts, rep.Orders, rep.Fulfilments, rep.Subscriptions, rep.Payments, rep.Refunds, rep.InvoicePayments)
 	for _, d := range rep.Differences {
-		if branch, why := w.knownDifference(d); branch != "" {
-			w.knownOr(branch, "reconcile: %s — %s", d, why)
-			continue
-		}
 		w.t.Errorf("reconcile: DIFFERENCE %s", d)
 	}
-}
-
-// knownDifference names the branch fixing a reconcile difference, if the
-// walk knows one does.
-func (w *walk) knownDifference(d provisioning.ReconcileDifference) (string, string) {
-	o := w.orderOf(d.OrderID)
-	if o == nil {
-		return "", ""
-	}
-	switch {
-	case d.Kind == provisioning.ReconcileSubscriptionAmountMismatch:
-		return "subunits", "a subscription's quantity is not lowered when one of its phones ends"
-	case o.providerCharge != "" && o.sub != "":
-		return "subunits", "a refund or dispute of a subscription's invoice is not attributed to its order"
-	case d.Kind == provisioning.ReconcileRefundedButLive && o.partial:
-		return "subunits", "a partial refund is ignored"
-	}
-	return "", ""
 }
 
 func (w *walk) orderOf(id string) *walkOrder {
@@ -925,11 +886,9 @@ func (w *walk) checkFulfilments() {
 				reason, _ := f["cancelledReason"].(string)
 				want, ended := o.ended[id]
 				switch {
-				case ended && o.endedBy != "" && o.sub != "" && f["state"] != domain.FulfilmentCancelledState:
-					w.knownOr("subunits", "%s is %s after the provider %s its subscription's invoice %s (first: %v)", id, f["state"], o.endedBy,
-						o.providerCharge, o.providerCharge == o.charges[0])
 				case ended && (f["state"] != domain.FulfilmentCancelledState || (reason != want && o.endedBy == "")):
-					w.t.Errorf("%s of order %s: listed %s %s; want cancelled %s", id, o.order, f["state"], reason, want)
+					w.t.Errorf("%s of order %s (%s): listed %s %s; want cancelled %s (the provider's end: %q of %s)", id, o.order, o.kind,
+						f["state"], reason, want, o.endedBy, o.providerCharge)
 				case !ended && subEnded && f["state"] == domain.FulfilmentCancelledState:
 				case !ended && f["state"] == domain.FulfilmentCancelledState && o.kind == "day" && reason == domain.EndDayPassExpired:
 				case !ended && f["state"] != domain.FulfilmentProvisionedState && f["state"] != domain.FulfilmentAwaitingState:
@@ -964,25 +923,11 @@ func (w *walk) checkMoney() {
 			ours[id] = true
 			c := w.prov.chs[id]
 			if c.Amount != o.billed[id] {
-				why := "the subscription's quantity is not lowered when one phone ends"
-				if o.endedBy != "" {
-					why = "the provider " + o.endedBy + " an invoice of the subscription, which the service did not attribute, so it renews"
-				}
-				w.knownOr("subunits", "charge %s of order %s (%s) billed %d; the phones live then cost %d (%s)",
-					id, o.order, o.kind, c.Amount, o.billed[id], why)
+				w.t.Errorf("charge %s of order %s (%s) billed %d; the phones live then cost %d (ended %v, by the provider: %q)",
+					id, o.order, o.kind, c.Amount, o.billed[id], o.ended, o.endedBy)
 			}
 			back := c.Refunded + c.Disputed
 			if back == o.owed[id] {
-				continue
-			}
-			why := ""
-			for f, r := range o.ended {
-				if (r == domain.EndCustomerReturn || r == domain.EndOwnerRefund) && o.kind != "day" {
-					why = "a returned or owner-refunded subscription phone's share of its paid invoice is not refunded (" + f + ")"
-				}
-			}
-			if why != "" {
-				w.knownOr("subunits", "charge %s of order %s: %d went back; the walk's ends owe %d: %s", id, o.order, back, o.owed[id], why)
 				continue
 			}
 			w.t.Errorf("charge %s of order %s (%s): %d went back (refunded %d, disputed %d); the walk's ends owe %d (ended %v)",
@@ -1035,8 +980,7 @@ func (w *walk) checkUpcoming() {
 			}
 		}
 		if renewing != provider {
-			w.knownOr("subunits", "%s: its renewing phones cost %d a month; the provider will bill %d (quantity not lowered when one phone ends)",
-				org, renewing, provider)
+			w.t.Errorf("%s: its renewing phones cost %d a month; the provider will bill %d", org, renewing, provider)
 		}
 	}
 }
