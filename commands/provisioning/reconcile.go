@@ -112,6 +112,18 @@ const (
 	ReconcileDisputeMissing = "dispute_missing"
 )
 
+// ReconcileKinds are every kind of difference reconciliation reports, in
+// the order they are declared above (a test compares it with the
+// declarations).
+var ReconcileKinds = []string{
+	ReconcileSubscriptionMissing, ReconcileSubscriptionEnded, ReconcileSubscriptionNotCurrent,
+	ReconcileSubscriptionUnfulfilled, ReconcileSubscriptionUnmatched, ReconcileSubscriptionAmountMismatch,
+	ReconcilePaymentMissing, ReconcilePaymentNotSucceeded, ReconcilePaymentUnmatched, ReconcilePaidNotRecorded,
+	ReconcileAmountMismatch, ReconcileRefundedButLive, ReconcileRefundMissing, ReconcileFulfilmentWithoutOrder,
+	ReconcileFulfilmentsMissing, ReconcileLiveAfterOrderEnded, ReconcileFulfilmentPriceMismatch,
+	ReconcileRefundAmountMismatch, ReconcilePeriodMismatch, ReconcileDisputeNotRecorded, ReconcileDisputeMissing,
+}
+
 // reconcilePeriodSlack is how far our end of a subscription phone's
 // period may lie from the provider's: ours counts from when the phone was
 // recorded, the provider's from when the subscription was created, a few
