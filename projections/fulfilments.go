@@ -389,6 +389,22 @@ func OrderOfPayment(ctx context.Context, db DBTX, paymentIntentID string) (orgID
 	return orgID, orderID, err == nil, err
 }
 
+// OrderOfSubscription returns the organisation and order of the
+// fulfilments a provider subscription pays, for a provider event about one
+// of its invoices' charges (a refund, a dispute) that carries no metadata
+// of its own. ok is false when no fulfilment names the subscription.
+func OrderOfSubscription(ctx context.Context, db DBTX, subscriptionID string) (orgID, orderID string, ok bool, err error) {
+	if subscriptionID == "" {
+		return "", "", false, nil
+	}
+	err = db.QueryRow(ctx, `SELECT org_id, order_id FROM public.fulfilments WHERE subscription_id = $1
+		ORDER BY created_at LIMIT 1`, subscriptionID).Scan(&orgID, &orderID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", false, nil
+	}
+	return orgID, orderID, err == nil, err
+}
+
 // AwaitingAhead returns how many fulfilments of slot await provisioning
 // ahead of the one created at createdAt with id (earlier in creation
 // order): the queue a freed unit is handed out in.

@@ -243,6 +243,11 @@ func (p *Provisioning) settlementOf(ctx context.Context, ev payments.Event) (set
 				return s, err
 			}
 		}
+		if s.orderID == "" && ch.InvoiceID != "" {
+			if s.orgID, s.orderID, err = p.orderOfInvoiceCharge(ctx, ch.ID, ""); err != nil {
+				return s, err
+			}
+		}
 		s.do, s.reason = settleEnd, domain.EndRefunded
 		if !ch.Refunded {
 			// A partial refund leaves the order standing (the owner
@@ -260,14 +265,22 @@ func (p *Provisioning) settlementOf(ctx context.Context, ev payments.Event) (set
 		}
 		s.orgID, s.orderID = ourOrder(d.Metadata)
 		if s.orderID == "" {
+			sub, asked := "", false
 			if s.orgID, s.orderID, err = p.orderOfPayment(ctx, d.PaymentIntentID, ev.Created, func() (bool, error) {
 				if p.cfg.Payments == nil || d.ChargeID == "" {
 					return false, nil
 				}
-				sub, err := p.cfg.Payments.SubscriptionOfCharge(ctx, d.ChargeID)
+				var err error
+				sub, err = p.cfg.Payments.SubscriptionOfCharge(ctx, d.ChargeID)
+				asked = true
 				return sub == "", err
 			}); err != nil {
 				return s, err
+			}
+			if s.orderID == "" && (!asked || sub != "") {
+				if s.orgID, s.orderID, err = p.orderOfInvoiceCharge(ctx, d.ChargeID, sub); err != nil {
+					return s, err
+				}
 			}
 		}
 		s.do, s.reason = settleEnd, domain.EndDisputed
@@ -305,6 +318,26 @@ func (p *Provisioning) orderOfPayment(ctx context.Context, paymentIntentID strin
 	}
 	return "", "", domain.Errorf(domain.CodeNotSettled,
 		"no order records payment %s yet; its checkout's payment may still be on its way", paymentIntentID).WithRetryable(true)
+}
+
+// orderOfInvoiceCharge finds the order whose subscription an invoice's
+// charge paid (the first invoice or a renewal: the charge and its payment
+// intent carry none of our metadata, and no order records that payment
+// intent): charge → invoice → subscription (SubscriptionOfCharge, unless
+// sub is already known) → the order whose phones that subscription pays.
+// None ("" ids): an invoice of no subscription of ours, or no provider
+// configured to ask.
+func (p *Provisioning) orderOfInvoiceCharge(ctx context.Context, chargeID, sub string) (orgID, orderID string, err error) {
+	if sub == "" {
+		if p.cfg.Payments == nil || chargeID == "" {
+			return "", "", nil
+		}
+		if sub, err = p.cfg.Payments.SubscriptionOfCharge(ctx, chargeID); err != nil || sub == "" {
+			return "", "", err
+		}
+	}
+	orgID, orderID, _, err = projections.OrderOfSubscription(ctx, p.pool, sub)
+	return orgID, orderID, err
 }
 
 // settleUnit builds the unit of one provider event: its marker, and the
