@@ -74,8 +74,10 @@ const (
 	// the order's price times its quantity.
 	ReconcileAmountMismatch = "amount_mismatch"
 	// ReconcileRefundedButLive: the provider refunded more of an order's
-	// payment than its cancelled phones account for, and phones of it are
-	// still live.
+	// payment than its cancelled phones account for, and more than the
+	// partial refunds our records show (payment.charge_refunded: a
+	// refund that leaves the order standing), and phones of it are still
+	// live.
 	ReconcileRefundedButLive = "refunded_but_live"
 	// ReconcileRefundMissing: phones cancelled as refunded (by the
 	// provider or by the owner) whose refund the provider does not show.
@@ -218,10 +220,55 @@ func (p ReconcileHandler) Handle(ctx context.Context, _ Reconcile) (ReconcileRep
 	if in.disputes, err = p.cfg.Payments.ListDisputes(ctx); err != nil {
 		return ReconcileReport{}, fmt.Errorf("reconcile: %w", err)
 	}
+	if in.chargeSubs, err = p.invoiceChargeSubscriptions(ctx, in); err != nil {
+		return ReconcileReport{}, fmt.Errorf("reconcile: %w", err)
+	}
 	if err = p.readOurRecords(ctx, &in); err != nil {
 		return ReconcileReport{}, fmt.Errorf("reconcile: read our records: %w", err)
 	}
 	return reconcile(in), nil
+}
+
+// invoiceChargeSubscriptions asks the provider which subscription each
+// refunded or disputed charge paid whose payment names no order of ours
+// (an invoice's charge, the first or a renewal: it carries none of the
+// subscription's metadata), so its refunds and disputes are traced charge
+// → invoice → subscription → order (SubscriptionOfCharge, one call per
+// such charge, as the webhook traces them). A charge of a checkout's own
+// payment (its metadata names the order) is not asked about.
+func (p *Provisioning) invoiceChargeSubscriptions(ctx context.Context, in reconcileInput) (map[string]string, error) {
+	payByID := map[string]payments.Payment{}
+	for _, pm := range in.pays {
+		payByID[pm.ID] = pm
+	}
+	out := map[string]string{}
+	trace := func(charge, payment string, meta map[string]string) error {
+		pm, listed := payByID[payment]
+		if charge == "" && listed {
+			charge = pm.ChargeID
+		}
+		if _, done := out[charge]; charge == "" || done || meta[payments.MetaOrderID] != "" || pm.Metadata[payments.MetaOrderID] != "" {
+			return nil
+		}
+		sub, err := p.cfg.Payments.SubscriptionOfCharge(ctx, charge)
+		out[charge] = sub
+		return err
+	}
+	for _, r := range in.refunds {
+		if slices.Contains(refundCounted, r.Status) {
+			if err := trace(r.ChargeID, r.PaymentID, r.Metadata); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, d := range in.disputes {
+		if slices.Contains(disputeTaken, d.Status) {
+			if err := trace(d.ChargeID, d.PaymentIntentID, d.Metadata); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
 }
 
 // readOurRecords folds every billing account, every fulfilment and every
@@ -334,7 +381,10 @@ type reconcileInput struct {
 	// (their periods); chargeRefunds every payment.charge_refunded.
 	folded        map[string]domain.Fulfilment
 	chargeRefunds []domain.ChargeRefunded
-	readAt        time.Time
+	// chargeSubs is the subscription each invoice's charge refunded or
+	// disputed paid ("" for none), by charge id.
+	chargeSubs map[string]string
+	readAt     time.Time
 }
 
 // reconcileOrder is one order with what belongs to it.
@@ -348,6 +398,9 @@ type reconcileOrder struct {
 	// refundIDs name those refunds.
 	refunded  int64
 	refundIDs []string
+	// recordedRefund is the partial refund of pay our records show (the
+	// highest running total payment.charge_refunded recorded).
+	recordedRefund int64
 }
 
 // Subscription and payment intent statuses, as the provider names them.
@@ -390,6 +443,7 @@ func reconcile(in reconcileInput) ReconcileReport {
 		}
 		diff(ReconcileDifference{Kind: ReconcileFulfilmentWithoutOrder, OrgID: f.OrgID, OrderID: f.OrderID,
 			FulfilmentIDs: []string{f.FulfilmentID},
+			ProviderIDs:   slices.DeleteFunc([]string{f.SubscriptionID, f.PaymentIntentID}, func(id string) bool { return id == "" }),
 			Detail:        fmt.Sprintf("the fulfilment (%s) names order %s, which no billing account of the organisation holds", f.State, f.OrderID)})
 	}
 	// ours names the organisation a provider record belongs to: that of
@@ -488,7 +542,14 @@ func reconcile(in reconcileInput) ReconcileReport {
 		}
 	}
 
+	recorded := map[string]int64{}
+	for _, r := range in.chargeRefunds {
+		recorded[r.ChargeID] = max(recorded[r.ChargeID], r.AmountRefunded)
+	}
 	for _, ro := range ordered {
+		if ro.pay != nil && ro.pay.ChargeID != "" {
+			ro.recordedRefund = recorded[ro.pay.ChargeID]
+		}
 		for _, d := range reconcileOrderDifferences(ro) {
 			diff(d)
 		}
@@ -500,15 +561,24 @@ func reconcile(in reconcileInput) ReconcileReport {
 	for i := range in.pays {
 		payByID[in.pays[i].ID] = &in.pays[i]
 	}
-	// paymentOwner names the organisation and order of a payment intent:
-	// the order it paid, else (an invoice's payment) its customer's
-	// organisation.
-	paymentOwner := func(id string, meta map[string]string) (org, order string) {
+	// paymentOwner names the organisation and order of a payment intent
+	// and its charge: the order it paid, else the order whose
+	// subscription the charge's invoice paid, else (an invoice of no
+	// subscription of an order) its customer's organisation.
+	paymentOwner := func(id, charge string, meta map[string]string) (org, order string) {
 		if ro, ok := payOrder[id]; ok {
 			return ro.org, ro.order.OrderID
 		}
 		if ro, ok := orders[meta[payments.MetaOrderID]]; ok {
 			return ro.org, ro.order.OrderID
+		}
+		if pm, ok := payByID[id]; ok && charge == "" {
+			charge = pm.ChargeID
+		}
+		if sub := in.chargeSubs[charge]; sub != "" {
+			if ro, ok := bySubID[sub]; ok {
+				return ro.org, ro.order.OrderID
+			}
 		}
 		if pm, ok := payByID[id]; ok {
 			return ours(pm.Metadata, pm.CustomerID), ""
@@ -532,7 +602,14 @@ func reconcile(in reconcileInput) ReconcileReport {
 func reconcileOrderDifferences(ro *reconcileOrder) []ReconcileDifference {
 	o := ro.order
 	var out []ReconcileDifference
+	// A difference about our records alone names the provider's objects
+	// the order recorded (its subscription, its payment), so every line
+	// carries the provider's id where one is known.
+	recorded := slices.DeleteFunc([]string{o.SubscriptionID, o.PaymentIntentID}, func(id string) bool { return id == "" })
 	add := func(kind string, fulfilments, provider []string, format string, args ...any) {
+		if provider == nil && len(recorded) > 0 {
+			provider = recorded
+		}
 		out = append(out, ReconcileDifference{Kind: kind, OrgID: ro.org, OrderID: o.OrderID,
 			FulfilmentIDs: slices.Sorted(slices.Values(fulfilments)), ProviderIDs: provider, Detail: fmt.Sprintf(format, args...)})
 	}
@@ -647,11 +724,16 @@ func reconcileOrderDifferences(ro *reconcileOrder) []ReconcileDifference {
 				pm.AmountReceived, pm.Currency, quantity, o.UnitAmount, o.Currency, want, o.Currency)
 		}
 	}
+	// A partial refund our records show (a goodwill credit, say) leaves
+	// the order standing: it accounts for what it refunded, as cancelled
+	// phones account for their price; the larger of the two is what may
+	// have been refunded while phones are live. (Whether our records of
+	// the refunds are the provider's is refund_amount_mismatch.)
 	cancelledPhones := int64(quantity - len(live))
-	if len(live) > 0 && ro.refunded > cancelledPhones*o.UnitAmount {
+	if allowed := max(cancelledPhones*o.UnitAmount, ro.recordedRefund); len(live) > 0 && ro.refunded > allowed {
 		add(ReconcileRefundedButLive, live, append([]string{pm.ID}, ro.refundIDs...),
-			"the provider refunded %d %s of the payment, more than the %d %s its %d cancelled phone(s) account for, while these phones are live",
-			ro.refunded, o.Currency, cancelledPhones*o.UnitAmount, o.Currency, cancelledPhones)
+			"the provider refunded %d %s of the payment, more than the %d %s its %d cancelled phone(s) and the %d %s of partial refunds recorded account for, while these phones are live",
+			ro.refunded, o.Currency, cancelledPhones*o.UnitAmount, o.Currency, cancelledPhones, ro.recordedRefund, o.Currency)
 	}
 	if wantRefund := int64(len(refundCancelled)) * o.UnitAmount; len(refundCancelled) > 0 && ro.refunded < wantRefund {
 		add(ReconcileRefundMissing, refundCancelled, append([]string{pm.ID}, ro.refundIDs...),
@@ -713,8 +795,14 @@ type chargeRecord struct {
 // records show: the running total payment.charge_refunded recorded, or
 // the whole payment of an order ended refunded.
 func reconcileChargeRefunds(in reconcileInput, ordered []*reconcileOrder, payByID map[string]*payments.Payment,
-	owner func(string, map[string]string) (string, string)) []ReconcileDifference {
+	owner func(string, string, map[string]string) (string, string)) []ReconcileDifference {
 	charges := map[string]*chargeRecord{}
+	chargePayment := map[string]*payments.Payment{}
+	for _, pm := range payByID {
+		if pm.ChargeID != "" {
+			chargePayment[pm.ChargeID] = pm
+		}
+	}
 	var ids []string
 	at := func(id string) *chargeRecord {
 		c := charges[id]
@@ -754,7 +842,7 @@ func reconcileChargeRefunds(in reconcileInput, ordered []*reconcileOrder, payByI
 		}
 		c, known := charges[charge]
 		if !known {
-			org, order := owner(r.PaymentID, r.Metadata)
+			org, order := owner(r.PaymentID, charge, r.Metadata)
 			if org == "" {
 				continue // not this deployment's charge: counted only
 			}
@@ -763,6 +851,21 @@ func reconcileChargeRefunds(in reconcileInput, ordered []*reconcileOrder, payByI
 		}
 		c.provider += r.Amount
 		c.refundIDs = append(c.refundIDs, r.ID)
+	}
+	// A subscription's invoice refunded in full ends its order refunded
+	// (the webhook traces the charge to the order) and records no running
+	// total: the whole charge is what our records show refunded.
+	endedRefunded := map[string]bool{} // subscriptions of orders ended refunded
+	for _, ro := range ordered {
+		if o := ro.order; o.State == domain.OrderEndedState && o.EndedReason == domain.EndRefunded && o.SubscriptionID != "" {
+			endedRefunded[o.SubscriptionID] = true
+		}
+	}
+	for _, id := range ids {
+		pm := chargePayment[id]
+		if c := charges[id]; c.source == "" && pm != nil && endedRefunded[in.chargeSubs[id]] && c.provider >= pm.AmountReceived {
+			c.ours, c.source = pm.AmountReceived, "order ended refunded"
+		}
 	}
 	var out []ReconcileDifference
 	for _, id := range ids {
@@ -789,18 +892,19 @@ var disputeTaken = []string{"needs_response", "under_review", "won", "lost"}
 // compares them with our orders: charge.dispute.created ends the order
 // disputed, and nothing undoes that when the dispute closes (won or lost),
 // so every dispute that took money, open or closed, matches an order
-// ended disputed. A dispute of a renewal invoice's payment names no order
-// here (its payment is the organisation's, not an order's) and shows as
-// not recorded.
-func reconcileDisputes(in reconcileInput, ordered []*reconcileOrder, owner func(string, map[string]string) (string, string)) []ReconcileDifference {
+// ended disputed. A dispute of a subscription's invoice (the first or a
+// renewal) is the order's whose subscription the invoice paid (traced
+// charge → invoice → subscription, chargeSubs); one of an invoice of no
+// order's subscription names the organisation only and shows as not
+// recorded.
+func reconcileDisputes(in reconcileInput, ordered []*reconcileOrder, owner func(string, string, map[string]string) (string, string)) []ReconcileDifference {
 	var out []ReconcileDifference
-	disputed := map[string]bool{} // payment intents the provider lists a dispute of
+	disputed := map[string]bool{} // orders the provider lists a dispute of a payment of
 	for _, d := range in.disputes {
 		if !slices.Contains(disputeTaken, d.Status) {
 			continue
 		}
-		disputed[d.PaymentIntentID] = true
-		org, order := owner(d.PaymentIntentID, d.Metadata)
+		org, order := owner(d.PaymentIntentID, d.ChargeID, d.Metadata)
 		if org == "" {
 			continue
 		}
@@ -809,6 +913,9 @@ func reconcileDisputes(in reconcileInput, ordered []*reconcileOrder, owner func(
 			if o.org == org && o.order.OrderID == order {
 				ro = o
 			}
+		}
+		if ro != nil {
+			disputed[ro.order.OrderID] = true
 		}
 		if ro != nil && ro.order.State == domain.OrderEndedState && ro.order.EndedReason == domain.EndDisputed {
 			continue
@@ -825,11 +932,21 @@ func reconcileDisputes(in reconcileInput, ordered []*reconcileOrder, owner func(
 			Detail:      fmt.Sprintf("the provider lists a dispute (%s, %d %s) of the payment; %s", d.Status, d.Amount, d.Currency, ours)})
 	}
 	for _, ro := range ordered {
-		if ro.order.State != domain.OrderEndedState || ro.order.EndedReason != domain.EndDisputed || ro.pay == nil || disputed[ro.pay.ID] {
+		o := ro.order
+		if o.State != domain.OrderEndedState || o.EndedReason != domain.EndDisputed || disputed[o.OrderID] {
 			continue
 		}
-		out = append(out, ReconcileDifference{Kind: ReconcileDisputeMissing, OrgID: ro.org, OrderID: ro.order.OrderID,
-			ProviderIDs: []string{ro.pay.ID},
+		var ids []string
+		switch {
+		case ro.pay != nil:
+			ids = []string{ro.pay.ID}
+		case o.SubscriptionID != "":
+			ids = []string{o.SubscriptionID}
+		default:
+			continue // no payment of it is known to compare with
+		}
+		out = append(out, ReconcileDifference{Kind: ReconcileDisputeMissing, OrgID: ro.org, OrderID: o.OrderID,
+			ProviderIDs: ids,
 			Detail:      "the order ended disputed but the provider lists no dispute of its payment"})
 	}
 	return out
