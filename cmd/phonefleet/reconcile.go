@@ -20,7 +20,9 @@ import (
 const reconcileUsage = `usage: phonefleet fulfilments reconcile [-json] [-csv FILE]
 
 For finance: compares the payment provider's records (every subscription,
-payment and refund; SERVICE_STRIPE_SECRET_KEY, SERVICE_STRIPE_API_BASE) with
+payment, refund and dispute, and the invoice of each refunded or disputed
+charge that names no order; SERVICE_STRIPE_SECRET_KEY,
+SERVICE_STRIPE_API_BASE) with
 the organisations' orders and fulfilments, and prints one line per
 difference (a live phone whose subscription ended, a subscription renewing
 for no phone, a payment or refund no order accounts for, an amount that is

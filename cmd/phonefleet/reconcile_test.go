@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"phonefleet/commands/provisioning"
 	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/testutil"
@@ -217,4 +219,50 @@ func databaseState(t *testing.T, dbURL string) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestReconcileOutputNamesBothSidesForEveryKind: for a difference of
+// every kind reconciliation reports, the text line and the CSV row carry
+// our organisation, order and phones and the provider's object ids, in
+// their own fields (text: org=, order=, fulfilments=, provider=; CSV:
+// their columns), so a spreadsheet can look up either side.
+func TestReconcileOutputNamesBothSidesForEveryKind(t *testing.T) {
+	var rep provisioning.ReconcileReport
+	for i, kind := range provisioning.ReconcileKinds {
+		rep.Differences = append(rep.Differences, provisioning.ReconcileDifference{Kind: kind, OrgID: "org_" + kind,
+			OrderID: "ord_" + kind, FulfilmentIDs: []string{"ful_" + kind, "ful_" + kind + "_2"},
+			ProviderIDs: []string{"sub_" + kind, "re_" + kind}, Detail: fmt.Sprintf("what differs, %q, #%d", kind, i)})
+	}
+	var text strings.Builder
+	if err := writeReconcileText(&text, rep); err != nil {
+		t.Fatal(err)
+	}
+	csvFile := filepath.Join(t.TempDir(), "differences.csv")
+	if err := writeReconcileCSVFile(csvFile, rep); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(csvFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records, err := csv.NewReader(f).ReadAll()
+	f.Close()
+	if err != nil {
+		t.Fatalf("-csv: not CSV: %v", err)
+	}
+	if len(records) != len(provisioning.ReconcileKinds)+1 {
+		t.Fatalf("-csv: %d rows; want a header and one row per kind (%d)", len(records), len(provisioning.ReconcileKinds))
+	}
+	for i, kind := range provisioning.ReconcileKinds {
+		line := fmt.Sprintf("DIFFERENCE %s org=org_%s order=ord_%s fulfilments=ful_%s,ful_%s_2 provider=sub_%s,re_%s: ",
+			kind, kind, kind, kind, kind, kind, kind)
+		if !strings.Contains(text.String(), line) {
+			t.Errorf("text: no line %q", line)
+		}
+		want := []string{kind, "org_" + kind, "ord_" + kind, "ful_" + kind + " ful_" + kind + "_2", "sub_" + kind + " re_" + kind,
+			fmt.Sprintf("what differs, %q, #%d", kind, i)}
+		if !slices.Equal(records[i+1], want) {
+			t.Errorf("-csv row %d: %q; want %q", i+1, records[i+1], want)
+		}
+	}
 }

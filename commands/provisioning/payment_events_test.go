@@ -50,7 +50,7 @@ const fulCatalog = `{
   ]
 }`
 
-func newFulEnv(t *testing.T) *fulEnv {
+func newFulEnv(t *testing.T, configure ...func(*provisioning.Config)) *fulEnv {
 	t.Helper()
 	clock := fleettest.NewClock(fulStart)
 	env := fleettest.Start(t, fleettest.Options{Clock: clock, MaxConns: 20})
@@ -70,11 +70,15 @@ func newFulEnv(t *testing.T) *fulEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := provisioning.New(provisioning.Config{Store: env.Store, Catalog: catalog, Devices: env.Fleet,
+	cfg := provisioning.Config{Store: env.Store, Catalog: catalog, Devices: env.Fleet,
 		WebhookSecret: fulSecret, Now: clock.Now,
 		ReadModels: testutil.ReadModels{RM: env.Runner, By: map[string]interface {
 			WaitFor(context.Context, string, eventstore.Appended) error
-		}{projections.FulfilmentsName: fr}}})
+		}{projections.FulfilmentsName: fr}}}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	p := provisioning.New(cfg)
 	return &fulEnv{Env: env, clock: clock, fr: fr, p: p, app: commands.NewApplication(commands.Capabilities{Fleet: env.Fleet, Provisioning: p})}
 }
 

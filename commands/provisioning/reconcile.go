@@ -112,6 +112,18 @@ const (
 	ReconcileDisputeMissing = "dispute_missing"
 )
 
+// ReconcileKinds are every kind of difference reconciliation reports, in
+// the order they are declared above (a test compares it with the
+// declarations).
+var ReconcileKinds = []string{
+	ReconcileSubscriptionMissing, ReconcileSubscriptionEnded, ReconcileSubscriptionNotCurrent,
+	ReconcileSubscriptionUnfulfilled, ReconcileSubscriptionUnmatched, ReconcileSubscriptionAmountMismatch,
+	ReconcilePaymentMissing, ReconcilePaymentNotSucceeded, ReconcilePaymentUnmatched, ReconcilePaidNotRecorded,
+	ReconcileAmountMismatch, ReconcileRefundedButLive, ReconcileRefundMissing, ReconcileFulfilmentWithoutOrder,
+	ReconcileFulfilmentsMissing, ReconcileLiveAfterOrderEnded, ReconcileFulfilmentPriceMismatch,
+	ReconcileRefundAmountMismatch, ReconcilePeriodMismatch, ReconcileDisputeNotRecorded, ReconcileDisputeMissing,
+}
+
 // reconcilePeriodSlack is how far our end of a subscription phone's
 // period may lie from the provider's: ours counts from when the phone was
 // recorded, the provider's from when the subscription was created, a few
@@ -442,6 +454,7 @@ func reconcile(in reconcileInput) ReconcileReport {
 		}
 		diff(ReconcileDifference{Kind: ReconcileFulfilmentWithoutOrder, OrgID: f.OrgID, OrderID: f.OrderID,
 			FulfilmentIDs: []string{f.FulfilmentID},
+			ProviderIDs:   slices.DeleteFunc([]string{f.SubscriptionID, f.PaymentIntentID}, func(id string) bool { return id == "" }),
 			Detail:        fmt.Sprintf("the fulfilment (%s) names order %s, which no billing account of the organisation holds", f.State, f.OrderID)})
 	}
 	// ours names the organisation a provider record belongs to: that of
@@ -600,7 +613,14 @@ func reconcile(in reconcileInput) ReconcileReport {
 func reconcileOrderDifferences(ro *reconcileOrder) []ReconcileDifference {
 	o := ro.order
 	var out []ReconcileDifference
+	// A difference about our records alone names the provider's objects
+	// the order recorded (its subscription, its payment), so every line
+	// carries the provider's id where one is known.
+	recorded := slices.DeleteFunc([]string{o.SubscriptionID, o.PaymentIntentID}, func(id string) bool { return id == "" })
 	add := func(kind string, fulfilments, provider []string, format string, args ...any) {
+		if provider == nil && len(recorded) > 0 {
+			provider = recorded
+		}
 		out = append(out, ReconcileDifference{Kind: kind, OrgID: ro.org, OrderID: o.OrderID,
 			FulfilmentIDs: slices.Sorted(slices.Values(fulfilments)), ProviderIDs: provider, Detail: fmt.Sprintf(format, args...)})
 	}
@@ -786,6 +806,12 @@ type chargeRecord struct {
 func reconcileChargeRefunds(in reconcileInput, ordered []*reconcileOrder, payByID map[string]*payments.Payment,
 	owner func(string, string, map[string]string) (string, string)) []ReconcileDifference {
 	charges := map[string]*chargeRecord{}
+	chargePayment := map[string]*payments.Payment{}
+	for _, pm := range payByID {
+		if pm.ChargeID != "" {
+			chargePayment[pm.ChargeID] = pm
+		}
+	}
 	var ids []string
 	at := func(id string) *chargeRecord {
 		c := charges[id]
@@ -834,6 +860,21 @@ func reconcileChargeRefunds(in reconcileInput, ordered []*reconcileOrder, payByI
 		}
 		c.provider += r.Amount
 		c.refundIDs = append(c.refundIDs, r.ID)
+	}
+	// A subscription's invoice refunded in full ends its order refunded
+	// (the webhook traces the charge to the order) and records no running
+	// total: the whole charge is what our records show refunded.
+	endedRefunded := map[string]bool{} // subscriptions of orders ended refunded
+	for _, ro := range ordered {
+		if o := ro.order; o.State == domain.OrderEndedState && o.EndedReason == domain.EndRefunded && o.SubscriptionID != "" {
+			endedRefunded[o.SubscriptionID] = true
+		}
+	}
+	for _, id := range ids {
+		pm := chargePayment[id]
+		if c := charges[id]; c.source == "" && pm != nil && endedRefunded[in.chargeSubs[id]] && c.provider >= pm.AmountReceived {
+			c.ours, c.source = pm.AmountReceived, "order ended refunded"
+		}
 	}
 	var out []ReconcileDifference
 	for _, id := range ids {
