@@ -77,8 +77,15 @@ parse() {
     sec == "fleet" && $1 ~ /^[0-9]+$/ && NF >= 7 {
       d = $1 " device" ($1 == 1 ? "" : "s")
       put(sec, d ": actions/s", $2, "high"); put(sec, d ": p50 ms", ms($3), "low"); put(sec, d ": p99 ms", ms($4), "low")
-      put(sec, d ": errors", $5, "low"); put(sec, d ": pgbench tx/s", $6, "base")
-      r = $7; sub(/×.*/, "", r); put(sec, d ": ratio to pgbench", r, "high")
+      put(sec, d ": errors", $5, "low")
+      if ($7 ~ /×/) { # before the db tx/action column
+        put(sec, d ": pgbench tx/s", $6, "base"); r = $7
+      } else {
+        put(sec, d ": db tx/action", $6, "low"); put(sec, d ": pgbench tx/s", $7, "base"); r = $8
+        if ($9 ~ /ms$/) { put(sec, d ": go CPU ms/action", ms($9), "low") }
+        if ($10 ~ /ms$/) { put(sec, d ": pg CPU ms/action", ms($10), "low") }
+      }
+      sub(/×.*/, "", r); put(sec, d ": ratio to pgbench", r, "high")
     }
     sec == "appends" && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ {
       if ($3 == "gc") { c = $1 "w × 1, group commit"; s = $4; b = $5; r = $6 } else { c = $1 "w × " $2; s = $3; b = $4; r = $5 }
