@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -178,7 +177,7 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 	}
 	o.backend, o.d = backend, &d
 	bound, trees := j.action.Ref != "", backend.Capabilities().CheapSnapshot
-	obs, err := backend.Observe(ctx, domain.ObserveOptions{Replay: true, Snapshot: bound || trees})
+	obs, err := backend.Observe(ctx, domain.ObserveOptions{Replay: true, Snapshot: bound || trees, Tree: true})
 	if err != nil {
 		return o.fail(beforeSending(err), nil)
 	}
@@ -230,8 +229,9 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 			res.TargetText = j.target.ContentDesc
 		}
 	}
-	after, sample := j.settle(ctx, backend, &d, before, obs, res, trees)
+	after, sample, afterState := j.settle(ctx, backend, &d, before, obs, res, trees)
 	effect := domain.JudgeEffect(domain.SampleOf(obs), sample)
+	o.afterState = afterState
 	return o.commit(res, &effect, &after)
 }
 
@@ -249,10 +249,14 @@ func lean(obs domain.Observation, trees bool) domain.Observation {
 // found in the tree of the screen now (obs), or refuses it (stale_frame,
 // element_gone or element_moved) before anything is sent.
 func (j *actionJob) resolve(obs domain.Observation) (domain.Action, error) {
-	var tree domain.UIElement
-	if err := json.Unmarshal(obs.Snapshot, &tree); err != nil {
+	root, _, err := obs.UITree()
+	if err != nil || root == nil {
+		if err == nil {
+			err = errors.New("the device gave no UI tree")
+		}
 		return domain.Action{}, domain.Errorf(domain.CodeInternal, "internal error").Wrap(err)
 	}
+	tree := *root
 	x, y, err := domain.ResolveBound(tree, j.action.Ref, j.seen)
 	if err != nil {
 		return domain.Action{}, err
@@ -274,25 +278,27 @@ const (
 
 // settle returns the frame after the action and what it showed of the
 // screen (with its tree when trees is set; no picture when the device could
-// not be looked at).
+// not be looked at), and the replay bytes of the last look, taken after the
+// action (nil when it did not look).
 func (j *actionJob) settle(ctx context.Context, backend domain.Backend, d *domain.Device, before frameRow, obs domain.Observation,
-	res domain.ActionResult, trees bool) (frameRow, domain.EffectSample) {
+	res domain.ActionResult, trees bool) (frameRow, domain.EffectSample, []byte) {
 	if res.ScreenHash != "" && res.ScreenHash == before.ScreenHash && !trees {
-		return before, domain.EffectSample{ScreenHash: res.ScreenHash, ScreenOn: res.ScreenOn}
+		return before, domain.EffectSample{ScreenHash: res.ScreenHash, ScreenOn: res.ScreenOn}, nil
 	}
 	after, sample := before, domain.EffectSample{}
+	var replay []byte
 	for look := 1; ; look++ {
-		afterObs, err := backend.Observe(ctx, domain.ObserveOptions{Replay: true, Snapshot: trees})
+		afterObs, err := backend.Observe(ctx, domain.ObserveOptions{Replay: true, Snapshot: trees, Tree: true})
 		if err != nil {
-			return after, domain.EffectSample{}
+			return after, domain.EffectSample{}, nil
 		}
-		after, sample = j.f.frameFor(d, lean(afterObs, trees), j.f.now()), domain.SampleOf(afterObs)
+		after, sample, replay = j.f.frameFor(d, lean(afterObs, trees), j.f.now()), domain.SampleOf(afterObs), afterObs.Replay
 		if res.ScreenHash != "" || afterObs.ScreenHash != obs.ScreenHash || look == settleLooks {
-			return after, sample
+			return after, sample, replay
 		}
 		select {
 		case <-ctx.Done():
-			return after, sample
+			return after, sample, replay
 		case <-time.After(settleDelay):
 		}
 	}
@@ -326,6 +332,10 @@ type outcome struct {
 	// fence is the claim on the device's host the job runs under; what
 	// it writes after the device acted carries it (record).
 	fence domain.HostFence
+	// afterState is the replay bytes of the device's last look after it
+	// acted: a stateful backend's saved state at that moment
+	// (domain.StatefulBackend), saved as it is instead of asked for again.
+	afterState []byte
 }
 
 // fail records that the action failed with err. It is reached only before
@@ -386,7 +396,9 @@ func (o *outcome) record(state string, ev domain.Event, saveState bool, frames .
 		}
 	}
 	var devState []byte
-	if saveState {
+	if _, stateful := o.backend.(domain.StatefulBackend); saveState && stateful && o.afterState != nil {
+		devState = o.afterState // nothing acted on the device since that look: its queue runs this job
+	} else if saveState {
 		s, err := savedState(o.backend)
 		if err != nil {
 			return jobResult{err: err}
