@@ -160,16 +160,22 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 	}
 	o.fence = fence
 
-	d, _, err := f.devices.Load(ctx, req.DeviceID)
-	if err != nil {
-		// Nothing was sent: the database failed under the action. Its
-		// receipt says so for good, so that a retry of its key answers
-		// that, never internal_error (issue 27).
-		return o.fail(neverRan(req.DeviceID, whyDatabaseRan).WithRetryable(false), nil)
+	// The device as this process last saw it (at least as new as the
+	// state the action was accepted on) answers a lease that had ended
+	// already; whether it is still in force is read afresh right before
+	// the act, with the host's claim (below).
+	d, _, cached := f.devices.Cached(req.DeviceID)
+	if !cached {
+		var err error
+		if d, _, err = f.devices.Load(ctx, req.DeviceID); err != nil {
+			// Nothing was sent: the database failed under the action. Its
+			// receipt says so for good, so that a retry of its key answers
+			// that, never internal_error (issue 27).
+			return o.fail(neverRan(req.DeviceID, whyDatabaseRan).WithRetryable(false), nil)
+		}
 	}
-	if l := d.ActiveLease(started); l == nil || l.FencingToken != req.FencingToken {
-		return o.fail(domain.Errorf(domain.CodeLeaseMismatch, "the lease this action was accepted under ended before it ran; nothing was done").
-			With("deviceId", d.ID).With("reason", "lease_ended"), nil)
+	if !j.leaseInForce(&d, started) {
+		return o.fail(leaseEnded(d.ID), nil)
 	}
 	backend, err := f.runtime.Resolve(ctx, &d)
 	if err != nil {
@@ -194,20 +200,32 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 		}
 	}
 
-	// The last moment to find that another process took the device's host
-	// over (this one's claim may have gone with its database session
-	// before it noticed): acting now would act twice, with the new holder.
+	// The last moment to find that the lease ended (fencing must see a
+	// lease ended by any instance) or that another process took the
+	// device's host over (this one's claim may have gone with its database
+	// session before it noticed: acting now would act twice, with the new
+	// holder). Both are one round trip: the host's claim is checked in the
+	// read of the device's stream.
 	cur, held := f.fenceNow(fence)
-	if held {
-		if err := f.checkFence(ctx, cur); fenceRefused(err) {
-			f.runtime.Lose(j.host)
-			held = false
-		} else if err != nil {
-			return o.fail(neverRan(req.DeviceID, whyDatabaseRan).WithRetryable(false), nil)
-		}
-	}
 	if !held {
 		return o.fail(neverRan(req.DeviceID, whyNotHolder), nil)
+	}
+	var check eventstore.Check
+	if cur.Epoch != 0 {
+		check = eventstore.Check{SQL: `SELECT host_fence($1, $2)`, Args: []any{cur.Host, cur.Epoch}}
+	}
+	fresh, _, err := f.devices.LoadChecked(ctx, req.DeviceID, check)
+	if fenceRefused(err) {
+		f.runtime.Lose(j.host)
+		return o.fail(neverRan(req.DeviceID, whyNotHolder), nil)
+	} else if err != nil {
+		return o.fail(neverRan(req.DeviceID, whyDatabaseRan).WithRetryable(false), nil)
+	}
+	if !j.leaseInForce(&fresh, started) {
+		// Nothing was done: the receipt names no frame, as for a lease
+		// found ended before the device was looked at.
+		o.before = nil
+		return o.fail(leaseEnded(d.ID), nil)
 	}
 	actCtx, cancel := context.WithTimeout(ctx, f.cfg.ActTimeout)
 	res, err := backend.Act(actCtx, action)
@@ -233,6 +251,19 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 	effect := domain.JudgeEffect(domain.SampleOf(obs), sample)
 	o.afterState = afterState
 	return o.commit(res, &effect, &after)
+}
+
+// leaseInForce reports whether the lease the action was accepted under is
+// still d's active lease at started.
+func (j *actionJob) leaseInForce(d *domain.Device, started time.Time) bool {
+	l := d.ActiveLease(started)
+	return l != nil && l.FencingToken == j.req.FencingToken
+}
+
+// leaseEnded is the failure of an action whose lease ended before it ran.
+func leaseEnded(deviceID string) error {
+	return domain.Errorf(domain.CodeLeaseMismatch, "the lease this action was accepted under ended before it ran; nothing was done").
+		With("deviceId", deviceID).With("reason", "lease_ended")
 }
 
 // lean is obs as its frame stores it: without the tree taken to judge the
