@@ -202,19 +202,13 @@ func (r *Runner) Rebuild(ctx context.Context, name string, progress func(Status)
 
 // nudge wakes this runner's consumers of projection name: a consumer that
 // sleeps through commits of other types than its own (see wakeBackoff)
-// then reads past such a commit now for a WaitFor on it, not at its poll;
-// and a woken consumer reads at once instead of letting more commits join
-// its query (wakeDebounce), since a caller waits for it.
+// then reads past such a commit now for a WaitFor on it, not at its poll.
 func (r *Runner) nudge(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range r.consumers {
-		if c.p.Name() == name {
-			c.nudged.Store(true)
-			c.poke.Wake()
-			if c.typed != nil {
-				c.typed.Wake()
-			}
+		if c.p.Name() == name && c.typed != nil {
+			c.typed.Wake()
 		}
 	}
 }

@@ -337,16 +337,11 @@ type consumer struct {
 	// it reads every type) and by WaitFor; unsubscribe ends it.
 	typed       *eventstore.Signal
 	unsubscribe func()
-	// nudged and poke tell a woken consumer that a WaitFor waits for it
-	// (Runner.nudge): it queries without waiting for more commits.
-	nudged atomic.Bool
-	poke   *eventstore.Signal
 }
 
 func newConsumer(r *Runner, p Projection, version int) *consumer {
 	c := &consumer{r: r, p: p, version: version, group: Group(p.Name(), version),
-		schema: Schema(p.Name(), version), done: make(chan struct{}), idle: eventstore.NewSignal(), unsubscribe: func() {},
-		poke: eventstore.NewSignal()}
+		schema: Schema(p.Name(), version), done: make(chan struct{}), idle: eventstore.NewSignal(), unsubscribe: func() {}}
 	if types := eventTypesOf(p); types != nil {
 		c.typed, c.unsubscribe = r.store.Signal().Sub(types)
 	}
@@ -407,8 +402,7 @@ func (c *consumer) session(ctx context.Context) error {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	noDeadline := time.Duration(0) // batches are short; a deadline would cancel mid-batch
-	wake := &wakeBackoff{ctx: sctx, signal: c.r.store.Signal(), typed: c.typed, poll: c.r.poll, idle: c.idle.Wake, drained: &c.drained,
-		nudged: &c.nudged, poke: c.poke}
+	wake := &wakeBackoff{ctx: sctx, signal: c.r.store.Signal(), typed: c.typed, poll: c.r.poll, idle: c.idle.Wake, drained: &c.drained}
 	sub, err := wsql.NewSubscriber(detached{wsql.BeginnerFromPgx(c.r.pool)}, wsql.SubscriberConfig{
 		ConsumerGroup:  c.group,
 		SchemaAdapter:  c.feed(),
@@ -563,10 +557,6 @@ type wakeBackoff struct {
 	// drained, when set, reports that the batch just applied was not full
 	// (see consumer.drained).
 	drained *atomic.Bool
-	// nudged and poke, when set, say that a WaitFor waits for the
-	// consumer (consumer.nudged).
-	nudged *atomic.Bool
-	poke   *eventstore.Signal
 }
 
 func (b *wakeBackoff) HandleError(logger watermill.LoggerAdapter, noMsg bool, err error) time.Duration {
@@ -618,23 +608,10 @@ func (b *wakeBackoff) HandleError(logger watermill.LoggerAdapter, noMsg bool, er
 	if woken {
 		// Let the commits of the next moment join this query: under load
 		// one query (one transaction per projection) then serves several
-		// commits instead of one each, and an action's outcome commit,
-		// a few milliseconds after its request's, joins the query its
-		// request woke. Read models lag by this much more, unless a
-		// WaitFor waits for this consumer: it then queries at once.
-		var poked <-chan struct{}
-		if b.poke != nil {
-			poked = b.poke.C()
-		}
-		if b.nudged == nil || !b.nudged.Load() {
-			select {
-			case <-b.ctx.Done():
-			case <-poked:
-			case <-time.After(wakeDebounce):
-			}
-		}
-		if b.nudged != nil {
-			b.nudged.Store(false)
+		// commits instead of one each. Read models lag by this much more.
+		select {
+		case <-b.ctx.Done():
+		case <-time.After(wakeDebounce):
 		}
 	}
 	return 0
@@ -648,11 +625,8 @@ func (b *wakeBackoff) take() {
 	}
 }
 
-// wakeDebounce is how long a woken consumer waits before it queries: long
-// enough for an action's outcome commit to join the query its request's
-// commit woke (a few milliseconds apart on a sim phone), so that a lone
-// device's action costs each projection one transaction, not two.
-const wakeDebounce = 6 * time.Millisecond
+// wakeDebounce is how long a woken consumer waits before it queries.
+const wakeDebounce = 2 * time.Millisecond
 
 // detached makes the subscriber's transactions immune to cancellation: a
 // batch, once begun, runs to its commit or rollback. Shutdown still stops
