@@ -44,11 +44,26 @@ type EffectSample struct {
 // SampleOf is what obs shows of the screen (its tree, when it carries one).
 func SampleOf(obs Observation) EffectSample {
 	s := EffectSample{ScreenHash: obs.ScreenHash, ScreenOn: obs.ScreenOn}
-	var root UIElement
-	if len(obs.Snapshot) > 0 && json.Unmarshal(obs.Snapshot, &root) == nil {
-		s.Layout, s.Foreground = layoutDigest(root, true), root.Package
+	if root, ok, err := obs.UITree(); ok && err == nil {
+		s.Layout, s.Foreground = layoutDigest(*root, true), root.Package
 	}
 	return s
+}
+
+// UITree returns the observation's UI tree, whichever form it came in
+// (Tree, or Snapshot decoded); ok is false when it carries none.
+func (obs Observation) UITree() (root *UIElement, ok bool, err error) {
+	if obs.Tree != nil {
+		return obs.Tree, true, nil
+	}
+	if len(obs.Snapshot) == 0 {
+		return nil, false, nil
+	}
+	root = &UIElement{}
+	if err := json.Unmarshal(obs.Snapshot, root); err != nil {
+		return nil, true, err
+	}
+	return root, true, nil
 }
 
 // ActionEffect says whether a committed action had an effect, with the

@@ -71,7 +71,10 @@ type SoftwareReader interface {
 // it in the same transaction that records an action's outcome.
 type StatefulBackend interface {
 	Backend
-	// SaveState returns the device's state as opaque bytes.
+	// SaveState returns the device's state as opaque bytes. An
+	// Observation's Replay, when the backend gives one, is these bytes at
+	// the moment observed: the executor saves the state it observed after
+	// an action instead of asking for it again.
 	SaveState() ([]byte, error)
 }
 
@@ -122,6 +125,11 @@ type ObserveOptions struct {
 	Marks func(root UIElement) []Mark
 	// Snapshot asks for the UI element tree.
 	Snapshot bool
+	// Tree, with Snapshot, says the caller reads the tree in Go and
+	// neither stores nor sends it: a backend that holds the tree as a
+	// value (the sim) may then answer it in Observation.Tree instead of
+	// as JSON in Snapshot. Any backend may ignore it.
+	Tree bool
 	// Replay asks for replay bytes (from which FrameRenderer draws the PNG
 	// and snapshot later) where the backend supports it.
 	Replay bool
@@ -148,6 +156,10 @@ type Observation struct {
 	Marks []Mark
 	// Snapshot is the UI element tree as JSON (UIElement), when asked for.
 	Snapshot json.RawMessage
+	// Tree is the UI element tree as a value, in place of Snapshot, when
+	// ObserveOptions.Tree was set and the backend had it so; UITree reads
+	// whichever is there.
+	Tree *UIElement
 	// Replay, when not nil, lets the backend's FrameRenderer draw PNG and
 	// Snapshot of this moment later.
 	Replay []byte

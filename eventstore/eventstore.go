@@ -222,13 +222,50 @@ func pick(expected int64, noStream, exact, any string) string {
 
 const eventColumns = `position, transaction_id::text::bigint AS txid, event_id, stream_id, stream_version, event_type, schema_version, org_id, data, metadata, occurred_at`
 
+// loadSQL reads a stream's events from a version on.
+const loadSQL = `SELECT ` + eventColumns + ` FROM events WHERE stream_id = $1 AND stream_version >= $2 ORDER BY stream_version`
+
 // Load returns a stream's events from version from (1 = all) in order.
 func (s *Store) Load(ctx context.Context, streamID string, from int64) ([]Event, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE stream_id = $1 AND stream_version >= $2 ORDER BY stream_version`, streamID, from)
+	rows, err := s.pool.Query(ctx, loadSQL, streamID, from)
 	if err != nil {
 		return nil, err
 	}
 	return s.collect(rows, 16)
+}
+
+// Check is a statement sent in the same round trip as a read, before it,
+// in one implicit transaction (LoadChecked): a check that fails (raises)
+// fails the read with its error.
+type Check struct {
+	SQL  string
+	Args []any
+}
+
+// LoadChecked is Load with check run first in the same round trip: the
+// check's error, when it fails, is returned as the server sent it. A zero
+// check is a plain Load.
+func (s *Store) LoadChecked(ctx context.Context, streamID string, from int64, check Check) ([]Event, error) {
+	if check.SQL == "" {
+		return s.Load(ctx, streamID, from)
+	}
+	b := &pgx.Batch{}
+	b.Queue(check.SQL, check.Args...)
+	b.Queue(loadSQL, streamID, from)
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	evs, err := s.collect(rows, 16)
+	if err != nil {
+		return nil, err
+	}
+	return evs, br.Close()
 }
 
 // ReadFeed returns up to limit events after c in feed order, never passing a

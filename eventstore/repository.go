@@ -79,9 +79,18 @@ func (r *Repository[T, E]) Store() *Store { return r.store }
 // Load returns id's current state and the stream version it was folded to
 // (0: the stream is empty and the state is New(id)).
 func (r *Repository[T, E]) Load(ctx context.Context, id string) (T, int64, error) {
+	return r.LoadChecked(ctx, id, Check{})
+}
+
+// LoadChecked is Load with check run in the same round trip as the read
+// (Store.LoadChecked): a command that must both read a stream afresh and
+// ask the database something else right before it acts (the action
+// executor: the device's lease, and its host's claim) pays one round trip
+// for both. A failing check fails the load with its error.
+func (r *Repository[T, E]) LoadChecked(ctx context.Context, id string, check Check) (T, int64, error) {
 	if r.agg.Clone == nil {
 		s := r.agg.New(id)
-		v, err := r.fold(ctx, id, &s, 0)
+		v, err := r.fold(ctx, id, &s, 0, check)
 		return s, v, err
 	}
 	r.mu.Lock()
@@ -93,7 +102,7 @@ func (r *Repository[T, E]) Load(ctx context.Context, id string) (T, int64, error
 	r.mu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	v, err := r.fold(ctx, id, &e.state, e.version)
+	v, err := r.fold(ctx, id, &e.state, e.version, check)
 	if err != nil {
 		// The cached state may be half caught up: start it afresh.
 		e.state, e.version = r.agg.New(id), 0
@@ -136,8 +145,8 @@ func (r *Repository[T, E]) Stream(id string) string { return r.agg.Stream(id) }
 
 // fold applies the events of id's stream after version from to s and
 // returns the version reached.
-func (r *Repository[T, E]) fold(ctx context.Context, id string, s *T, from int64) (int64, error) {
-	evs, err := r.store.Load(ctx, r.agg.Stream(id), from+1)
+func (r *Repository[T, E]) fold(ctx context.Context, id string, s *T, from int64, check Check) (int64, error) {
+	evs, err := r.store.LoadChecked(ctx, r.agg.Stream(id), from+1, check)
 	if err != nil {
 		return from, err
 	}

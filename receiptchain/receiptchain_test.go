@@ -282,3 +282,59 @@ func TestCanonical(t *testing.T) {
 		}
 	}
 }
+
+// Next writes the entry around its canonical receipt directly; what it
+// writes must be exactly what HashOf and Line compute by canonicalising the
+// whole entry, whatever the names, keys and numbers hold.
+func TestNextWritesWhatHashOfAndLineCompute(t *testing.T) {
+	names := []string{"org_1", "", `o"r\g`, "tab\tnew\nline\x01", "é—牛乳🥛", "<&>\u2028\u2029", "bad\xffutf8", "\ue000\U0001F600"}
+	receipts := []string{
+		`{"idempotencyKey":"k","state":"pending"}`,
+		`{ "b": 1, "a": [true, null, "x"], "n": [1.50, 1e21, 1E-7, -0, 100, 0.000001] }`,
+		`{"durationMs":12.5,"arguments":{"y":2,"x":1.5},"text":"\u00e9\u001f<>&"}`,
+	}
+	for i, org := range names {
+		for j, receipt := range receipts {
+			key, event := names[(i+j+1)%len(names)], names[(i+2*j+3)%len(names)]
+			for _, seq := range []int64{0, 1, 41, 1 << 40, 1<<53 + 1} {
+				head := receiptchain.Head{Seq: seq, Hash: receiptchain.Genesis, Key: names[(i+j)%len(names)]}
+				e, line, next, err := receiptchain.Next(org, head, event, []byte(receipt), key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := receiptchain.HashOf(e)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantLine, err := receiptchain.Line(e)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e.Hash != want || next.Hash != want || !bytes.Equal(line, wantLine) {
+					t.Fatalf("org %q, event %q, key %q, seq %d:\nhash %s, line %s\nwant %s, %s", org, event, key, seq+1, e.Hash, line, want, wantLine)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkNext is one receipt linked into its chain, as the receipt chain
+// projection links every receipt change.
+func BenchmarkNext(b *testing.B) {
+	receipt := []byte(`{"actionId":"act_0190a1b2c3d4e5f60718293a4b5c6d7e","idempotencyKey":"bench-1-2","deviceId":"dev_0190a1b2c3d4e5f60718293a4b5c6d7e",` +
+		`"state":"committed","actor":{"kind":"operator","id":"local"},"action":"key","arguments":{"key":"VOLUME_UP"},` +
+		`"result":{"description":"pressed VOLUME_UP","changed":true,"foreground":"com.android.launcher3","screenOn":true,` +
+		`"effect":{"state":"changed","screenBefore":"0123456789abcdef0123456789abcdef","screenAfter":"fedcba9876543210fedcba9876543210"}},` +
+		`"frameBefore":{"frameId":"frm_0190a1b2c3d4e5f60718293a4b5c6d7e","screenHash":"0123456789abcdef0123456789abcdef","capturedAt":"2026-11-28T10:00:00.123456Z"},` +
+		`"frameAfter":{"frameId":"frm_0190a1b2c3d4e5f60718293a4b5c6d7f","screenHash":"fedcba9876543210fedcba9876543210","capturedAt":"2026-11-28T10:00:00.125456Z"},` +
+		`"timestamp":"2026-11-28T10:00:00.120000Z","startedAt":"2026-11-28T10:00:00.121000Z","finishedAt":"2026-11-28T10:00:00.126000Z","durationMs":5}`)
+	head := receiptchain.Start()
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _, next, err := receiptchain.Next("org_0190a1b2c3d4e5f60718293a4b5c6d7e", head, "action.committed", receipt, "bench-1-2")
+		if err != nil {
+			b.Fatal(err)
+		}
+		head.Seq = next.Seq
+	}
+}

@@ -9,8 +9,11 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"phonefleet/cmd/phonefleet/service"
@@ -32,7 +35,8 @@ func init() {
 // read models it feeds, so the target is half pgbench's rate.
 func (b *bench) fleetActions(ctx context.Context, d time.Duration) error {
 	header("Device actions over REST on sim phones vs pgbench single-row inserts (same database, same clients)")
-	line("%-8s %12s %9s %9s %9s %12s %14s %8s  %s", "devices", "actions/s", "p50", "p99", "errors", "db tx/action", "pgbench tx/s", "ratio", "target ≥0.5×, p99 ≤ 50 ms")
+	line("%-8s %12s %9s %9s %9s %12s %14s %8s %12s %12s  %s", "devices", "actions/s", "p50", "p99", "errors", "db tx/action", "pgbench tx/s", "ratio",
+		"go CPU/act", "pg CPU/act", "target ≥0.5×, p99 ≤ 50 ms")
 	for _, devices := range []int{1, 8, 32} {
 		db, err := b.newDB(ctx)
 		if err != nil {
@@ -55,8 +59,9 @@ VALUES (gen_random_uuid(), md5(random()::text), 1, 'bench.happened', 1, 'org_ben
 			return err
 		}
 		ratio := res.rate / tps
-		line("%-8d %12.0f %9s %9s %9d %12.1f %14.0f %7.2f×  %s", devices, res.rate, res.p50.Round(100*time.Microsecond),
-			res.p99.Round(100*time.Microsecond), res.errors, res.txPerAction, tps, ratio, verdict(ratio >= 0.5 && res.p99 <= 50*time.Millisecond))
+		line("%-8d %12.0f %9s %9s %9d %12.1f %14.0f %7.2f× %12s %12s  %s", devices, res.rate, res.p50.Round(100*time.Microsecond),
+			res.p99.Round(100*time.Microsecond), res.errors, res.txPerAction, tps, ratio, cpuPerAction(res.goCPU), cpuPerAction(res.pgCPU),
+			verdict(ratio >= 0.5 && res.p99 <= 50*time.Millisecond))
 	}
 	return nil
 }
@@ -69,6 +74,92 @@ type fleetResult struct {
 	// kind: the action's own, the projections', the workers') per action
 	// over the whole drive: a count, so a noisy machine does not move it.
 	txPerAction float64
+	// goCPU and pgCPU are the CPU time per action over the whole drive
+	// of this process (the service and the bench's HTTP clients) and of
+	// the database server's processes (negative when the server is not on
+	// this machine): steadier than the rates on a shared machine.
+	goCPU, pgCPU time.Duration
+}
+
+// cpuPerAction prints a CPU time per action in ms ("n/a" when unknown).
+func cpuPerAction(d time.Duration) string {
+	if d < 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3fms", float64(d)/float64(time.Millisecond))
+}
+
+// selfCPU is this process's user and system time so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// serverCPU is the CPU time the database server's processes have used so
+// far: the postmaster's, its ended children's (it waits for every backend,
+// so their time adds up in its cutime and cstime) and its children's alive
+// now. ok is false when the server is not a process of this machine.
+func serverCPU(ctx context.Context, dbURL string) (time.Duration, bool) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return 0, false
+	}
+	var backend int
+	err = conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend)
+	conn.Close(ctx)
+	if err != nil {
+		return 0, false
+	}
+	f, ok := procStat(backend)
+	if !ok {
+		return 0, false
+	}
+	postmaster := f[1]
+	pm, ok := procStat(mustAtoi(postmaster))
+	if !ok {
+		return 0, false
+	}
+	ticks := 0.0
+	for _, i := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime
+		v, _ := strconv.ParseFloat(pm[i], 64)
+		ticks += v
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if c, ok := procStat(pid); ok && c[1] == postmaster {
+			u, _ := strconv.ParseFloat(c[11], 64)
+			s, _ := strconv.ParseFloat(c[12], 64)
+			ticks += u + s
+		}
+	}
+	return time.Duration(ticks * float64(time.Second) / 100), true // USER_HZ
+}
+
+// procStat is the fields of /proc/pid/stat after the command name (state
+// first, then ppid, …).
+func procStat(pid int) ([]string, bool) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, false
+	}
+	i := bytes.LastIndexByte(raw, ')')
+	if i < 0 {
+		return nil, false
+	}
+	f := strings.Fields(string(raw[i+1:]))
+	return f, len(f) >= 15
+}
+
+func mustAtoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 // transactions reads the database's committed and rolled-back transactions
@@ -160,6 +251,8 @@ func runFleet(ctx context.Context, dbURL string, devices int, d time.Duration) (
 	if err != nil {
 		return fleetResult{}, err
 	}
+	goBefore := selfCPU()
+	pgBefore, pgKnown := serverCPU(ctx, dbURL)
 	var all atomic.Int64                        // actions answered, warm-up included
 	deadline := time.Now().Add(d + time.Second) // one second of warm-up
 	var start time.Time
@@ -205,11 +298,19 @@ func runFleet(ctx context.Context, dbURL string, devices int, d time.Duration) (
 	startOnce.Do(func() { start = time.Now(); measuring.Store(true) })
 	wg.Wait()
 	elapsed := time.Since(start)
-	time.Sleep(1200 * time.Millisecond)
+	time.Sleep(1200 * time.Millisecond) // the projections catch up; the statistics are flushed
+	goAfter := selfCPU()
+	pgAfter, pgAfterKnown := serverCPU(ctx, dbURL)
 	txAfter, err := transactions(ctx, dbURL)
 	if err != nil {
 		return fleetResult{}, err
 	}
-	return fleetResult{rate: float64(count.Load()) / elapsed.Seconds(), p50: percentile(latencies, 0.50),
-		p99: percentile(latencies, 0.99), errors: errs.Load(), txPerAction: float64(txAfter-txBefore) / float64(max(all.Load(), 1))}, nil
+	actions := max(all.Load(), 1)
+	res := fleetResult{rate: float64(count.Load()) / elapsed.Seconds(), p50: percentile(latencies, 0.50),
+		p99: percentile(latencies, 0.99), errors: errs.Load(), txPerAction: float64(txAfter-txBefore) / float64(actions),
+		goCPU: (goAfter - goBefore) / time.Duration(actions), pgCPU: -1}
+	if pgKnown && pgAfterKnown {
+		res.pgCPU = (pgAfter - pgBefore) / time.Duration(actions)
+	}
+	return res, nil
 }

@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -161,16 +160,22 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 	}
 	o.fence = fence
 
-	d, _, err := f.devices.Load(ctx, req.DeviceID)
-	if err != nil {
-		// Nothing was sent: the database failed under the action. Its
-		// receipt says so for good, so that a retry of its key answers
-		// that, never internal_error (issue 27).
-		return o.fail(neverRan(req.DeviceID, whyDatabaseRan).WithRetryable(false), nil)
+	// The device as this process last saw it (at least as new as the
+	// state the action was accepted on) answers a lease that had ended
+	// already; whether it is still in force is read afresh right before
+	// the act, with the host's claim (below).
+	d, _, cached := f.devices.Cached(req.DeviceID)
+	if !cached {
+		var err error
+		if d, _, err = f.devices.Load(ctx, req.DeviceID); err != nil {
+			// Nothing was sent: the database failed under the action. Its
+			// receipt says so for good, so that a retry of its key answers
+			// that, never internal_error (issue 27).
+			return o.fail(neverRan(req.DeviceID, whyDatabaseRan).WithRetryable(false), nil)
+		}
 	}
-	if l := d.ActiveLease(started); l == nil || l.FencingToken != req.FencingToken {
-		return o.fail(domain.Errorf(domain.CodeLeaseMismatch, "the lease this action was accepted under ended before it ran; nothing was done").
-			With("deviceId", d.ID).With("reason", "lease_ended"), nil)
+	if !j.leaseInForce(&d, started) {
+		return o.fail(leaseEnded(d.ID), nil)
 	}
 	backend, err := f.runtime.Resolve(ctx, &d)
 	if err != nil {
@@ -178,7 +183,7 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 	}
 	o.backend, o.d = backend, &d
 	bound, trees := j.action.Ref != "", backend.Capabilities().CheapSnapshot
-	obs, err := backend.Observe(ctx, domain.ObserveOptions{Replay: true, Snapshot: bound || trees})
+	obs, err := backend.Observe(ctx, domain.ObserveOptions{Replay: true, Snapshot: bound || trees, Tree: true})
 	if err != nil {
 		return o.fail(beforeSending(err), nil)
 	}
@@ -195,20 +200,32 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 		}
 	}
 
-	// The last moment to find that another process took the device's host
-	// over (this one's claim may have gone with its database session
-	// before it noticed): acting now would act twice, with the new holder.
+	// The last moment to find that the lease ended (fencing must see a
+	// lease ended by any instance) or that another process took the
+	// device's host over (this one's claim may have gone with its database
+	// session before it noticed: acting now would act twice, with the new
+	// holder). Both are one round trip: the host's claim is checked in the
+	// read of the device's stream.
 	cur, held := f.fenceNow(fence)
-	if held {
-		if err := f.checkFence(ctx, cur); fenceRefused(err) {
-			f.runtime.Lose(j.host)
-			held = false
-		} else if err != nil {
-			return o.fail(neverRan(req.DeviceID, whyDatabaseRan).WithRetryable(false), nil)
-		}
-	}
 	if !held {
 		return o.fail(neverRan(req.DeviceID, whyNotHolder), nil)
+	}
+	var check eventstore.Check
+	if cur.Epoch != 0 {
+		check = eventstore.Check{SQL: `SELECT host_fence($1, $2)`, Args: []any{cur.Host, cur.Epoch}}
+	}
+	fresh, _, err := f.devices.LoadChecked(ctx, req.DeviceID, check)
+	if fenceRefused(err) {
+		f.runtime.Lose(j.host)
+		return o.fail(neverRan(req.DeviceID, whyNotHolder), nil)
+	} else if err != nil {
+		return o.fail(neverRan(req.DeviceID, whyDatabaseRan).WithRetryable(false), nil)
+	}
+	if !j.leaseInForce(&fresh, started) {
+		// Nothing was done: the receipt names no frame, as for a lease
+		// found ended before the device was looked at.
+		o.before = nil
+		return o.fail(leaseEnded(d.ID), nil)
 	}
 	actCtx, cancel := context.WithTimeout(ctx, f.cfg.ActTimeout)
 	res, err := backend.Act(actCtx, action)
@@ -230,9 +247,23 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 			res.TargetText = j.target.ContentDesc
 		}
 	}
-	after, sample := j.settle(ctx, backend, &d, before, obs, res, trees)
+	after, sample, afterState := j.settle(ctx, backend, &d, before, obs, res, trees)
 	effect := domain.JudgeEffect(domain.SampleOf(obs), sample)
+	o.afterState = afterState
 	return o.commit(res, &effect, &after)
+}
+
+// leaseInForce reports whether the lease the action was accepted under is
+// still d's active lease at started.
+func (j *actionJob) leaseInForce(d *domain.Device, started time.Time) bool {
+	l := d.ActiveLease(started)
+	return l != nil && l.FencingToken == j.req.FencingToken
+}
+
+// leaseEnded is the failure of an action whose lease ended before it ran.
+func leaseEnded(deviceID string) error {
+	return domain.Errorf(domain.CodeLeaseMismatch, "the lease this action was accepted under ended before it ran; nothing was done").
+		With("deviceId", deviceID).With("reason", "lease_ended")
 }
 
 // lean is obs as its frame stores it: without the tree taken to judge the
@@ -249,10 +280,14 @@ func lean(obs domain.Observation, trees bool) domain.Observation {
 // found in the tree of the screen now (obs), or refuses it (stale_frame,
 // element_gone or element_moved) before anything is sent.
 func (j *actionJob) resolve(obs domain.Observation) (domain.Action, error) {
-	var tree domain.UIElement
-	if err := json.Unmarshal(obs.Snapshot, &tree); err != nil {
+	root, _, err := obs.UITree()
+	if err != nil || root == nil {
+		if err == nil {
+			err = errors.New("the device gave no UI tree")
+		}
 		return domain.Action{}, domain.Errorf(domain.CodeInternal, "internal error").Wrap(err)
 	}
+	tree := *root
 	x, y, err := domain.ResolveBound(tree, j.action.Ref, j.seen)
 	if err != nil {
 		return domain.Action{}, err
@@ -274,25 +309,27 @@ const (
 
 // settle returns the frame after the action and what it showed of the
 // screen (with its tree when trees is set; no picture when the device could
-// not be looked at).
+// not be looked at), and the replay bytes of the last look, taken after the
+// action (nil when it did not look).
 func (j *actionJob) settle(ctx context.Context, backend domain.Backend, d *domain.Device, before frameRow, obs domain.Observation,
-	res domain.ActionResult, trees bool) (frameRow, domain.EffectSample) {
+	res domain.ActionResult, trees bool) (frameRow, domain.EffectSample, []byte) {
 	if res.ScreenHash != "" && res.ScreenHash == before.ScreenHash && !trees {
-		return before, domain.EffectSample{ScreenHash: res.ScreenHash, ScreenOn: res.ScreenOn}
+		return before, domain.EffectSample{ScreenHash: res.ScreenHash, ScreenOn: res.ScreenOn}, nil
 	}
 	after, sample := before, domain.EffectSample{}
+	var replay []byte
 	for look := 1; ; look++ {
-		afterObs, err := backend.Observe(ctx, domain.ObserveOptions{Replay: true, Snapshot: trees})
+		afterObs, err := backend.Observe(ctx, domain.ObserveOptions{Replay: true, Snapshot: trees, Tree: true})
 		if err != nil {
-			return after, domain.EffectSample{}
+			return after, domain.EffectSample{}, nil
 		}
-		after, sample = j.f.frameFor(d, lean(afterObs, trees), j.f.now()), domain.SampleOf(afterObs)
+		after, sample, replay = j.f.frameFor(d, lean(afterObs, trees), j.f.now()), domain.SampleOf(afterObs), afterObs.Replay
 		if res.ScreenHash != "" || afterObs.ScreenHash != obs.ScreenHash || look == settleLooks {
-			return after, sample
+			return after, sample, replay
 		}
 		select {
 		case <-ctx.Done():
-			return after, sample
+			return after, sample, replay
 		case <-time.After(settleDelay):
 		}
 	}
@@ -326,6 +363,10 @@ type outcome struct {
 	// fence is the claim on the device's host the job runs under; what
 	// it writes after the device acted carries it (record).
 	fence domain.HostFence
+	// afterState is the replay bytes of the device's last look after it
+	// acted: a stateful backend's saved state at that moment
+	// (domain.StatefulBackend), saved as it is instead of asked for again.
+	afterState []byte
 }
 
 // fail records that the action failed with err. It is reached only before
@@ -386,7 +427,9 @@ func (o *outcome) record(state string, ev domain.Event, saveState bool, frames .
 		}
 	}
 	var devState []byte
-	if saveState {
+	if _, stateful := o.backend.(domain.StatefulBackend); saveState && stateful && o.afterState != nil {
+		devState = o.afterState // nothing acted on the device since that look: its queue runs this job
+	} else if saveState {
 		s, err := savedState(o.backend)
 		if err != nil {
 			return jobResult{err: err}

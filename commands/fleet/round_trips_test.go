@@ -12,22 +12,31 @@ import (
 	"phonefleet/testutil/fleettest"
 )
 
-// actionPath counts what the action path sends to the database: reads of
-// one device's stream, and batches holding an action's idempotency row
-// (its request and its outcome units). Projection consumers share the
-// pool but send neither.
+// actionPath counts what the action path sends to the database: round
+// trips reading one device's stream (a query, or a batch holding the
+// read), batches holding an action's idempotency row (its request and its
+// outcome units), and host claim checks sent on their own. Projection
+// consumers share the pool but send none of these.
 type actionPath struct {
 	mu          sync.Mutex
 	stream      string
 	deviceReads int
 	units       int
+	fenceAlone  int
+}
+
+func (c *actionPath) deviceRead(sql string, args []any) bool {
+	return strings.Contains(sql, "FROM events WHERE stream_id = $1") && len(args) > 0 && args[0] == c.stream
 }
 
 func (c *actionPath) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	if strings.Contains(data.SQL, "FROM events WHERE stream_id = $1") && len(data.Args) > 0 && data.Args[0] == c.stream {
-		c.mu.Lock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.deviceRead(data.SQL, data.Args) {
 		c.deviceReads++
-		c.mu.Unlock()
+	}
+	if strings.Contains(data.SQL, "host_fence") {
+		c.fenceAlone++
 	}
 	return ctx
 }
@@ -35,13 +44,18 @@ func (c *actionPath) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.
 func (c *actionPath) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 func (c *actionPath) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	unit, read := false, false
 	for _, q := range data.Batch.QueuedQueries {
-		if strings.Contains(q.SQL, "action_idempotency") {
-			c.mu.Lock()
-			c.units++
-			c.mu.Unlock()
-			break
-		}
+		unit = unit || strings.Contains(q.SQL, "action_idempotency")
+		read = read || c.deviceRead(q.SQL, q.Arguments)
+	}
+	if unit {
+		c.units++
+	}
+	if read {
+		c.deviceReads++
 	}
 	return ctx
 }
@@ -49,18 +63,19 @@ func (c *actionPath) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.
 func (c *actionPath) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (c *actionPath) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
-func (c *actionPath) take() (reads, units int) {
+func (c *actionPath) take() (reads, units, fenceAlone int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	reads, units = c.deviceReads, c.units
-	c.deviceReads, c.units = 0, 0
-	return reads, units
+	reads, units, fenceAlone = c.deviceReads, c.units, c.fenceAlone
+	c.deviceReads, c.units, c.fenceAlone = 0, 0, 0
+	return reads, units, fenceAlone
 }
 
 // An action on a device this process already knows is three round trips:
 // its request unit (decided on the cached device, expecting the device's
 // stream unchanged), the job's fresh read of the device (fencing must see
-// a lease ended by any instance), and its outcome unit.
+// a lease ended by any instance) with the check of its host's claim in the
+// same round trip, and its outcome unit.
 func TestAnActionIsThreeRoundTrips(t *testing.T) {
 	trace := &actionPath{}
 	env := fleettest.Start(t, fleettest.Options{Devices: 1, Tracer: trace})
@@ -79,8 +94,9 @@ func TestAnActionIsThreeRoundTrips(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reads, units := trace.take()
-	if reads != n || units != 2*n {
-		t.Fatalf("got %d device reads and %d units for %d actions; want %d and %d (one read, two units each)", reads, units, n, n, 2*n)
+	reads, units, fenceAlone := trace.take()
+	if reads != n || units != 2*n || fenceAlone != 0 {
+		t.Fatalf("got %d device reads, %d units and %d host claim checks on their own for %d actions; want %d, %d and 0 (one read with the check, two units each)",
+			reads, units, fenceAlone, n, n, 2*n)
 	}
 }

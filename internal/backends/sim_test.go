@@ -391,3 +391,44 @@ func TestCapabilitiesCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestSimTreeObservation: an observation without a picture, taken from one
+// layout, says what the separate calls say, and its tree as a value
+// (ObserveOptions.Tree) is exactly the JSON tree decoded, on every screen
+// of the scripted session.
+func TestSimTreeObservation(t *testing.T) {
+	s := newPhone(t)
+	play(t, s, func(st step, _ domain.ActionResult) {
+		viaJSON, err := s.Observe(bg, domain.ObserveOptions{Snapshot: true, Replay: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		asValue, err := s.Observe(bg, domain.ObserveOptions{Snapshot: true, Tree: true, Replay: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if asValue.Tree == nil || asValue.Snapshot != nil {
+			t.Fatalf("%s: asked for the tree as a value, got Tree %v and %d bytes of JSON", st.name, asValue.Tree != nil, len(asValue.Snapshot))
+		}
+		var decoded domain.UIElement
+		if err := json.Unmarshal(viaJSON.Snapshot, &decoded); err != nil {
+			t.Fatal(err)
+		}
+		again, err := json.Marshal(asValue.Tree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := json.Marshal(decoded); !bytes.Equal(again, want) {
+			t.Errorf("%s: the tree as a value differs from the JSON tree:\n%s\nwant\n%s", st.name, again, want)
+		}
+		state, _ := s.phone.State()
+		for _, obs := range []domain.Observation{viaJSON, asValue} {
+			if obs.ScreenHash != s.phone.ScreenHash() || obs.ScreenOn != s.phone.ScreenOn() || !bytes.Equal(obs.Replay, state) {
+				t.Errorf("%s: the observation's hash, power or state is not the phone's", st.name)
+			}
+		}
+		if a, b := domain.SampleOf(viaJSON), domain.SampleOf(asValue); a != b || a.Layout == "" {
+			t.Errorf("%s: effect samples differ: %+v vs %+v", st.name, a, b)
+		}
+	})
+}

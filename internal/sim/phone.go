@@ -251,6 +251,36 @@ func (p *Phone) Snapshot() Element {
 	return p.build().element()
 }
 
+// Look is what the screen shows at one moment, all of it from one layout.
+type Look struct {
+	// Root is the accessibility tree (Snapshot), when asked for.
+	Root Element
+	// Hash is ScreenHash.
+	Hash     string
+	ScreenOn bool
+	// State is the phone's state (State), when asked for.
+	State []byte
+}
+
+// Look lays the screen out once, under one hold of the lock, and returns
+// its hash, whether it is on and, when asked, its tree and the phone's
+// state: the same as ScreenHash, ScreenOn, Snapshot and State called in a
+// row with no input between, for one layout instead of one each (an
+// action observes the screen before and after it).
+func (p *Phone) Look(tree, state bool) Look {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	root := p.build()
+	l := Look{Hash: hashTree(root), ScreenOn: p.st.ScreenOn}
+	if tree {
+		l.Root = root.element()
+	}
+	if state {
+		l.State = p.st.marshal()
+	}
+	return l
+}
+
 // ScreenHash returns a digest of everything drawn on screen, computed from
 // the layout rather than the pixels: it changes whenever the screen changes
 // and is equal while it does not, so it can detect stale frames cheaply.

@@ -141,5 +141,8 @@ type Observation struct {
 	ImageHeight int             `json:",omitempty"`
 	Marks       []domain.Mark   `json:",omitempty"`
 	Snapshot    json.RawMessage `json:",omitempty"`
-	Replay      []byte          `json:",omitempty"`
+	// Tree never travels: it is given only to a caller that asked for it
+	// (domain.ObserveOptions.Tree), which device.observe's options never do.
+	Tree   *domain.UIElement `json:"-"`
+	Replay []byte            `json:",omitempty"`
 }
