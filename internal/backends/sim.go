@@ -287,13 +287,10 @@ func (s *SimDevice) Observe(_ context.Context, opts domain.ObserveOptions) (doma
 		l := s.phone.Look(opts.Snapshot, opts.Replay)
 		obs := domain.Observation{Width: m.Width, Height: m.Height, ScreenHash: l.Hash, ScreenOn: l.ScreenOn, Replay: l.State}
 		if opts.Snapshot && opts.Tree {
-			tree := uiTree(l.Root)
+			tree := uiTree(&l.Root)
 			obs.Tree = &tree
 		} else if opts.Snapshot {
-			var err error
-			if obs.Snapshot, err = json.Marshal(l.Root); err != nil {
-				return obs, internal(err)
-			}
+			obs.Snapshot = s.snapshot(&l.Root)
 		}
 		return obs, nil
 	}
@@ -335,22 +332,6 @@ func (s *SimDevice) Observe(_ context.Context, opts domain.ObserveOptions) (doma
 			return obs, nil
 		}
 	}
-}
-
-// uiTree is e as the domain's UI element: what encoding e as JSON and
-// decoding it as a domain.UIElement gives, without the JSON.
-func uiTree(e sim.Element) domain.UIElement {
-	u := domain.UIElement{Ref: e.Ref, Class: e.Class, Package: e.Package, ResourceID: e.ResourceID, Text: e.Text, Hint: e.Hint,
-		ContentDesc: e.ContentDesc, Bounds: [4]int(e.Bounds), Clickable: e.Clickable, LongClickable: e.LongClickable,
-		Focusable: e.Focusable, Focused: e.Focused, Enabled: e.Enabled, Checkable: e.Checkable, Checked: e.Checked,
-		Scrollable: e.Scrollable, Password: e.Password}
-	if len(e.Children) > 0 {
-		u.Children = make([]domain.UIElement, len(e.Children))
-		for i := range e.Children {
-			u.Children[i] = uiTree(e.Children[i])
-		}
-	}
-	return u
 }
 
 // Act implements domain.Backend.
