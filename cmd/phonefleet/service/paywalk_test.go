@@ -511,7 +511,7 @@ func (w *walk) killMidCheckout(n int) {
 	for _, o := range w.orders {
 		if o.kind == "payg" && o.visible && !o.acted {
 			taker, o.acted = o, true
-			lostTake = w.must(1, w.tokens[o.org], "POST", "/v1/devices/take", `{"ttlSeconds":60}`, http.StatusCreated,
+			lostTake = w.must(1, w.tokens[o.org], "POST", "/v1/devices/take", `{"ttlSeconds":3600}`, http.StatusCreated,
 				"Idempotency-Key", "take-"+o.order)
 			w.counts.takes++
 			break
@@ -527,7 +527,7 @@ func (w *walk) killMidCheckout(n int) {
 	w.wantReplay(lost, again)
 	w.pay(org, "day", 400, again)
 	if taker != nil {
-		r := w.must(1, w.tokens[taker.org], "POST", "/v1/devices/take", `{"ttlSeconds":60}`, http.StatusCreated,
+		r := w.must(1, w.tokens[taker.org], "POST", "/v1/devices/take", `{"ttlSeconds":3600}`, http.StatusCreated,
 			"Idempotency-Key", "take-"+taker.order)
 		if r.header.Get("Idempotent-Replayed") != "true" || r.body["deviceId"] != lostTake.body["deviceId"] {
 			w.t.Errorf("take retried with its key after instance two stopped: got %v %v; want %v replayed", r.header, r.body, lostTake.body)
@@ -771,16 +771,19 @@ func (w *walk) renewal(o *walkOrder) {
 }
 
 // take is POST /v1/devices/take with an Idempotency-Key, its answer lost
-// and the key sent again on the other instance.
+// and the key sent again on the other instance. The lease lasts an hour
+// (the most a lease may), longer than any walk: a lease expiring while the
+// walk compares a projection with its rebuild would add an event between
+// the two readings.
 func (w *walk) take(n int, o *walkOrder) {
 	w.t.Helper()
 	key := "take-" + o.order
-	first := w.must(n, w.tokens[o.org], "POST", "/v1/devices/take", `{"ttlSeconds":60}`, http.StatusCreated, "Idempotency-Key", key)
+	first := w.must(n, w.tokens[o.org], "POST", "/v1/devices/take", `{"ttlSeconds":3600}`, http.StatusCreated, "Idempotency-Key", key)
 	w.counts.takes++
 	if w.down[1] || w.rng.IntN(2) == 0 {
 		return
 	}
-	again := w.must(n+1, w.tokens[o.org], "POST", "/v1/devices/take", `{"ttlSeconds":60}`, http.StatusCreated, "Idempotency-Key", key)
+	again := w.must(n+1, w.tokens[o.org], "POST", "/v1/devices/take", `{"ttlSeconds":3600}`, http.StatusCreated, "Idempotency-Key", key)
 	if again.header.Get("Idempotent-Replayed") != "true" || again.body["deviceId"] != first.body["deviceId"] {
 		w.t.Errorf("take retried with its key on the other instance: got %v %v; want %v replayed", again.header, again.body, first.body)
 	}
