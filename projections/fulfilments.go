@@ -378,15 +378,8 @@ func FulfilmentEstimates(ctx context.Context, db DBTX, orgID, id string) ([]Esti
 // event about the payment that carries no metadata of its own (a
 // dispute). ok is false when no fulfilment names the payment.
 func OrderOfPayment(ctx context.Context, db DBTX, paymentIntentID string) (orgID, orderID string, ok bool, err error) {
-	if paymentIntentID == "" {
-		return "", "", false, nil
-	}
-	err = db.QueryRow(ctx, `SELECT org_id, order_id FROM public.fulfilments WHERE payment_intent_id = $1
-		ORDER BY created_at LIMIT 1`, paymentIntentID).Scan(&orgID, &orderID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", "", false, nil
-	}
-	return orgID, orderID, err == nil, err
+	return orderOfFulfilments(ctx, db, `SELECT org_id, order_id FROM public.fulfilments WHERE payment_intent_id = $1
+		ORDER BY created_at LIMIT 1`, paymentIntentID)
 }
 
 // OrderOfSubscription returns the organisation and order of the
@@ -395,11 +388,18 @@ func OrderOfPayment(ctx context.Context, db DBTX, paymentIntentID string) (orgID
 // renewal's refund or dispute). ok is false when no fulfilment names the
 // subscription.
 func OrderOfSubscription(ctx context.Context, db DBTX, subscriptionID string) (orgID, orderID string, ok bool, err error) {
-	if subscriptionID == "" {
+	return orderOfFulfilments(ctx, db, `SELECT org_id, order_id FROM public.fulfilments WHERE subscription_id = $1
+		ORDER BY created_at LIMIT 1`, subscriptionID)
+}
+
+// orderOfFulfilments runs query, which selects the organisation and order
+// of the first fulfilment naming the provider object id; none for an
+// empty id or no fulfilment.
+func orderOfFulfilments(ctx context.Context, db DBTX, query, id string) (orgID, orderID string, ok bool, err error) {
+	if id == "" {
 		return "", "", false, nil
 	}
-	err = db.QueryRow(ctx, `SELECT org_id, order_id FROM public.fulfilments WHERE subscription_id = $1
-		ORDER BY created_at LIMIT 1`, subscriptionID).Scan(&orgID, &orderID)
+	err = db.QueryRow(ctx, query, id).Scan(&orgID, &orderID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", "", false, nil
 	}
