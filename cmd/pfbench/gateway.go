@@ -242,17 +242,29 @@ func (b *bench) gatewayForwarding(ctx context.Context, d time.Duration) error {
 		return median(d)
 	}
 	noise := cost(baseB, baseA, 0, n)
+	noise1, noise2 := cost(baseB, baseA, 0, n/2), cost(baseB, baseA, n/2, n)
+	// A target is judged only when the section reads two identical cells
+	// alike, in the whole run and in each half, to within noiseBound:
+	// otherwise the machine's load, not the code, decides the verdict.
+	const noiseBound = 500 * time.Microsecond
+	quiet := n >= 100 && max(abs(noise), abs(noise1), abs(noise2)) <= noiseBound
+	judge := func(ok bool) string {
+		if !quiet {
+			return fmt.Sprintf("not judged: fewer than 100 rounds or the noise beyond ±%s", noiseBound)
+		}
+		return verdict(ok)
+	}
 	fwd, fwd1, fwd2 := cost(fwdCell, baseA, 0, n), cost(fwdCell, baseA, 0, n/2), cost(fwdCell, baseA, n/2, n)
 	tun, tun1, tun2 := cost(tunCell, baseA, 0, n), cost(tunCell, baseA, 0, n/2), cost(tunCell, baseA, n/2, n)
 	line("%d rounds, one tap per cell each, cells shuffled per round; a cost is the median over rounds of (cell − baseline A)", n)
 	line("noise (baseline B − baseline A, the same calls): %s; its halves %s / %s",
-		us(noise), us(cost(baseB, baseA, 0, n/2)), us(cost(baseB, baseA, n/2, n)))
+		us(noise), us(noise1), us(noise2))
 	line("forwarding cost (forwarded − baseline A): %s (target ≤ 1 ms: %s); halves %s / %s; difference of p50s %s",
-		us(fwd), verdict(fwd <= time.Millisecond), us(fwd1), us(fwd2), us(percentile(fwdCell.taps, 0.5)-percentile(baseA.taps, 0.5)))
+		us(fwd), judge(fwd <= time.Millisecond), us(fwd1), us(fwd2), us(percentile(fwdCell.taps, 0.5)-percentile(baseA.taps, 0.5)))
 	line("of which the message bus: a bare request–reply of 1 KiB through the same server: p50 %s, p99 %s",
 		us(percentile(floor, 0.5)), us(percentile(floor, 0.99)))
 	line("tunnel cost (gateway's sim − service's sim, same instance): %s (target ≤ 2 ms: %s); halves %s / %s; difference of p50s %s",
-		us(tun), verdict(tun <= 2*time.Millisecond), us(tun1), us(tun2), us(percentile(tunCell.taps, 0.5)-percentile(baseA.taps, 0.5)))
+		us(tun), judge(tun <= 2*time.Millisecond), us(tun1), us(tun2), us(percentile(tunCell.taps, 0.5)-percentile(baseA.taps, 0.5)))
 	return nil
 }
 
@@ -346,4 +358,11 @@ func median(d []time.Duration) time.Duration {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func abs(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
 }
