@@ -179,13 +179,6 @@ func (b *bench) gatewayForwarding(ctx context.Context, d time.Duration) error {
 	round := func(record bool) error {
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		for _, i := range order {
-			// Each tap starts once the last one's aftermath is over (its
-			// commits' projection wake-ups come 2 ms after them, another
-			// instance's after the relay's NOTIFY, then their feed
-			// transactions): an agent's taps are seconds apart, and a tap
-			// sent at once meets the last one's work on the same two cores,
-			// whichever cell it is.
-			time.Sleep(tapSettle)
 			took, err := tap(cells[i])
 			if err != nil {
 				return err
@@ -352,9 +345,6 @@ func natsFloor(url string, d time.Duration) ([]time.Duration, error) {
 	}
 	return took, nil
 }
-
-// tapSettle is the pause before each tap of the gateway section.
-const tapSettle = 20 * time.Millisecond
 
 // median is the middle of d (the mean of the two middle values for an
 // even count), which may hold negative durations.
