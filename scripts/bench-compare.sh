@@ -23,7 +23,8 @@
 #
 # Settings (environment):
 #   SECTIONS       pfbench sections (default fleet,appends,read,projection:
-#                  the action path, appends, the feed and the projections)
+#                  the action path, appends, the feed and the projections;
+#                  gateway, forwarding and the tunnel, is read too)
 #   PFBENCH_FLAGS  extra pfbench flags for every run, e.g. "-cell 4s -events 500000"
 #                  (make bench-compare: BENCHFLAGS)
 #   OUT_DIR        where the raw outputs go (default: a temporary directory,
@@ -63,6 +64,7 @@ parse() {
       }
       return t
     }
+    function sms(d) { return substr(d, 1, 1) == "-" ? -ms(substr(d, 2)) : ms(d) } # signed
     function word(s, marker, k,   i, w) { # the k-th word (default 1st) after marker in s
       i = index(s, marker); if (i == 0) return ""
       split(substr(s, i + length(marker)), w, " "); return w[k ? k : 1]
@@ -74,6 +76,7 @@ parse() {
     /^## Catch-up read/ { sec = "read" }
     /^## Projection apply/ { sec = "projection" }
     /^## Live projection lag/ { sec = "lag" }
+    /^## Forwarding between instances/ { sec = "gateway" }
     sec == "fleet" && /^devices/ { dbtx = index($0, "db tx/action") > 0 } # a column of its own since 2026-11-28
     sec == "fleet" && $1 ~ /^[0-9]+$/ && NF >= 7 {
       d = $1 " device" ($1 == 1 ? "" : "s"); k = dbtx ? 1 : 0
@@ -107,6 +110,14 @@ parse() {
     sec == "projection" && /^rebuild / {
       put(sec, "rebuild ev/s", sprintf("%.0f", word($0, "): ") / ms(word($0, "events in ")) * 1000), "high")
     }
+    sec == "gateway" && /^(service|gateway)'"'"'s sim, via / { # a cell: its name, then tap p50 first
+      c = $0; sub(/  +[0-9].*$/, "", c); sub(/ \(baseline\)$/, " (baseline A)", c) # the name before 2026-11-28
+      v = substr($0, length(c) + 1); split(v, w, " "); put(sec, c ": tap p50 ms", ms(w[1]), "low")
+    }
+    sec == "gateway" && /^noise \(baseline B/ { put(sec, "noise (baseline B − A) ms", sms(word($0, "): ")), "base") }
+    sec == "gateway" && /^forwarding cost/ { put(sec, "forwarding cost ms", sms(word($0, "): ")), "low") }
+    sec == "gateway" && /^tunnel cost/ { put(sec, "tunnel cost ms", sms(word($0, "): ")), "low") }
+    sec == "gateway" && /^of which the message bus/ { put(sec, "bare NATS request–reply p50 ms", ms(word($0, "p50 ")), "base") }
     sec == "lag" && /events: lag/ {
       if ($1 + 0 == 0) { put(sec, "lag p50 ms", "n/a", "low"); put(sec, "lag p99 ms", "n/a", "low"); next }
       put(sec, "events measured", $1, "base")
