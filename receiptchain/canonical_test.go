@@ -2,6 +2,10 @@ package receiptchain_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"testing"
 
 	"phonefleet/receiptchain"
@@ -81,5 +85,37 @@ func BenchmarkCanonical(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestChainHashesMatchDecoder: an entry's hash is the SHA-256 of the
+// decoder implementation's canonical form of its body, so chains linked
+// before the byte-level canonicaliser verify after it, and the reverse.
+func TestChainHashesMatchDecoder(t *testing.T) {
+	receipts := [][]byte{benchReceipt, []byte(`{ "b": 1, "a": [true, null, "x"], "n": [1.50, 1e21, 1E-7, -0, 100, 0.000001] }`)}
+	head := receiptchain.Start()
+	for i, receipt := range receipts {
+		e, line, next, err := receiptchain.Next("org_1", head, "action.committed", receipt, fmt.Sprintf("k%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := json.Marshal(map[string]any{"v": e.V, "orgId": e.OrgID, "seq": e.Seq, "event": e.Event,
+			"receipt": json.RawMessage(receipt), "prevKey": e.PrevKey, "prevHash": e.PrevHash})
+		if err != nil {
+			t.Fatal(err)
+		}
+		canon, err := decoderCanonical(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(canon)
+		if want := hex.EncodeToString(sum[:]); e.Hash != want {
+			t.Fatalf("entry %d: hash %s; the decoder's canonical form hashes to %s", i, e.Hash, want)
+		}
+		wantLine, err := decoderCanonical(line)
+		if err != nil || !bytes.Equal(line, wantLine) {
+			t.Fatalf("entry %d: line %s is not the decoder's canonical form %s (%v)", i, line, wantLine, err)
+		}
+		head = next
 	}
 }
