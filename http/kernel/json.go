@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"sync"
 
 	"phonefleet/domain"
 )
@@ -15,13 +17,34 @@ import (
 // WriteJSON answers status with v encoded as JSON. It encodes before writing
 // anything, so an unencodable value becomes the caller's error (and a clean
 // 500) instead of a half-written body.
+//
+// The body is encoded into a pooled buffer, not a fresh one per answer (a
+// receipt is a few kilobytes, written on every action): json.Encoder
+// writes what json.Marshal returns, HTML escaping included, followed by a
+// newline, which is not sent. A writer must not keep the slice it is
+// handed (io.Writer's contract), so the buffer is reused once written.
 func WriteJSON(w http.ResponseWriter, status int, v any) error {
-	body, err := json.Marshal(v)
-	if err != nil {
+	buf := jsonBuffers.Get().(*bytes.Buffer)
+	defer putJSONBuffer(buf)
+	buf.Reset()
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
 		return fmt.Errorf("encode response: %w", err)
 	}
-	WriteBody(w, status, body)
+	body := buf.Bytes()
+	WriteBody(w, status, body[:len(body)-1]) // without Encode's newline
 	return nil
+}
+
+// jsonBuffers holds WriteJSON's buffers; one grown past maxPooledJSON (a
+// large listing) is dropped rather than kept for every later answer.
+var jsonBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledJSON = 64 << 10
+
+func putJSONBuffer(buf *bytes.Buffer) {
+	if buf.Cap() <= maxPooledJSON {
+		jsonBuffers.Put(buf)
+	}
 }
 
 // WriteBody answers status with body, a JSON document already encoded (a

@@ -2,10 +2,12 @@ package kernel
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -131,4 +133,77 @@ func TestWriteJSON(t *testing.T) {
 			t.Errorf("got a written response; want nothing written")
 		}
 	})
+}
+
+// TestWriteJSONWritesWhatMarshalReturns: the pooled encoder writes the
+// bytes json.Marshal returns (HTML escaped, no newline), and an answer
+// written earlier keeps its bytes when the buffer is reused.
+func TestWriteJSONWritesWhatMarshalReturns(t *testing.T) {
+	values := []any{
+		map[string]any{"html": "<a href=\"x\">&</a>", "n": 1.5, "u": "\u2028é", "list": []int{1, 2}},
+		struct {
+			A string `json:"a,omitempty"`
+			B []byte `json:"b"`
+		}{B: []byte("bytes")},
+		"plain", 12, nil, json.RawMessage(`{ "spaced" : true }`),
+	}
+	var recs []*httptest.ResponseRecorder
+	for _, v := range values {
+		rec := httptest.NewRecorder()
+		if err := WriteJSON(rec, http.StatusOK, v); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	for i, v := range values {
+		want, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := recs[i].Body.String(); got != string(want) {
+			t.Errorf("WriteJSON(%#v) wrote %s; json.Marshal gives %s", v, got, want)
+		}
+		if got := recs[i].Header().Get("Content-Length"); got != strconv.Itoa(len(want)) {
+			t.Errorf("WriteJSON(%#v): Content-Length %s; want %d", v, got, len(want))
+		}
+	}
+}
+
+// discardWriter is a ResponseWriter that keeps nothing, to measure the
+// encoding alone.
+type discardWriter struct{ h http.Header }
+
+func (d *discardWriter) Header() http.Header         { return d.h }
+func (d *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (d *discardWriter) WriteHeader(int)             {}
+
+// BenchmarkWriteJSON writes a receipt-sized answer, as every action does.
+func BenchmarkWriteJSON(b *testing.B) {
+	type frame struct {
+		FrameID    string `json:"frameId"`
+		ScreenHash string `json:"screenHash"`
+		CapturedAt string `json:"capturedAt"`
+	}
+	v := struct {
+		ActionID, IdempotencyKey, DeviceID, State, Action string
+		Arguments                                         map[string]string
+		Result                                            map[string]any
+		FrameBefore, FrameAfter                           frame
+		Timestamp, StartedAt, FinishedAt                  string
+		DurationMs                                        float64
+	}{
+		"act_0190a1b2c3d4e5f60718293a4b5c6d7e", "bench-1-2", "dev_0190a1b2c3d4e5f60718293a4b5c6d7e", "committed", "key",
+		map[string]string{"key": "VOLUME_UP"},
+		map[string]any{"description": "pressed VOLUME_UP", "changed": true, "foreground": "com.android.launcher3"},
+		frame{"frm_0190a1b2c3d4e5f60718293a4b5c6d7e", "0123456789abcdef0123456789abcdef", "2026-11-28T10:00:00.123456Z"},
+		frame{"frm_0190a1b2c3d4e5f60718293a4b5c6d7f", "fedcba9876543210fedcba9876543210", "2026-11-28T10:00:00.125456Z"},
+		"2026-11-28T10:00:00.120000Z", "2026-11-28T10:00:00.121000Z", "2026-11-28T10:00:00.126000Z", 5.25,
+	}
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := WriteJSON(w, http.StatusOK, v); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
