@@ -205,9 +205,20 @@ const (
 	appendOneNew   = insertColumns + `VALUES ($2, $1, 1, $3, $4, $5, $6, $7, $8)` + returning
 	appendOneExact = insertColumns + `SELECT $2, $1, ` + exactBase + ` + 1, $3, $4, $5, $6, $7, $8` + returning
 	appendOneAny   = insertColumns + `SELECT $2, $1, ` + endVersion + ` + 1, $3, $4, $5, $6, $7, $8` + returning
-	appendNew      = insertColumns + `SELECT u.id, $1, u.ord, u.typ, u.ver, u.org, u.data, u.meta, u.at` + unnestRows + returning
-	appendExact    = insertColumns + `SELECT u.id, $1, ` + exactBase + ` + u.ord, u.typ, u.ver, u.org, u.data, u.meta, u.at` + unnestRows + returning
-	appendAny      = insertColumns + `SELECT u.id, $1, ` + endVersion + ` + u.ord, u.typ, u.ver, u.org, u.data, u.meta, u.at` + unnestRows + returning
+	appendNew      = summedHead + insertColumns + `SELECT u.id, $1, u.ord, u.typ, u.ver, u.org, u.data, u.meta, u.at` + unnestRows + summedTail
+	appendExact    = summedHead + insertColumns + `SELECT u.id, $1, ` + exactBase + ` + u.ord, u.typ, u.ver, u.org, u.data, u.meta, u.at` + unnestRows + summedTail
+	appendAny      = summedHead + insertColumns + `SELECT u.id, $1, ` + endVersion + ` + u.ord, u.typ, u.ver, u.org, u.data, u.meta, u.at` + unnestRows + summedTail
+)
+
+// summedHead and summedTail make a multi-event insert answer one row —
+// the rows inserted, their first and last positions, the transaction id
+// (the column's default, pg_current_xact_id()) and the stream's version
+// after them — instead of one row per event, each with its transaction id
+// cast to text.
+const (
+	summedHead = `WITH ins AS (`
+	summedTail = ` RETURNING position, stream_version)
+	SELECT count(*), coalesce(min(position), 0), coalesce(max(position), 0), pg_current_xact_id()::text::bigint, coalesce(max(stream_version), 0) FROM ins`
 )
 
 func pick(expected int64, noStream, exact, any string) string {

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Unit is one atomic write: appends to one or more streams and the extra
@@ -109,7 +110,8 @@ type prepared struct {
 type preparedOp struct {
 	stream   string
 	expected int64
-	n        int // events of an append; 0 for an expectation or an Exec
+	n        int  // events of an append; 0 for an expectation or an Exec
+	summed   bool // the append answers one summary row (summed), not a row per event
 	sql      string
 	args     []any
 }
@@ -162,7 +164,7 @@ func (s *Store) prepare(ctx context.Context, u *Unit) (*prepared, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.ops[i] = preparedOp{stream: o.stream, expected: o.expected, n: len(o.events), sql: sql, args: args}
+		p.ops[i] = preparedOp{stream: o.stream, expected: o.expected, n: len(o.events), summed: len(o.events) > 1, sql: sql, args: args}
 	}
 	return p, nil
 }
@@ -171,7 +173,9 @@ func (s *Store) prepare(ctx context.Context, u *Unit) (*prepared, error) {
 // expected and its arguments.
 func appendStatement(streamID string, expected int64, events []NewEvent, now time.Time) (string, []any, error) {
 	n := len(events)
-	ids := make([]uuid.UUID, n)
+	// pgtype.UUID, not uuid.UUID: pgx encodes the latter through its
+	// driver.Valuer, formatting each id as text and parsing it back.
+	ids := make([]pgtype.UUID, n)
 	types := make([]string, n)
 	vers := make([]int16, n)
 	orgs := make([]string, n)
@@ -183,9 +187,9 @@ func appendStatement(streamID string, expected int64, events []NewEvent, now tim
 		if e.Type == "" || e.SchemaVersion <= 0 {
 			return "", nil, fmt.Errorf("eventstore: event %d has no type or schema version", i)
 		}
-		ids[i] = e.ID
+		ids[i] = pgtype.UUID{Bytes: e.ID, Valid: true}
 		if e.ID == uuid.Nil {
-			ids[i] = uuid.Must(uuid.NewV7())
+			ids[i].Bytes = uuid.Must(uuid.NewV7())
 		}
 		types[i], vers[i], orgs[i] = e.Type, int16(e.SchemaVersion), e.OrgID
 		datas[i] = e.Data
@@ -271,6 +275,24 @@ func readAppend(br pgx.BatchResults, o preparedOp) (Appended, error) {
 	}
 	var out Appended
 	count := 0
+	if o.summed {
+		var txid int64
+		if rows.Next() {
+			if err := rows.Scan(&count, &out.FirstPosition, &out.LastPosition, &txid, &out.Version); err != nil {
+				rows.Close()
+				return Appended{}, err
+			}
+			out.TransactionID = uint64(txid)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return Appended{}, conflictOr(err, o)
+		}
+		if count != o.n {
+			return Appended{}, &ConflictError{StreamID: o.stream, Expected: o.expected}
+		}
+		return out, nil
+	}
 	for rows.Next() {
 		var pos, txid, ver int64
 		if err := rows.Scan(&pos, &txid, &ver); err != nil {
