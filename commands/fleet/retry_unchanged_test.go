@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
@@ -55,14 +56,29 @@ func TestRetryIfUnchanged(t *testing.T) {
 	}
 
 	// Two retries with the flag racing: one second attempt, one input.
+	// Racing means both choose their key before either records it: a
+	// retry that starts after the other's attempt committed without effect
+	// rightly goes under k#3. The idempotency table is held in SHARE mode
+	// (reads go on, inserts wait) until both are waiting to record.
 	var wg sync.WaitGroup
 	outs, errs := make([]fleet.ActOutcome, 2), make([]error, 2)
+	hold, err := env.Pool.Begin(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hold.Exec(bg, `LOCK TABLE action_idempotency IN SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
 	for i := range outs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			outs[i], errs[i] = retry("k", "tap", empty)
 		}()
+	}
+	waitLockWaiters(t, env, 2)
+	if err := hold.Rollback(bg); err != nil {
+		t.Fatal(err)
 	}
 	wg.Wait()
 	fresh := 0
@@ -119,5 +135,26 @@ func TestRetryIfUnchanged(t *testing.T) {
 	// The key of another action stays refused, flag or not.
 	if _, err := retry("k", "key", `{"key":"BACK"}`); codeOf(err) != domain.CodeIdempotencyConflict {
 		t.Fatalf("another action under k: %v; want idempotency_conflict", err)
+	}
+}
+
+// waitLockWaiters waits until n sessions of the test's database wait for a
+// lock (both racing retries past choosing their key, waiting to record it).
+func waitLockWaiters(t *testing.T, env *fleettest.Env, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting int
+		if err := env.Pool.QueryRow(bg, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions wait for a lock after 30 s; want %d (the racing retries waiting to record)", waiting, n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
