@@ -113,22 +113,6 @@ type batchHeader struct {
 }
 
 func (a feedSchema) UnmarshalMessage(p wsql.UnmarshalMessageParams) (wsql.Row, error) {
-	h, evs, err := scanBatch(p.Row, a.spanOnly)
-	if err != nil {
-		return wsql.Row{}, err
-	}
-	msg := message.NewMessage(fmt.Sprintf("batch-%d-%d", h.lastTx, h.lastPos), encodeBatch(h, evs))
-	return wsql.Row{
-		Offset:    h.lastPos,
-		UUID:      []byte(msg.UUID),
-		Msg:       msg,
-		ExtraData: map[string]any{"transaction_id": strconv.FormatUint(h.lastTx, 10)},
-	}, nil
-}
-
-// scanBatch reads the batch header and, unless spanOnly, the events of a
-// feed select's row; extra receives the columns after them.
-func scanBatch(row interface{ Scan(...any) error }, spanOnly bool, extra ...any) (batchHeader, []eventstore.Event, error) {
 	var (
 		afterTx, afterPos        int64
 		lastTx, lastPos, scanned int64
@@ -141,11 +125,11 @@ func scanBatch(row interface{ Scan(...any) error }, spanOnly bool, extra ...any)
 		ats                      []time.Time
 	)
 	dest := []any{&afterTx, &afterPos, &lastTx, &lastPos, &scanned}
-	if !spanOnly {
+	if !a.spanOnly {
 		dest = append(dest, &pos, &txid, &ids, &streams, &vers, &types, &schemas, &orgs, &datas, &metas, &ats)
 	}
-	if err := row.Scan(append(dest, extra...)...); err != nil {
-		return batchHeader{}, nil, err
+	if err := p.Row.Scan(dest...); err != nil {
+		return wsql.Row{}, err
 	}
 	evs := make([]eventstore.Event, len(pos))
 	for i := range pos {
@@ -163,7 +147,13 @@ func scanBatch(row interface{ Scan(...any) error }, spanOnly bool, extra ...any)
 		return evs[i].Position < evs[j].Position
 	})
 	h := batchHeader{afterTx: uint64(afterTx), afterPos: afterPos, lastTx: uint64(lastTx), lastPos: lastPos, scanned: int(scanned)}
-	return h, evs, nil
+	msg := message.NewMessage(fmt.Sprintf("batch-%d-%d", h.lastTx, h.lastPos), encodeBatch(h, evs))
+	return wsql.Row{
+		Offset:    h.lastPos,
+		UUID:      []byte(msg.UUID),
+		Msg:       msg,
+		ExtraData: map[string]any{"transaction_id": strconv.FormatUint(h.lastTx, 10)},
+	}, nil
 }
 
 func (feedSchema) InsertQuery(wsql.InsertQueryParams) (wsql.Query, error) {
