@@ -111,13 +111,17 @@ func runEvents(t *testing.T, h *runHarness, id string) []string {
 }
 
 // runReceipts counts a run's receipts, their distinct keys and the
-// committed ones, once the receipts read model shows at least want.
+// committed ones, once the receipts read model shows at least want and
+// none of them pending (the read model applies an action's outcome after
+// its request: a run can end before its last receipt's outcome is shown).
 func runReceipts(t *testing.T, h *runHarness, agentRunID string, want int) (n, keys, committed int) {
 	t.Helper()
 	waitUntil(t, 30*time.Second, "the run's receipts", func() (bool, error) {
-		err := h.a.db.Pool.QueryRow(h.ctx, `SELECT count(*), count(DISTINCT idempotency_key), count(*) FILTER (WHERE state = 'committed')
-			FROM receipts WHERE agent_run_id = $1`, agentRunID).Scan(&n, &keys, &committed)
-		return n >= want, err
+		var pending int
+		err := h.a.db.Pool.QueryRow(h.ctx, `SELECT count(*), count(DISTINCT idempotency_key), count(*) FILTER (WHERE state = 'committed'),
+			count(*) FILTER (WHERE state = 'pending')
+			FROM receipts WHERE agent_run_id = $1`, agentRunID).Scan(&n, &keys, &committed, &pending)
+		return n >= want && pending == 0, err
 	})
 	return n, keys, committed
 }
