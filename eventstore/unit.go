@@ -284,16 +284,8 @@ func readAppend(br pgx.BatchResults, o preparedOp) (Appended, error) {
 			}
 			out.TransactionID = uint64(txid)
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return Appended{}, conflictOr(err, o)
-		}
-		if count != o.n {
-			return Appended{}, &ConflictError{StreamID: o.stream, Expected: o.expected}
-		}
-		return out, nil
 	}
-	for rows.Next() {
+	for !o.summed && rows.Next() {
 		var pos, txid, ver int64
 		if err := rows.Scan(&pos, &txid, &ver); err != nil {
 			rows.Close()
