@@ -83,6 +83,20 @@ func (s *Signal) Sub(patterns []string) (*Signal, func()) {
 	}
 }
 
+// MatchesType reports whether typ matches one of patterns (LIKE patterns as
+// the feed's type filters use); nil patterns match every type.
+func MatchesType(patterns []string, typ string) bool {
+	if patterns == nil {
+		return true
+	}
+	for _, p := range patterns {
+		if likeMatch(p, typ) {
+			return true
+		}
+	}
+	return false
+}
+
 func matchesAny(patterns, types []string) bool {
 	for _, t := range types {
 		for _, p := range patterns {

@@ -113,6 +113,22 @@ type batchHeader struct {
 }
 
 func (a feedSchema) UnmarshalMessage(p wsql.UnmarshalMessageParams) (wsql.Row, error) {
+	h, evs, err := scanBatch(p.Row, a.spanOnly)
+	if err != nil {
+		return wsql.Row{}, err
+	}
+	msg := message.NewMessage(fmt.Sprintf("batch-%d-%d", h.lastTx, h.lastPos), encodeBatch(h, evs))
+	return wsql.Row{
+		Offset:    h.lastPos,
+		UUID:      []byte(msg.UUID),
+		Msg:       msg,
+		ExtraData: map[string]any{"transaction_id": strconv.FormatUint(h.lastTx, 10)},
+	}, nil
+}
+
+// scanBatch reads the batch header and, unless spanOnly, the events of a
+// feed select's row; extra receives the columns after them.
+func scanBatch(row interface{ Scan(...any) error }, spanOnly bool, extra ...any) (batchHeader, []eventstore.Event, error) {
 	var (
 		afterTx, afterPos        int64
 		lastTx, lastPos, scanned int64
@@ -125,11 +141,11 @@ func (a feedSchema) UnmarshalMessage(p wsql.UnmarshalMessageParams) (wsql.Row, e
 		ats                      []time.Time
 	)
 	dest := []any{&afterTx, &afterPos, &lastTx, &lastPos, &scanned}
-	if !a.spanOnly {
+	if !spanOnly {
 		dest = append(dest, &pos, &txid, &ids, &streams, &vers, &types, &schemas, &orgs, &datas, &metas, &ats)
 	}
-	if err := p.Row.Scan(dest...); err != nil {
-		return wsql.Row{}, err
+	if err := row.Scan(append(dest, extra...)...); err != nil {
+		return batchHeader{}, nil, err
 	}
 	evs := make([]eventstore.Event, len(pos))
 	for i := range pos {
@@ -147,13 +163,7 @@ func (a feedSchema) UnmarshalMessage(p wsql.UnmarshalMessageParams) (wsql.Row, e
 		return evs[i].Position < evs[j].Position
 	})
 	h := batchHeader{afterTx: uint64(afterTx), afterPos: afterPos, lastTx: uint64(lastTx), lastPos: lastPos, scanned: int(scanned)}
-	msg := message.NewMessage(fmt.Sprintf("batch-%d-%d", h.lastTx, h.lastPos), encodeBatch(h, evs))
-	return wsql.Row{
-		Offset:    h.lastPos,
-		UUID:      []byte(msg.UUID),
-		Msg:       msg,
-		ExtraData: map[string]any{"transaction_id": strconv.FormatUint(h.lastTx, 10)},
-	}, nil
+	return h, evs, nil
 }
 
 func (feedSchema) InsertQuery(wsql.InsertQueryParams) (wsql.Query, error) {

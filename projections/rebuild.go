@@ -211,6 +211,9 @@ func (r *Runner) nudge(name string) {
 			c.typed.Wake()
 		}
 	}
+	if r.grp != nil {
+		r.grp.nudge(name)
+	}
 }
 
 // WaitFor returns once the active version of projection name has applied

@@ -113,7 +113,9 @@ type Runner struct {
 	poll      time.Duration
 
 	mu        sync.Mutex
-	consumers map[string]*consumer // by group
+	consumers map[string]*consumer // by group: versions being built, and members that left the group
+	grp       *group               // the live versions, applied together
+	runCtx    context.Context      // Run's, for consumers started by a group
 }
 
 // Option configures a Runner.
@@ -214,6 +216,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := r.Ensure(ctx); err != nil {
 		return err
 	}
+	r.mu.Lock()
+	r.runCtx = ctx
+	r.mu.Unlock()
 	changed := eventstore.NewSignal()
 	go eventstore.Listen(ctx, r.pool, projectionsChannel, changed, r.logger)
 	for {
@@ -252,10 +257,36 @@ func (r *Runner) sync(ctx context.Context) error {
 		return err
 	}
 	want := map[string]bool{}
+	var members []*member
+	r.mu.Lock()
 	for _, name := range r.names {
 		if v, ok := active[name]; ok {
-			want[Group(name, v)] = true
-			r.start(ctx, r.projs[name], v)
+			g := Group(name, v)
+			want[g] = true
+			if _, alone := r.consumers[g]; !alone {
+				members = append(members, newMember(r.projs[name], v))
+			}
+		}
+	}
+	old := r.grp
+	same := old != nil && len(old.key) == len(members)
+	for _, m := range members {
+		same = same && old.key[m.group]
+	}
+	r.mu.Unlock()
+	if !same {
+		if old != nil {
+			old.stop()
+		}
+		var g *group
+		if len(members) > 0 {
+			g = newGroup(r, members)
+		}
+		r.mu.Lock()
+		r.grp = g
+		r.mu.Unlock()
+		if g != nil {
+			g.launch(ctx)
 		}
 	}
 	r.mu.Lock()
@@ -293,6 +324,17 @@ func (r *Runner) start(ctx context.Context, p Projection, version int) *consumer
 	return c
 }
 
+// startAlone runs the live version of p by a consumer of its own (a member
+// that left the group after a failed batch).
+func (r *Runner) startAlone(p Projection, version int) {
+	r.mu.Lock()
+	ctx := r.runCtx
+	r.mu.Unlock()
+	if ctx != nil && ctx.Err() == nil {
+		r.start(ctx, p, version)
+	}
+}
+
 func (r *Runner) forget(c *consumer) {
 	r.mu.Lock()
 	if r.consumers[c.group] == c {
@@ -307,7 +349,12 @@ func (r *Runner) stopAll() {
 	for _, c := range r.consumers {
 		all = append(all, c)
 	}
+	g := r.grp
+	r.grp = nil
 	r.mu.Unlock()
+	if g != nil {
+		g.stop()
+	}
 	for _, c := range all {
 		c.stop()
 	}

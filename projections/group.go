@@ -1,0 +1,329 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/jackc/pgx/v5"
+
+	"phonefleet/eventstore"
+)
+
+// group applies the live versions of several projections from ONE read of
+// the feed in ONE transaction (issue 28: each projection reading the feed
+// in a transaction of its own after each commit was most of the database's
+// work per device action). Each member keeps its own checkpoint row, locked
+// and advanced in that transaction with its rows, so exactly-once apply,
+// status, WaitFor, rebuild and takeover see projections as before: the
+// group reads from its members' lowest checkpoint, and each member applies
+// only the events past its own.
+//
+// A member whose batch fails is rolled back to its savepoint, leaves the
+// group (the others' batches commit) and is run by a consumer of its own,
+// which retries with backoff and reports the error in its status. A
+// version being built (rebuild) always has a consumer of its own.
+type group struct {
+	r       *Runner
+	members []*member
+	// key lists the member consumer groups, as sync compares it.
+	key map[string]bool
+
+	cancel      context.CancelFunc
+	done        chan struct{}
+	stopOnce    sync.Once
+	drained     atomic.Bool
+	typed       *eventstore.Signal // nil when a member reads every type
+	unsubscribe func()
+	// types are the event type patterns the feed transfers (nil: every
+	// type); spanOnly when every member is applied inside the server.
+	types    []string
+	spanOnly bool
+	query    string
+}
+
+type member struct {
+	p        Projection
+	version  int
+	group    string
+	schema   string
+	types    []string // nil: every type
+	inServer bool
+}
+
+func newGroup(r *Runner, members []*member) *group {
+	g := &group{r: r, members: members, key: map[string]bool{}, done: make(chan struct{}), unsubscribe: func() {}, spanOnly: true}
+	var wakeTypes []string
+	every := false
+	transferAll := false
+	for _, m := range members {
+		g.key[m.group] = true
+		if m.types == nil {
+			every = true
+		} else {
+			wakeTypes = append(wakeTypes, m.types...)
+		}
+		if !m.inServer {
+			g.spanOnly = false
+			if m.types == nil {
+				transferAll = true
+			} else {
+				g.types = append(g.types, m.types...)
+			}
+		}
+	}
+	if transferAll {
+		g.types = nil
+	}
+	if !every {
+		g.typed, g.unsubscribe = r.store.Signal().Sub(wakeTypes)
+	}
+	g.query = groupSelect(g.spanOnly)
+	return g
+}
+
+func newMember(p Projection, version int) *member {
+	_, inServer := p.(InServer)
+	return &member{p: p, version: version, group: Group(p.Name(), version), schema: Schema(p.Name(), version),
+		types: eventTypesOf(p), inServer: inServer}
+}
+
+// groupCheckpoints locks the members' checkpoints (in one order, so two
+// instances' groups never deadlock) and opens the page at the lowest.
+const groupCheckpoints = `
+WITH cps AS (
+    SELECT consumer_group AS g, last_transaction_id AS tx, last_position AS pos
+    FROM projection_checkpoints
+    WHERE consumer_group = ANY($1) AND set_config('synchronous_commit', 'off', true) IS NOT NULL
+    ORDER BY consumer_group
+    FOR UPDATE
+), cp AS (
+    SELECT tx, pos FROM cps ORDER BY tx, pos LIMIT 1
+), page AS (
+`
+
+// groupMembers returns each member's checkpoint and how many of the page's
+// events lie past it, in the order of the member's consumer group.
+const groupMembers = `,
+       (SELECT array_agg(g ORDER BY g) FROM cps), (SELECT array_agg(tx::text::bigint ORDER BY g) FROM cps),
+       (SELECT array_agg(pos ORDER BY g) FROM cps),
+       (SELECT array_agg((SELECT count(*) FROM page p WHERE (p.transaction_id, p.position) > (cps.tx, cps.pos)) ORDER BY g) FROM cps)
+FROM page
+HAVING count(*) > 0`
+
+// groupSelect is the feed select (feedSelect, spanSelect) of a group: the
+// same cut and seek from the lowest member checkpoint, and each member's
+// checkpoint and share of the page.
+func groupSelect(spanOnly bool) string {
+	if spanOnly {
+		return groupCheckpoints + `    SELECT e.transaction_id, e.position
+` + feedSeek + groupMembers
+	}
+	return groupCheckpoints + `    SELECT e.position, e.transaction_id, e.event_id, e.stream_id, e.stream_version, e.event_type,
+           e.schema_version, e.org_id, e.data, e.metadata, e.occurred_at,
+           ($3::text[] IS NULL OR e.event_type LIKE ANY ($3::text[])) AS wanted
+` + feedSeek + `,
+       array_agg(position) FILTER (WHERE wanted), array_agg(transaction_id::text::bigint) FILTER (WHERE wanted),
+       array_agg(event_id) FILTER (WHERE wanted), array_agg(stream_id) FILTER (WHERE wanted),
+       array_agg(stream_version) FILTER (WHERE wanted), array_agg(event_type) FILTER (WHERE wanted),
+       array_agg(schema_version) FILTER (WHERE wanted), array_agg(org_id) FILTER (WHERE wanted),
+       array_agg(data) FILTER (WHERE wanted), array_agg(metadata) FILTER (WHERE wanted),
+       array_agg(occurred_at) FILTER (WHERE wanted)` + groupMembers
+}
+
+// bulkCheckpointSQL advances the checkpoints of the members that found
+// none of their types in a batch, in one statement.
+const bulkCheckpointSQL = `UPDATE projection_checkpoints c
+	SET last_transaction_id = $1::text::xid8, last_position = $2, events_applied = events_applied + u.n,
+	    updated_at = now(), last_error = NULL, last_error_at = NULL
+	FROM unnest($3::text[], $4::bigint[]) u(g, n)
+	WHERE c.consumer_group = u.g`
+
+func (g *group) launch(parent context.Context) {
+	ctx, cancel := context.WithCancel(parent)
+	g.cancel = cancel
+	go g.run(ctx)
+}
+
+func (g *group) stop() {
+	g.stopOnce.Do(func() {
+		g.unsubscribe()
+		if g.cancel == nil {
+			return
+		}
+		g.cancel()
+		<-g.done
+	})
+}
+
+// nudge wakes the group for a WaitFor on projection name.
+func (g *group) nudge(name string) {
+	if g.typed == nil {
+		return
+	}
+	for _, m := range g.members {
+		if m.p.Name() == name {
+			g.typed.Wake()
+			return
+		}
+	}
+}
+
+func (g *group) run(ctx context.Context) {
+	defer close(g.done)
+	logger := watermill.NewSlogLoggerWithLevelMapping(g.r.logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug})
+	wake := &wakeBackoff{ctx: ctx, signal: g.r.store.Signal(), typed: g.typed, poll: g.r.poll, idle: func() {}, drained: &g.drained}
+	for ctx.Err() == nil && len(g.members) > 0 {
+		// A batch, once begun, runs to its commit or rollback (see detached).
+		noMsg, err := g.batch(context.WithoutCancel(ctx))
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			g.r.logger.Error("projection group batch failed; retrying", "err", err)
+		}
+		if d := wake.HandleError(logger, noMsg, err); d > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+		}
+	}
+}
+
+// batch reads the next page of the feed for every member and applies each
+// member's share, in one transaction. It reports whether the page was empty.
+func (g *group) batch(ctx context.Context) (noMsg bool, err error) {
+	tx, err := g.r.pool.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback(ctx)
+		}
+	}()
+	names := make([]string, len(g.members))
+	for i, m := range g.members {
+		names[i] = m.group
+	}
+	args := []any{names, g.r.batchSize}
+	if !g.spanOnly {
+		var types any // NULL: every type
+		if g.types != nil {
+			types = g.types
+		}
+		args = append(args, types)
+	}
+	var (
+		groups             []string
+		cpTxs, cpPos, cpNs []int64
+	)
+	h, evs, err := scanBatch(tx.QueryRow(ctx, g.query, args...), g.spanOnly, &groups, &cpTxs, &cpPos, &cpNs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return true, tx.Commit(ctx)
+	}
+	if err != nil {
+		return false, err
+	}
+	g.drained.Store(h.scanned < g.r.batchSize)
+	for i := range evs {
+		if err := g.r.store.Upcast(&evs[i]); err != nil {
+			return false, err
+		}
+	}
+	last := strconv.FormatUint(h.lastTx, 10)
+	byGroup := make(map[string]*member, len(g.members))
+	for _, m := range g.members {
+		byGroup[m.group] = m
+	}
+	var (
+		quiet   []string // members that found none of their types
+		quietNs []int64
+		failed  []*member
+	)
+	for i, name := range groups {
+		m, n := byGroup[name], cpNs[i]
+		if m == nil || n == 0 {
+			continue // nothing past its checkpoint in this page
+		}
+		after := eventstore.Cursor{TransactionID: uint64(cpTxs[i]), Position: cpPos[i]}
+		var own []eventstore.Event
+		if !m.inServer {
+			for _, e := range evs {
+				if (e.TransactionID > after.TransactionID || e.TransactionID == after.TransactionID && e.Position > after.Position) &&
+					eventstore.MatchesType(m.types, e.Type) {
+					own = append(own, e)
+				}
+			}
+			if len(own) == 0 {
+				quiet, quietNs = append(quiet, m.group), append(quietNs, n)
+				continue
+			}
+		}
+		if aerr := g.apply(ctx, tx, m, after, h, n, last, own); aerr != nil {
+			if _, rerr := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT apply_batch`); rerr != nil {
+				return false, errors.Join(aerr, rerr)
+			}
+			if _, rerr := tx.Exec(ctx, `UPDATE projection_checkpoints SET last_error = $2, last_error_at = now() WHERE consumer_group = $1`,
+				m.group, aerr.Error()); rerr != nil {
+				return false, errors.Join(aerr, rerr)
+			}
+			g.r.logger.Error("projection batch failed; the projection leaves its group and retries alone", "group", m.group, "err", aerr)
+			failed = append(failed, m)
+		}
+	}
+	if len(quiet) > 0 {
+		if _, err := tx.Exec(ctx, bulkCheckpointSQL, last, h.lastPos, quiet, quietNs); err != nil {
+			return false, err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, err
+	}
+	for _, m := range failed {
+		g.eject(m)
+	}
+	return false, nil
+}
+
+// apply applies member m's share of a batch (the events after its
+// checkpoint after, n of every type) inside a savepoint that also holds its
+// checkpoint, as consumer.handle does.
+func (g *group) apply(ctx context.Context, tx pgx.Tx, m *member, after eventstore.Cursor, h batchHeader, n int64, last string, own []eventstore.Event) error {
+	b := &pgx.Batch{}
+	b.Queue(`SAVEPOINT apply_batch`)
+	b.Queue(checkpointSQL, last, h.lastPos, n, m.group)
+	if p, ok := m.p.(InServer); ok {
+		p.QueueApply(b, m.schema, Span{After: after, Through: eventstore.Cursor{TransactionID: h.lastTx, Position: h.lastPos}, Events: int(n)})
+		return tx.SendBatch(ctx, b).Close()
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	return m.p.Apply(ctx, tx, m.schema, own)
+}
+
+// eject takes m out of the group (from the group's own goroutine) and
+// starts a consumer of its own for it.
+func (g *group) eject(m *member) {
+	kept := g.members[:0:0]
+	for _, o := range g.members {
+		if o != m {
+			kept = append(kept, o)
+		}
+	}
+	g.r.mu.Lock() // nudge reads members and sync reads key under it
+	g.members = kept
+	delete(g.key, m.group)
+	g.r.mu.Unlock()
+	g.r.startAlone(m.p, m.version)
+}
+
+func (g *group) String() string { return fmt.Sprintf("group of %d", len(g.members)) }
