@@ -27,8 +27,14 @@ import (
 //
 // A member whose batch fails is rolled back to its savepoint, leaves the
 // group (the others' batches commit) and is run by a consumer of its own,
-// which retries with backoff and reports the error in its status. A
-// version being built (rebuild) always has a consumer of its own.
+// which retries with backoff and reports the error in its status. A member
+// whose apply has not returned after the runner's stuckAfter (waiting on a
+// lock, or never returning at all) leaves the group the same way: the group
+// stops waiting for that batch, ends its transaction by terminating its
+// server session (so the checkpoints it locked are free again) and goes on
+// without the member; one stuck read model stops only itself, as it did
+// with a consumer each. A version being built (rebuild) always has a
+// consumer of its own.
 type group struct {
 	r       *Runner
 	members []*member
@@ -46,6 +52,23 @@ type group struct {
 	types    []string
 	spanOnly bool
 	query    string
+
+	// applying is the member whose apply the batch under way is in, and
+	// since when (nil between applies); the run loop's watchdog reads it.
+	applying atomic.Pointer[applying]
+}
+
+type applying struct {
+	m     *member
+	since time.Time
+}
+
+// batchResult is what a batch reports to the run loop: whether the page
+// was empty, its error, and the members whose batch failed.
+type batchResult struct {
+	noMsg  bool
+	err    error
+	failed []*member
 }
 
 type member struct {
@@ -180,15 +203,17 @@ func (g *group) run(ctx context.Context) {
 	logger := watermill.NewSlogLoggerWithLevelMapping(g.r.logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug})
 	wake := &wakeBackoff{ctx: ctx, signal: g.r.store.Signal(), typed: g.typed, poll: g.r.poll, idle: func() {}, drained: &g.drained}
 	for ctx.Err() == nil && len(g.members) > 0 {
-		// A batch, once begun, runs to its commit or rollback (see detached).
-		noMsg, err := g.batch(context.WithoutCancel(ctx))
+		res := g.await(ctx)
+		for _, m := range res.failed {
+			g.eject(m)
+		}
 		if ctx.Err() != nil {
 			return
 		}
-		if err != nil {
-			g.r.logger.Error("projection group batch failed; retrying", "err", err)
+		if res.err != nil {
+			g.r.logger.Error("projection group batch failed; retrying", "err", res.err)
 		}
-		if d := wake.HandleError(logger, noMsg, err); d > 0 {
+		if d := wake.HandleError(logger, res.noMsg, res.err); d > 0 {
 			select {
 			case <-ctx.Done():
 			case <-time.After(d):
@@ -197,20 +222,63 @@ func (g *group) run(ctx context.Context) {
 	}
 }
 
+// await runs one batch and waits for it. A batch, once begun, runs to its
+// commit or rollback (it is not cancelled with ctx) unless a member's apply
+// in it outlasts stuckAfter: then the batch is abandoned, its server
+// session terminated (its transaction rolls back and its checkpoint locks
+// go), and the member reported failed, so it leaves the group.
+func (g *group) await(ctx context.Context) batchResult {
+	pid := make(chan uint32, 1)
+	res := make(chan batchResult, 1)
+	members := g.members
+	go func() { res <- g.batch(context.WithoutCancel(ctx), members, pid) }()
+	tick := time.NewTicker(g.r.stuckAfter / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-res:
+			return r
+		case <-tick.C:
+		}
+		a := g.applying.Load()
+		if a == nil || time.Since(a.since) < g.r.stuckAfter {
+			continue
+		}
+		g.r.logger.Error("projection apply did not return; the projection leaves its group and runs alone",
+			"group", a.m.group, "after", time.Since(a.since).Round(time.Millisecond))
+		g.applying.Store(nil)
+		// The batch sent its session's pid before its first apply.
+		bg := context.WithoutCancel(ctx)
+		if _, err := g.r.pool.Exec(bg, `SELECT pg_terminate_backend($1)`, int64(<-pid)); err != nil {
+			g.r.logger.Error("ending the abandoned group transaction failed", "err", err)
+		}
+		// Its status tells why it left (its own consumer clears this once
+		// a batch of its succeeds).
+		if _, err := g.r.pool.Exec(bg, `UPDATE projection_checkpoints SET last_error = $2, last_error_at = now() WHERE consumer_group = $1`,
+			a.m.group, fmt.Sprintf("apply did not return within %s", g.r.stuckAfter)); err != nil {
+			g.r.logger.Error("recording a stuck projection failed", "group", a.m.group, "err", err)
+		}
+		return batchResult{failed: []*member{a.m}}
+	}
+}
+
 // batch reads the next page of the feed for every member and applies each
-// member's share, in one transaction. It reports whether the page was empty.
-func (g *group) batch(ctx context.Context) (noMsg bool, err error) {
+// member's share, in one transaction, sending its session's pid on pid
+// first. It touches no group state but applying (its run loop may have
+// abandoned it, see await).
+func (g *group) batch(ctx context.Context, members []*member, pid chan<- uint32) (res batchResult) {
 	tx, err := g.r.pool.Begin(ctx)
 	if err != nil {
-		return false, err
+		return batchResult{err: err}
 	}
 	defer func() {
-		if err != nil {
+		if res.err != nil {
 			_ = tx.Rollback(ctx)
 		}
 	}()
-	names := make([]string, len(g.members))
-	for i, m := range g.members {
+	pid <- tx.Conn().PgConn().PID()
+	names := make([]string, len(members))
+	for i, m := range members {
 		names[i] = m.group
 	}
 	args := []any{names, g.r.batchSize}
@@ -227,20 +295,20 @@ func (g *group) batch(ctx context.Context) (noMsg bool, err error) {
 	)
 	h, evs, err := scanBatch(tx.QueryRow(ctx, g.query, args...), g.spanOnly, &groups, &cpTxs, &cpPos, &cpNs)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return true, tx.Commit(ctx)
+		return batchResult{noMsg: true, err: tx.Commit(ctx)}
 	}
 	if err != nil {
-		return false, err
+		return batchResult{err: err}
 	}
 	g.drained.Store(h.scanned < g.r.batchSize)
 	for i := range evs {
 		if err := g.r.store.Upcast(&evs[i]); err != nil {
-			return false, err
+			return batchResult{err: err}
 		}
 	}
 	last := strconv.FormatUint(h.lastTx, 10)
-	byGroup := make(map[string]*member, len(g.members))
-	for _, m := range g.members {
+	byGroup := make(map[string]*member, len(members))
+	for _, m := range members {
 		byGroup[m.group] = m
 	}
 	var (
@@ -267,13 +335,16 @@ func (g *group) batch(ctx context.Context) (noMsg bool, err error) {
 				continue
 			}
 		}
-		if aerr := g.apply(ctx, tx, m, after, h, n, last, own); aerr != nil {
+		g.applying.Store(&applying{m: m, since: time.Now()})
+		aerr := g.apply(ctx, tx, m, after, h, n, last, own)
+		g.applying.Store(nil)
+		if aerr != nil {
 			if _, rerr := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT apply_batch`); rerr != nil {
-				return false, errors.Join(aerr, rerr)
+				return batchResult{err: errors.Join(aerr, rerr)}
 			}
 			if _, rerr := tx.Exec(ctx, `UPDATE projection_checkpoints SET last_error = $2, last_error_at = now() WHERE consumer_group = $1`,
 				m.group, aerr.Error()); rerr != nil {
-				return false, errors.Join(aerr, rerr)
+				return batchResult{err: errors.Join(aerr, rerr)}
 			}
 			g.r.logger.Error("projection batch failed; the projection leaves its group and retries alone", "group", m.group, "err", aerr)
 			failed = append(failed, m)
@@ -281,16 +352,13 @@ func (g *group) batch(ctx context.Context) (noMsg bool, err error) {
 	}
 	if len(quiet) > 0 {
 		if _, err := tx.Exec(ctx, bulkCheckpointSQL, last, h.lastPos, quiet, quietNs); err != nil {
-			return false, err
+			return batchResult{err: err}
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return false, err
+		return batchResult{err: err}
 	}
-	for _, m := range failed {
-		g.eject(m)
-	}
-	return false, nil
+	return batchResult{failed: failed}
 }
 
 // apply applies member m's share of a batch (the events after its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -150,6 +151,92 @@ func TestGroupMemberFailureHoldsBackOnlyItself(t *testing.T) {
 	}
 	if rows != 1 || kept != 21 {
 		t.Fatalf("poisoned has %d rows, keep_only %d; want 1 (before the poison) and 21", rows, kept)
+	}
+	checkFeedExactlyOnce(t, pool)
+}
+
+// held is a projection whose apply, once shut, does not return (nor heed
+// its context) until opened: a read model waiting on a lock, or hung.
+type held struct {
+	shut    chan struct{} // closed: applies wait for open
+	open    chan struct{}
+	entered chan struct{}
+}
+
+func (*held) Name() string         { return "held" }
+func (*held) Tables() []string     { return []string{"held"} }
+func (*held) EventTypes() []string { return []string{"keep.%"} }
+func (*held) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
+	_, err := tx.Exec(ctx, `CREATE TABLE `+schema+`.held (position bigint PRIMARY KEY)`)
+	return err
+}
+func (p *held) Apply(ctx context.Context, tx pgx.Tx, schema string, evs []eventstore.Event) error {
+	select {
+	case <-p.shut:
+		select {
+		case p.entered <- struct{}{}:
+		default:
+		}
+		<-p.open
+	default:
+	}
+	for _, e := range evs {
+		if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.held VALUES ($1)`, e.Position); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// A projection whose apply does not return holds back only itself: past the
+// runner's stuckAfter it leaves the group (whose transaction is ended, so
+// its checkpoint is free), the others go on, its status says why, and once
+// it returns it catches up alone, each event applied once.
+func TestGroupMemberThatHangsHoldsBackOnlyItself(t *testing.T) {
+	pool := testutil.FreshPool(t)
+	s := eventstore.New(pool)
+	h := &held{shut: make(chan struct{}), open: make(chan struct{}), entered: make(chan struct{}, 1)}
+	r, err := projections.NewRunner(s, quiet, []projections.Projection{projections.Audit{}, keepOnly{}, h},
+		projections.WithBatchSize(50), projections.WithStuckAfter(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(testutil.Context(t))
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	var opened sync.Once
+	release := func() { opened.Do(func() { close(h.open) }) }
+	t.Cleanup(func() { release(); cancel(); <-done })
+
+	first := appendType(t, s, "keep.first")
+	waitForName(t, r, "held", first)
+	close(h.shut)
+	var last eventstore.Appended
+	for range 20 {
+		last = appendType(t, s, "keep.after")
+	}
+	select {
+	case <-h.entered:
+	case <-time.After(time.Minute):
+		t.Fatal("held never applied again")
+	}
+	waitForName(t, r, "audit_feed", last)
+	waitForName(t, r, "keep_only", last)
+	st, err := r.Status(testutil.Context(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := st[2]; p.Position >= last.LastPosition || !strings.Contains(p.LastError, "did not return within 1s") {
+		t.Fatalf("held at %d with error %q; want behind %d, saying its apply did not return", p.Position, p.LastError, last.LastPosition)
+	}
+	release()
+	waitForName(t, r, "held", last)
+	var rows, kept int
+	if err := pool.QueryRow(testutil.Context(t), `SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM keep_only)`).Scan(&rows, &kept); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 21 || kept != 21 {
+		t.Fatalf("held has %d rows, keep_only %d; want 21 each", rows, kept)
 	}
 	checkFeedExactlyOnce(t, pool)
 }

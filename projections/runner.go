@@ -111,6 +111,9 @@ type Runner struct {
 	names     []string
 	batchSize int
 	poll      time.Duration
+	// stuckAfter is how long a live projection's apply may take inside
+	// the group before it leaves the group (see group).
+	stuckAfter time.Duration
 
 	mu        sync.Mutex
 	consumers map[string]*consumer // by group: versions being built, and members that left the group
@@ -127,10 +130,15 @@ func WithBatchSize(n int) Option { return func(r *Runner) { r.batchSize = n } }
 // WithPollInterval sets the fallback poll when no wake-up arrives.
 func WithPollInterval(d time.Duration) Option { return func(r *Runner) { r.poll = d } }
 
+// WithStuckAfter sets how long one live projection's apply may take before
+// it leaves the group of live projections and runs alone, so that it holds
+// back no other read model.
+func WithStuckAfter(d time.Duration) Option { return func(r *Runner) { r.stuckAfter = d } }
+
 // NewRunner returns a runner for projs over store's database.
 func NewRunner(store *eventstore.Store, logger *slog.Logger, projs []Projection, opts ...Option) (*Runner, error) {
 	r := &Runner{store: store, pool: store.Pool(), logger: logger, projs: map[string]Projection{},
-		batchSize: 5000, poll: 100 * time.Millisecond, consumers: map[string]*consumer{}}
+		batchSize: 5000, poll: 100 * time.Millisecond, stuckAfter: 15 * time.Second, consumers: map[string]*consumer{}}
 	for _, p := range projs {
 		if !nameRE.MatchString(p.Name()) {
 			return nil, fmt.Errorf("projection name %q: want lower-case letters, digits and _", p.Name())
