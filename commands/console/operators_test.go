@@ -69,11 +69,28 @@ func newOpEnv(t *testing.T, proj *opProjection, events int) *opEnv {
 	t.Helper()
 	pool := testutil.SmallPool(t, 6)
 	store := eventstore.New(pool)
+	var last eventstore.Appended
 	for i := range events {
-		_, err := store.Append(testutil.Context(t), "optest-"+string(rune('a'+i)), 0, eventstore.NewEvent{Type: "optest.happened",
+		a, err := store.Append(testutil.Context(t), "optest-"+string(rune('a'+i)), 0, eventstore.NewEvent{Type: "optest.happened",
 			SchemaVersion: 1, OrgID: "org_t", Data: json.RawMessage(`{}`), Metadata: eventstore.Metadata{ActorKind: "system", ActorID: "test"}})
 		if err != nil {
 			t.Fatal(err)
+		}
+		last = a
+	}
+	// The feed holds events back while any older transaction is open
+	// anywhere on the server (other packages' tests run at once): wait until
+	// all pass, or a rebuild could count itself done after the first.
+	for deadline := time.Now().Add(time.Minute); events > 0; time.Sleep(10 * time.Millisecond) {
+		passes, err := store.FeedPasses(testutil.Context(t), last.TransactionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if passes {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the feed held the test's events back for a minute")
 		}
 	}
 	runner, err := projections.NewRunner(store, slog.New(slog.DiscardHandler), []projections.Projection{proj},
