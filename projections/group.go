@@ -33,7 +33,9 @@ import (
 // stops waiting for that batch, ends its transaction by terminating its
 // server session (so the checkpoints it locked are free again) and goes on
 // without the member; one stuck read model stops only itself, as it did
-// with a consumer each. A version being built (rebuild) always has a
+// with a consumer each. A member that left rejoins once its own consumer
+// has caught up with no failure since, no sooner than 4× stuckAfter after
+// it left (Runner.rejoiners). A version being built (rebuild) always has a
 // consumer of its own.
 type group struct {
 	r       *Runner

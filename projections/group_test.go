@@ -1,8 +1,10 @@
 package projections_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -155,11 +157,12 @@ func TestGroupMemberFailureHoldsBackOnlyItself(t *testing.T) {
 	checkFeedExactlyOnce(t, pool)
 }
 
-// held is a projection whose apply, once shut, does not return (nor heed
-// its context) until opened: a read model waiting on a lock, or hung.
+// held is a projection whose apply, while a gate is set, does not return
+// (nor heed its context) until the gate opens: a read model waiting on a
+// lock, or hung.
 type held struct {
-	shut    chan struct{} // closed: applies wait for open
-	open    chan struct{}
+	mu      sync.Mutex
+	gate    chan struct{}
 	entered chan struct{}
 }
 
@@ -171,14 +174,15 @@ func (*held) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
 	return err
 }
 func (p *held) Apply(ctx context.Context, tx pgx.Tx, schema string, evs []eventstore.Event) error {
-	select {
-	case <-p.shut:
+	p.mu.Lock()
+	gate := p.gate
+	p.mu.Unlock()
+	if gate != nil {
 		select {
 		case p.entered <- struct{}{}:
 		default:
 		}
-		<-p.open
-	default:
+		<-gate
 	}
 	for _, e := range evs {
 		if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.held VALUES ($1)`, e.Position); err != nil {
@@ -188,15 +192,52 @@ func (p *held) Apply(ctx context.Context, tx pgx.Tx, schema string, evs []events
 	return nil
 }
 
+// shut makes applies wait; the function it returns lets them through.
+func (p *held) shut() (open func()) {
+	gate := make(chan struct{})
+	p.mu.Lock()
+	p.gate = gate
+	p.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			p.gate = nil
+			p.mu.Unlock()
+			close(gate)
+		})
+	}
+}
+
+// logLines is a slog handler's output, read while it is written.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(b)
+}
+
+func (l *logLines) has(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Contains(l.buf.String(), s)
+}
+
 // A projection whose apply does not return holds back only itself: past the
 // runner's stuckAfter it leaves the group (whose transaction is ended, so
-// its checkpoint is free), the others go on, its status says why, and once
-// it returns it catches up alone, each event applied once.
+// its checkpoint is free), the others go on, and its status says why. Once
+// it returns it catches up alone, each event applied once, and it rejoins
+// the group a while later: hung again, it leaves again.
 func TestGroupMemberThatHangsHoldsBackOnlyItself(t *testing.T) {
 	pool := testutil.FreshPool(t)
 	s := eventstore.New(pool)
-	h := &held{shut: make(chan struct{}), open: make(chan struct{}), entered: make(chan struct{}, 1)}
-	r, err := projections.NewRunner(s, quiet, []projections.Projection{projections.Audit{}, keepOnly{}, h},
+	h := &held{entered: make(chan struct{}, 1)}
+	logs := &logLines{}
+	r, err := projections.NewRunner(s, slog.New(slog.NewTextHandler(logs, nil)), []projections.Projection{projections.Audit{}, keepOnly{}, h},
 		projections.WithBatchSize(50), projections.WithStuckAfter(time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -204,39 +245,72 @@ func TestGroupMemberThatHangsHoldsBackOnlyItself(t *testing.T) {
 	ctx, cancel := context.WithCancel(testutil.Context(t))
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
-	var opened sync.Once
-	release := func() { opened.Do(func() { close(h.open) }) }
-	t.Cleanup(func() { release(); cancel(); <-done })
-
+	var opens []func()
+	t.Cleanup(func() {
+		for _, open := range opens {
+			open()
+		}
+		cancel()
+		<-done
+	})
 	first := appendType(t, s, "keep.first")
 	waitForName(t, r, "held", first)
-	close(h.shut)
-	var last eventstore.Appended
-	for range 20 {
-		last = appendType(t, s, "keep.after")
+
+	hang := func(round int) eventstore.Appended {
+		t.Helper()
+		opens = append(opens, h.shut())
+		var last eventstore.Appended
+		for range 20 {
+			last = appendType(t, s, "keep.after")
+		}
+		select {
+		case <-h.entered:
+		case <-time.After(time.Minute):
+			t.Fatalf("round %d: held never applied again", round)
+		}
+		waitForName(t, r, "audit_feed", last)
+		waitForName(t, r, "keep_only", last)
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			st, err := r.Status(testutil.Context(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := st[2]
+			if p.Position >= last.LastPosition {
+				t.Fatalf("round %d: held at %d; want behind %d", round, p.Position, last.LastPosition)
+			}
+			if strings.Contains(p.LastError, "did not return within 1s") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: held's error is %q; want it to say its apply did not return", round, p.LastError)
+			}
+		}
+		opens[len(opens)-1]()
+		waitForName(t, r, "held", last)
+		return last
 	}
-	select {
-	case <-h.entered:
-	case <-time.After(time.Minute):
-		t.Fatal("held never applied again")
+	hang(1)
+	for deadline := time.Now().Add(time.Minute); !logs.has("projection rejoins the group"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("held, caught up alone, never rejoined the group")
+		}
 	}
-	waitForName(t, r, "audit_feed", last)
-	waitForName(t, r, "keep_only", last)
-	st, err := r.Status(testutil.Context(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := st[2]; p.Position >= last.LastPosition || !strings.Contains(p.LastError, "did not return within 1s") {
-		t.Fatalf("held at %d with error %q; want behind %d, saying its apply did not return", p.Position, p.LastError, last.LastPosition)
-	}
-	release()
-	waitForName(t, r, "held", last)
+	hang(2)
+
 	var rows, kept int
 	if err := pool.QueryRow(testutil.Context(t), `SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM keep_only)`).Scan(&rows, &kept); err != nil {
 		t.Fatal(err)
 	}
-	if rows != 21 || kept != 21 {
-		t.Fatalf("held has %d rows, keep_only %d; want 21 each", rows, kept)
+	if rows != 41 || kept != 41 {
+		t.Fatalf("held has %d rows, keep_only %d; want 41 each", rows, kept)
+	}
+	st, err := r.Status(testutil.Context(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[2].LastError != "" {
+		t.Fatalf("held still reports %q after catching up", st[2].LastError)
 	}
 	checkFeedExactlyOnce(t, pool)
 }

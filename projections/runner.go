@@ -264,6 +264,7 @@ func (r *Runner) sync(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	r.rejoiners()
 	want := map[string]bool{}
 	var members []*member
 	r.mu.Lock()
@@ -319,29 +320,43 @@ func (r *Runner) sync(ctx context.Context) error {
 	return nil
 }
 
-func (r *Runner) start(ctx context.Context, p Projection, version int) *consumer {
-	g := Group(p.Name(), version)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if c, ok := r.consumers[g]; ok {
-		return c
-	}
-	c := newConsumer(r, p, version)
-	r.consumers[g] = c
-	c.launch(ctx)
-	return c
-}
-
 // startAlone runs the live version of p by a consumer of its own (a member
-// that left the group after a failed batch).
+// that left the group: its batch failed, or its apply did not return).
 func (r *Runner) startAlone(p Projection, version int) {
 	r.mu.Lock()
-	ctx := r.runCtx
+	defer r.mu.Unlock()
+	ctx, g := r.runCtx, Group(p.Name(), version)
+	if _, ok := r.consumers[g]; ok || ctx == nil || ctx.Err() != nil {
+		return
+	}
+	c := newConsumer(r, p, version)
+	c.leftAt = time.Now()
+	r.consumers[g] = c
+	c.launch(ctx)
+}
+
+// rejoiners stops and returns the consumers of members that left the group
+// and may rejoin it: at least rejoinAfter since they left, and caught up
+// with no batch failed since. One that never recovers (a poison event, a
+// hung apply) stays alone; one that left for a passing cause (a lock held
+// for a while, a slow moment) does not stay alone for good.
+func (r *Runner) rejoiners() {
+	r.mu.Lock()
+	var back []*consumer
+	for _, c := range r.consumers {
+		if !c.leftAt.IsZero() && time.Since(c.leftAt) >= r.rejoinAfter() && c.settled.Load() {
+			back = append(back, c)
+		}
+	}
 	r.mu.Unlock()
-	if ctx != nil && ctx.Err() == nil {
-		r.start(ctx, p, version)
+	for _, c := range back {
+		c.stop() // its goroutine forgets it before done closes
+		r.logger.Info("projection rejoins the group", "group", c.group)
 	}
 }
+
+// rejoinAfter is how long a member stays alone at least after leaving.
+func (r *Runner) rejoinAfter() time.Duration { return 4 * r.stuckAfter }
 
 func (r *Runner) forget(c *consumer) {
 	r.mu.Lock()
@@ -377,6 +392,12 @@ type consumer struct {
 	group    string
 	schema   string
 	building bool
+	// leftAt is when the member this consumer runs left the group (zero
+	// for a version being built); set before launch.
+	leftAt time.Time
+	// settled is set when the consumer finds nothing new to read and
+	// cleared when a batch fails.
+	settled atomic.Bool
 
 	// cancel is set by launch before the consumer's goroutine starts and
 	// never written again, so stop may read it from any goroutine.
@@ -403,6 +424,12 @@ func newConsumer(r *Runner, p Projection, version int) *consumer {
 	return c
 }
 
+// caughtUpNow records that the consumer found nothing new to read.
+func (c *consumer) caughtUpNow() {
+	c.settled.Store(true)
+	c.idle.Wake()
+}
+
 // caughtUp returns a channel closed the next time the consumer reads nothing new.
 func (c *consumer) caughtUp() <-chan struct{} { return c.idle.C() }
 
@@ -424,6 +451,7 @@ func (c *consumer) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		c.settled.Store(false)
 		c.r.logger.Error("projection batch failed; retrying", "group", c.group, "err", err, "retry_in", backoff.String())
 		_, _ = c.r.pool.Exec(ctx, `UPDATE projection_checkpoints SET last_error = $2, last_error_at = now() WHERE consumer_group = $1`,
 			c.group, err.Error())
@@ -457,7 +485,7 @@ func (c *consumer) session(ctx context.Context) error {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	noDeadline := time.Duration(0) // batches are short; a deadline would cancel mid-batch
-	wake := &wakeBackoff{ctx: sctx, signal: c.r.store.Signal(), typed: c.typed, poll: c.r.poll, idle: c.idle.Wake, drained: &c.drained}
+	wake := &wakeBackoff{ctx: sctx, signal: c.r.store.Signal(), typed: c.typed, poll: c.r.poll, idle: c.caughtUpNow, drained: &c.drained}
 	sub, err := wsql.NewSubscriber(detached{wsql.BeginnerFromPgx(c.r.pool)}, wsql.SubscriberConfig{
 		ConsumerGroup:  c.group,
 		SchemaAdapter:  c.feed(),
