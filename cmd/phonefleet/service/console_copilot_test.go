@@ -81,7 +81,15 @@ func TestConsoleCopilotPanel(t *testing.T) {
 	p.open("#/devices/" + dev)
 	p.until("the copilot panel", `!!document.querySelector('.device-copilot #copilot-message')`)
 	// Local mode: the allowance read is not served, no gauge.
-	p.until("the gauge's read answered", `document.querySelector('.copilot-gauge').hidden === true`)
+	p.until("the gauge's read answered", `document.querySelector('.copilot-gauge').hidden === true`+
+		` && !!document.querySelector('.copilot-gauge').dataset.allowance`)
+	// ... without asking for it: a local deployment does not mount the
+	// route (spec 4.2), and a normal page logs no failed request.
+	for _, line := range testutil.BrowserConsole(p.ctx) {
+		if strings.Contains(line, "/v1/copilot/allowance") {
+			t.Errorf("the page logged %q; a local page must not ask for the allowance", line)
+		}
+	}
 	p.do("start a thread, approving every action",
 		chromedp.Click(chromedp.CSS(`#copilot-every`)),
 		chromedp.SendKeys(chromedp.CSS(`#copilot-message`), "what is on the screen?"),

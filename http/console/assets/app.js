@@ -117,6 +117,10 @@ async function finishSignIn() {
   return true;
 }
 
+// hosted tells whether this is a hosted deployment: a local one does not
+// mount the hosted-only routes (they answer 404), so pages do not ask them.
+export function hosted() { return config.mode === 'hosted'; }
+
 export function signedIn() { return config.mode !== 'hosted' || (token && Date.now() < tokenExpires); }
 
 // ---- The API client.

@@ -9,7 +9,7 @@
 // GET /v1/copilot/threads/{id}/stream, POST /v1/copilot/threads/{id}/stop,
 // POST /v1/copilot/approvals, POST /v1/copilot/commands,
 // GET /v1/copilot/allowance.
-import { api, h, toast } from '/console/app.js';
+import { api, h, hosted, toast } from '/console/app.js';
 import { actionText, frameImage } from '/console/pages/receipts.js';
 
 // How wide a card's frame is drawn.
@@ -297,16 +297,23 @@ export function copilotPanel(deviceId, afterAction) {
   });
 
   // The allowance gauge: drawn only when the deployment meters the
-  // copilot (a local deployment does not serve the read: 404).
+  // copilot.
+  // gauge.dataset.allowance says what the last look found: 'unserved'
+  // (local), 'unavailable' (the read refused), 'unmetered' or 'shown'.
   async function loadAllowance() {
+    // A local deployment does not mount the read (spec 4.2: 404): it is
+    // not asked, so a normal page logs no failed request.
+    if (!hosted()) { gauge.hidden = true; gauge.dataset.allowance = 'unserved'; return; }
     let a;
     try {
       a = await api.get('/v1/copilot/allowance');
     } catch (e) {
       gauge.hidden = true;
+      gauge.dataset.allowance = 'unavailable';
       return;
     }
-    if (!a.metered) { gauge.hidden = true; return; }
+    if (!a.metered) { gauge.hidden = true; gauge.dataset.allowance = 'unmetered'; return; }
+    gauge.dataset.allowance = 'shown';
     const pct = Math.round(a.usedFraction * 1000) / 10;
     const bar = h('div', { class: 'gauge-bar' });
     bar.style.width = pct + '%';
