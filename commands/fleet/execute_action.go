@@ -470,13 +470,7 @@ func (o *outcome) record(state string, ev domain.Event, saveState bool, frames .
 		for _, row := range rows {
 			queueFrame(u, row)
 		}
-		if fence.Epoch != 0 {
-			u.Exec(`SELECT host_fence($1, $2)`, fence.Host, fence.Epoch)
-		}
-		if devState != nil {
-			queueDeviceState(u, o.d, devState, finished)
-		}
-		closeIdempotency(u, o.j.orgID, req.IdempotencyKey, state, finished)
+		closeAction(u, fence, o.d, devState, o.j.orgID, req.IdempotencyKey, state, finished)
 		return evs, nil
 	}
 	ctx := eventstore.WithMetadata(context.WithoutCancel(o.ctx), o.j.meta)
@@ -537,6 +531,51 @@ func (o *outcome) record(state string, ev domain.Event, saveState bool, frames .
 func (o *outcome) fenced() jobResult {
 	ev := domain.ActionOutcomeUnknown{ActionID: o.rec.Requested.ActionID, DeviceID: o.j.req.DeviceID, Reason: whyFencedAfter, At: o.f.now()}
 	return o.record("unknown", ev, false)
+}
+
+// closeAction adds to the unit u, as one statement, what closes an action
+// besides its events: the check that fence is still the host's claim
+// (none when its Epoch is 0), saving the device's state d (when state is
+// not nil, so that the device comes back as it was recorded after a
+// restart) and recording the action's final state (committed, failed or
+// unknown) in its idempotency row. The writes are data-modifying CTEs,
+// which PostgreSQL runs to completion whatever the outer query reads; the
+// outer query is the fence's check itself, so it runs exactly once, and a
+// stale claim (SQLSTATE PF409) fails the statement and with it the whole
+// unit, as the separate statements did. The check's row lock (FOR SHARE on
+// the host's claim) is held to the unit's commit either way.
+func closeAction(u *eventstore.Unit, fence domain.HostFence, d *domain.Device, state []byte, orgID, key, final string, at time.Time) {
+	u.Exec(closeActionSQL(fence.Epoch != 0, state != nil), closeActionArgs(fence, d, state, orgID, key, final, at)...)
+}
+
+// closeActionSQL is closeAction's statement: $1–$4 close the idempotency
+// row; with fenced, $5–$6 are the host and its epoch; with saved, the
+// device's state follows ($7–$11 when fenced, $5–$9 when not).
+func closeActionSQL(fenced, saved bool) string {
+	q := `WITH closed AS (UPDATE action_idempotency SET state = $3, finished_at = $4 WHERE org_id = $1 AND idempotency_key = $2)`
+	n := 5
+	check := `SELECT 1`
+	if fenced {
+		check = `SELECT host_fence($5, $6)`
+		n = 7
+	}
+	if saved {
+		q += fmt.Sprintf(`, saved AS (INSERT INTO device_states (device_id, org_id, backend, model, state, updated_at) VALUES ($%d, $%d, $%d, $%d, $%d, $4)
+		ON CONFLICT (device_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at)`, n, n+1, n+2, n+3, n+4)
+	}
+	return q + ` ` + check
+}
+
+// closeActionArgs is the arguments of closeActionSQL's statement.
+func closeActionArgs(fence domain.HostFence, d *domain.Device, state []byte, orgID, key, final string, at time.Time) []any {
+	args := []any{orgID, key, final, at}
+	if fence.Epoch != 0 {
+		args = append(args, fence.Host, fence.Epoch)
+	}
+	if state != nil {
+		args = append(args, d.ID, d.OrgID, d.Backend, d.Model, state)
+	}
+	return args
 }
 
 // queueDeviceState adds saving the device's state to the unit u, so that
