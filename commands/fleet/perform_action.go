@@ -342,14 +342,19 @@ func (h PerformActionHandler) record(ctx context.Context, orgID string, req doma
 		return "", false, err
 	}
 	news[0].ID = uuid.Must(uuid.NewV7())
-	u := (&eventstore.Unit{}).
-		Exec(`INSERT INTO action_idempotency (org_id, idempotency_key, action_id, device_id, fingerprint, state, requested_at, host)
-			VALUES ($1, $2, $3, $4, $5, 'requested', $6, $7)`,
-			orgID, req.IdempotencyKey, req.ActionID, req.DeviceID, fp, req.RequestedAt, host).
-		Append(domain.ActionStream(req.ActionID), eventstore.NoStream, news...)
+	// The idempotency row's insert and the device's expectation are one
+	// statement: the insert is a data-modifying CTE (run to completion) under
+	// the expectation's SELECT, which fails the unit (PF409) when the
+	// device's stream moved on, as Unit.Expect's own statement did.
+	args := []any{orgID, req.IdempotencyKey, req.ActionID, req.DeviceID, fp, req.RequestedAt, host}
+	check, stream := `SELECT 1`, h.f.devices.Stream(deviceID)
 	if deviceVersion >= 0 {
-		u.Expect(h.f.devices.Stream(deviceID), deviceVersion)
+		check, args = `SELECT eventstore_expect($8, $9)`, append(args, stream, deviceVersion)
 	}
+	u := (&eventstore.Unit{}).
+		Exec(`WITH requested AS (INSERT INTO action_idempotency (org_id, idempotency_key, action_id, device_id, fingerprint, state, requested_at, host)
+			VALUES ($1, $2, $3, $4, $5, 'requested', $6, $7)) `+check, args...).
+		Append(domain.ActionStream(req.ActionID), eventstore.NoStream, news...)
 	if also != nil {
 		u.Append(also.StreamID, also.Expected, also.Events...)
 	}
@@ -357,6 +362,11 @@ func (h PerformActionHandler) record(ctx context.Context, orgID string, req doma
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "action_idempotency_pkey" {
 		return "", false, nil
+	}
+	if errors.As(err, &pgErr) && pgErr.Code == "PF409" {
+		// Only the expectation raises it raw (the unit's appends report
+		// theirs as *eventstore.ConflictError).
+		return "", false, &eventstore.ConflictError{StreamID: stream, Expected: deviceVersion}
 	}
 	if err != nil {
 		return "", false, err
