@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -467,10 +468,9 @@ func (o *outcome) record(state string, ev domain.Event, saveState bool, frames .
 		if err != nil {
 			return nil, err
 		}
-		for _, row := range rows {
-			queueFrame(u, row)
-		}
-		closeAction(u, fence, o.d, devState, o.j.orgID, req.IdempotencyKey, state, finished)
+		sql, args := closing{frames: rows, fence: fence, d: o.d, state: devState, orgID: o.j.orgID, key: req.IdempotencyKey,
+			final: state, at: finished}.statement()
+		u.Exec(sql, args...)
 		return evs, nil
 	}
 	ctx := eventstore.WithMetadata(context.WithoutCancel(o.ctx), o.j.meta)
@@ -533,49 +533,60 @@ func (o *outcome) fenced() jobResult {
 	return o.record("unknown", ev, false)
 }
 
-// closeAction adds to the unit u, as one statement, what closes an action
-// besides its events: the check that fence is still the host's claim
-// (none when its Epoch is 0), saving the device's state d (when state is
-// not nil, so that the device comes back as it was recorded after a
-// restart) and recording the action's final state (committed, failed or
-// unknown) in its idempotency row. The writes are data-modifying CTEs,
-// which PostgreSQL runs to completion whatever the outer query reads; the
-// outer query is the fence's check itself, so it runs exactly once, and a
-// stale claim (SQLSTATE PF409) fails the statement and with it the whole
-// unit, as the separate statements did. The check's row lock (FOR SHARE on
-// the host's claim) is held to the unit's commit either way.
-func closeAction(u *eventstore.Unit, fence domain.HostFence, d *domain.Device, state []byte, orgID, key, final string, at time.Time) {
-	u.Exec(closeActionSQL(fence.Epoch != 0, state != nil), closeActionArgs(fence, d, state, orgID, key, final, at)...)
+// closing is what closes an action besides its events, written as one
+// statement (statement): the frames it stored, the check that fence is
+// still the host's claim (none when its Epoch is 0), the device's saved
+// state (when state is not nil, so that the device comes back as it was
+// recorded after a restart) and the action's final state (committed,
+// failed or unknown) in its idempotency row. The writes are
+// data-modifying CTEs, which PostgreSQL runs to completion whatever the
+// outer query reads; the outer query is the fence's check itself, so it
+// runs exactly once, and a stale claim (SQLSTATE PF409) fails the
+// statement and with it the whole unit, as the separate statements did.
+// The check's row lock (FOR SHARE on the host's claim) is held to the
+// unit's commit either way.
+type closing struct {
+	frames     []frameRow
+	fence      domain.HostFence
+	d          *domain.Device
+	state      []byte
+	orgID, key string
+	final      string
+	at         time.Time
 }
 
-// closeActionSQL is closeAction's statement: $1–$4 close the idempotency
-// row; with fenced, $5–$6 are the host and its epoch; with saved, the
-// device's state follows ($7–$11 when fenced, $5–$9 when not).
-func closeActionSQL(fenced, saved bool) string {
-	q := `WITH closed AS (UPDATE action_idempotency SET state = $3, finished_at = $4 WHERE org_id = $1 AND idempotency_key = $2)`
-	n := 5
+// statement returns closing's statement and its arguments.
+func (c closing) statement() (string, []any) {
+	var args []any
+	params := func(vs ...any) string { // placeholders for vs, appended to args
+		ps := make([]string, len(vs))
+		for i, v := range vs {
+			args = append(args, v)
+			ps[i] = fmt.Sprintf("$%d", len(args))
+		}
+		return strings.Join(ps, ", ")
+	}
+	at := params(c.at)
+	ctes := []string{`closed AS (UPDATE action_idempotency SET (state, finished_at) = (` + params(c.final) + `, ` + at +
+		`) WHERE (org_id, idempotency_key) = (` + params(c.orgID, c.key) + `))`}
+	for i, row := range c.frames {
+		var snap any
+		if row.Snapshot != nil {
+			snap = string(row.Snapshot)
+		}
+		ctes = append(ctes, fmt.Sprintf(`frame%d AS (%s VALUES (%s))`, i, insertFrameColumns, params(row.ID, row.OrgID, row.DeviceID,
+			row.Backend, row.ScreenHash, row.Width, row.Height, row.CapturedAt, row.ExpiresAt, row.PNG, snap, row.Replay)))
+	}
+	if c.state != nil {
+		ctes = append(ctes, `saved AS (INSERT INTO device_states (device_id, org_id, backend, model, state, updated_at) VALUES (`+
+			params(c.d.ID, c.d.OrgID, c.d.Backend, c.d.Model, c.state)+`, `+at+
+			`) ON CONFLICT (device_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at)`)
+	}
 	check := `SELECT 1`
-	if fenced {
-		check = `SELECT host_fence($5, $6)`
-		n = 7
+	if c.fence.Epoch != 0 {
+		check = `SELECT host_fence(` + params(c.fence.Host, c.fence.Epoch) + `)`
 	}
-	if saved {
-		q += fmt.Sprintf(`, saved AS (INSERT INTO device_states (device_id, org_id, backend, model, state, updated_at) VALUES ($%d, $%d, $%d, $%d, $%d, $4)
-		ON CONFLICT (device_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at)`, n, n+1, n+2, n+3, n+4)
-	}
-	return q + ` ` + check
-}
-
-// closeActionArgs is the arguments of closeActionSQL's statement.
-func closeActionArgs(fence domain.HostFence, d *domain.Device, state []byte, orgID, key, final string, at time.Time) []any {
-	args := []any{orgID, key, final, at}
-	if fence.Epoch != 0 {
-		args = append(args, fence.Host, fence.Epoch)
-	}
-	if state != nil {
-		args = append(args, d.ID, d.OrgID, d.Backend, d.Model, state)
-	}
-	return args
+	return `WITH ` + strings.Join(ctes, ",\n") + "\n" + check, args
 }
 
 // queueDeviceState adds saving the device's state to the unit u, so that

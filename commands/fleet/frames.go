@@ -38,8 +38,10 @@ func (f *Fleet) frameFor(d *domain.Device, obs domain.Observation, at time.Time)
 	return frameRow{StoredFrame: fr, PNG: obs.PNG, Snapshot: obs.Snapshot, Replay: obs.Replay}
 }
 
-const insertFrameSQL = `INSERT INTO frames (frame_id, org_id, device_id, backend, screen_hash, width, height, captured_at, expires_at,
-	png, snapshot, replay) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+const insertFrameColumns = `INSERT INTO frames (frame_id, org_id, device_id, backend, screen_hash, width, height, captured_at, expires_at,
+	png, snapshot, replay)`
+
+const insertFrameSQL = insertFrameColumns + ` VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
 
 // queueFrame adds the insert of row to the unit u.
 func queueFrame(u *eventstore.Unit, row frameRow) {

@@ -12,11 +12,12 @@ import (
 	"phonefleet/testutil"
 )
 
-// closeAction folds the outcome unit's host claim check, the device's
+// closing folds the outcome unit's frames, host claim check, the device's
 // saved state and the idempotency row's close into one statement: a stale
 // claim still refuses all of it (PF409, nothing written), a current claim
-// or none writes both, and a unit without a state closes the row alone.
-func TestCloseActionIsOneStatementAndStillFenced(t *testing.T) {
+// or none writes all, and a unit without frames or a state closes the row
+// alone.
+func TestClosingIsOneStatementAndStillFenced(t *testing.T) {
 	ctx := testutil.Context(t)
 	pool := testutil.FreshPool(t)
 	if _, err := pool.Exec(ctx, `INSERT INTO sim_host (id, holder, epoch) VALUES (1, 'b', 3)
@@ -32,9 +33,22 @@ func TestCloseActionIsOneStatementAndStillFenced(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	run := func(fence domain.HostFence, state []byte, key, final string) error {
-		_, err := pool.Exec(ctx, closeActionSQL(fence.Epoch != 0, state != nil), closeActionArgs(fence, d, state, d.OrgID, key, final, at)...)
+	frame := func(id string) frameRow {
+		return frameRow{StoredFrame: domain.StoredFrame{ID: id, OrgID: d.OrgID, DeviceID: d.ID, Backend: d.Backend, ScreenHash: "h",
+			Width: 1, Height: 2, CapturedAt: at, ExpiresAt: at.Add(time.Hour)}, PNG: []byte{1}, Snapshot: []byte(`{}`)}
+	}
+	run := func(fence domain.HostFence, state []byte, key, final string, frames ...frameRow) error {
+		sql, args := closing{frames: frames, fence: fence, d: d, state: state, orgID: d.OrgID, key: key, final: final, at: at}.statement()
+		_, err := pool.Exec(ctx, sql, args...)
 		return err
+	}
+	frames := func() int {
+		t.Helper()
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM frames WHERE device_id = $1`, d.ID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
 	rowState := func(key string) string {
 		t.Helper()
@@ -57,29 +71,29 @@ func TestCloseActionIsOneStatementAndStillFenced(t *testing.T) {
 	}
 
 	open("stale")
-	err := run(domain.HostFence{Host: "sim", Epoch: 2}, []byte("zombie"), "stale", "committed")
+	err := run(domain.HostFence{Host: "sim", Epoch: 2}, []byte("zombie"), "stale", "committed", frame("frm_a"), frame("frm_b"))
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "PF409" || !fenceRefused(err) {
 		t.Fatalf("a stale claim's close: %v; want PF409", err)
 	}
-	if s, st := rowState("stale"), saved(); s != "requested" || st != "" {
-		t.Fatalf("after a stale claim's close: key %q, device state %q; want requested and none", s, st)
+	if s, st, n := rowState("stale"), saved(), frames(); s != "requested" || st != "" || n != 0 {
+		t.Fatalf("after a stale claim's close: key %q, device state %q, %d frames; want requested, none and 0", s, st, n)
 	}
 
 	open("held")
-	if err := run(domain.HostFence{Host: "sim", Epoch: 3}, []byte("one"), "held", "committed"); err != nil {
+	if err := run(domain.HostFence{Host: "sim", Epoch: 3}, []byte("one"), "held", "committed", frame("frm_a"), frame("frm_b")); err != nil {
 		t.Fatal(err)
 	}
-	if s, st := rowState("held"), saved(); s != "committed" || st != "one" {
-		t.Fatalf("after the holder's close: key %q, device state %q; want committed and one", s, st)
+	if s, st, n := rowState("held"), saved(), frames(); s != "committed" || st != "one" || n != 2 {
+		t.Fatalf("after the holder's close: key %q, device state %q, %d frames; want committed, one and 2", s, st, n)
 	}
 
 	open("unfenced")
-	if err := run(domain.HostFence{}, []byte("two"), "unfenced", "failed"); err != nil {
+	if err := run(domain.HostFence{}, []byte("two"), "unfenced", "failed", frame("frm_c")); err != nil {
 		t.Fatal(err)
 	}
-	if s, st := rowState("unfenced"), saved(); s != "failed" || st != "two" {
-		t.Fatalf("after an unfenced close: key %q, device state %q; want failed and two", s, st)
+	if s, st, n := rowState("unfenced"), saved(), frames(); s != "failed" || st != "two" || n != 3 {
+		t.Fatalf("after an unfenced close: key %q, device state %q, %d frames; want failed, two and 3", s, st, n)
 	}
 
 	open("stateless")
