@@ -54,12 +54,12 @@ type group struct {
 	types    []string
 	spanOnly bool
 	query    string
-
-	// applying is the member whose apply the batch under way is in, and
-	// since when (nil between applies); the run loop's watchdog reads it.
-	applying atomic.Pointer[applying]
 }
 
+// applying is the member whose apply a batch is in, and since when; the
+// batch's own mark (nil between applies), read by the run loop's watchdog.
+// Each batch has its own, so an abandoned batch that resumes cannot set or
+// clear the mark of the batch after it.
 type applying struct {
 	m     *member
 	since time.Time
@@ -232,8 +232,8 @@ func (g *group) run(ctx context.Context) {
 func (g *group) await(ctx context.Context) batchResult {
 	pid := make(chan uint32, 1)
 	res := make(chan batchResult, 1)
-	members := g.members
-	go func() { res <- g.batch(context.WithoutCancel(ctx), members, pid) }()
+	members, mark := g.members, &atomic.Pointer[applying]{}
+	go func() { res <- g.batch(context.WithoutCancel(ctx), members, mark, pid) }()
 	tick := time.NewTicker(g.r.stuckAfter / 4)
 	defer tick.Stop()
 	for {
@@ -242,13 +242,12 @@ func (g *group) await(ctx context.Context) batchResult {
 			return r
 		case <-tick.C:
 		}
-		a := g.applying.Load()
+		a := mark.Load()
 		if a == nil || time.Since(a.since) < g.r.stuckAfter {
 			continue
 		}
 		g.r.logger.Error("projection apply did not return; the projection leaves its group and runs alone",
 			"group", a.m.group, "after", time.Since(a.since).Round(time.Millisecond))
-		g.applying.Store(nil)
 		// The batch sent its session's pid before its first apply.
 		bg := context.WithoutCancel(ctx)
 		if _, err := g.r.pool.Exec(bg, `SELECT pg_terminate_backend($1)`, int64(<-pid)); err != nil {
@@ -266,9 +265,9 @@ func (g *group) await(ctx context.Context) batchResult {
 
 // batch reads the next page of the feed for every member and applies each
 // member's share, in one transaction, sending its session's pid on pid
-// first. It touches no group state but applying (its run loop may have
-// abandoned it, see await).
-func (g *group) batch(ctx context.Context, members []*member, pid chan<- uint32) (res batchResult) {
+// first, and marking on mark the member it applies. It touches no group
+// state (its run loop may have abandoned it, see await).
+func (g *group) batch(ctx context.Context, members []*member, mark *atomic.Pointer[applying], pid chan<- uint32) (res batchResult) {
 	tx, err := g.r.pool.Begin(ctx)
 	if err != nil {
 		return batchResult{err: err}
@@ -337,9 +336,9 @@ func (g *group) batch(ctx context.Context, members []*member, pid chan<- uint32)
 				continue
 			}
 		}
-		g.applying.Store(&applying{m: m, since: time.Now()})
+		mark.Store(&applying{m: m, since: time.Now()})
 		aerr := g.apply(ctx, tx, m, after, h, n, last, own)
-		g.applying.Store(nil)
+		mark.Store(nil)
 		if aerr != nil {
 			if _, rerr := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT apply_batch`); rerr != nil {
 				return batchResult{err: errors.Join(aerr, rerr)}
