@@ -45,9 +45,15 @@ func (s *Signal) Wake() { s.wake(nil, true) }
 func (s *Signal) WakeTypes(types []string) { s.wake(types, false) }
 
 // wake wakes the subscriptions first, so that a waiter released by s finds
-// whether its own subscription was woken by the same commit.
+// whether its own subscription was woken by the same commit. s's channel is
+// replaced before any subscription wakes and closed after: a waiter released
+// by its subscription that then takes s's channel for its next wait takes
+// the new one, not the one this same wake is about to close (which would
+// wake it once more for a commit it has already seen, as if for another).
 func (s *Signal) wake(types []string, all bool) {
 	s.mu.Lock()
+	old := s.ch
+	s.ch = make(chan struct{})
 	var woken []*Signal
 	for sub, patterns := range s.subs {
 		if all || matchesAny(patterns, types) {
@@ -58,10 +64,7 @@ func (s *Signal) wake(types []string, all bool) {
 	for _, sub := range woken {
 		sub.Wake()
 	}
-	s.mu.Lock()
-	close(s.ch)
-	s.ch = make(chan struct{})
-	s.mu.Unlock()
+	close(old)
 }
 
 // Sub returns a Signal woken by every Wake of s and by each WakeTypes of s

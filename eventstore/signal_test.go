@@ -100,3 +100,29 @@ func TestRelayedNoticeWakesAsItNames(t *testing.T) {
 		})
 	}
 }
+
+// A waiter released by its subscription takes s's channel for its next
+// wait; the wake that released it must not then close that channel too (a
+// second wake-up for the same commit: a projection that had learnt to wait
+// on every commit took it for another commit, found nothing, and went back
+// to waiting for its own types only).
+func TestSignalSubscriberDoesNotTakeAChannelTheSameWakeCloses(t *testing.T) {
+	for i := range 2000 {
+		s := NewSignal()
+		sub, end := s.Sub([]string{"keep.%"})
+		subCh := sub.C()
+		taken := make(chan (<-chan struct{}))
+		go func() {
+			<-subCh
+			taken <- s.C()
+		}()
+		s.WakeTypes([]string{"keep.held"})
+		next := <-taken
+		select {
+		case <-next:
+			t.Fatalf("round %d: the channel taken after the subscription's wake was closed by the same wake", i)
+		default:
+		}
+		end()
+	}
+}
