@@ -66,7 +66,8 @@ type applying struct {
 }
 
 // batchResult is what a batch reports to the run loop: whether the page
-// was empty, its error, and the members whose batch failed.
+// was empty (or held none of the members' types, see batch), its error,
+// and the members whose batch failed.
 type batchResult struct {
 	noMsg  bool
 	err    error
@@ -316,6 +317,7 @@ func (g *group) batch(ctx context.Context, members []*member, mark *atomic.Point
 		quiet   []string // members that found none of their types
 		quietNs []int64
 		failed  []*member
+		applied bool // a member found some of its types
 	)
 	for i, name := range groups {
 		m, n := byGroup[name], cpNs[i]
@@ -336,6 +338,7 @@ func (g *group) batch(ctx context.Context, members []*member, mark *atomic.Point
 				continue
 			}
 		}
+		applied = true
 		mark.Store(&applying{m: m, since: time.Now()})
 		aerr := g.apply(ctx, tx, m, after, h, n, last, own)
 		mark.Store(nil)
@@ -359,7 +362,11 @@ func (g *group) batch(ctx context.Context, members []*member, mark *atomic.Point
 	if err := tx.Commit(ctx); err != nil {
 		return batchResult{err: err}
 	}
-	return batchResult{failed: failed}
+	// A page that held none of any member's types, and was the feed's end,
+	// counts as empty for the wait that follows (wakeBackoff): the group
+	// then sleeps through commits of other types, as a consumer of a few
+	// types does, instead of querying after each.
+	return batchResult{failed: failed, noMsg: !applied && h.scanned < g.r.batchSize}
 }
 
 // apply applies member m's share of a batch (the events after its
