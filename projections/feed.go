@@ -69,24 +69,34 @@ const feedSeek = `
 SELECT (SELECT tx::text::bigint FROM cp), (SELECT pos FROM cp),
        (SELECT transaction_id::text::bigint FROM last), (SELECT position FROM last), count(*)`
 
-const feedSelect = feedCheckpoint + `    SELECT e.position, e.transaction_id, e.event_id, e.stream_id, e.stream_version, e.event_type,
+// feedEvents is the page's event columns, each marked wanted when its type
+// is one the reader asked for ($3; NULL: every type); feedEventArrays
+// returns the wanted ones as one array per column. feedSpan is the page of
+// a reader that needs only where the batch starts and ends.
+const feedEvents = `    SELECT e.position, e.transaction_id, e.event_id, e.stream_id, e.stream_version, e.event_type,
            e.schema_version, e.org_id, e.data, e.metadata, e.occurred_at,
            ($3::text[] IS NULL OR e.event_type LIKE ANY ($3::text[])) AS wanted
-` + feedSeek + `,
+`
+
+const feedEventArrays = `,
        array_agg(position) FILTER (WHERE wanted), array_agg(transaction_id::text::bigint) FILTER (WHERE wanted),
        array_agg(event_id) FILTER (WHERE wanted), array_agg(stream_id) FILTER (WHERE wanted),
        array_agg(stream_version) FILTER (WHERE wanted), array_agg(event_type) FILTER (WHERE wanted),
        array_agg(schema_version) FILTER (WHERE wanted), array_agg(org_id) FILTER (WHERE wanted),
        array_agg(data) FILTER (WHERE wanted), array_agg(metadata) FILTER (WHERE wanted),
-       array_agg(occurred_at) FILTER (WHERE wanted)
+       array_agg(occurred_at) FILTER (WHERE wanted)`
+
+const feedSpan = `    SELECT e.transaction_id, e.position
+`
+
+const feedSelect = feedCheckpoint + feedEvents + feedSeek + feedEventArrays + `
 FROM page
 HAVING count(*) > 0`
 
 // spanSelect is feedSelect for a projection applied inside the server: the
 // same checkpoint, cut and seek, but it reads only the feed index's columns
 // and returns where the batch starts and ends, not its events.
-const spanSelect = feedCheckpoint + `    SELECT e.transaction_id, e.position
-` + feedSeek + `
+const spanSelect = feedCheckpoint + feedSpan + feedSeek + `
 FROM page
 HAVING count(*) > 0`
 

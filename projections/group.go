@@ -148,19 +148,9 @@ HAVING count(*) > 0`
 // checkpoint and share of the page.
 func groupSelect(spanOnly bool) string {
 	if spanOnly {
-		return groupCheckpoints + `    SELECT e.transaction_id, e.position
-` + feedSeek + groupMembers
+		return groupCheckpoints + feedSpan + feedSeek + groupMembers
 	}
-	return groupCheckpoints + `    SELECT e.position, e.transaction_id, e.event_id, e.stream_id, e.stream_version, e.event_type,
-           e.schema_version, e.org_id, e.data, e.metadata, e.occurred_at,
-           ($3::text[] IS NULL OR e.event_type LIKE ANY ($3::text[])) AS wanted
-` + feedSeek + `,
-       array_agg(position) FILTER (WHERE wanted), array_agg(transaction_id::text::bigint) FILTER (WHERE wanted),
-       array_agg(event_id) FILTER (WHERE wanted), array_agg(stream_id) FILTER (WHERE wanted),
-       array_agg(stream_version) FILTER (WHERE wanted), array_agg(event_type) FILTER (WHERE wanted),
-       array_agg(schema_version) FILTER (WHERE wanted), array_agg(org_id) FILTER (WHERE wanted),
-       array_agg(data) FILTER (WHERE wanted), array_agg(metadata) FILTER (WHERE wanted),
-       array_agg(occurred_at) FILTER (WHERE wanted)` + groupMembers
+	return groupCheckpoints + feedEvents + feedSeek + feedEventArrays + groupMembers
 }
 
 // bulkCheckpointSQL advances the checkpoints of the members that found

@@ -20,15 +20,7 @@ import (
 // runProjections runs projs until the test ends.
 func runProjections(t *testing.T, s *eventstore.Store, projs ...projections.Projection) *projections.Runner {
 	t.Helper()
-	r, err := projections.NewRunner(s, quiet, projs, projections.WithBatchSize(50))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(testutil.Context(t))
-	done := make(chan struct{})
-	go func() { r.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return r
+	return startRunner(t, s, projs, projections.WithBatchSize(50))
 }
 
 func waitForName(t *testing.T, r *projections.Runner, name string, a eventstore.Appended) {

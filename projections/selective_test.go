@@ -81,7 +81,13 @@ func TestSelectiveProjectionGetsOnlyItsTypesAndPassesTheRest(t *testing.T) {
 // wake-ups (and WaitFor) make it read.
 func runKeepOnly(t *testing.T, s *eventstore.Store) *projections.Runner {
 	t.Helper()
-	r, err := projections.NewRunner(s, quiet, []projections.Projection{keepOnly{}}, projections.WithPollInterval(time.Hour))
+	return startRunner(t, s, []projections.Projection{keepOnly{}}, projections.WithPollInterval(time.Hour))
+}
+
+// startRunner runs the projections until the test ends.
+func startRunner(t *testing.T, s *eventstore.Store, projs []projections.Projection, opts ...projections.Option) *projections.Runner {
+	t.Helper()
+	r, err := projections.NewRunner(s, quiet, projs, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,11 +110,7 @@ func appendType(t *testing.T, s *eventstore.Store, typ string) eventstore.Append
 
 func waitFor(t *testing.T, r *projections.Runner, a eventstore.Appended) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(testutil.Context(t), 30*time.Second)
-	defer cancel()
-	if err := r.WaitFor(ctx, "keep_only", a); err != nil {
-		t.Fatalf("WaitFor position %d: %v", a.LastPosition, err)
-	}
+	waitForName(t, r, "keep_only", a)
 }
 
 // A selective projection is not woken by commits of types it does not read
