@@ -66,7 +66,7 @@ func (APIKeys) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eve
 		if !strings.HasPrefix(e.Type, "api_key.") {
 			continue
 		}
-		ev, err := domain.Events.Decode(e.Type, e.SchemaVersion, e.Data)
+		ev, err := decodeEvent(ctx, e)
 		if err != nil {
 			return fmt.Errorf("api_keys: event %d: %w", e.Position, err)
 		}

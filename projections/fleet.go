@@ -27,7 +27,7 @@ func applyBatch(ctx context.Context, tx pgx.Tx, events []eventstore.Event, types
 		if !types[e.Type] {
 			continue
 		}
-		ev, err := domain.Events.Decode(e.Type, e.SchemaVersion, e.Data)
+		ev, err := decodeEvent(ctx, e)
 		if err != nil {
 			return fmt.Errorf("decode %s at %d: %w", e.Type, e.Position, err)
 		}

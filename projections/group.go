@@ -303,6 +303,7 @@ func (g *group) batch(ctx context.Context, members []*member, mark *atomic.Point
 	for _, m := range members {
 		byGroup[m.group] = m
 	}
+	actx := withDecodeMemo(ctx) // each event decoded once for all members
 	var (
 		quiet   []string // members that found none of their types
 		quietNs []int64
@@ -330,7 +331,7 @@ func (g *group) batch(ctx context.Context, members []*member, mark *atomic.Point
 		}
 		applied = true
 		mark.Store(&applying{m: m, since: time.Now()})
-		aerr := g.apply(ctx, tx, m, after, h, n, last, own)
+		aerr := g.apply(actx, tx, m, after, h, n, last, own)
 		mark.Store(nil)
 		if aerr != nil {
 			if _, rerr := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT apply_batch`); rerr != nil {

@@ -132,7 +132,7 @@ func (Notifications) Apply(ctx context.Context, tx pgx.Tx, schema string, events
 		if !notificationEventTypes[e.Type] {
 			continue
 		}
-		ev, err := domain.Events.Decode(e.Type, e.SchemaVersion, e.Data)
+		ev, err := decodeEvent(ctx, e)
 		if err != nil {
 			return fmt.Errorf("decode %s at %d: %w", e.Type, e.Position, err)
 		}

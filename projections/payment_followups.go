@@ -112,7 +112,7 @@ func (PaymentFollowups) Apply(ctx context.Context, tx pgx.Tx, schema string, eve
 		if !paymentFollowupEventTypes[e.Type] {
 			continue
 		}
-		ev, err := domain.Events.Decode(e.Type, e.SchemaVersion, e.Data)
+		ev, err := decodeEvent(ctx, e)
 		if err != nil {
 			return fmt.Errorf("decode %s at %d: %w", e.Type, e.Position, err)
 		}

@@ -120,7 +120,7 @@ func (Proxies) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
 func (Proxies) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eventstore.Event) error {
 	for i := range events {
 		e := &events[i]
-		de, err := domain.Events.Decode(e.Type, e.SchemaVersion, e.Data)
+		de, err := decodeEvent(ctx, *e)
 		if err != nil {
 			return fmt.Errorf("proxies: event %d: %w", e.Position, err)
 		}

@@ -54,7 +54,7 @@ func (ReceiptCheckpoints) Setup(ctx context.Context, tx pgx.Tx, schema string) e
 // Apply implements Projection.
 func (ReceiptCheckpoints) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eventstore.Event) error {
 	for _, e := range events {
-		ev, err := domain.Events.Decode(e.Type, e.SchemaVersion, e.Data)
+		ev, err := decodeEvent(ctx, e)
 		if err != nil {
 			return fmt.Errorf("decode %s at %d: %w", e.Type, e.Position, err)
 		}

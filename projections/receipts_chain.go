@@ -97,7 +97,7 @@ func (ReceiptChain) Apply(ctx context.Context, tx pgx.Tx, schema string, events 
 		if !receiptEvents[e.Type] {
 			continue
 		}
-		ev, err := domain.Events.Decode(e.Type, e.SchemaVersion, e.Data)
+		ev, err := decodeEvent(ctx, e)
 		if err != nil {
 			return fmt.Errorf("decode %s at %d: %w", e.Type, e.Position, err)
 		}

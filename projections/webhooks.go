@@ -95,7 +95,7 @@ func (w Webhooks) Apply(ctx context.Context, tx pgx.Tx, schema string, events []
 		if !mapped && !strings.HasPrefix(e.Type, "webhook.") {
 			continue
 		}
-		de, err := domain.Events.Decode(e.Type, e.SchemaVersion, e.Data)
+		de, err := decodeEvent(ctx, *e)
 		if err != nil {
 			return fmt.Errorf("webhooks: event %d: %w", e.Position, err)
 		}
