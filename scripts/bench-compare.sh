@@ -24,7 +24,10 @@
 # Settings (environment):
 #   SECTIONS       pfbench sections (default fleet,appends,read,projection:
 #                  the action path, appends, the feed and the projections;
-#                  gateway, forwarding and the tunnel, is read too)
+#                  gateway, forwarding and the tunnel; lag; mcp, MCP against
+#                  REST; webhooks; copilot; and scale, each fleet size's steps
+#                  (a step one run reached and another did not is shown as
+#                  not measured in every run) are read too)
 #   PFBENCH_FLAGS  extra pfbench flags for every run, e.g. "-cell 4s -events 500000"
 #                  (make bench-compare: BENCHFLAGS)
 #   OUT_DIR        where the raw outputs go (default: a temporary directory,
@@ -77,6 +80,10 @@ parse() {
     /^## Projection apply/ { sec = "projection" }
     /^## Live projection lag/ { sec = "lag" }
     /^## Forwarding between instances/ { sec = "gateway" }
+    /^## Tool calls over MCP/ { sec = "mcp" }
+    /^## Webhooks:/ { sec = "webhooks" }
+    /^## Copilot:/ { sec = "copilot" }
+    /^## Fleet scale:/ { sec = "scale" }
     sec == "fleet" && /^devices/ { dbtx = index($0, "db tx/action") > 0 } # a column of its own since 2026-11-28
     sec == "fleet" && $1 ~ /^[0-9]+$/ && NF >= 7 {
       d = $1 " device" ($1 == 1 ? "" : "s"); k = dbtx ? 1 : 0
@@ -118,6 +125,31 @@ parse() {
     sec == "gateway" && /^forwarding cost/ { put(sec, "forwarding cost ms", sms(word($0, "): ")), "low") }
     sec == "gateway" && /^tunnel cost/ { put(sec, "tunnel cost ms", sms(word($0, "): ")), "low") }
     sec == "gateway" && /^of which the message bus/ { put(sec, "bare NATS request–reply p50 ms", ms(word($0, "p50 ")), "base") }
+    sec == "mcp" && /[0-9.]+× +[0-9.]+× / { # a call: its name, REST p50 and p99, MCP p50 and p99, then the ratios
+      c = $0; sub(/  +[0-9].*$/, "", c); split(substr($0, length(c) + 1), w, " ")
+      put(sec, c ": REST p50 ms", ms(w[1]), "base"); put(sec, c ": MCP p50 ms", ms(w[3]), "low")
+      r = w[5]; sub(/×.*/, "", r); put(sec, c ": MCP ÷ REST p50", r, "low")
+    }
+    sec == "webhooks" && /^throughput:/ {
+      put(sec, "deliveries/s", sprintf("%.0f", word($0, "throughput: ") / ms(word($0, "recorded in ")) * 1000), "high")
+      b = substr($0, index($0, "signed POSTs: ")); put(sec, "raw signed POSTs/s", sprintf("%.0f", word(b, "POSTs: ") / ms(word(b, " in ")) * 1000), "base")
+    }
+    sec == "webhooks" && /^event → first attempt/ {
+      put(sec, "event → first attempt p50 ms", ms(word($0, " p50 ")), "low"); put(sec, "event → first attempt p99 ms", ms(word($0, " p99 ")), "low")
+      put(sec, "not arrived", word($0, "max ", 2), "low")
+    }
+    sec == "copilot" && /^copilot.s own part/ { r = word($0, "receipt) ", 2); sub(/×.*/, "", r); put(sec, "own part ÷ REST p50", r, "low") }
+    sec == "copilot" && /^REST action, p50/ { put(sec, "REST action p50 ms", ms(word($0, "(baseline) ")), "base") }
+    sec == "copilot" && /^provider chunk/ { put(sec, "chunk → stream event p99 ms", ms(word($0, "chunks) ", 2)), "low") }
+    sec == "scale" && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= 15 { # a step: phones, target/s, then its figures
+      c = $1 " phones at " $2 "/s"
+      put(sec, c ": actions/s", $3, "high"); put(sec, c ": act p99 ms", ms($6), "low"); put(sec, c ": errors", $10, "low")
+      put(sec, c ": RSS MB", $11, "low"); put(sec, c ": service CPU %", $12, "low"); put(sec, c ": PostgreSQL CPU %", $13, "low")
+    }
+    sec == "scale" && $1 ~ /^[0-9]+$/ && $2 == "pgbench" {
+      put(sec, $1 " phones: best step within the goal, actions/s", word($0, "within the goal: "), "high")
+      put(sec, $1 " phones: pgbench tx/s", word($0, "clients: "), "base")
+    }
     sec == "lag" && /events: lag/ {
       if ($1 + 0 == 0) { put(sec, "lag p50 ms", "n/a", "low"); put(sec, "lag p99 ms", "n/a", "low"); next }
       put(sec, "events measured", $1, "base")
