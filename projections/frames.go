@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -53,37 +54,48 @@ var frameEvents = typeSet(nameOf(domain.FrameCaptured{}), nameOf(domain.ActionCo
 
 // Apply implements Projection. The before frame of an action is often the
 // after frame of the previous one (the screen did not change in between);
-// it is indexed once, as it was first captured.
+// it is indexed once, as it was first captured. A batch's frames are
+// written in one statement, in the order the events give them (the first
+// of a frame's rows is the one kept).
 func (FrameIndex) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eventstore.Event) error {
-	t := schema + `.frame_index`
-	ins := `INSERT INTO ` + t + ` (frame_id, org_id, device_id, screen_hash, captured_at, source, action_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (frame_id) DO NOTHING`
-	frame := func(b *pgx.Batch, org, device string, f *domain.FrameRef, source, action string) {
-		if f != nil {
-			b.Queue(ins, f.FrameID, org, device, f.ScreenHash, f.CapturedAt, source, nullString(action))
+	var (
+		ids, orgs, devices, hashes, sources []string
+		at                                  []time.Time
+		actions                             []*string
+	)
+	frame := func(org, device string, f *domain.FrameRef, source, action string) {
+		if f == nil {
+			return
 		}
+		ids, orgs, devices, hashes = append(ids, f.FrameID), append(orgs, org), append(devices, device), append(hashes, f.ScreenHash)
+		at, sources, actions = append(at, f.CapturedAt), append(sources, source), append(actions, nullString(action))
 	}
-	return applyBatch(ctx, tx, events, frameEvents, func(b *pgx.Batch, e eventstore.Event, ev domain.Event) error {
+	for _, e := range events {
+		if !frameEvents[e.Type] {
+			continue
+		}
+		ev, err := decodeEvent(ctx, e)
+		if err != nil {
+			return fmt.Errorf("decode %s at %d: %w", e.Type, e.Position, err)
+		}
 		switch ev := ev.(type) {
 		case domain.FrameCaptured:
-			frame(b, e.OrgID, ev.DeviceID, &ev.Frame, FrameFromObservation, "")
+			frame(e.OrgID, ev.DeviceID, &ev.Frame, FrameFromObservation, "")
 		case domain.ActionCommitted:
-			frame(b, e.OrgID, ev.DeviceID, ev.FrameBefore, FrameBeforeAction, ev.ActionID)
-			frame(b, e.OrgID, ev.DeviceID, ev.FrameAfter, FrameAfterAction, ev.ActionID)
+			frame(e.OrgID, ev.DeviceID, ev.FrameBefore, FrameBeforeAction, ev.ActionID)
+			frame(e.OrgID, ev.DeviceID, ev.FrameAfter, FrameAfterAction, ev.ActionID)
 		case domain.ActionFailed:
-			frame(b, e.OrgID, ev.DeviceID, ev.FrameBefore, FrameBeforeAction, ev.ActionID)
-			frame(b, e.OrgID, ev.DeviceID, ev.FrameAfter, FrameAfterAction, ev.ActionID)
+			frame(e.OrgID, ev.DeviceID, ev.FrameBefore, FrameBeforeAction, ev.ActionID)
+			frame(e.OrgID, ev.DeviceID, ev.FrameAfter, FrameAfterAction, ev.ActionID)
 		}
+	}
+	if len(ids) == 0 {
 		return nil
-	})
-}
-
-// IndexedFrame is one row of the frames index.
-type IndexedFrame struct {
-	FrameID    string
-	DeviceID   string
-	ScreenHash string
-	CapturedAt time.Time
-	Source     string
-	ActionID   string
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO `+schema+`.frame_index (frame_id, org_id, device_id, screen_hash, captured_at, source, action_id)
+		SELECT f, o, d, h, c, s, a
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[]) WITH ORDINALITY u(f, o, d, h, c, s, a, n)
+		ORDER BY n
+		ON CONFLICT (frame_id) DO NOTHING`, ids, orgs, devices, hashes, at, sources, actions)
+	return err
 }
