@@ -159,7 +159,12 @@ func (ReceiptChain) Apply(ctx context.Context, tx pgx.Tx, schema string, events 
 		return err
 	}
 
-	b := &pgx.Batch{}
+	// The batch's entries are written in one statement, and the records of
+	// the actions it touched in another.
+	var (
+		eOrgs, eActions, eKeys, eTypes, eHashes, eLines []string
+		eSeqs                                           []int64
+	)
 	dirty := map[string]bool{}
 	var order []string
 	for _, d := range evs {
@@ -187,13 +192,21 @@ func (ReceiptChain) Apply(ctx context.Context, tx pgx.Tx, schema string, events 
 			return err
 		}
 		heads[org], a.head = next, next
-		b.Queue(`INSERT INTO `+schema+`.receipt_chain (org_id, seq, action_id, idempotency_key, event_type, hash, line)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)`, org, entry.Seq, d.actionID, key, d.e.Type, entry.Hash, string(line))
+		eOrgs, eSeqs, eActions, eKeys = append(eOrgs, org), append(eSeqs, entry.Seq), append(eActions, d.actionID), append(eKeys, key)
+		eTypes, eHashes, eLines = append(eTypes, d.e.Type), append(eHashes, entry.Hash), append(eLines, string(line))
 		if !dirty[d.actionID] {
 			dirty[d.actionID] = true
 			order = append(order, d.actionID)
 		}
 	}
+	if len(order) == 0 {
+		return nil
+	}
+	var (
+		rIDs, rOrgs, rKeys, rHashes []string
+		rRecords                    [][]byte
+		rSeqs                       []int64
+	)
 	for _, id := range order {
 		a := actions[id]
 		// The lease and fencing token never reach a receipt's tables.
@@ -202,14 +215,17 @@ func (ReceiptChain) Apply(ctx context.Context, tx pgx.Tx, schema string, events 
 		if err != nil {
 			return err
 		}
-		b.Queue(`INSERT INTO `+schema+`.receipt_chain_records (action_id, org_id, idempotency_key, record, chain_seq, chain_hash)
-			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (action_id) DO UPDATE
-			SET record = EXCLUDED.record, chain_seq = EXCLUDED.chain_seq, chain_hash = EXCLUDED.chain_hash`,
-			id, a.rec.OrgID, a.rec.Requested.IdempotencyKey, raw, a.head.Seq, a.head.Hash)
+		rIDs, rOrgs, rKeys, rRecords = append(rIDs, id), append(rOrgs, a.rec.OrgID), append(rKeys, a.rec.Requested.IdempotencyKey), append(rRecords, raw)
+		rSeqs, rHashes = append(rSeqs, a.head.Seq), append(rHashes, a.head.Hash)
 	}
-	if b.Len() == 0 {
-		return nil
-	}
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO `+schema+`.receipt_chain (org_id, seq, action_id, idempotency_key, event_type, hash, line)
+		SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])`,
+		eOrgs, eSeqs, eActions, eKeys, eTypes, eHashes, eLines)
+	b.Queue(`INSERT INTO `+schema+`.receipt_chain_records (action_id, org_id, idempotency_key, record, chain_seq, chain_hash)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::bigint[], $6::text[]) ON CONFLICT (action_id) DO UPDATE
+		SET record = EXCLUDED.record, chain_seq = EXCLUDED.chain_seq, chain_hash = EXCLUDED.chain_hash`,
+		rIDs, rOrgs, rKeys, rRecords, rSeqs, rHashes)
 	return tx.SendBatch(ctx, b).Close()
 }
 
