@@ -22,6 +22,14 @@ func Fleet() []Projection {
 // one round trip. Events of other types are skipped without decoding.
 func applyBatch(ctx context.Context, tx pgx.Tx, events []eventstore.Event, types map[string]bool,
 	add func(b *pgx.Batch, e eventstore.Event, ev domain.Event) error) error {
+	return applyBatchFlushed(ctx, tx, events, types, nil, add)
+}
+
+// applyBatchFlushed is applyBatch for a projection that gathers rows of
+// consecutive events into one statement: flush, when not nil, queues what
+// is still gathered after the last event.
+func applyBatchFlushed(ctx context.Context, tx pgx.Tx, events []eventstore.Event, types map[string]bool, flush func(b *pgx.Batch),
+	add func(b *pgx.Batch, e eventstore.Event, ev domain.Event) error) error {
 	b := &pgx.Batch{}
 	for _, e := range events {
 		if !types[e.Type] {
@@ -34,6 +42,9 @@ func applyBatch(ctx context.Context, tx pgx.Tx, events []eventstore.Event, types
 		if err := add(b, e, ev); err != nil {
 			return err
 		}
+	}
+	if flush != nil {
+		flush(b)
 	}
 	if b.Len() == 0 {
 		return nil

@@ -72,21 +72,32 @@ var receiptEvents = typeSet(nameOf(domain.ActionRequested{}), nameOf(domain.Acti
 // Apply implements Projection.
 func (Receipts) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eventstore.Event) error {
 	t := schema + `.receipts`
-	return applyBatch(ctx, tx, events, receiptEvents, func(b *pgx.Batch, e eventstore.Event, ev domain.Event) error {
+	// A run of consecutive requests is one INSERT, a run of consecutive
+	// commits one UPDATE (under load a group commit puts many devices'
+	// requests, or outcomes, side by side in the feed); the other events
+	// are a statement each. The statements keep the events' order.
+	var reqs receiptRequests
+	var commits receiptCommits
+	flush := func(b *pgx.Batch) {
+		reqs.queue(b, t)
+		commits.queue(b, t)
+	}
+	return applyBatchFlushed(ctx, tx, events, receiptEvents, flush, func(b *pgx.Batch, e eventstore.Event, ev domain.Event) error {
+		if _, ok := ev.(domain.ActionRequested); !ok {
+			reqs.queue(b, t)
+		}
+		if _, ok := ev.(domain.ActionCommitted); !ok {
+			commits.queue(b, t)
+		}
 		switch ev := ev.(type) {
 		case domain.ActionRequested:
-			b.Queue(`INSERT INTO `+t+` (org_id, idempotency_key, action_id, device_id, agent_run_id, state, actor_kind, actor_id,
-				action, arguments, observed_frame, ts) VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8, $9, $10, $11)`,
-				e.OrgID, ev.IdempotencyKey, ev.ActionID, ev.DeviceID, nullString(ev.AgentRunID), ev.Actor.Kind, ev.Actor.ID,
-				string(ev.Action), []byte(ev.Arguments), nullString(ev.ObservedFrame), ev.RequestedAt)
+			reqs.add(e.OrgID, ev)
 		case domain.ActionCommitted:
 			res, err := json.Marshal(storedResult{ev.Result, ev.Effect})
 			if err != nil {
 				return err
 			}
-			b.Queue(`UPDATE `+t+` SET state = 'committed', result = $2, frame_before = $3, frame_after = $4, started_at = $5,
-				finished_at = $6 WHERE action_id = $1`,
-				ev.ActionID, res, frameID(ev.FrameBefore), frameID(ev.FrameAfter), ev.StartedAt, ev.FinishedAt)
+			commits.add(ev, res)
 		case domain.ActionFailed:
 			b.Queue(`UPDATE `+t+` SET state = 'failed', error_code = $2, error_message = $3, error_reason = $4, frame_before = $5,
 				frame_after = $6, started_at = $7, finished_at = $8 WHERE action_id = $1`,
@@ -102,6 +113,62 @@ func (Receipts) Apply(ctx context.Context, tx pgx.Tx, schema string, events []ev
 		}
 		return nil
 	})
+}
+
+// receiptRequests is a run of action.requested events, inserted as one
+// statement.
+type receiptRequests struct {
+	orgs, keys, actions, devices, actorKinds, actorIDs, verbs []string
+	runs, observed                                            []*string
+	args                                                      [][]byte
+	at                                                        []time.Time
+}
+
+func (r *receiptRequests) add(org string, ev domain.ActionRequested) {
+	r.orgs, r.keys, r.actions, r.devices = append(r.orgs, org), append(r.keys, ev.IdempotencyKey), append(r.actions, ev.ActionID), append(r.devices, ev.DeviceID)
+	r.runs, r.actorKinds, r.actorIDs = append(r.runs, nullString(ev.AgentRunID)), append(r.actorKinds, ev.Actor.Kind), append(r.actorIDs, ev.Actor.ID)
+	r.verbs, r.args, r.observed, r.at = append(r.verbs, string(ev.Action)), append(r.args, []byte(ev.Arguments)), append(r.observed, nullString(ev.ObservedFrame)), append(r.at, ev.RequestedAt)
+}
+
+// queue queues the run's statement, if it has rows, and starts a new run.
+func (r *receiptRequests) queue(b *pgx.Batch, t string) {
+	if len(r.actions) == 0 {
+		return
+	}
+	b.Queue(`INSERT INTO `+t+` (org_id, idempotency_key, action_id, device_id, agent_run_id, state, actor_kind, actor_id,
+			action, arguments, observed_frame, ts)
+		SELECT o, k, a, d, r, 'pending', ak, ai, v, g, f, ts
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::jsonb[],
+			$10::text[], $11::timestamptz[]) u(o, k, a, d, r, ak, ai, v, g, f, ts)`,
+		r.orgs, r.keys, r.actions, r.devices, r.runs, r.actorKinds, r.actorIDs, r.verbs, r.args, r.observed, r.at)
+	*r = receiptRequests{}
+}
+
+// receiptCommits is a run of action.committed events, applied as one
+// statement (an action has one outcome, so no action is in a run twice).
+type receiptCommits struct {
+	actions           []string
+	results           [][]byte
+	before, after     []*string
+	started, finished []time.Time
+}
+
+func (c *receiptCommits) add(ev domain.ActionCommitted, result []byte) {
+	c.actions, c.results = append(c.actions, ev.ActionID), append(c.results, result)
+	c.before, c.after = append(c.before, frameID(ev.FrameBefore)), append(c.after, frameID(ev.FrameAfter))
+	c.started, c.finished = append(c.started, ev.StartedAt), append(c.finished, ev.FinishedAt)
+}
+
+// queue queues the run's statement, if it has rows, and starts a new run.
+func (c *receiptCommits) queue(b *pgx.Batch, t string) {
+	if len(c.actions) == 0 {
+		return
+	}
+	b.Queue(`UPDATE `+t+` r SET state = 'committed', result = u.res, frame_before = u.fb, frame_after = u.fa, started_at = u.s,
+			finished_at = u.f
+		FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[]) u(a, res, fb, fa, s, f)
+		WHERE r.action_id = u.a`, c.actions, c.results, c.before, c.after, c.started, c.finished)
+	*c = receiptCommits{}
 }
 
 // storedResult is what the result column holds: the device's result and,
