@@ -95,18 +95,40 @@ var runEventTypes = typeSet(nameOf(domain.RunStarted{}), nameOf(domain.RunClaime
 	nameOf(domain.RunResumed{}), nameOf(domain.RunParked{}), nameOf(domain.RunStepTaken{}), nameOf(domain.RunEnded{}),
 	nameOf(domain.FrameCaptured{}), nameOf(domain.ActionRequested{}), nameOf(domain.ActionCommitted{}), nameOf(domain.ActionFailed{}))
 
-// Apply implements Projection.
+// Apply implements Projection. The frames of a run of consecutive action
+// outcomes are written in one statement (most actions are in no run, and
+// the statement finds their run in run_actions); every other event's
+// statements keep their place after it.
 func (Runs) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eventstore.Event) error {
 	runs, steps, frames, acts := schema+`.runs`, schema+`.run_steps`, schema+`.run_frames`, schema+`.run_actions`
-	frame := func(b *pgx.Batch, actionID string, ref *domain.FrameRef, kind string, at time.Time, pos int64) {
-		if ref == nil {
+	var (
+		fActions, fFrames, fKinds []string
+		fAt                       []time.Time
+		fPos                      []int64
+	)
+	frame := func(actionID string, ref *domain.FrameRef, kind string, at time.Time, pos int64) {
+		if ref != nil {
+			fActions, fFrames, fKinds, fAt, fPos = append(fActions, actionID), append(fFrames, ref.FrameID), append(fKinds, kind), append(fAt, at), append(fPos, pos)
+		}
+	}
+	flush := func(b *pgx.Batch) {
+		if len(fActions) == 0 {
 			return
 		}
 		b.Queue(`INSERT INTO `+frames+` (run_id, frame_id, kind, action_id, at, position)
-			SELECT run_id, $2, $3, $1, $4, $5 FROM `+acts+` WHERE action_id = $1
-			ON CONFLICT DO NOTHING`, actionID, ref.FrameID, kind, at, pos)
+			SELECT a.run_id, u.f, u.k, u.a, u.t, u.p
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::bigint[]) WITH ORDINALITY u(a, f, k, t, p, n)
+			JOIN `+acts+` a ON a.action_id = u.a
+			ORDER BY u.n
+			ON CONFLICT DO NOTHING`, fActions, fFrames, fKinds, fAt, fPos)
+		fActions, fFrames, fKinds, fAt, fPos = nil, nil, nil, nil, nil
 	}
-	return applyBatch(ctx, tx, events, runEventTypes, func(b *pgx.Batch, e eventstore.Event, ev domain.Event) error {
+	return applyBatchFlushed(ctx, tx, events, runEventTypes, flush, func(b *pgx.Batch, e eventstore.Event, ev domain.Event) error {
+		switch ev.(type) {
+		case domain.ActionCommitted, domain.ActionFailed:
+		default:
+			flush(b)
+		}
 		switch ev := ev.(type) {
 		case domain.RunStarted:
 			state := domain.RunStateRunning
@@ -154,11 +176,11 @@ func (Runs) Apply(ctx context.Context, tx pgx.Tx, schema string, events []events
 				b.Queue(`INSERT INTO `+acts+` (action_id, run_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, ev.ActionID, ev.RunID)
 			}
 		case domain.ActionCommitted:
-			frame(b, ev.ActionID, ev.FrameBefore, "before", ev.StartedAt, e.Position)
-			frame(b, ev.ActionID, ev.FrameAfter, "after", ev.FinishedAt, e.Position)
+			frame(ev.ActionID, ev.FrameBefore, "before", ev.StartedAt, e.Position)
+			frame(ev.ActionID, ev.FrameAfter, "after", ev.FinishedAt, e.Position)
 		case domain.ActionFailed:
-			frame(b, ev.ActionID, ev.FrameBefore, "before", ev.StartedAt, e.Position)
-			frame(b, ev.ActionID, ev.FrameAfter, "after", ev.FinishedAt, e.Position)
+			frame(ev.ActionID, ev.FrameBefore, "before", ev.StartedAt, e.Position)
+			frame(ev.ActionID, ev.FrameAfter, "after", ev.FinishedAt, e.Position)
 		}
 		return nil
 	})
