@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,14 +69,16 @@ func (FrameIndex) Apply(ctx context.Context, tx pgx.Tx, schema string, events []
 		ids, orgs, devices, hashes = append(ids, f.FrameID), append(orgs, org), append(devices, device), append(hashes, f.ScreenHash)
 		at, sources, actions = append(at, f.CapturedAt), append(sources, source), append(actions, nullString(action))
 	}
-	for _, e := range events {
-		if !frameEvents[e.Type] {
-			continue
+	flush := func(b *pgx.Batch) {
+		if len(ids) > 0 {
+			b.Queue(`INSERT INTO `+schema+`.frame_index (frame_id, org_id, device_id, screen_hash, captured_at, source, action_id)
+				SELECT f, o, d, h, c, s, a
+				FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[]) WITH ORDINALITY u(f, o, d, h, c, s, a, n)
+				ORDER BY n
+				ON CONFLICT (frame_id) DO NOTHING`, ids, orgs, devices, hashes, at, sources, actions)
 		}
-		ev, err := decodeEvent(ctx, e)
-		if err != nil {
-			return fmt.Errorf("decode %s at %d: %w", e.Type, e.Position, err)
-		}
+	}
+	return applyBatchFlushed(ctx, tx, events, frameEvents, flush, func(_ *pgx.Batch, e eventstore.Event, ev domain.Event) error {
 		switch ev := ev.(type) {
 		case domain.FrameCaptured:
 			frame(e.OrgID, ev.DeviceID, &ev.Frame, FrameFromObservation, "")
@@ -88,14 +89,6 @@ func (FrameIndex) Apply(ctx context.Context, tx pgx.Tx, schema string, events []
 			frame(e.OrgID, ev.DeviceID, ev.FrameBefore, FrameBeforeAction, ev.ActionID)
 			frame(e.OrgID, ev.DeviceID, ev.FrameAfter, FrameAfterAction, ev.ActionID)
 		}
-	}
-	if len(ids) == 0 {
 		return nil
-	}
-	_, err := tx.Exec(ctx, `INSERT INTO `+schema+`.frame_index (frame_id, org_id, device_id, screen_hash, captured_at, source, action_id)
-		SELECT f, o, d, h, c, s, a
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[]) WITH ORDINALITY u(f, o, d, h, c, s, a, n)
-		ORDER BY n
-		ON CONFLICT (frame_id) DO NOTHING`, ids, orgs, devices, hashes, at, sources, actions)
-	return err
+	})
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"phonefleet/domain"
 	"phonefleet/eventstore"
 	"phonefleet/projections"
 	"phonefleet/testutil"
@@ -323,5 +326,57 @@ func TestAuditRowsEqualTheEventsAfterApplyAndRebuild(t *testing.T) {
 	}
 	if n := auditDiffers(t, pool); n != 0 {
 		t.Fatalf("after rebuild: %d audit rows differ from their events or stand out of feed order; want none", n)
+	}
+}
+
+// applyInOneBatch appends evs as one commit of organisation org, so that
+// projection p reads them in one batch, and runs p until it has applied
+// them. It returns the database.
+func applyInOneBatch(t *testing.T, p projections.Projection, org string, evs ...domain.Event) *pgxpool.Pool {
+	t.Helper()
+	pool := testutil.FreshPool(t)
+	s := eventstore.New(pool)
+	var news []eventstore.NewEvent
+	for _, e := range evs {
+		name, version, data, err := domain.Events.Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		news = append(news, eventstore.NewEvent{Type: name, SchemaVersion: version, OrgID: org, Data: data})
+	}
+	a, err := s.Append(testutil.Context(t), "batch-"+p.Name(), eventstore.NoStream, news...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForName(t, startRunner(t, s, []projections.Projection{p}), p.Name(), a)
+	return pool
+}
+
+// checkRows fails the test unless query's rows, each as a JSON array of
+// its columns, are want.
+func checkRows(t *testing.T, pool *pgxpool.Pool, query string, want ...string) {
+	t.Helper()
+	rows, err := pool.Query(testutil.Context(t), query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(b))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("rows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

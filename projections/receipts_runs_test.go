@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"phonefleet/domain"
-	"phonefleet/eventstore"
 	"phonefleet/projections"
-	"phonefleet/testutil"
 )
 
 // The receipts read model writes a run of consecutive requests as one
@@ -17,8 +15,6 @@ import (
 // a failure, an unknown outcome and a review in an interleaved order gives
 // each receipt what the events, applied one by one, would.
 func TestReceiptsApplyRunsOfRequestsAndCommitsInOrder(t *testing.T) {
-	pool := testutil.FreshPool(t)
-	s := eventstore.New(pool)
 	at := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	req := func(id string) domain.ActionRequested {
 		return domain.ActionRequested{ActionID: id, DeviceID: "d1", IdempotencyKey: "k-" + id, Action: "tap",
@@ -28,54 +24,17 @@ func TestReceiptsApplyRunsOfRequestsAndCommitsInOrder(t *testing.T) {
 		return domain.ActionCommitted{ActionID: id, DeviceID: "d1", Result: domain.ActionResult{Description: "tapped " + id},
 			FrameAfter: &domain.FrameRef{FrameID: "f-" + id, CapturedAt: at}, StartedAt: at, FinishedAt: at.Add(time.Second)}
 	}
-	var evs []eventstore.NewEvent
-	for _, e := range []domain.Event{
+	pool := applyInOneBatch(t, projections.Receipts{}, "org_r",
 		req("a1"), req("a2"), commit("a1"), commit("a2"), req("a3"),
 		domain.ActionFailed{ActionID: "a3", DeviceID: "d1", Code: domain.CodeDeviceUnavailable, Message: "refused", StartedAt: at, FinishedAt: at},
 		req("a4"), domain.ActionOutcomeUnknown{ActionID: "a4", Reason: "lost"}, req("a5"), commit("a4"), commit("a5"),
 		domain.ReceiptReviewed{ActionID: "a5", At: at, Reviewer: domain.Actor{Kind: "user", ID: "u1"}, Note: "fine"},
-	} {
-		name, version, data, err := domain.Events.Encode(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		evs = append(evs, eventstore.NewEvent{Type: name, SchemaVersion: version, OrgID: "org_r", Data: data})
-	}
-	a, err := s.Append(testutil.Context(t), "receipts-runs", eventstore.NoStream, evs...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := startRunner(t, s, []projections.Projection{projections.Receipts{}})
-	waitForName(t, r, projections.ReceiptsName, a)
-	rows, err := pool.Query(testutil.Context(t), `SELECT action_id, state, outcome_unknown, coalesce(result->>'description', ''),
-		coalesce(frame_after, ''), coalesce(error_code, ''), coalesce(review_note, '') FROM public.receipts ORDER BY action_id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var got []string
-	for rows.Next() {
-		var id, state, desc, frame, code, note string
-		var unknown bool
-		if err := rows.Scan(&id, &state, &unknown, &desc, &frame, &code, &note); err != nil {
-			t.Fatal(err)
-		}
-		b, _ := json.Marshal([]any{id, state, unknown, desc, frame, code, note})
-		got = append(got, string(b))
-	}
-	want := []string{
+	)
+	checkRows(t, pool, `SELECT action_id, state, outcome_unknown, coalesce(result->>'description', ''),
+		coalesce(frame_after, ''), coalesce(error_code, ''), coalesce(review_note, '') FROM public.receipts ORDER BY action_id`,
 		`["a1","committed",false,"tapped a1","f-a1","",""]`,
 		`["a2","committed",false,"tapped a2","f-a2","",""]`,
 		`["a3","failed",false,"","","device_unavailable",""]`,
 		`["a4","committed",true,"tapped a4","f-a4","action_outcome_unknown",""]`,
-		`["a5","committed",false,"tapped a5","f-a5","","fine"]`,
-	}
-	if len(got) != len(want) {
-		t.Fatalf("receipts\n%s\nwant\n%s", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("receipts\n%s\nwant\n%s", got, want)
-		}
-	}
+		`["a5","committed",false,"tapped a5","f-a5","","fine"]`)
 }
