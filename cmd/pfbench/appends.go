@@ -35,8 +35,9 @@ func (b *bench) appends(ctx context.Context, d time.Duration) error {
 	}
 	store := eventstore.New(db.pool)
 	grouped := eventstore.New(db.pool, eventstore.WithGroupCommit())
-	line("(\"1 gc\": single-event commands through group commit; same pgbench baseline)")
-	line("%-8s %-6s %14s %14s %8s  %s", "writers", "batch", "store ev/s", "pgbench ev/s", "ratio", "target ≥1.0×")
+	line("(\"1 gc\": single-event commands through group commit; same pgbench baseline. client µs/ev: the writing")
+	line(" process's own CPU, user and system, per event: the store's (this process) beside pgbench's; the server's is not in it)")
+	line("%-8s %-6s %14s %14s %8s %18s  %s", "writers", "batch", "store ev/s", "pgbench ev/s", "ratio", "client µs/ev s/pg", "target ≥1.0×")
 	for _, writers := range []int{1, 16, 64} {
 		for _, batch := range []int{1, 10, 100} {
 			// Each row's JSON is built from its row number, so the server
@@ -55,46 +56,48 @@ FROM generate_series(1, %d) g;
 			// last, so neither it nor the store without group commit gains
 			// from the order (the 1-writer check compares the two).
 			var gn int64
-			var gel time.Duration
+			var gel, gcpu time.Duration
 			if batch == 1 {
-				if gn, gel, err = storeAppends(ctx, grouped, writers, batch, d/2); err != nil {
+				if gn, gel, gcpu, err = storeAppends(ctx, grouped, writers, batch, d/2); err != nil {
 					return err
 				}
 			}
-			n, el, err := storeAppends(ctx, store, writers, batch, d/2)
+			n, el, cpu, err := storeAppends(ctx, store, writers, batch, d/2)
 			if err != nil {
 				return err
 			}
 			db.pool.Reset() // free the store's connections for pgbench's clients
-			tps, err := b.pgbench(ctx, db, script, writers, d)
+			pg, err := b.pgbench(ctx, db, script, writers, d)
 			if err != nil {
 				return err
 			}
-			base := tps * float64(batch)
-			n2, el2, err := storeAppends(ctx, store, writers, batch, d/2)
+			base := pg.tps * float64(batch)
+			pgEv := pg.cpuTx / time.Duration(batch)
+			n2, el2, cpu2, err := storeAppends(ctx, store, writers, batch, d/2)
 			if err != nil {
 				return err
 			}
-			n, el = n+n2, el+el2
+			n, el, cpu = n+n2, el+el2, cpu+cpu2
 			got := float64(n) / el.Seconds()
-			line("%-8d %-6d %14.0f %14.0f %7.2f×  %s", writers, batch, got, base, got/base, verdict(got >= base))
+			line("%-8d %-6d %14.0f %14.0f %7.2f× %18s  %s", writers, batch, got, base, got/base, clientCPU(cpu, n, pgEv), verdict(got >= base))
 			if batch == 1 {
 				// The same single-event commands through group commit.
-				n, el, err := storeAppends(ctx, grouped, writers, batch, d/2)
+				n, el, cpu, err := storeAppends(ctx, grouped, writers, batch, d/2)
 				if err != nil {
 					return err
 				}
 				gc := float64(gn+n) / (gel + el).Seconds()
+				gcCPU := clientCPU(gcpu+cpu, gn+n, pgEv)
 				switch writers {
 				case 1:
 					// A lone writer must not pay for grouping: its commit
 					// is flushed at once, as without group commit.
-					line("%-8d %-6s %14.0f %14.0f %7.2f×  %s target ≥1.0× the store without group commit (%.0f ev/s): %.2f×",
-						writers, "1 gc", gc, base, gc/base, verdict(gc >= got), got, gc/got)
+					line("%-8d %-6s %14.0f %14.0f %7.2f× %18s  %s target ≥1.0× the store without group commit (%.0f ev/s): %.2f×",
+						writers, "1 gc", gc, base, gc/base, gcCPU, verdict(gc >= got), got, gc/got)
 				case 64:
-					line("%-8d %-6s %14.0f %14.0f %7.2f×  %s target ≥3.0× at 64 writers", writers, "1 gc", gc, base, gc/base, verdict(gc >= 3*base))
+					line("%-8d %-6s %14.0f %14.0f %7.2f× %18s  %s target ≥3.0× at 64 writers", writers, "1 gc", gc, base, gc/base, gcCPU, verdict(gc >= 3*base))
 				default:
-					line("%-8d %-6s %14.0f %14.0f %7.2f×  %s (no target)", writers, "1 gc", gc, base, gc/base, verdict(true))
+					line("%-8d %-6s %14.0f %14.0f %7.2f× %18s  %s (no target)", writers, "1 gc", gc, base, gc/base, gcCPU, verdict(true))
 				}
 			}
 		}
@@ -102,7 +105,19 @@ FROM generate_series(1, %d) g;
 	return nil
 }
 
-func storeAppends(ctx context.Context, store *eventstore.Store, writers, batch int, d time.Duration) (int64, time.Duration, error) {
+// clientCPU prints the store's client CPU per event (cpu over n events)
+// beside pgbench's (pgEv), in microseconds.
+func clientCPU(cpu time.Duration, n int64, pgEv time.Duration) string {
+	if n == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f / %.1f", float64(cpu)/float64(n)/1e3, float64(pgEv)/1e3)
+}
+
+// storeAppends runs writers appending batch events per command for d; it
+// returns the events appended, the time taken and this process's CPU time
+// over it (the writers' and the pool's: nothing else runs meanwhile).
+func storeAppends(ctx context.Context, store *eventstore.Store, writers, batch int, d time.Duration) (int64, time.Duration, time.Duration, error) {
 	// Open the writers' connections before the clock starts, as pgbench's
 	// rate leaves out its clients' connecting ("without initial connection
 	// time"): the pool was emptied for pgbench, and at 64 writers opening
@@ -110,13 +125,13 @@ func storeAppends(ctx context.Context, store *eventstore.Store, writers, batch i
 	// commits. A service's pool is warm; the statements are still prepared
 	// inside the measured time, as pgbench's -M prepared does.
 	if err := warm(ctx, store, writers); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	var n atomic.Int64
 	var firstErr error
 	var once sync.Once
 	var wg sync.WaitGroup
-	start := time.Now()
+	cpu0, start := selfCPU(), time.Now()
 	deadline := start.Add(d)
 	for w := 0; w < writers; w++ {
 		wg.Add(1)
@@ -138,7 +153,7 @@ func storeAppends(ctx context.Context, store *eventstore.Store, writers, batch i
 		}()
 	}
 	wg.Wait()
-	return n.Load(), time.Since(start), firstErr
+	return n.Load(), time.Since(start), selfCPU() - cpu0, firstErr
 }
 
 // warm opens n connections of store's pool at once and returns them to it

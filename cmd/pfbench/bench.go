@@ -158,15 +158,24 @@ func (b *bench) close() {
 	}
 }
 
-// pgbench runs script with clients for d and returns transactions per second.
-func (b *bench) pgbench(ctx context.Context, db *database, script string, clients int, d time.Duration) (float64, error) {
+// pgbenchRun is what one pgbench run measured: its transactions per
+// second and its own CPU time (user and system, pgbench's threads only)
+// per transaction, the client's share of the work that its figure leaves
+// out.
+type pgbenchRun struct {
+	tps   float64
+	cpuTx time.Duration
+}
+
+// pgbench runs script with clients for d.
+func (b *bench) pgbench(ctx context.Context, db *database, script string, clients int, d time.Duration) (pgbenchRun, error) {
 	f, err := os.CreateTemp("", "pfbench-*.sql")
 	if err != nil {
-		return 0, err
+		return pgbenchRun{}, err
 	}
 	defer os.Remove(f.Name())
 	if _, err := f.WriteString(script); err != nil {
-		return 0, err
+		return pgbenchRun{}, err
 	}
 	f.Close()
 	bin, err := exec.LookPath("pgbench")
@@ -174,7 +183,7 @@ func (b *bench) pgbench(ctx context.Context, db *database, script string, client
 		if dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pgbench"); len(dirs) > 0 {
 			bin = dirs[len(dirs)-1]
 		} else {
-			return 0, fmt.Errorf("pgbench not found (it comes with the PostgreSQL packages)")
+			return pgbenchRun{}, fmt.Errorf("pgbench not found (it comes with the PostgreSQL packages)")
 		}
 	}
 	// Release every section's idle connections: pgbench's clients need
@@ -187,13 +196,23 @@ func (b *bench) pgbench(ctx context.Context, db *database, script string, client
 		"-j", strconv.Itoa(threads), "-T", strconv.Itoa(int(d.Seconds())), db.url)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return 0, fmt.Errorf("pgbench: %v: %s", err, out)
+		return pgbenchRun{}, fmt.Errorf("pgbench: %v: %s", err, out)
 	}
 	m := regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`).FindSubmatch(out)
 	if m == nil {
-		return 0, fmt.Errorf("pgbench: no tps in output: %s", out)
+		return pgbenchRun{}, fmt.Errorf("pgbench: no tps in output: %s", out)
 	}
-	return strconv.ParseFloat(string(m[1]), 64)
+	tps, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		return pgbenchRun{}, err
+	}
+	run := pgbenchRun{tps: tps}
+	if n := regexp.MustCompile(`number of transactions actually processed: ([0-9]+)`).FindSubmatch(out); n != nil {
+		if tx, _ := strconv.ParseInt(string(n[1]), 10, 64); tx > 0 {
+			run.cpuTx = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()) / time.Duration(tx)
+		}
+	}
+	return run, nil
 }
 
 func percentile(d []time.Duration, p float64) time.Duration {

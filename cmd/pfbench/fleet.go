@@ -54,10 +54,11 @@ func (b *bench) fleetActions(ctx context.Context, d time.Duration) error {
 VALUES (gen_random_uuid(), md5(random()::text), 1, 'bench.happened', 1, 'org_bench', '%s'::jsonb, '%s'::jsonb, now());
 `, eventData, eventMeta)
 		db.pool.Reset()
-		tps, err := b.pgbench(ctx, db, script, devices, d)
+		pg, err := b.pgbench(ctx, db, script, devices, d)
 		if err != nil {
 			return err
 		}
+		tps := pg.tps
 		ratio := res.rate / tps
 		line("%-8d %12.0f %9s %9s %9d %12.1f %14.0f %7.2f× %12s %12s  %s", devices, res.rate, res.p50.Round(100*time.Microsecond),
 			res.p99.Round(100*time.Microsecond), res.errors, res.txPerAction, tps, ratio, cpuPerAction(res.goCPU), cpuPerAction(res.pgCPU),

@@ -198,10 +198,11 @@ VALUES (gen_random_uuid(), md5(random()::text), 1, 'bench.happened', 1, 'org_ben
 	}
 	svc.stop()
 	db.pool.Reset()
-	tps, err := b.pgbench(ctx, db, script, clients, step)
+	pg, err := b.pgbench(ctx, db, script, clients, step)
 	if err != nil {
 		return err
 	}
+	tps := pg.tps
 	line("%-6d pgbench single-row inserts, %d clients: %.0f tx/s; the best step within the goal: %.0f actions/s = %.2f× pgbench",
 		phones, clients, tps, best, best/tps)
 	return nil
