@@ -306,3 +306,53 @@ func TestGroupMemberThatHangsHoldsBackOnlyItself(t *testing.T) {
 	}
 	checkFeedExactlyOnce(t, pool)
 }
+
+// batchSizes records how many events each Apply was given.
+type batchSizes struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (*batchSizes) Name() string     { return "batch_sizes" }
+func (*batchSizes) Tables() []string { return []string{"batch_sizes"} }
+func (*batchSizes) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
+	_, err := tx.Exec(ctx, `CREATE TABLE `+schema+`.batch_sizes (n int)`)
+	return err
+}
+func (b *batchSizes) Apply(ctx context.Context, tx pgx.Tx, schema string, evs []eventstore.Event) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sizes = append(b.sizes, len(evs))
+	return nil
+}
+
+// A group that transfers its events reads at most MaxTransferBatch of them
+// a batch, whatever the runner's batch size: the batch is one row, read
+// into one buffer of its size. The events all arrive, in order, once.
+func TestGroupTransfersAtMostMaxTransferBatchEvents(t *testing.T) {
+	pool := testutil.FreshPool(t)
+	s := eventstore.New(pool)
+	total := 2*projections.MaxTransferBatch + 500
+	appendN(t, s, 5, total/5)
+	b := &batchSizes{}
+	startRunner(t, s, []projections.Projection{b}, projections.WithBatchSize(4*projections.MaxTransferBatch))
+	sum, most := 0, 0
+	for deadline := time.Now().Add(60 * time.Second); sum < total && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		b.mu.Lock()
+		sum, most = 0, 0
+		for _, n := range b.sizes {
+			sum, most = sum+n, max(most, n)
+		}
+		b.mu.Unlock()
+	}
+	time.Sleep(200 * time.Millisecond) // nothing is applied twice after the last
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	sum = 0
+	for _, n := range b.sizes {
+		sum = sum + n
+	}
+	if most > projections.MaxTransferBatch || sum != total {
+		t.Fatalf("batches %v: the largest %d (want ≤ %d), %d events in all (want %d)", b.sizes, most, projections.MaxTransferBatch, sum, total)
+	}
+}
