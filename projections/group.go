@@ -66,7 +66,8 @@ type group struct {
 // events decoded from it, whenever the group lagged (measured at 1,000
 // sim phones). A batch of 1,000 still spreads the transaction, the read
 // and the checkpoints over hundreds of events. A group applied inside the
-// server (spanOnly) reads only the span, so it keeps the runner's size.
+// server (spanOnly) reads only the span, so it keeps the runner's span
+// batch.
 const maxTransferBatch = 1000
 
 // applying is the member whose apply a batch is in, and since when; the
@@ -124,7 +125,7 @@ func newGroup(r *Runner, members []*member) *group {
 		g.typed, g.unsubscribe = r.store.Signal().Sub(wakeTypes)
 	}
 	g.query = groupSelect(g.spanOnly)
-	g.limit = r.batchSize
+	g.limit = r.batchLimit(g.spanOnly)
 	if !g.spanOnly {
 		g.limit = min(g.limit, maxTransferBatch)
 	}

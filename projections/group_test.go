@@ -356,3 +356,24 @@ func TestGroupTransfersAtMostMaxTransferBatchEvents(t *testing.T) {
 		t.Fatalf("batches %v: the largest %d (want ≤ %d), %d events in all (want %d)", b.sizes, most, projections.MaxTransferBatch, sum, total)
 	}
 }
+
+// A projection applied inside the server transfers no events, so its batch
+// spans more of them than a batch that transfers them (each batch is one
+// transaction: the rows' xmin tells the batches apart). 12,000 events
+// written before the runner starts are applied in fewer than the three
+// batches of 5,000 a transfer would need.
+func TestInServerBatchesSpanMoreThanATransferBatch(t *testing.T) {
+	pool := testutil.FreshPool(t)
+	s := eventstore.New(pool)
+	appendN(t, s, 4, 3000)
+	startRunner(t, s, []projections.Projection{projections.Audit{}})
+	waitApplied(t, pool, 12000)
+	var batches int
+	if err := pool.QueryRow(testutil.Context(t), `SELECT count(DISTINCT xmin::text) FROM proj_audit_feed_v1.audit_feed`).Scan(&batches); err != nil {
+		t.Fatal(err)
+	}
+	if batches > 2 {
+		t.Fatalf("12,000 events applied in %d batches; want at most 2", batches)
+	}
+	checkFeedExactlyOnce(t, pool)
+}

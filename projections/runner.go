@@ -110,6 +110,9 @@ type Runner struct {
 	projs     map[string]Projection
 	names     []string
 	batchSize int
+	// spanBatch is the most events one batch applies inside the server
+	// (an InServer projection's span); see WithBatchSize.
+	spanBatch int
 	poll      time.Duration
 	// stuckAfter is how long a live projection's apply may take inside
 	// the group before it leaves the group (see group).
@@ -124,8 +127,19 @@ type Runner struct {
 // Option configures a Runner.
 type Option func(*Runner)
 
-// WithBatchSize sets the most events one transaction applies.
-func WithBatchSize(n int) Option { return func(r *Runner) { r.batchSize = n } }
+// WithBatchSize sets the most events one transaction applies, whether its
+// events travel to the service or it is applied inside the server.
+func WithBatchSize(n int) Option { return func(r *Runner) { r.batchSize, r.spanBatch = n, n } }
+
+// batchLimit is the most events one batch reads: spanBatch for a batch
+// applied inside the server, which transfers only where it starts and
+// ends, batchSize for one whose events travel to the service.
+func (r *Runner) batchLimit(spanOnly bool) int {
+	if spanOnly {
+		return r.spanBatch
+	}
+	return r.batchSize
+}
 
 // WithPollInterval sets the fallback poll when no wake-up arrives.
 func WithPollInterval(d time.Duration) Option { return func(r *Runner) { r.poll = d } }
@@ -138,7 +152,7 @@ func WithStuckAfter(d time.Duration) Option { return func(r *Runner) { r.stuckAf
 // NewRunner returns a runner for projs over store's database.
 func NewRunner(store *eventstore.Store, logger *slog.Logger, projs []Projection, opts ...Option) (*Runner, error) {
 	r := &Runner{store: store, pool: store.Pool(), logger: logger, projs: map[string]Projection{},
-		batchSize: 5000, poll: 100 * time.Millisecond, stuckAfter: 15 * time.Second, consumers: map[string]*consumer{}}
+		batchSize: 5000, spanBatch: 50000, poll: 100 * time.Millisecond, stuckAfter: 15 * time.Second, consumers: map[string]*consumer{}}
 	for _, p := range projs {
 		if !nameRE.MatchString(p.Name()) {
 			return nil, fmt.Errorf("projection name %q: want lower-case letters, digits and _", p.Name())
@@ -528,7 +542,7 @@ func (c *consumer) session(ctx context.Context) error {
 // feed returns the feed adapter for the consumer's projection.
 func (c *consumer) feed() feedSchema {
 	_, inServer := c.p.(InServer)
-	return feedSchema{batchSize: c.r.batchSize, types: eventTypesOf(c.p), spanOnly: inServer}
+	return feedSchema{batchSize: c.r.batchLimit(inServer), types: eventTypesOf(c.p), spanOnly: inServer}
 }
 
 // checkpointSQL advances a consumer group's checkpoint past a batch.
@@ -555,7 +569,8 @@ func (c *consumer) handle(msg *message.Message) error {
 	if err != nil {
 		return err
 	}
-	c.drained.Store(h.scanned < c.r.batchSize)
+	_, inServer := c.p.(InServer)
+	c.drained.Store(h.scanned < c.r.batchLimit(inServer))
 	checkpoint := []any{strconv.FormatUint(h.lastTx, 10), h.lastPos, h.scanned, c.group}
 	if p, ok := c.p.(InServer); ok {
 		b := &pgx.Batch{}
