@@ -299,7 +299,7 @@ func pngPicture(png []byte) picture {
 }
 
 // render builds the observe / get_frame answer.
-func (s *Server) render(sc screen, pic picture, snapshot json.RawMessage, o observeOptions) (*mcpgo.CallToolResult, error) {
+func (s *Server) render(ctx context.Context, sc screen, pic picture, snapshot json.RawMessage, o observeOptions) (*mcpgo.CallToolResult, error) {
 	if pic.data != nil && pic.width != sc.Width && pic.width > 0 {
 		sc.Image = &imageSize{Width: pic.width, Height: pic.height, Scale: float64(int(float64(sc.Width)/float64(pic.width)*1000)) / 1000}
 	}
@@ -325,7 +325,7 @@ func (s *Server) render(sc screen, pic picture, snapshot json.RawMessage, o obse
 			}
 		}
 	}
-	return imageResultOf(pic.data, pic.mimeType, sc)
+	return imageResultOf(ctx, pic.data, pic.mimeType, sc)
 }
 
 type observeArgs struct {
@@ -373,7 +373,7 @@ func (s *Server) observeTool() *tool {
 		if obs.Image != nil {
 			pic = picture{data: obs.Image, mimeType: obs.ContentType, width: obs.ImageWidth, height: obs.ImageHeight}
 		}
-		return s.render(sc, pic, obs.Snapshot, opts)
+		return s.render(ctx, sc, pic, obs.Snapshot, opts)
 	})
 	return t
 }
@@ -400,7 +400,7 @@ func (s *Server) getFrameTool() *tool {
 		if args.image() && fr.PNG != nil {
 			pic = pngPicture(fr.PNG)
 		}
-		return s.render(sc, pic, fr.Snapshot, args.observeOptions)
+		return s.render(ctx, sc, pic, fr.Snapshot, args.observeOptions)
 	})
 	return t
 }

@@ -149,6 +149,9 @@ type Server struct {
 	http     *server.StreamableHTTPServer
 	// elements remembers recent element lists (observe, get_frame).
 	elements elementCache
+	// spliceMarker begins the tokens of the parts a response writes
+	// itself (splice.go).
+	spliceMarker []byte
 }
 
 // New builds the tool surface. It fails only on a defect of the build (a
@@ -156,7 +159,7 @@ type Server struct {
 // schema), which the package tests catch.
 func New(deps Deps) (*Server, error) {
 	s := &Server{deps: deps, logger: deps.Logger, tools: map[string]*tool{}, meta: map[string]*tool{},
-		handlers: map[string]server.ToolHandlerFunc{}}
+		handlers: map[string]server.ToolHandlerFunc{}, spliceMarker: newSpliceMarker()}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -333,6 +336,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 					"tool %q is not in the toolsets this connection chose (?tools=%s); tools/list names the tools it has",
 					head.Params.Name, r.URL.Query().Get("tools")))
 				return nil
+			}
+			if head.Method == string(mcpgo.MethodToolsCall) {
+				sp := &splices{marker: s.spliceMarker}
+				r = r.WithContext(context.WithValue(r.Context(), splicesKey{}, sp))
+				var sw *spliceWriter
+				w, sw = newSpliceWriter(w, sp)
+				defer sw.finish()
 			}
 		}
 	}
