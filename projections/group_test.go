@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -376,4 +377,55 @@ func TestInServerBatchesSpanMoreThanATransferBatch(t *testing.T) {
 		t.Fatalf("12,000 events applied in %d batches; want at most 2", batches)
 	}
 	checkFeedExactlyOnce(t, pool)
+}
+
+// flaky fails its next failures batches, then applies like keepOnly.
+type flaky struct{ failures atomic.Int32 }
+
+func (*flaky) Name() string         { return "flaky" }
+func (*flaky) Tables() []string     { return []string{"flaky"} }
+func (*flaky) EventTypes() []string { return []string{"keep.%"} }
+func (*flaky) Setup(ctx context.Context, tx pgx.Tx, schema string) error {
+	_, err := tx.Exec(ctx, `CREATE TABLE `+schema+`.flaky (position bigint PRIMARY KEY)`)
+	return err
+}
+func (p *flaky) Apply(ctx context.Context, tx pgx.Tx, schema string, evs []eventstore.Event) error {
+	if p.failures.Add(-1) >= 0 {
+		return errors.New("flaky batch")
+	}
+	for _, e := range evs {
+		if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.flaky VALUES ($1)`, e.Position); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// A rebuild whose first batch fails takes over only once the new version
+// has caught up: the end of the failed batch's subscription is not "the
+// feed had nothing new" (it once was, and the rebuild took over a version
+// that had applied nothing).
+func TestRebuildWhoseBatchFailsTakesOverOnlyOnceCaughtUp(t *testing.T) {
+	pool := testutil.FreshPool(t)
+	s := eventstore.New(pool)
+	p := &flaky{}
+	var last eventstore.Appended
+	for range 120 {
+		last = appendType(t, s, "keep.this")
+	}
+	r := runProjections(t, s, p)
+	waitForName(t, r, "flaky", last)
+	for round := range 3 {
+		p.failures.Store(1)
+		if err := r.Rebuild(testutil.Context(t), "flaky", nil); err != nil {
+			t.Fatal(err)
+		}
+		var rows int
+		if err := pool.QueryRow(testutil.Context(t), `SELECT count(*) FROM flaky`).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		if rows != 120 {
+			t.Fatalf("round %d: after the rebuild flaky has %d rows; want 120 (taken over before it caught up)", round, rows)
+		}
+	}
 }

@@ -697,7 +697,13 @@ func (b *wakeBackoff) HandleError(logger watermill.LoggerAdapter, noMsg bool, er
 		// wrote no events, the poll finds them). Wait instead of querying.
 		wait()
 	} else if noMsg {
-		b.idle()
+		// A subscription ended by its session (a failed batch cancels it)
+		// also reports "no message": that is not the feed being read to its
+		// end, and a rebuild waiting for its version to catch up must not
+		// take it over then.
+		if b.ctx.Err() == nil {
+			b.idle()
+		}
 		wait()
 	}
 	// Take the channels for the next wait before the next query runs, so a
