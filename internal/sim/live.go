@@ -21,13 +21,13 @@ func (p *Phone) LiveFrame(maxWidth int) (*image.RGBA, string, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	root := p.build()
+	root, hash := p.screen()
 	if maxWidth == 0 || maxWidth >= p.model.Width {
 		img := image.NewRGBA(p.screenRect())
 		renderInto(img, root)
-		return img, hashTree(root), nil
+		return img, hash, nil
 	}
 	img := image.NewRGBA(image.Rectangle{Max: scaledSize(p.model.Width, p.model.Height, maxWidth)})
 	renderScaled(img, root, p.model.Width, p.model.Height)
-	return img, hashTree(root), nil
+	return img, hash, nil
 }

@@ -41,6 +41,7 @@ func (p *Phone) SetNetworkProxy(n *NetworkProxy) error {
 		n = &c
 	}
 	p.st.Settings.Proxy = n
+	p.shown = shown{}
 	p.pngHash, p.pngData = "", nil
 	return nil
 }

@@ -42,6 +42,47 @@ type Phone struct {
 	// directLoopback lets the browser load loopback pages with no proxy
 	// set (AllowDirectLoopback; not part of the state).
 	directLoopback bool
+
+	// shown memoises what the current state shows and serialises to, so
+	// an observation after an action (and the next action's rollback copy)
+	// lays out and marshals nothing again. Every change to st clears it.
+	shown shown
+}
+
+// shown is the screen laid out from the phone's current state and the
+// state's serialised forms, each filled on first use. The tree is never
+// changed once built (readers only walk it).
+type shown struct {
+	root               *node // nil: not laid out since the last change
+	hash               string
+	state, fingerprint []byte
+}
+
+// screen returns the current screen's tree and hash, laying it out only if
+// the state changed since it was last laid out.
+func (p *Phone) screen() (*node, string) {
+	if p.shown.root == nil {
+		p.shown.root = p.build()
+		p.shown.hash = hashTree(p.shown.root)
+	}
+	return p.shown.root, p.shown.hash
+}
+
+// stateJSON is p.st.marshal(), memoised until the state changes. Callers
+// outside the package get a copy.
+func (p *Phone) stateJSON() []byte {
+	if p.shown.state == nil {
+		p.shown.state = p.st.marshal()
+	}
+	return p.shown.state
+}
+
+// fingerprint is p.st.fingerprint(), memoised until the state changes.
+func (p *Phone) fingerprint() []byte {
+	if p.shown.fingerprint == nil {
+		p.shown.fingerprint = p.st.fingerprint()
+	}
+	return p.shown.fingerprint
 }
 
 // Effect reports what an accepted input did.
@@ -115,7 +156,7 @@ func Restore(model string, state []byte) (*Phone, error) {
 	}
 	p := &Phone{model: m, st: st}
 	p.mu.Lock()
-	p.normalize()
+	p.changed(p.normalize())
 	p.mu.Unlock()
 	return p, nil
 }
@@ -125,7 +166,7 @@ func Restore(model string, state []byte) (*Phone, error) {
 func (p *Phone) State() ([]byte, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.st.marshal(), nil
+	return bytes.Clone(p.stateJSON()), nil
 }
 
 // Model returns the phone's model.
@@ -203,8 +244,10 @@ func (p *Phone) input(action string, allowScreenOff bool, fn func(e *Effect) err
 	if !p.st.ScreenOn && !allowScreenOff {
 		return Effect{}, fmt.Errorf("%w: %s refused; wake the phone first", ErrScreenOff, action)
 	}
-	saved := p.st.marshal()
-	before := p.st.fingerprint()
+	saved := p.stateJSON()
+	before := p.fingerprint()
+	was := p.shown
+	p.shown = shown{}
 	p.st.Events++
 	if p.st.ToastAt != p.st.Events {
 		p.st.Toast, p.st.ToastAt = "", 0
@@ -218,14 +261,20 @@ func (p *Phone) input(action string, allowScreenOff bool, fn func(e *Effect) err
 		if uerr := json.Unmarshal(saved, &st); uerr != nil {
 			panic("sim: roll back state: " + uerr.Error())
 		}
-		p.st = st
+		p.st, p.shown = st, was
 		return Effect{}, err
 	}
-	root := p.normalize()
-	eff.Changed = !bytes.Equal(before, p.st.fingerprint())
+	p.changed(p.normalize())
+	eff.Changed = !bytes.Equal(before, p.fingerprint())
 	eff.Foreground = p.foreground()
-	eff.ScreenHash = hashTree(root)
+	_, eff.ScreenHash = p.screen()
 	return eff, nil
+}
+
+// changed records that the state changed and that root is what it now
+// shows (a layout of the normalised state).
+func (p *Phone) changed(root *node) {
+	p.shown = shown{root: root, hash: hashTree(root)}
 }
 
 // normalize clamps scroll offsets to what the current content allows, so
@@ -248,7 +297,8 @@ func (p *Phone) toast(msg string) {
 func (p *Phone) Snapshot() Element {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.build().element()
+	root, _ := p.screen()
+	return root.element()
 }
 
 // Look is what the screen shows at one moment, all of it from one layout.
@@ -270,13 +320,13 @@ type Look struct {
 func (p *Phone) Look(tree, state bool) Look {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	root := p.build()
-	l := Look{Hash: hashTree(root), ScreenOn: p.st.ScreenOn}
+	root, hash := p.screen()
+	l := Look{Hash: hash, ScreenOn: p.st.ScreenOn}
 	if tree {
 		l.Root = root.element()
 	}
 	if state {
-		l.State = p.st.marshal()
+		l.State = bytes.Clone(p.stateJSON())
 	}
 	return l
 }
@@ -287,7 +337,8 @@ func (p *Phone) Look(tree, state bool) Look {
 func (p *Phone) ScreenHash() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return hashTree(p.build())
+	_, hash := p.screen()
+	return hash
 }
 
 // FindElement returns the on-screen element with the given Ref, or an error
@@ -295,7 +346,8 @@ func (p *Phone) ScreenHash() string {
 func (p *Phone) FindElement(ref string) (Element, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := p.build().find(ref)
+	root, _ := p.screen()
+	n := root.find(ref)
 	if n == nil {
 		return Element{}, fmt.Errorf("%w: %q", ErrElementNotFound, ref)
 	}
@@ -307,8 +359,7 @@ func (p *Phone) FindElement(ref string) (Element, error) {
 func (p *Phone) Screenshot() ([]byte, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	root := p.build()
-	h := hashTree(root)
+	root, h := p.screen()
 	if h == p.pngHash && p.pngData != nil {
 		return slices.Clone(p.pngData), nil
 	}
@@ -336,7 +387,8 @@ func (p *Phone) ScreenshotScaled(maxWidth int) ([]byte, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	img := p.frameOf(p.build(), maxWidth)
+	root, _ := p.screen()
+	img := p.frameOf(root, maxWidth)
 	defer putFrame(img)
 	data, err := encodeFastPNG(img)
 	if err != nil {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"fmt"
 	"image"
 	"image/color"
@@ -81,10 +82,10 @@ func (p *Phone) Picture(opts PictureOptions, pick func(root Element) []Mark) (Pi
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	root := p.build()
-	out := Picture{Root: root.element(), ScreenHash: hashTree(root)}
+	root, hash := p.screen()
+	out := Picture{Root: root.element(), ScreenHash: hash}
 	if opts.State {
-		out.State = p.st.marshal()
+		out.State = bytes.Clone(p.stateJSON())
 	}
 	if pick != nil {
 		out.Marks = pick(out.Root)

@@ -14,6 +14,6 @@ func (p *Phone) Reset() error {
 	defer p.mu.Unlock()
 	p.st = fresh.st
 	p.pngHash, p.pngData = "", nil
-	p.normalize()
+	p.changed(p.normalize())
 	return nil
 }
