@@ -172,3 +172,17 @@ func benchMarks(root Element) []Mark {
 	walk(root)
 	return out
 }
+
+// BenchmarkObserveThenAct is one beat of the fleet benchmark's client on
+// the sim's side: observe (hash, tree and replay state, as the device
+// surface's snapshot asks) then press a key.
+func BenchmarkObserveThenAct(b *testing.B) {
+	p := newPhone(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = p.Look(true, true)
+		if _, err := p.PressKey("volume_up"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
