@@ -164,7 +164,7 @@ func (c *receiptCommits) queue(b *pgx.Batch, t string) {
 	if len(c.actions) == 0 {
 		return
 	}
-	b.Queue(`UPDATE `+t+` r SET state = 'committed', result = u.res, frame_before = u.fb, frame_after = u.fa, started_at = u.s,
+	queueCustomPlanned(b, `UPDATE `+t+` r SET state = 'committed', result = u.res, frame_before = u.fb, frame_after = u.fa, started_at = u.s,
 			finished_at = u.f
 		FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[]) u(a, res, fb, fa, s, f)
 		WHERE r.action_id = u.a`, c.actions, c.results, c.before, c.after, c.started, c.finished)
