@@ -26,7 +26,8 @@ import (
 // they are not in order already. It accepts and refuses exactly what the
 // token decoder of encoding/json did before it (FuzzCanonicalMatchesDecoder
 // holds it to that implementation, byte for byte), for a fraction of the
-// time and allocations (BenchmarkCanonical; issue 28).
+// time and allocations (BenchmarkCanonical; issue 28), except that arrays
+// and objects nest at most 10,000 deep, as encoding/json's own limit.
 func Canonical(data []byte) ([]byte, error) {
 	if !utf8.Valid(data) {
 		return nil, errors.New("canonical json: invalid UTF-8")
@@ -52,6 +53,7 @@ func Canonical(data []byte) ([]byte, error) {
 type canonParser struct {
 	data    []byte
 	pos     int
+	depth   int // arrays and objects open
 	members []canonMember
 	keys    []byte
 	tmp     []byte
@@ -74,6 +76,10 @@ func (p *canonParser) key(m canonMember) []byte {
 }
 
 var errUnexpectedEnd = errors.New("unexpected end of JSON input")
+
+// maxDepth is how deeply arrays and objects may nest: encoding/json's
+// limit, so that Canonical still accepts exactly what its decoder does.
+const maxDepth = 10000
 
 func (p *canonParser) syntaxError(what string) error {
 	if p.pos >= len(p.data) {
@@ -100,10 +106,22 @@ func (p *canonParser) value(out []byte) ([]byte, error) {
 		return out, errUnexpectedEnd
 	}
 	switch c := p.data[p.pos]; {
-	case c == '{':
-		return p.object(out)
-	case c == '[':
-		return p.array(out)
+	case c == '{', c == '[':
+		// Nested as deep as encoding/json allows, and no deeper: an
+		// exported chain is untrusted input, and each level is a frame
+		// of this recursion.
+		if p.depth == maxDepth {
+			return out, fmt.Errorf("exceeded max depth at offset %d", p.pos)
+		}
+		p.depth++
+		var err error
+		if c == '{' {
+			out, err = p.object(out)
+		} else {
+			out, err = p.array(out)
+		}
+		p.depth--
+		return out, err
 	case c == '"':
 		return p.stringValue(out)
 	case c == '-' || '0' <= c && c <= '9':

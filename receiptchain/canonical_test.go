@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"phonefleet/receiptchain"
@@ -117,5 +118,36 @@ func TestChainHashesMatchDecoder(t *testing.T) {
 			t.Fatalf("entry %d: line %s is not the decoder's canonical form %s (%v)", i, line, wantLine, err)
 		}
 		head = next
+	}
+}
+
+// Arrays and objects nest as deep as encoding/json lets a request body
+// nest (10,000), and no deeper: an exported chain is untrusted input to
+// the verifier, and a text nested a million deep is refused at once
+// instead of growing the stack by a frame a level. (The token decoder
+// Canonical replaced had no limit of its own; below it they agree.)
+func TestCanonicalRefusesNestingDeeperThanEncodingJSON(t *testing.T) {
+	nest := func(depth int, open, close string) []byte {
+		return []byte(strings.Repeat(open, depth) + "1" + strings.Repeat(close, depth))
+	}
+	for _, c := range []struct{ open, close string }{{"[", "]"}, {`{"a":`, "}"}} {
+		deepest := nest(10000, c.open, c.close)
+		var v any
+		if err := json.Unmarshal(deepest, &v); err != nil {
+			t.Fatalf("encoding/json refuses %d levels of %s: %v", 10000, c.open, err)
+		}
+		got, err := receiptchain.Canonical(deepest)
+		want, wantErr := decoderCanonical(deepest)
+		if err != nil || wantErr != nil || !bytes.Equal(got, want) {
+			t.Fatalf("10,000 levels of %s: %v (the decoder: %v); want the decoder's form", c.open, err, wantErr)
+		}
+		if err := json.Unmarshal(nest(10001, c.open, c.close), &v); err == nil {
+			t.Fatalf("encoding/json accepts 10,001 levels of %s", c.open)
+		}
+		for _, depth := range []int{10001, 1_000_000} {
+			if _, err := receiptchain.Canonical(nest(depth, c.open, c.close)); err == nil || !strings.Contains(err.Error(), "exceeded max depth") {
+				t.Fatalf("%d levels of %s: error %v; want exceeded max depth", depth, c.open, err)
+			}
+		}
 	}
 }
