@@ -55,24 +55,40 @@ func TestProcessKilledMidBatchResumesWithoutLossOrDuplicates(t *testing.T) {
 	const total = 40000
 	appendN(t, s, 4, total/4)
 	rng := rand.New(rand.NewPCG(3, 4))
+	appliedNow := func() int64 {
+		var n int64
+		if err := pool.QueryRow(testutil.Context(t), `SELECT coalesce((SELECT events_applied FROM projection_checkpoints
+			WHERE consumer_group = 'audit_feed@1'), 0)`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
 	kills := 0
+	var applied int64
 	for i := 0; i < 12; i++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestConsumerProcess$", "-test.count=1")
 		cmd.Env = append(os.Environ(), "PF_CONSUMER_DB="+url)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(150+rng.IntN(250)) * time.Millisecond)
+		// Kill each child a moment after it has committed a batch of its
+		// own, not at a fixed time: under load a child may take longer than
+		// any fixed pause to start and connect, and then the children would
+		// apply nothing at all.
+		before := applied
+		deadline := time.Now().Add(60 * time.Second)
+		for applied = appliedNow(); applied == before && time.Now().Before(deadline); applied = appliedNow() {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(time.Duration(rng.IntN(60)) * time.Millisecond)
 		if err := cmd.Process.Kill(); err != nil { // SIGKILL: no cleanup, transaction left open mid-batch
 			t.Fatal(err)
 		}
 		cmd.Wait()
 		kills++
+		applied = appliedNow()
 	}
-	var applied int64
-	if err := pool.QueryRow(testutil.Context(t), `SELECT events_applied FROM projection_checkpoints WHERE consumer_group = 'audit_feed@1'`).Scan(&applied); err != nil {
-		t.Fatal(err)
-	}
+	t.Logf("after %d kills the children had applied %d of %d events", kills, applied, total)
 	if applied == 0 || applied >= total {
 		t.Fatalf("after %d kills the children applied %d of %d events; want some but not all, so the final run resumes mid-way", kills, applied, total)
 	}
