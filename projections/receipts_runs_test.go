@@ -2,16 +2,11 @@ package projections_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"phonefleet/domain"
-	"phonefleet/eventstore"
 	"phonefleet/projections"
-	"phonefleet/testutil"
 )
 
 // The receipts read model writes a run of consecutive requests as one
@@ -42,91 +37,4 @@ func TestReceiptsApplyRunsOfRequestsAndCommitsInOrder(t *testing.T) {
 		`["a3","failed",false,"","","device_unavailable",""]`,
 		`["a4","committed",true,"tapped a4","f-a4","action_outcome_unknown",""]`,
 		`["a5","committed",false,"tapped a5","f-a5","","fine"]`)
-}
-
-// The receipts' commit statement (one UPDATE joined to a batch's unnested
-// outcomes) looks each receipt up by its action's index however the
-// connection's plan cache planned it: a plan cached while the table was
-// small (a new deployment, a rebuilt version) once kept scanning the whole
-// table as it grew, for every batch on that connection.
-func TestReceiptsCommitsFindTheirRowsByIndexAsTheTableGrows(t *testing.T) {
-	ctx := testutil.Context(t)
-	pool := testutil.FreshPool(t)
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	at := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
-	pos := int64(0)
-	event := func(ev domain.Event) eventstore.Event {
-		name, version, data, err := domain.Events.Encode(ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pos++
-		return eventstore.Event{Position: pos, Type: name, SchemaVersion: version, OrgID: "org_r", Data: data}
-	}
-	apply := func(evs ...eventstore.Event) {
-		t.Helper()
-		if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			return projections.Receipts{}.Apply(ctx, tx, "rg", evs)
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// requestThenCommit applies two actions' requests, then their
-	// commits, and returns the table's sequential scans during the commits.
-	requestThenCommit := func(round int) (seqScans int64) {
-		t.Helper()
-		var reqs, commits []eventstore.Event
-		for i := range 2 {
-			id := fmt.Sprintf("a-%d-%d", round, i)
-			reqs = append(reqs, event(domain.ActionRequested{ActionID: id, DeviceID: "d1", IdempotencyKey: "k-" + id, Action: "tap",
-				Arguments: json.RawMessage(`{}`), Actor: domain.Actor{Kind: "api_key", ID: "key1"}, RequestedAt: at}))
-			commits = append(commits, event(domain.ActionCommitted{ActionID: id, DeviceID: "d1", Result: domain.ActionResult{Description: "tapped"},
-				StartedAt: at, FinishedAt: at}))
-		}
-		apply(reqs...)
-		// The backend's counts not yet flushed to the shared statistics,
-		// before and after, within the one transaction.
-		scans := `SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relid = 'rg.receipts'::regclass`
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			var before int64
-			if err := tx.QueryRow(ctx, scans).Scan(&before); err != nil {
-				return err
-			}
-			if err := (projections.Receipts{}).Apply(ctx, tx, "rg", commits); err != nil {
-				return err
-			}
-			if err := tx.QueryRow(ctx, scans).Scan(&seqScans); err != nil {
-				return err
-			}
-			seqScans -= before
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return seqScans
-	}
-	if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `CREATE SCHEMA rg`); err != nil {
-			return err
-		}
-		return projections.Receipts{}.Setup(ctx, tx, "rg")
-	}); err != nil {
-		t.Fatal(err)
-	}
-	for round := range 8 { // past the five executions after which PostgreSQL may keep a generic plan
-		requestThenCommit(round)
-	}
-	if _, err := conn.Exec(ctx, `INSERT INTO rg.receipts (org_id, idempotency_key, action_id, device_id, state, actor_kind, actor_id, action, arguments, ts)
-		SELECT 'org_r', 'bulk-' || g, 'bulk-' || g, 'd1', 'committed', 'api_key', 'key1', 'tap', '{}', now() FROM generate_series(1, 20000) g`); err != nil {
-		t.Fatal(err)
-	}
-	if n := requestThenCommit(8); n != 0 {
-		t.Fatalf("the commits of a batch scanned the 20,000-row receipts table %d times; want them found by action id", n)
-	}
-	checkRows(t, pool, `SELECT count(*) FROM rg.receipts WHERE state = 'committed' AND action_id LIKE 'a-%'`, `[18]`)
 }

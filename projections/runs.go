@@ -97,8 +97,9 @@ var runEventTypes = typeSet(nameOf(domain.RunStarted{}), nameOf(domain.RunClaime
 
 // Apply implements Projection. The frames of a run of consecutive action
 // outcomes are written in one statement (most actions are in no run, and
-// the statement finds their run in run_actions); every other event's
-// statements keep their place after it.
+// the statement finds their run in run_actions, by index however large that
+// table: queueCustomPlanned); every other event's statements keep their
+// place after it.
 func (Runs) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eventstore.Event) error {
 	runs, steps, frames, acts := schema+`.runs`, schema+`.run_steps`, schema+`.run_frames`, schema+`.run_actions`
 	var (
@@ -115,7 +116,7 @@ func (Runs) Apply(ctx context.Context, tx pgx.Tx, schema string, events []events
 		if len(fActions) == 0 {
 			return
 		}
-		b.Queue(`INSERT INTO `+frames+` (run_id, frame_id, kind, action_id, at, position)
+		queueCustomPlanned(b, `INSERT INTO `+frames+` (run_id, frame_id, kind, action_id, at, position)
 			SELECT a.run_id, u.f, u.k, u.a, u.t, u.p
 			FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::bigint[]) WITH ORDINALITY u(a, f, k, t, p, n)
 			JOIN `+acts+` a ON a.action_id = u.a

@@ -131,7 +131,8 @@ func (r attemptRun) add(a domain.WebhookDeliveryAttempted) {
 	}
 }
 
-// flush applies the run in one statement. attempts < the attempt keeps rows
+// flush applies the run in one statement, which finds its rows by delivery
+// id however large the table (queueCustomPlanned). attempts < the attempt keeps rows
 // monotonic; an attempt on a deleted subscription's delivery finds no row.
 // An abandoned delivery stays failed unless the attempt (sent before the
 // switch-off) delivered it.
@@ -159,14 +160,15 @@ func (r attemptRun) flush(ctx context.Context, tx pgx.Tx, schema string) error {
 		nexts = append(nexts, next)
 	}
 	clear(r)
-	_, err := tx.Exec(ctx, `UPDATE `+schema+`.webhook_deliveries d SET attempts = u.attempt, response_status = u.status,
+	b := &pgx.Batch{}
+	queueCustomPlanned(b, `UPDATE `+schema+`.webhook_deliveries d SET attempts = u.attempt, response_status = u.status,
 		error = nullif(u.err, ''), last_attempt_at = u.at,
 		status = CASE WHEN u.outcome = 'delivered' THEN 'delivered' WHEN d.abandoned OR u.outcome = 'gave_up' THEN 'failed' ELSE 'pending' END,
 		next_attempt_at = CASE WHEN d.abandoned THEN NULL ELSE u.next END
 		FROM unnest($1::text[], $2::int[], $3::int[], $4::text[], $5::timestamptz[], $6::text[], $7::timestamptz[])
 		     AS u(id, attempt, status, err, at, outcome, next)
 		WHERE d.delivery_id = u.id AND d.attempts < u.attempt`, ids, nums, statuses, errs, ats, outcomes, nexts)
-	return err
+	return tx.SendBatch(ctx, b).Close()
 }
 
 // apply applies one webhook.* event to the subscriptions and delivery rows.
