@@ -25,6 +25,8 @@ type StoredFrame struct {
 	Height     int
 	CapturedAt time.Time
 	ExpiresAt  time.Time
+	// Tree is whether the frame's row keeps the screen's UI tree.
+	Tree bool
 }
 
 // QueueSlot is a reserved place in a device's queue: jobs run one at a time,

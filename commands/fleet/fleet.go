@@ -58,6 +58,9 @@ type DeviceRuntime interface {
 	// RememberFrames records frames whose rows have committed. It never
 	// fails.
 	RememberFrames(frames ...domain.StoredFrame)
+	// KeptTree records that the row of a frame this process stored now
+	// keeps its screen's UI tree. It never fails.
+	KeptTree(frame domain.StoredFrame)
 	// RecentFrame returns a frame this process stored recently; ok is
 	// false for any other (then the frames table answers). It never fails.
 	RecentFrame(frameID string) (frame domain.StoredFrame, ok bool)

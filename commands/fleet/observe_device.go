@@ -172,13 +172,14 @@ func (h ObserveDeviceHandler) Handle(ctx context.Context, cmd ObserveDevice) (Ob
 	out.Frame = *row.ref()
 	if row.stored {
 		// Same screen as the last stored frame: name that one, keeping the
-		// tree just taken if it kept none (an adb frame around an action),
-		// so that a tap bound to one of its elements is checked against it.
-		if len(obs.Snapshot) > 0 {
+		// tree just taken if it kept none (a frame around an action), so
+		// that a tap bound to one of its elements is checked against it.
+		if len(obs.Snapshot) > 0 && !row.Tree {
 			if _, err := f.pool.Exec(ctx, `UPDATE frames SET snapshot = $2::json WHERE frame_id = $1 AND snapshot IS NULL`,
 				row.ID, string(obs.Snapshot)); err != nil {
 				return Observation{}, err
 			}
+			f.runtime.KeptTree(row.StoredFrame)
 		}
 		return out, nil
 	}

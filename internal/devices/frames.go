@@ -20,7 +20,7 @@ func (r *Runtime) FrameFor(d *domain.Device, obs domain.Observation, at time.Tim
 	}
 	return domain.StoredFrame{ID: domain.NewID(domain.PrefixFrame), OrgID: d.OrgID, DeviceID: d.ID, Backend: d.Backend,
 		ScreenHash: obs.ScreenHash, Width: obs.Width, Height: obs.Height, CapturedAt: at,
-		ExpiresAt: at.Add(r.cfg.FrameRetention)}, false
+		ExpiresAt: at.Add(r.cfg.FrameRetention), Tree: len(obs.Snapshot) > 0}, false
 }
 
 // RememberFrames records frames whose rows have committed, in the order
@@ -28,6 +28,10 @@ func (r *Runtime) FrameFor(d *domain.Device, obs domain.Observation, at time.Tim
 // RecentFrame finds it. Call it only after the commit, so that no action
 // names a frame that a failed transaction never stored.
 func (r *Runtime) RememberFrames(frames ...domain.StoredFrame) { r.frames.remember(frames) }
+
+// KeptTree records that the row of frame, which this process stored, now
+// keeps its screen's UI tree: its Tree is true from now on.
+func (r *Runtime) KeptTree(frame domain.StoredFrame) { r.frames.keptTree(frame.DeviceID, frame.ID) }
 
 // RecentFrame returns a frame this process stored recently, so that an
 // action's observedFrame is usually resolved without a query; ok is false
@@ -64,6 +68,19 @@ func (c *frameCache) remember(frames []domain.StoredFrame) {
 		c.next = (c.next + 1) % len(c.ring)
 		c.byID[f.ID] = f
 		c.latest[f.DeviceID] = f
+	}
+}
+
+func (c *frameCache) keptTree(deviceID, frameID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f, ok := c.byID[frameID]; ok {
+		f.Tree = true
+		c.byID[frameID] = f
+	}
+	if f, ok := c.latest[deviceID]; ok && f.ID == frameID {
+		f.Tree = true
+		c.latest[deviceID] = f
 	}
 }
 
