@@ -32,6 +32,10 @@ func TestBatchStatementsFindTheirRowsByIndexAsTheTableGrows(t *testing.T) {
 		return domain.ActionCommitted{ActionID: id, DeviceID: "d1", Result: domain.ActionResult{Description: "tapped"},
 			FrameBefore: ref("fb-" + id), FrameAfter: ref("fa-" + id), StartedAt: at, FinishedAt: at}
 	}
+	// two is a round's two actions' events.
+	two := func(round int, ev func(actionID string) domain.Event) []domain.Event {
+		return []domain.Event{ev(fmt.Sprintf("a-%d-0", round)), ev(fmt.Sprintf("a-%d-1", round))}
+	}
 	cases := []struct {
 		p projections.Projection
 		// table is the table whose scans are counted.
@@ -47,18 +51,18 @@ func TestBatchStatementsFindTheirRowsByIndexAsTheTableGrows(t *testing.T) {
 	}{{
 		p: projections.Receipts{}, table: "receipts",
 		before: func(r int) (string, []domain.Event) {
-			return "", []domain.Event{request(fmt.Sprintf("a-%d-0", r), ""), request(fmt.Sprintf("a-%d-1", r), "")}
+			return "", two(r, func(id string) domain.Event { return request(id, "") })
 		},
-		round: func(r int) []domain.Event { return []domain.Event{commit(fmt.Sprintf("a-%d-0", r)), commit(fmt.Sprintf("a-%d-1", r))} },
+		round: func(r int) []domain.Event { return two(r, commit) },
 		grow: `INSERT INTO %s.receipts (org_id, idempotency_key, action_id, device_id, state, actor_kind, actor_id, action, arguments, ts)
 			SELECT 'org_r', 'bulk-' || g, 'bulk-' || g, 'd1', 'committed', 'api_key', 'key1', 'tap', '{}', now() FROM generate_series(1, 20000) g`,
 		check: `SELECT count(*) FROM %s.receipts WHERE state = 'committed' AND action_id LIKE 'a-%%'`, want: `[18]`,
 	}, {
 		p: projections.Runs{}, table: "run_actions",
 		before: func(r int) (string, []domain.Event) {
-			return "", []domain.Event{request(fmt.Sprintf("a-%d-0", r), "run1"), request(fmt.Sprintf("a-%d-1", r), "run1")}
+			return "", two(r, func(id string) domain.Event { return request(id, "run1") })
 		},
-		round: func(r int) []domain.Event { return []domain.Event{commit(fmt.Sprintf("a-%d-0", r)), commit(fmt.Sprintf("a-%d-1", r))} },
+		round: func(r int) []domain.Event { return two(r, commit) },
 		grow:  `INSERT INTO %s.run_actions (action_id, run_id) SELECT 'bulk-' || g, 'run2' FROM generate_series(1, 20000) g`,
 		check: `SELECT count(*) FROM %s.run_frames WHERE run_id = 'run1'`, want: `[36]`,
 	}, {
