@@ -111,12 +111,14 @@ type Run struct {
 	TokenHash    string
 	// LeaseID is the device lease the run holds; empty while parked or
 	// ended.
-	LeaseID    string
-	State      string
-	StepSeq    int
-	StartedAt  time.Time
-	ClaimedBy  string
-	ClaimUntil time.Time
+	LeaseID string
+	State   string
+	StepSeq int
+	// LastStepKey is the idempotency key of the run's latest step.
+	LastStepKey string
+	StartedAt   time.Time
+	ClaimedBy   string
+	ClaimUntil  time.Time
 	// ParkReason and ParkDeadline describe the wait for a person.
 	ParkReason   string
 	ParkDeadline time.Time
@@ -184,7 +186,7 @@ func (r *Run) Apply(orgID string, e Event, version int64) {
 		r.ClaimedBy, r.ClaimUntil, r.UpdatedAt = "", time.Time{}, e.At
 		r.ParkedStep = max(r.ParkedStep, e.Step)
 	case RunStepTaken:
-		r.StepSeq, r.UpdatedAt = e.Seq, e.At
+		r.StepSeq, r.LastStepKey, r.UpdatedAt = e.Seq, e.IdempotencyKey, e.At
 	case RunDiverged:
 		d := e
 		r.Divergence = &d

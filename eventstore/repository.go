@@ -140,6 +140,33 @@ func (r *Repository[T, E]) Cached(id string) (s T, version int64, ok bool) {
 	return r.agg.Clone(e.state), e.version, true
 }
 
+// Advance applies to id's cached state the events a command committed to
+// id's stream at version in a unit of its own (a run's step, recorded with
+// its action), so that Cached shows them without a read. It does nothing
+// unless the cached state stands at version: a state that moved on, or
+// none cached, is left to the next load.
+func (r *Repository[T, E]) Advance(id string, version int64, evs ...E) {
+	if r.agg.Clone == nil || version == 0 {
+		return
+	}
+	r.mu.Lock()
+	e, found := r.entries[id]
+	r.mu.Unlock()
+	if !found {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.version != version {
+		return
+	}
+	org := r.agg.OrgID(&e.state)
+	for i, ev := range evs {
+		r.agg.Apply(&e.state, ev, Recorded{Version: version + int64(i) + 1, OrgID: org})
+	}
+	e.version += int64(len(evs))
+}
+
 // Stream names id's stream.
 func (r *Repository[T, E]) Stream(id string) string { return r.agg.Stream(id) }
 

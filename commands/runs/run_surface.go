@@ -19,31 +19,55 @@ import (
 
 // access loads the run a credential names, if the credential still works.
 func (r *Runs) access(ctx context.Context, a RunAccess) (domain.Run, int64, error) {
-	runID, secret := a.RunID, ""
-	if a.Token != "" {
-		var ok bool
-		if runID, secret, ok = domain.ParseRunToken(a.Token); !ok {
-			return domain.Run{}, 0, errRunTokenRefused
-		}
-	} else if a.Worker == "" || !domain.HasPrefix(runID, domain.PrefixRun) {
+	runID, secret, ok := a.parse()
+	if !ok {
 		return domain.Run{}, 0, errRunTokenRefused
 	}
 	run, version, err := r.runs.Load(ctx, runID)
 	if err != nil {
 		return domain.Run{}, 0, err
 	}
-	now := r.now()
-	switch {
-	case !run.Exists():
-		return domain.Run{}, 0, errRunTokenRefused
-	case a.Token != "" && !run.TokenMatches(secret):
-		return domain.Run{}, 0, errRunTokenRefused
-	case a.Token == "" && (run.ClaimedBy != a.Worker || !now.Before(run.ClaimUntil)):
-		return domain.Run{}, 0, errRunTokenRefused
-	case !run.Live(now):
+	if !r.admits(a, secret, run) {
 		return domain.Run{}, 0, errRunTokenRefused
 	}
 	return run, version, nil
+}
+
+// cachedAccess is access on the run as this process last saw it, read
+// from nowhere: ok is false when it has none, or when the credential
+// fails on it (which only a fresh load may say).
+func (r *Runs) cachedAccess(a RunAccess) (run domain.Run, version int64, ok bool) {
+	runID, secret, ok := a.parse()
+	if !ok {
+		return domain.Run{}, 0, false
+	}
+	if run, version, ok = r.runs.Cached(runID); !ok || !r.admits(a, secret, run) {
+		return domain.Run{}, 0, false
+	}
+	return run, version, true
+}
+
+// parse returns the run a credential names and the token's secret; ok is
+// false for a malformed one.
+func (a RunAccess) parse() (runID, secret string, ok bool) {
+	if a.Token != "" {
+		return domain.ParseRunToken(a.Token)
+	}
+	return a.RunID, "", a.Worker != "" && domain.HasPrefix(a.RunID, domain.PrefixRun)
+}
+
+// admits reports whether a credential still works on run.
+func (r *Runs) admits(a RunAccess, secret string, run domain.Run) bool {
+	now := r.now()
+	switch {
+	case !run.Exists():
+		return false
+	case a.Token != "" && !run.TokenMatches(secret):
+		return false
+	case a.Token == "" && (run.ClaimedBy != a.Worker || !now.Before(run.ClaimUntil)):
+		return false
+	}
+	return run.Live(now)
 }
 
 // runAuth is the authorization a run acts with: its starter's identity
@@ -145,72 +169,111 @@ type RunActHandler struct{ *Runs }
 func (r RunActHandler) Handle(ctx context.Context, cmd RunAct) (fleet.ActOutcome, error) {
 	// A step is decided again, under the one retry policy, when the run
 	// (another step, a pause) or its device moved on between its check and
-	// its record.
-	return eventstore.Retry(ctx, func(int) (fleet.ActOutcome, error) {
+	// its record. The first decision is made on the run as this process
+	// last saw it (the worker's observation, or its last step, left it
+	// current), with no read: its record expects the run's stream where
+	// that state stood, so a run that moved on fails it. A step that did
+	// not succeed is decided again on the run loaded afresh: a refusal that
+	// state may have misled is made anew, and a step that was recorded
+	// and failed is answered by its key (the run's LastStepKey).
+	return eventstore.Retry(ctx, func(attempt int) (fleet.ActOutcome, error) {
+		if attempt == 1 {
+			if run, version, ok := r.cachedAccess(cmd.Access); ok {
+				if out, err := r.step(ctx, cmd, run, version, true); err == nil {
+					return out, nil
+				}
+			}
+		}
 		run, version, err := r.access(ctx, cmd.Access)
 		if err != nil {
 			return fleet.ActOutcome{}, err
 		}
-		if cmd.DeviceID != "" && cmd.DeviceID != run.DeviceID {
-			return fleet.ActOutcome{}, errRunTokenRefused
-		}
-		if run.State != domain.RunStateRunning {
-			return fleet.ActOutcome{}, domain.Errorf(domain.CodeDeviceUnavailable, "run %s is %s; it takes no step now", run.RunID, run.State).
-				With("reason", "run_"+run.State).WithRetryable(run.State != domain.RunStateAwaitingUser)
-		}
-		if cmd.FencingToken != 0 {
-			d, _, err := r.devices.State(ctx, run.DeviceID)
-			if err != nil {
-				return fleet.ActOutcome{}, err
-			}
-			if d.Lease == nil || d.Lease.ID != run.LeaseID || d.Lease.FencingToken != cmd.FencingToken {
-				return fleet.ActOutcome{}, domain.Errorf(domain.CodeLeaseMismatch, "fencingToken %d is not the run's lease's", cmd.FencingToken).
-					With("reason", "not_current")
-			}
-		}
-		now := r.now()
-		step := domain.RunStepTaken{IdempotencyKey: cmd.IdempotencyKey, Action: domain.ActionType(cmd.Action),
-			Arguments: cmd.Arguments, ObservedFrame: cmd.ObservedFrame}
-		if cmd.ObservedFrame != "" && domain.HasPrefix(cmd.ObservedFrame, domain.PrefixFrame) {
-			deviceID, screen, ok, err := r.devices.FrameOf(ctx, run.OrgID, cmd.ObservedFrame, now)
-			switch {
-			case err != nil:
-				return fleet.ActOutcome{}, err
-			case ok && deviceID != run.DeviceID:
-				// A frame of another of the organisation's devices shows
-				// another screen: the worker decided on the wrong one.
-				return fleet.ActOutcome{}, domain.Errorf(domain.CodeStaleFrame,
-					"observedFrame %s shows another device than the run's", cmd.ObservedFrame).
-					With("reason", domain.ReasonViewportMismatch).With("deviceId", run.DeviceID)
-			case ok:
-				step.ObservedScreen = screen
-			}
-		}
-		if action, err := domain.ParseAction(cmd.Action, cmd.Arguments); err == nil {
-			step.Arguments = action.ArgumentsJSON()
-		}
-		evs, within, err := run.Step(now, step)
+		return r.step(ctx, cmd, run, version, false)
+	})
+}
+
+// step takes one step of run, decided on its state at version: the
+// action's request and the step are recorded in one unit expecting the
+// run's stream at version. A step decided on a cached state (cached) ends
+// no run: past maxSteps it answers ErrStale, for the fresh state to decide.
+func (r RunActHandler) step(ctx context.Context, cmd RunAct, run domain.Run, version int64, cached bool) (fleet.ActOutcome, error) {
+	if cmd.DeviceID != "" && cmd.DeviceID != run.DeviceID {
+		return fleet.ActOutcome{}, errRunTokenRefused
+	}
+	if run.State != domain.RunStateRunning {
+		return fleet.ActOutcome{}, domain.Errorf(domain.CodeDeviceUnavailable, "run %s is %s; it takes no step now", run.RunID, run.State).
+			With("reason", "run_"+run.State).WithRetryable(run.State != domain.RunStateAwaitingUser)
+	}
+	if cmd.FencingToken != 0 {
+		d, _, err := r.devices.State(ctx, run.DeviceID)
 		if err != nil {
 			return fleet.ActOutcome{}, err
 		}
-		if !within {
-			if _, err := r.change(ctx, run.RunID, func(run *domain.Run, u *eventstore.Unit, now time.Time) ([]domain.Event, error) {
-				return r.end(ctx, u, run, now, domain.RunStateFailed, domain.RunReasonMaxSteps, "", nil)
-			}); err != nil {
-				return fleet.ActOutcome{}, err
-			}
-			return fleet.ActOutcome{}, domain.Errorf(domain.CodeCapabilityUnsupported, "the run has taken its %d steps (maxSteps); it ended failed", run.MaxSteps).
-				With("reason", "max_steps")
+		if d.Lease == nil || d.Lease.ID != run.LeaseID || d.Lease.FencingToken != cmd.FencingToken {
+			return fleet.ActOutcome{}, domain.Errorf(domain.CodeLeaseMismatch, "fencingToken %d is not the run's lease's", cmd.FencingToken).
+				With("reason", "not_current")
 		}
-		news, err := eventstore.Encode(domain.Events, run.OrgID, evs...)
-		if err != nil {
-			return fleet.ActOutcome{}, err
-		}
+	}
+	if cmd.IdempotencyKey != "" && cmd.IdempotencyKey == run.LastStepKey {
+		// The step just taken, asked again: its key's first use answers
+		// (a replay), and it takes no step of its own, not even the one
+		// past maxSteps that would end the run.
 		return r.devices.Act(ctx, fleet.PerformAction{Auth: runAuth(run), DeviceID: run.DeviceID,
 			Action: cmd.Action, Arguments: cmd.Arguments, IdempotencyKey: cmd.IdempotencyKey, LeaseID: run.LeaseID,
-			ObservedFrame: cmd.ObservedFrame, AgentRunID: run.AgentRunID,
-			Also: &fleet.StreamAppend{StreamID: domain.RunStream(run.RunID), Expected: version, Events: news}})
-	})
+			ObservedFrame: cmd.ObservedFrame, AgentRunID: run.AgentRunID})
+	}
+	now := r.now()
+	step := domain.RunStepTaken{IdempotencyKey: cmd.IdempotencyKey, Action: domain.ActionType(cmd.Action),
+		Arguments: cmd.Arguments, ObservedFrame: cmd.ObservedFrame}
+	if cmd.ObservedFrame != "" && domain.HasPrefix(cmd.ObservedFrame, domain.PrefixFrame) {
+		deviceID, screen, ok, err := r.devices.FrameOf(ctx, run.OrgID, cmd.ObservedFrame, now)
+		switch {
+		case err != nil:
+			return fleet.ActOutcome{}, err
+		case ok && deviceID != run.DeviceID:
+			// A frame of another of the organisation's devices shows
+			// another screen: the worker decided on the wrong one.
+			return fleet.ActOutcome{}, domain.Errorf(domain.CodeStaleFrame,
+				"observedFrame %s shows another device than the run's", cmd.ObservedFrame).
+				With("reason", domain.ReasonViewportMismatch).With("deviceId", run.DeviceID)
+		case ok:
+			step.ObservedScreen = screen
+		}
+	}
+	if action, err := domain.ParseAction(cmd.Action, cmd.Arguments); err == nil {
+		step.Arguments = action.ArgumentsJSON()
+	}
+	evs, within, err := run.Step(now, step)
+	if err != nil {
+		return fleet.ActOutcome{}, err
+	}
+	if !within {
+		if cached {
+			return fleet.ActOutcome{}, eventstore.ErrStale // the run is ended on its state loaded afresh
+		}
+		if _, err := r.change(ctx, run.RunID, func(run *domain.Run, u *eventstore.Unit, now time.Time) ([]domain.Event, error) {
+			return r.end(ctx, u, run, now, domain.RunStateFailed, domain.RunReasonMaxSteps, "", nil)
+		}); err != nil {
+			return fleet.ActOutcome{}, err
+		}
+		return fleet.ActOutcome{}, domain.Errorf(domain.CodeCapabilityUnsupported, "the run has taken its %d steps (maxSteps); it ended failed", run.MaxSteps).
+			With("reason", "max_steps")
+	}
+	news, err := eventstore.Encode(domain.Events, run.OrgID, evs...)
+	if err != nil {
+		return fleet.ActOutcome{}, err
+	}
+	out, err := r.devices.Act(ctx, fleet.PerformAction{Auth: runAuth(run), DeviceID: run.DeviceID,
+		Action: cmd.Action, Arguments: cmd.Arguments, IdempotencyKey: cmd.IdempotencyKey, LeaseID: run.LeaseID,
+		ObservedFrame: cmd.ObservedFrame, AgentRunID: run.AgentRunID,
+		Also: &fleet.StreamAppend{StreamID: domain.RunStream(run.RunID), Expected: version, Events: news}})
+	if err == nil && !out.Replayed {
+		// Recorded with the action at version: the run's next step is
+		// decided on it with no read.
+		r.runs.Advance(run.RunID, version, evs...)
+	}
+	return out, err
+
 }
 
 // RunGetFrameHandler handles RunGetFrame.

@@ -228,6 +228,11 @@ func TestRunMaxStepsEndsFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := phoneInputs(t, env, dev)
+	// The last step's key asked again answers that step: it is not a step
+	// past maxSteps.
+	if out, err := env.App.Runs.RunAct.Handle(testutil.Background, runs.RunAct{Access: acc, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "a"}); err != nil || !out.Replayed {
+		t.Fatalf("the last step's key again: replayed %v, %v; want its replay", out.Replayed, err)
+	}
 	if _, err := env.App.Runs.RunAct.Handle(testutil.Background, runs.RunAct{Access: acc, Action: "key", Arguments: json.RawMessage(`{"key":"HOME"}`), IdempotencyKey: "b"}); domain.ErrorCode(err) != domain.CodeCapabilityUnsupported {
 		t.Fatalf("step past maxSteps: %v", err)
 	}
