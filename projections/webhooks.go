@@ -132,10 +132,10 @@ func (r attemptRun) add(a domain.WebhookDeliveryAttempted) {
 }
 
 // flush applies the run in one statement, which finds its rows by delivery
-// id however large the table (queueCustomPlanned). attempts < the attempt keeps rows
-// monotonic; an attempt on a deleted subscription's delivery finds no row.
-// An abandoned delivery stays failed unless the attempt (sent before the
-// switch-off) delivered it.
+// id however large the table (queueCustomPlanned). attempts < the attempt
+// keeps rows monotonic; an attempt on a deleted subscription's delivery
+// finds no row. An abandoned delivery stays failed unless the attempt (sent
+// before the switch-off) delivered it.
 func (r attemptRun) flush(ctx context.Context, tx pgx.Tx, schema string) error {
 	if len(r) == 0 {
 		return nil
