@@ -61,9 +61,9 @@ func applyBatchFlushed(ctx context.Context, tx pgx.Tx, events []eventstore.Event
 // sequential scan and a hash join, kept as the table grows, for every batch
 // on that connection, until an ANALYZE invalidates it. A custom plan knows
 // the batch's length and the table's size and looks the rows up by index;
-// planning it costs 0.05–0.07 ms (measured in the fleet section). The setting is local to
-// the statement: it is set just before and reset just after, in the same
-// pipeline (no round trip of its own).
+// planning it costs 0.05–0.07 ms (measured in the fleet section). The
+// setting is local to the statement: it is set just before and reset just
+// after, in the same pipeline (no round trip of its own).
 func queueCustomPlanned(b *pgx.Batch, sql string, args ...any) {
 	b.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`)
 	b.Queue(sql, args...)

@@ -33,20 +33,6 @@ func (r *Runs) access(ctx context.Context, a RunAccess) (domain.Run, int64, erro
 	return run, version, nil
 }
 
-// cachedAccess is access on the run as this process last saw it, read
-// from nowhere: ok is false when it has none, or when the credential
-// fails on it (which only a fresh load may say).
-func (r *Runs) cachedAccess(a RunAccess) (run domain.Run, version int64, ok bool) {
-	runID, secret, ok := a.parse()
-	if !ok {
-		return domain.Run{}, 0, false
-	}
-	if run, version, ok = r.runs.Cached(runID); !ok || !r.admits(a, secret, run) {
-		return domain.Run{}, 0, false
-	}
-	return run, version, true
-}
-
 // parse returns the run a credential names and the token's secret; ok is
 // false for a malformed one.
 func (a RunAccess) parse() (runID, secret string, ok bool) {
@@ -176,19 +162,24 @@ func (r RunActHandler) Handle(ctx context.Context, cmd RunAct) (fleet.ActOutcome
 	// not succeed is decided again on the run loaded afresh: a refusal that
 	// state may have misled is made anew, and a step that was recorded
 	// and failed is answered by its key (the run's LastStepKey).
-	return eventstore.Retry(ctx, func(attempt int) (fleet.ActOutcome, error) {
-		if attempt == 1 {
-			if run, version, ok := r.cachedAccess(cmd.Access); ok {
-				if out, err := r.step(ctx, cmd, run, version, true); err == nil {
-					return out, nil
-				}
+	runID, secret, ok := cmd.Access.parse()
+	if !ok {
+		return fleet.ActOutcome{}, errRunTokenRefused
+	}
+	return eventstore.Retry(ctx, func(int) (fleet.ActOutcome, error) {
+		var out fleet.ActOutcome
+		err := r.runs.DecideCached(ctx, runID, func(run domain.Run, version int64, cached bool) (err error) {
+			if !r.admits(cmd.Access, secret, run) {
+				err = errRunTokenRefused
+			} else {
+				out, err = r.step(ctx, cmd, run, version, cached)
 			}
-		}
-		run, version, err := r.access(ctx, cmd.Access)
-		if err != nil {
-			return fleet.ActOutcome{}, err
-		}
-		return r.step(ctx, cmd, run, version, false)
+			if err != nil && cached {
+				return eventstore.ErrStale
+			}
+			return err
+		})
+		return out, err
 	})
 }
 
@@ -196,6 +187,8 @@ func (r RunActHandler) Handle(ctx context.Context, cmd RunAct) (fleet.ActOutcome
 // action's request and the step are recorded in one unit expecting the
 // run's stream at version. A step decided on a cached state (cached) ends
 // no run: past maxSteps it answers ErrStale, for the fresh state to decide.
+// Its other errors are ErrStale to Handle too (the repository's
+// DecideCached decides again on the run loaded afresh).
 func (r RunActHandler) step(ctx context.Context, cmd RunAct, run domain.Run, version int64, cached bool) (fleet.ActOutcome, error) {
 	if cmd.DeviceID != "" && cmd.DeviceID != run.DeviceID {
 		return fleet.ActOutcome{}, errRunTokenRefused
