@@ -332,6 +332,9 @@ func TestSweepFulfilment(t *testing.T) {
 	if did := sweep(next); did != provisioning.SweptProvisioned {
 		t.Fatalf("the freed unit: sweep did %q; want provisioned", did)
 	}
+	// The sweep is a background reaction that waits for no read model:
+	// the device shows once the devices read model has caught up.
+	e.Settle(t)
 	if f := e.fulfilment(t, org, next); f.State != domain.FulfilmentProvisionedState || !e.deviceVisible(t, org, f.DeviceID) {
 		t.Errorf("provisioned by the sweep: %+v", f)
 	}
