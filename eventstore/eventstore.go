@@ -210,6 +210,23 @@ const (
 	appendAny      = summedHead + insertColumns + `SELECT u.id, $1, ` + endVersion + ` + u.ord, u.typ, u.ver, u.org, u.data, u.meta, u.at` + unnestRows + summedTail
 )
 
+// appendRun appends single events to distinct streams in one statement,
+// each at its own expectation ($2: NoStream, an exact version or
+// AnyVersion) decided as its own statement would decide it (appendOneNew,
+// appendOneExact, appendOneAny), so a failed expectation is the same
+// unique or not-null violation; the events are inserted in the arrays'
+// order. Parameters: arrays of stream ids, expected versions and the event
+// fields. It answers each event's id, position, transaction and version.
+const appendRun = insertColumns + `SELECT u.id, u.stream,
+	CASE WHEN u.expected = 0 THEN 1
+	     WHEN u.expected > 0 THEN (SELECT e.stream_version FROM events e WHERE e.stream_id = u.stream AND e.stream_version = u.expected) + 1
+	     ELSE coalesce((SELECT max(e.stream_version) FROM events e WHERE e.stream_id = u.stream), 0) + 1 END,
+	u.typ, u.ver, u.org, u.data, u.meta, u.at
+	FROM unnest($1::text[], $2::bigint[], $3::uuid[], $4::text[], $5::smallint[], $6::text[], $7::jsonb[], $8::jsonb[], $9::timestamptz[])
+	     WITH ORDINALITY AS u(stream, expected, id, typ, ver, org, data, meta, at, ord)
+	ORDER BY u.ord
+	RETURNING event_id, position, transaction_id::text::bigint, stream_version`
+
 // summedHead and summedTail make a multi-event insert answer one row —
 // the rows inserted, their first and last positions, the transaction id
 // (the column's default, pg_current_xact_id()) and the stream's version

@@ -114,6 +114,20 @@ type preparedOp struct {
 	summed   bool // the append answers one summary row (summed), not a row per event
 	sql      string
 	args     []any
+	// one is the event of a single-event append (n == 1), which a shared
+	// batch may write in one statement with its neighbours' (see sharedRuns).
+	one *eventRow
+}
+
+// eventRow is one event's columns as bound.
+type eventRow struct {
+	id   pgtype.UUID
+	typ  string
+	ver  int16
+	org  string
+	data []byte
+	meta []byte
+	at   time.Time
 }
 
 func (s *Store) prepare(ctx context.Context, u *Unit) (*prepared, error) {
@@ -160,18 +174,18 @@ func (s *Store) prepare(ctx context.Context, u *Unit) (*prepared, error) {
 				p.types = append(p.types, e.Type)
 			}
 		}
-		sql, args, err := appendStatement(o.stream, o.expected, o.events, now)
+		sql, args, one, err := appendStatement(o.stream, o.expected, o.events, now)
 		if err != nil {
 			return nil, err
 		}
-		p.ops[i] = preparedOp{stream: o.stream, expected: o.expected, n: len(o.events), summed: len(o.events) > 1, sql: sql, args: args}
+		p.ops[i] = preparedOp{stream: o.stream, expected: o.expected, n: len(o.events), summed: len(o.events) > 1, sql: sql, args: args, one: one}
 	}
 	return p, nil
 }
 
 // appendStatement returns the statement appending events to streamID at
-// expected and its arguments.
-func appendStatement(streamID string, expected int64, events []NewEvent, now time.Time) (string, []any, error) {
+// expected and its arguments, and for a single event its columns.
+func appendStatement(streamID string, expected int64, events []NewEvent, now time.Time) (string, []any, *eventRow, error) {
 	n := len(events)
 	// pgtype.UUID, not uuid.UUID: pgx encodes the latter through its
 	// driver.Valuer, formatting each id as text and parsing it back.
@@ -185,7 +199,7 @@ func appendStatement(streamID string, expected int64, events []NewEvent, now tim
 	var err error
 	for i, e := range events {
 		if e.Type == "" || e.SchemaVersion <= 0 {
-			return "", nil, fmt.Errorf("eventstore: event %d has no type or schema version", i)
+			return "", nil, nil, fmt.Errorf("eventstore: event %d has no type or schema version", i)
 		}
 		ids[i] = pgtype.UUID{Bytes: e.ID, Valid: true}
 		if e.ID == uuid.Nil {
@@ -198,12 +212,12 @@ func appendStatement(streamID string, expected int64, events []NewEvent, now tim
 		}
 		if !json.Valid(datas[i]) {
 			// Refuse bad JSON here: in a shared batch it would fail everyone.
-			return "", nil, fmt.Errorf("eventstore: event %d data is not valid JSON", i)
+			return "", nil, nil, fmt.Errorf("eventstore: event %d data is not valid JSON", i)
 		}
 		if i > 0 && e.Metadata == events[i-1].Metadata {
 			metas[i] = metas[i-1] // a command's events usually share their metadata
 		} else if metas[i], err = json.Marshal(e.Metadata); err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
 		ats[i] = e.OccurredAt
 		if ats[i].IsZero() {
@@ -212,9 +226,11 @@ func appendStatement(streamID string, expected int64, events []NewEvent, now tim
 	}
 	var query string
 	var args []any
+	var one *eventRow
 	if n == 1 {
 		args = []any{streamID, ids[0], types[0], vers[0], orgs[0], datas[0], metas[0], ats[0]}
 		query = pick(expected, appendOneNew, appendOneExact, appendOneAny)
+		one = &eventRow{id: ids[0], typ: types[0], ver: vers[0], org: orgs[0], data: datas[0], meta: metas[0], at: ats[0]}
 	} else {
 		args = []any{streamID, ids, types, vers, orgs, datas, metas, ats}
 		query = pick(expected, appendNew, appendExact, appendAny)
@@ -222,7 +238,7 @@ func appendStatement(streamID string, expected int64, events []NewEvent, now tim
 	if expected > 0 {
 		args = append(args, expected)
 	}
-	return query, args, nil
+	return query, args, one, nil
 }
 
 // flushOne writes one unit on its own and wakes readers.
@@ -237,32 +253,142 @@ func (s *Store) flushOne(ctx context.Context, p *prepared) (Committed, error) {
 
 // send writes units in one pipelined batch (one implicit transaction, one
 // round trip). Any failure aborts the batch; the first error is returned.
+// A batch of several units writes each run of adjacent single-event appends
+// as one statement (batchStatements).
 func (s *Store) send(ctx context.Context, ps []*prepared) ([]Committed, error) {
+	stmts := batchStatements(ps)
 	b := &pgx.Batch{}
-	for _, p := range ps {
-		for _, o := range p.ops {
-			b.Queue(o.sql, o.args...)
+	for _, st := range stmts {
+		if len(st) > 1 {
+			b.Queue(appendRun, runArgs(ps, st)...)
+			continue
 		}
+		o := ps[st[0].unit].ops[st[0].op]
+		b.Queue(o.sql, o.args...)
 	}
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
 	out := make([]Committed, len(ps))
-	for i, p := range ps {
-		for _, o := range p.ops {
-			if o.n == 0 {
-				if _, err := br.Exec(); err != nil {
-					return nil, conflictOr(err, o)
-				}
-				continue
-			}
-			a, err := readAppend(br, o)
+	for _, st := range stmts {
+		if len(st) > 1 {
+			as, err := readRun(br, ps, st)
 			if err != nil {
 				return nil, err
 			}
-			out[i].Appends = append(out[i].Appends, a)
+			for k, r := range st {
+				out[r.unit].Appends = append(out[r.unit].Appends, as[k])
+			}
+			continue
 		}
+		r := st[0]
+		o := ps[r.unit].ops[r.op]
+		if o.n == 0 {
+			if _, err := br.Exec(); err != nil {
+				return nil, conflictOr(err, o)
+			}
+			continue
+		}
+		a, err := readAppend(br, o)
+		if err != nil {
+			return nil, err
+		}
+		out[r.unit].Appends = append(out[r.unit].Appends, a)
 	}
 	return out, br.Close()
+}
+
+// opRef names one op of a batch: ps[unit].ops[op].
+type opRef struct{ unit, op int }
+
+// batchStatements lays a batch's ops out as its statements, in order: one
+// op each, except that in a batch of several units (a shared commit) each
+// run of adjacent single-event appends — one unit's, or the last of one
+// unit's and the first of the next's — becomes one statement (appendRun).
+// A run never holds one stream or event id twice, so no row of it depends
+// on another and the statement writes what the appends would one by one,
+// in the same order and transaction. A unit written alone keeps a
+// statement per op, so a failure names its own op (a shared batch that
+// fails is written again unit by unit).
+func batchStatements(ps []*prepared) [][]opRef {
+	var out [][]opRef
+	var run []opRef
+	streams := map[string]bool{}
+	ids := map[[16]byte]bool{}
+	end := func() {
+		if len(run) > 0 {
+			out = append(out, run)
+			run = nil
+			clear(streams)
+			clear(ids)
+		}
+	}
+	for i, p := range ps {
+		for j, o := range p.ops {
+			if len(ps) < 2 || o.one == nil {
+				end()
+				out = append(out, []opRef{{i, j}})
+				continue
+			}
+			if streams[o.stream] || ids[o.one.id.Bytes] {
+				end()
+			}
+			run = append(run, opRef{i, j})
+			streams[o.stream], ids[o.one.id.Bytes] = true, true
+		}
+	}
+	end()
+	return out
+}
+
+// runArgs binds a run's events as appendRun's arrays.
+func runArgs(ps []*prepared, run []opRef) []any {
+	n := len(run)
+	streams, expected := make([]string, n), make([]int64, n)
+	ids, types, vers, orgs := make([]pgtype.UUID, n), make([]string, n), make([]int16, n), make([]string, n)
+	datas, metas, ats := make([][]byte, n), make([][]byte, n), make([]time.Time, n)
+	for k, r := range run {
+		o := ps[r.unit].ops[r.op]
+		e := o.one
+		streams[k], expected[k] = o.stream, o.expected
+		ids[k], types[k], vers[k], orgs[k], datas[k], metas[k], ats[k] = e.id, e.typ, e.ver, e.org, e.data, e.meta, e.at
+	}
+	return []any{streams, expected, ids, types, vers, orgs, datas, metas, ats}
+}
+
+// readRun reads appendRun's rows: an Appended per op of the run, in its
+// order, matched by event id.
+func readRun(br pgx.BatchResults, ps []*prepared, run []opRef) ([]Appended, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	at := make(map[[16]byte]int, len(run))
+	for k, r := range run {
+		at[ps[r.unit].ops[r.op].one.id.Bytes] = k
+	}
+	out := make([]Appended, len(run))
+	written := 0
+	for rows.Next() {
+		var id pgtype.UUID
+		var pos, txid, ver int64
+		if err := rows.Scan(&id, &pos, &txid, &ver); err != nil {
+			return nil, err
+		}
+		k, ok := at[id.Bytes]
+		if !ok {
+			return nil, fmt.Errorf("eventstore: a shared append answered an event it was not sent")
+		}
+		out[k] = Appended{FirstPosition: pos, LastPosition: pos, TransactionID: uint64(txid), Version: ver}
+		written++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if written != len(run) {
+		return nil, fmt.Errorf("eventstore: a shared append wrote %d of its %d events", written, len(run))
+	}
+	return out, nil
 }
 
 // readAppend reads an append's RETURNING rows. Each append statement fails
