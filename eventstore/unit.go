@@ -312,14 +312,10 @@ type opRef struct{ unit, op int }
 func batchStatements(ps []*prepared) [][]opRef {
 	var out [][]opRef
 	var run []opRef
-	streams := map[string]bool{}
-	ids := map[[16]byte]bool{}
 	end := func() {
 		if len(run) > 0 {
 			out = append(out, run)
 			run = nil
-			clear(streams)
-			clear(ids)
 		}
 	}
 	for i, p := range ps {
@@ -329,11 +325,13 @@ func batchStatements(ps []*prepared) [][]opRef {
 				out = append(out, []opRef{{i, j}})
 				continue
 			}
-			if streams[o.stream] || ids[o.one.id.Bytes] {
-				end()
+			for _, r := range run {
+				if m := ps[r.unit].ops[r.op]; m.stream == o.stream || m.one.id == o.one.id {
+					end()
+					break
+				}
 			}
 			run = append(run, opRef{i, j})
-			streams[o.stream], ids[o.one.id.Bytes] = true, true
 		}
 	}
 	end()
@@ -363,10 +361,6 @@ func readRun(br pgx.BatchResults, ps []*prepared, run []opRef) ([]Appended, erro
 		return nil, err
 	}
 	defer rows.Close()
-	at := make(map[[16]byte]int, len(run))
-	for k, r := range run {
-		at[ps[r.unit].ops[r.op].one.id.Bytes] = k
-	}
 	out := make([]Appended, len(run))
 	written := 0
 	for rows.Next() {
@@ -375,8 +369,12 @@ func readRun(br pgx.BatchResults, ps []*prepared, run []opRef) ([]Appended, erro
 		if err := rows.Scan(&id, &pos, &txid, &ver); err != nil {
 			return nil, err
 		}
-		k, ok := at[id.Bytes]
-		if !ok {
+		// The rows come in the run's order; the id is checked, not assumed.
+		k := written
+		if k >= len(run) || ps[run[k].unit].ops[run[k].op].one.id != id {
+			k = slices.IndexFunc(run, func(r opRef) bool { return ps[r.unit].ops[r.op].one.id == id })
+		}
+		if k < 0 || out[k] != (Appended{}) {
 			return nil, fmt.Errorf("eventstore: a shared append answered an event it was not sent")
 		}
 		out[k] = Appended{FirstPosition: pos, LastPosition: pos, TransactionID: uint64(txid), Version: ver}
