@@ -216,7 +216,7 @@ func New(deps Deps) (*Server, error) {
 	for _, name := range s.order {
 		t := s.tools[name]
 		s.handlers[name] = s.handle(t)
-		s.mcp.AddTool(t.def, s.handlers[name])
+		s.mcp.AddTool(registered(t.def), s.handlers[name])
 	}
 	for _, t := range s.metaTools() {
 		if err := t.compile(); err != nil {
@@ -227,7 +227,7 @@ func New(deps Deps) (*Server, error) {
 		}
 		t.def.RawOutputSchema = json.RawMessage(metaOutputSchemas[t.def.Name])
 		s.meta[t.def.Name] = t
-		s.mcp.AddTool(t.def, s.handle(t))
+		s.mcp.AddTool(registered(t.def), s.handle(t))
 	}
 	s.http = server.NewStreamableHTTPServer(s.mcp,
 		// Nothing is ever pushed to a client (the tool list is fixed and no
@@ -299,8 +299,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
 			Params struct {
-				Name string      `json:"name"`
-				Meta *mcpgo.Meta `json:"_meta"`
+				Name string `json:"name"`
+				// Only the protocol version of _meta is read here
+				// (mcpgo.Meta would decode all of it).
+				Meta struct {
+					ProtocolVersion json.RawMessage `json:"io.modelcontextprotocol/protocolVersion"`
+				} `json:"_meta"`
 			} `json:"params"`
 		}
 		err = json.Unmarshal(body, &head)
@@ -312,8 +316,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 		}
 		if err == nil {
 			r = r.WithContext(context.WithValue(r.Context(), rpcMethodKey{}, head.Method))
-			modern := mcpgo.IsModernProtocol(r.Header.Get(mcpgo.HeaderProtocolVersion)) ||
-				mcpgo.IsModernProtocol(head.Params.Meta.ProtocolVersion())
+			var version string
+			_ = json.Unmarshal(head.Params.Meta.ProtocolVersion, &version) // not a string: none, as mcpgo.Meta reads it
+			modern := mcpgo.IsModernProtocol(r.Header.Get(mcpgo.HeaderProtocolVersion)) || mcpgo.IsModernProtocol(version)
 			if !modern && head.Method != string(mcpgo.MethodInitialize) && r.Header.Get(server.HeaderKeySessionID) == "" {
 				// Streamable HTTP: a session-based request other than
 				// initialize without Mcp-Session-Id is a bad request (400);
@@ -398,12 +403,27 @@ func (s *Server) filterTools(ctx context.Context, tools []mcpgo.Tool) []mcpgo.To
 	chosen := chosenFrom(ctx)
 	out := make([]mcpgo.Tool, 0, len(tools))
 	for _, t := range tools {
+		// Each tool is listed as defined, its whole input schema included
+		// (the transport holds it as registered).
 		if def, ok := s.tools[t.Name]; ok && chosen.has(t.Name) && def.permit(a) == nil {
-			out = append(out, t)
+			out = append(out, def.def)
 		}
-		if _, ok := s.meta[t.Name]; ok && chosen[t.Name] {
-			out = append(out, t)
+		if m, ok := s.meta[t.Name]; ok && chosen[t.Name] {
+			out = append(out, m.def)
 		}
 	}
 	return out
+}
+
+// registered is a tool's definition as the transport holds it: with an
+// input schema of the object type alone. The transport reads that schema
+// on every call only for the parameters a client must repeat in
+// Mcp-Param-* headers (x-mcp-header), and decodes it again each time to
+// find them; no tool here declares one (TestNoToolBindsAParameterToAHeader),
+// so the bare schema finds the same none at a fraction of the cost, while
+// tools/list answers the whole definition (filterTools). Arguments are
+// checked against the whole schema by the tool's handler (tool.validate).
+func registered(def mcpgo.Tool) mcpgo.Tool {
+	def.RawInputSchema = json.RawMessage(`{"type":"object"}`)
+	return def
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -456,4 +457,68 @@ func appToolRefusal(tool string) map[string]any {
 		return map[string]any{"scope": "apps:read"}
 	}
 	return nil
+}
+
+// The transport holds each tool with a bare input schema (registered):
+// that loses nothing only while no tool binds a parameter to an
+// Mcp-Param-* header, which the transport finds in the registered schema.
+func TestNoToolBindsAParameterToAHeader(t *testing.T) {
+	s := newTestServer(t)
+	for _, tools := range []map[string]*tool{s.tools, s.meta} {
+		for name, tl := range tools {
+			if b := mcpgo.ExtractParamHeaderBindings(&tl.def); len(b) != 0 {
+				t.Errorf("%s binds %v to headers; register it with its whole input schema (registered)", name, b)
+			}
+		}
+	}
+}
+
+// tools/list answers every tool's whole input schema, not the bare one
+// the transport holds.
+func TestToolsListShowsEachToolsWholeInputSchema(t *testing.T) {
+	s := newTestServer(t)
+	ctx := context.WithValue(domain.WithAuth(testutil.Context(t), domain.LocalOperator("org_1")), rpcMethodKey{}, string(mcpgo.MethodToolsList))
+	ctx = context.WithValue(ctx, chosenKey{}, chosenAll(t))
+	resp := s.mcp.HandleMessage(ctx, json.RawMessage(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	raw, err := json.Marshal(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Result struct {
+			Tools []struct {
+				Name        string          `json:"name"`
+				InputSchema json.RawMessage `json:"inputSchema"`
+			} `json:"tools"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil || len(list.Result.Tools) == 0 {
+		t.Fatalf("tools/list answered %.300s (%v); want the tools", raw, err)
+	}
+	for _, tl := range list.Result.Tools {
+		def := s.tools[tl.Name]
+		if def == nil {
+			def = s.meta[tl.Name]
+		}
+		if def == nil {
+			t.Errorf("tools/list names %s, which is no tool", tl.Name)
+			continue
+		}
+		var got, want any
+		_ = json.Unmarshal(tl.InputSchema, &got)
+		_ = json.Unmarshal(def.def.RawInputSchema, &want)
+		if !reflect.DeepEqual(got, want) || len(def.def.RawInputSchema) <= len(`{"type":"object"}`) {
+			t.Errorf("%s: tools/list input schema %s; want the whole one %s", tl.Name, tl.InputSchema, def.def.RawInputSchema)
+		}
+	}
+}
+
+// chosenAll is the choice of every toolset and the meta tools.
+func chosenAll(t *testing.T) chosenTools {
+	t.Helper()
+	c, err := parseToolsets(strings.Join(append(toolsetNames(), toolsetMeta), ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
