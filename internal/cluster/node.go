@@ -112,6 +112,18 @@ type Node struct {
 
 	// seen holds the ids of the calls accepted, against replays.
 	seen seenCalls
+
+	// Every answer to a call this node forwards comes in on one
+	// subscription (replies, on replyTo + "*"), each to the subject
+	// replyTo + its call id, and is handed to the call waiting for it.
+	// One subscription for all: subscribing an inbox per call cost a
+	// call about as much again as the bare request–reply.
+	replyTo  string
+	replies  *nats.Subscription
+	waitMu   sync.Mutex
+	awaiting map[string]chan *nats.Msg
+	// closed is closed once the connection is: no answer comes after it.
+	closed chan struct{}
 }
 
 // Start connects to the NATS server at cfg.URL and serves the hosts
@@ -196,18 +208,18 @@ func Dial(ctx context.Context, cfg Config) (*Node, error) {
 		// A server refusing this instance's credentials is asked again
 		// (it may be reloading them), not given up on for good.
 		nats.IgnoreAuthErrorAbort(),
-		// The only synchronous subscriptions are Forward's reply inboxes,
-		// which take at most maxParts+1 messages (SetPendingLimits): their
-		// queue is that long, not the client's default of 64 Ki messages
-		// (a 512 KiB channel allocated for every forwarded call).
-		nats.SyncQueueLen(maxParts + 1),
 	}, cfg.Options...)
 	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: connect to the message bus: %w", err)
 	}
 	n := &Node{cfg: cfg, nc: nc, log: log, stop: make(chan struct{}), loopDone: make(chan struct{}),
-		subs: map[string]*nats.Subscription{}, badHosts: map[string]bool{}}
+		subs: map[string]*nats.Subscription{}, badHosts: map[string]bool{},
+		replyTo: nc.NewInbox() + ".", awaiting: map[string]chan *nats.Msg{}, closed: make(chan struct{})}
+	if n.replies, err = nc.Subscribe(n.replyTo+"*", n.deliver); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("cluster: subscribe to the replies: %w", err)
+	}
 	n.base, n.cancelBase = context.WithCancel(context.Background())
 	go func() {
 		select {
@@ -379,18 +391,19 @@ func (n *Node) Forward(ctx context.Context, host, op string, body []byte) ([]byt
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	inbox := n.nc.NewInbox()
-	sub, err := n.nc.SubscribeSync(inbox)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", devices.ErrNotDelivered, err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
+	id := newCallID()
+	parts := make(chan *nats.Msg, maxParts+1)
+	n.waitMu.Lock()
+	n.awaiting[id] = parts
+	n.waitMu.Unlock()
+	defer func() {
+		n.waitMu.Lock()
+		delete(n.awaiting, id)
+		n.waitMu.Unlock()
+	}()
 	maxPayload := n.nc.MaxPayload()
-	if err := sub.SetPendingLimits(maxParts+1, int(maxParts+1)*int(maxPayload)); err != nil {
-		return nil, fmt.Errorf("%w: %w", devices.ErrNotDelivered, err)
-	}
-	req := request(n.cfg.Secret, subject(n.cfg.ClusterID, host), inbox, newCallID(), op, deadline.Add(clock.Offset()), body)
-	id, dl := req.Header.Get(hdrCall), req.Header.Get(hdrDeadline)
+	req := request(n.cfg.Secret, subject(n.cfg.ClusterID, host), n.replyTo+id, id, op, deadline.Add(clock.Offset()), body)
+	dl := req.Header.Get(hdrDeadline)
 	if err := n.nc.PublishMsg(req); err != nil {
 		if errors.Is(err, nats.ErrMaxPayload) {
 			return nil, fmt.Errorf("%w: the %s call (%d bytes) is larger than the message bus takes (%d bytes)",
@@ -400,12 +413,16 @@ func (n *Node) Forward(ctx context.Context, host, op string, body []byte) ([]byt
 	}
 	var asm assembler
 	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if errors.Is(err, nats.ErrNoResponders) {
-			return nil, fmt.Errorf("%w: no instance serves host %s", devices.ErrNotDelivered, host)
+		var m *nats.Msg
+		select {
+		case m = <-parts:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no answer from the instance holding host %s: %w", host, ctx.Err())
+		case <-n.closed:
+			return nil, fmt.Errorf("no answer from the instance holding host %s: %w", host, nats.ErrConnectionClosed)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("no answer from the instance holding host %s: %w", host, err)
+		if len(m.Data) == 0 && m.Header.Get(statusHeader) == noResponders {
+			return nil, fmt.Errorf("%w: no instance serves host %s", devices.ErrNotDelivered, host)
 		}
 		if err := verifyReply(n.cfg.Secret, m, id, dl); err != nil {
 			n.log.Warn("ignored a reply from the message bus", "subject", m.Subject, "host", host, "op", op, "reason", err.Error())
@@ -418,6 +435,34 @@ func (n *Node) Forward(ctx context.Context, host, op string, body []byte) ([]byt
 		if done {
 			return reply, nil
 		}
+	}
+}
+
+// The status the NATS server answers a request with when no subscription
+// takes its subject (what nats.ErrNoResponders stands for).
+const (
+	statusHeader = "Status"
+	noResponders = "503"
+)
+
+// deliver hands a message on the replies subscription to the call it
+// answers, named by its subject's last token. One for no call waiting (it
+// ended, or never was), or past the parts a reply may have, is dropped.
+func (n *Node) deliver(m *nats.Msg) {
+	id, ok := strings.CutPrefix(m.Subject, n.replyTo)
+	if !ok {
+		return
+	}
+	n.waitMu.Lock()
+	parts := n.awaiting[id]
+	n.waitMu.Unlock()
+	if parts == nil {
+		return
+	}
+	select {
+	case parts <- m:
+	default:
+		n.log.Warn("dropped a reply part beyond what a reply may have", "subject", m.Subject)
 	}
 }
 
@@ -491,4 +536,5 @@ drained:
 		_ = n.nc.FlushTimeout(flushWait)
 	}
 	n.nc.Close()
+	close(n.closed)
 }

@@ -599,6 +599,41 @@ func TestCloseLetsGoFirstAndFinishesCallsInProgress(t *testing.T) {
 	<-closed
 }
 
+// A call the node is forwarding when it closes ends then, with an error,
+// not at its deadline: its answer can no longer come.
+func TestACallForwardedWhenTheCallerClosesEndsThen(t *testing.T) {
+	url, id := testutil.NATS(t), newClusterID(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	var once sync.Once
+	a := &holder{name: "A", reply: func(_ context.Context, _ string, body []byte) []byte {
+		if string(body) == "slow" {
+			once.Do(func() { close(entered) })
+			<-release
+		}
+		return body
+	}}
+	a.hold("sim")
+	startNode(t, url, id, testSecret, a, nil)
+	caller := startNode(t, url, id, testSecret, nil, nil)
+	forwardEventually(t, caller, "sim", "op", []byte("quick"))
+	failed := make(chan error, 1)
+	go func() {
+		_, err := forwardOnce(t, caller, "sim", "op", []byte("slow"), time.Hour)
+		failed <- err
+	}()
+	<-entered
+	caller.Close()
+	select {
+	case err := <-failed:
+		if !errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, devices.ErrNotDelivered) {
+			t.Fatalf("the call in flight at the caller's Close: %v; want the connection closed (it may have run)", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call in flight at the caller's Close still waits for its answer")
+	}
+}
+
 func TestStartRefusesAnIncompleteConfig(t *testing.T) {
 	h := &holder{name: "A"}
 	ok := Config{URL: "nats://127.0.0.1:1", ClusterID: "abc123", Secret: testSecret, Serve: h.Serve, Held: h.Held}
