@@ -115,7 +115,7 @@ type preparedOp struct {
 	sql      string
 	args     []any
 	// one is the event of a single-event append (n == 1), which a shared
-	// batch may write in one statement with its neighbours' (see sharedRuns).
+	// batch may write in one statement with its neighbours' (batchStatements).
 	one *eventRow
 }
 
@@ -302,8 +302,8 @@ type opRef struct{ unit, op int }
 
 // batchStatements lays a batch's ops out as its statements, in order: one
 // op each, except that in a batch of several units (a shared commit) each
-// run of adjacent single-event appends — one unit's, or the last of one
-// unit's and the first of the next's — becomes one statement (appendRun).
+// run of adjacent single-event appends, within a unit or across units,
+// becomes one statement (appendRun).
 // A run never holds one stream or event id twice, so no row of it depends
 // on another and the statement writes what the appends would one by one,
 // in the same order and transaction. A unit written alone keeps a

@@ -114,12 +114,11 @@ type Node struct {
 	seen seenCalls
 
 	// Every answer to a call this node forwards comes in on one
-	// subscription (replies, on replyTo + "*"), each to the subject
-	// replyTo + its call id, and is handed to the call waiting for it.
-	// One subscription for all: subscribing an inbox per call cost a
-	// call about as much again as the bare request–reply.
+	// subscription (to replyTo + "*"), each to the subject replyTo + its
+	// call id, and is handed to the call waiting for it (deliver). One
+	// subscription for all, as nats.Request does: no SUB and UNSUB on the
+	// bus for each call.
 	replyTo  string
-	replies  *nats.Subscription
 	waitMu   sync.Mutex
 	awaiting map[string]chan *nats.Msg
 	// closed is closed once the connection is: no answer comes after it.
@@ -216,7 +215,7 @@ func Dial(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, nc: nc, log: log, stop: make(chan struct{}), loopDone: make(chan struct{}),
 		subs: map[string]*nats.Subscription{}, badHosts: map[string]bool{},
 		replyTo: nc.NewInbox() + ".", awaiting: map[string]chan *nats.Msg{}, closed: make(chan struct{})}
-	if n.replies, err = nc.Subscribe(n.replyTo+"*", n.deliver); err != nil {
+	if _, err := nc.Subscribe(n.replyTo+"*", n.deliver); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("cluster: subscribe to the replies: %w", err)
 	}
