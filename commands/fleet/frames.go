@@ -110,7 +110,7 @@ type FrameOptions struct {
 // A frame of another organisation, outside the credential's device subset,
 // never stored or past retention answers frame_not_found alike. A sim
 // frame whose PNG or snapshot was not drawn when it was captured is drawn
-// now, from the phone state it was taken in, and kept.
+// now, from the phone state it was taken in; a full-size PNG is kept.
 func (f *Fleet) frame(ctx context.Context, auth domain.Auth, frameID string, opts FrameOptions) (Frame, error) {
 	if err := auth.Require(domain.ScopeDevicesRead); err != nil {
 		return Frame{}, err
@@ -192,18 +192,12 @@ func (f *Fleet) readFrame(ctx context.Context, auth domain.Auth, frameID string,
 	if needSnap && len(obs.Snapshot) > 0 {
 		fr.Snapshot = obs.Snapshot
 	}
-	// Keep what was drawn at full size, so the next read is a plain read.
-	var keepPNG []byte
+	// Keep a picture drawn at full size, so the next read is a plain read.
+	// A tree is not kept: only the sim redraws one, and cheaply (see
+	// domain.Capabilities.CheapSnapshot), so writing it to the row would
+	// cost the database more than drawing it again costs here.
 	if needImage && opts.MaxWidth <= 0 {
-		keepPNG = obs.PNG
-	}
-	var keepSnap any
-	if needSnap && len(obs.Snapshot) > 0 {
-		keepSnap = string(obs.Snapshot)
-	}
-	if keepPNG != nil || keepSnap != nil {
-		if _, err := f.pool.Exec(ctx, `UPDATE frames SET png = coalesce(png, $2), snapshot = coalesce(snapshot, $3::json) WHERE frame_id = $1`,
-			frameID, keepPNG, keepSnap); err != nil {
+		if _, err := f.pool.Exec(ctx, `UPDATE frames SET png = coalesce(png, $2) WHERE frame_id = $1`, frameID, obs.PNG); err != nil {
 			return Frame{}, err
 		}
 	}

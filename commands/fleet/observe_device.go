@@ -168,13 +168,17 @@ func (h ObserveDeviceHandler) Handle(ctx context.Context, cmd ObserveDevice) (Ob
 	if cmd.Elements != "" && cmd.Elements != domain.ElementsNone && out.Elements == nil {
 		out.Elements = []domain.Element{}
 	}
-	row := f.frameFor(&d, obs, now)
+	// A backend that redraws trees cheaply (the sim) keeps none in its
+	// frames, as around an action: a read of the frame's tree (a tap bound
+	// to one of its elements) draws it from the replay bytes the row keeps.
+	row := f.frameFor(&d, lean(obs, caps.CheapSnapshot), now)
 	out.Frame = *row.ref()
 	if row.stored {
-		// Same screen as the last stored frame: name that one, keeping the
-		// tree just taken if it kept none (a frame around an action), so
+		// Same screen as the last stored frame: name that one. A backend
+		// that cannot redraw its trees (adb, whose frames around an action
+		// keep none) keeps the tree just taken if the frame kept none, so
 		// that a tap bound to one of its elements is checked against it.
-		if len(obs.Snapshot) > 0 && !row.Tree {
+		if len(obs.Snapshot) > 0 && !row.Tree && !caps.CheapSnapshot {
 			if _, err := f.pool.Exec(ctx, `UPDATE frames SET snapshot = $2::json WHERE frame_id = $1 AND snapshot IS NULL`,
 				row.ID, string(obs.Snapshot)); err != nil {
 				return Observation{}, err
