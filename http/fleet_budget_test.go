@@ -77,13 +77,17 @@ func TestScreenshotBudget(t *testing.T) {
 
 	t.Run("snapshot elements only", func(t *testing.T) {
 		_, b := fs.do(t, "GET", base+"/snapshot?elements=all", "", 200)
-		got := decodeInto[uiSnapshotJSON](t, b)
+		type answer struct {
+			uiSnapshotJSON
+			Root *domain.UIElement `json:"root"`
+		}
+		got := decodeInto[answer](t, b)
 		if got.Root != nil || len(got.Elements) == 0 {
-			t.Fatalf("got root %d bytes, %d elements; want only elements", len(got.Root), len(got.Elements))
+			t.Fatalf("got root %+v, %d elements; want only elements", got.Root, len(got.Elements))
 		}
 		_, b = fs.do(t, "GET", base+"/snapshot", "", 200)
-		if got := decodeInto[uiSnapshotJSON](t, b); got.Root == nil {
-			t.Fatal("the plain snapshot lost its tree")
+		if got := decodeInto[answer](t, b); got.Root == nil || len(got.Root.Children) == 0 || got.FrameID == "" {
+			t.Fatalf("the plain snapshot: %s; want the frame and its whole tree", b)
 		}
 	})
 

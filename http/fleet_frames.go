@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
 	"slices"
 	"strconv"
@@ -55,18 +54,19 @@ func newElements(obs fleet.Observation) []elementJSON {
 	return out
 }
 
-// uiSnapshotJSON is the answer of GET /v1/devices/{deviceId}/snapshot: the
-// whole tree (root), or with ?elements= the compact list.
+// uiSnapshotJSON is the answer of GET /v1/devices/{deviceId}/snapshot
+// without its whole tree (member root, written after these as the backend
+// encoded it: kernel.WriteJSONWithRaw), or with ?elements= the compact
+// list.
 type uiSnapshotJSON struct {
-	FrameID    string          `json:"frameId"`
-	DeviceID   string          `json:"deviceId"`
-	ScreenHash string          `json:"screenHash"`
-	CapturedAt time.Time       `json:"capturedAt"`
-	Width      int             `json:"width"`
-	Height     int             `json:"height"`
-	ScreenOn   bool            `json:"screenOn"`
-	Root       json.RawMessage `json:"root,omitempty"`
-	Elements   []elementJSON   `json:"elements,omitempty"`
+	FrameID    string        `json:"frameId"`
+	DeviceID   string        `json:"deviceId"`
+	ScreenHash string        `json:"screenHash"`
+	CapturedAt time.Time     `json:"capturedAt"`
+	Width      int           `json:"width"`
+	Height     int           `json:"height"`
+	ScreenOn   bool          `json:"screenOn"`
+	Elements   []elementJSON `json:"elements,omitempty"`
 }
 
 // budgetParams reads the observation budget of the screenshot and
@@ -193,9 +193,9 @@ func (s *Server) getUISnapshot(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return kernel.WriteJSON(w, http.StatusOK, uiSnapshotJSON{FrameID: obs.Frame.FrameID, DeviceID: obs.DeviceID,
+	return kernel.WriteJSONWithRaw(w, http.StatusOK, uiSnapshotJSON{FrameID: obs.Frame.FrameID, DeviceID: obs.DeviceID,
 		ScreenHash: obs.Frame.ScreenHash, CapturedAt: obs.Frame.CapturedAt, Width: obs.Width, Height: obs.Height,
-		ScreenOn: obs.ScreenOn, Root: obs.Snapshot, Elements: newElements(obs)})
+		ScreenOn: obs.ScreenOn, Elements: newElements(obs)}, "root", obs.Snapshot)
 }
 
 func (s *Server) getFrame(w http.ResponseWriter, r *http.Request) error {
