@@ -132,8 +132,11 @@ func (h ObserveDeviceHandler) Handle(ctx context.Context, cmd ObserveDevice) (Ob
 		return Observation{}, domain.Errorf(domain.CodeCapabilityUnsupported, "this device cannot be observed that way").
 			With("capability", map[bool]string{true: "screenshot", false: "ui_snapshot"}[cmd.Image && !caps.Screenshot])
 	}
+	// A tree asked for as elements only is read here and, on a backend
+	// that redraws trees cheaply, stored by no frame: such a backend may
+	// hand it over as a value rather than as JSON to decode again.
 	opts := domain.ObserveOptions{Image: cmd.Image, MaxWidth: cmd.MaxWidth, Format: cmd.Format, Quality: cmd.Quality,
-		Snapshot: cmd.wantsTree(), Replay: true}
+		Snapshot: cmd.wantsTree(), Tree: !cmd.Snapshot && caps.CheapSnapshot, Replay: true}
 	var elements []domain.Element
 	if cmd.Marks {
 		// The marks are the compact elements of the very screen pictured,
@@ -158,12 +161,14 @@ func (h ObserveDeviceHandler) Handle(ctx context.Context, cmd ObserveDevice) (Ob
 	if cmd.Snapshot {
 		out.Snapshot = obs.Snapshot
 	}
-	if !cmd.Marks && (cmd.Elements == domain.ElementsAll || cmd.Elements == domain.ElementsInteractive) && len(obs.Snapshot) > 0 {
-		var root domain.UIElement
-		if err := json.Unmarshal(obs.Snapshot, &root); err != nil {
+	if !cmd.Marks && (cmd.Elements == domain.ElementsAll || cmd.Elements == domain.ElementsInteractive) {
+		root, ok, err := obs.UITree()
+		if err != nil {
 			return Observation{}, fmt.Errorf("read UI snapshot: %w", err)
 		}
-		out.Elements = domain.CompactElements(root, cmd.Elements == domain.ElementsInteractive)
+		if ok {
+			out.Elements = domain.CompactElements(*root, cmd.Elements == domain.ElementsInteractive)
+		}
 	}
 	if cmd.Elements != "" && cmd.Elements != domain.ElementsNone && out.Elements == nil {
 		out.Elements = []domain.Element{}
