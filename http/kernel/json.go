@@ -40,10 +40,10 @@ func WriteJSON(w http.ResponseWriter, status int, v any) error {
 // out when raw is empty). raw must be one compact JSON value this service
 // encoded itself (a backend's UI tree): as a json.RawMessage, encoding/json
 // would scan all of it again to check and compact it (about 13 µs for a
-// 3 kB tree, twenty-five times the rest of a snapshot's answer:
-// BenchmarkWriteSnapshotAnswer). Its strings
-// keep the escaping they were written with (encoding/json escapes <, >
-// and & in the rest), which decodes alike.
+// 2.5 kB tree, twenty-five times the rest of a snapshot's answer:
+// BenchmarkWriteSnapshotAnswer). Its strings keep the escaping they were
+// written with (encoding/json escapes <, > and & in the rest), which
+// decodes alike.
 func WriteJSONWithRaw(w http.ResponseWriter, status int, v any, name string, raw []byte) error {
 	if len(raw) == 0 {
 		return WriteJSON(w, status, v)
