@@ -18,13 +18,7 @@ import (
 // as, and the picture in base64 (PNG or JPEG), with the compact elements
 // and, on a set-of-marks picture, which element each numbered box frames.
 type screenshotJSON struct {
-	FrameID     string        `json:"frameId"`
-	DeviceID    string        `json:"deviceId"`
-	ScreenHash  string        `json:"screenHash"`
-	CapturedAt  time.Time     `json:"capturedAt"`
-	Width       int           `json:"width"`
-	Height      int           `json:"height"`
-	ScreenOn    bool          `json:"screenOn"`
+	screenJSON
 	MimeType    string        `json:"mimeType"`
 	ImageWidth  int           `json:"imageWidth"`
 	ImageHeight int           `json:"imageHeight"`
@@ -59,14 +53,25 @@ func newElements(obs fleet.Observation) []elementJSON {
 // encoded it: kernel.WriteJSONWithRaw), or with ?elements= the compact
 // list.
 type uiSnapshotJSON struct {
-	FrameID    string        `json:"frameId"`
-	DeviceID   string        `json:"deviceId"`
-	ScreenHash string        `json:"screenHash"`
-	CapturedAt time.Time     `json:"capturedAt"`
-	Width      int           `json:"width"`
-	Height     int           `json:"height"`
-	ScreenOn   bool          `json:"screenOn"`
-	Elements   []elementJSON `json:"elements,omitempty"`
+	screenJSON
+	Elements []elementJSON `json:"elements,omitempty"`
+}
+
+// screenJSON is what both observation answers begin with: the frame the
+// screen was stored as, and the screen's size and state.
+type screenJSON struct {
+	FrameID    string    `json:"frameId"`
+	DeviceID   string    `json:"deviceId"`
+	ScreenHash string    `json:"screenHash"`
+	CapturedAt time.Time `json:"capturedAt"`
+	Width      int       `json:"width"`
+	Height     int       `json:"height"`
+	ScreenOn   bool      `json:"screenOn"`
+}
+
+func screenOf(obs fleet.Observation) screenJSON {
+	return screenJSON{FrameID: obs.Frame.FrameID, DeviceID: obs.DeviceID, ScreenHash: obs.Frame.ScreenHash,
+		CapturedAt: obs.Frame.CapturedAt, Width: obs.Width, Height: obs.Height, ScreenOn: obs.ScreenOn}
 }
 
 // budgetParams reads the observation budget of the screenshot and
@@ -168,10 +173,8 @@ func (s *Server) getScreenshot(w http.ResponseWriter, r *http.Request) error {
 		writePicture(w, obs.ContentType, obs.Frame.FrameID, obs.Frame.ScreenHash, obs.Image)
 		return nil
 	}
-	return kernel.WriteJSON(w, http.StatusOK, screenshotJSON{FrameID: obs.Frame.FrameID, DeviceID: obs.DeviceID,
-		ScreenHash: obs.Frame.ScreenHash, CapturedAt: obs.Frame.CapturedAt, Width: obs.Width, Height: obs.Height,
-		ScreenOn: obs.ScreenOn, MimeType: obs.ContentType, ImageWidth: obs.ImageWidth, ImageHeight: obs.ImageHeight,
-		Image: obs.Image, Elements: newElements(obs), Marks: obs.Marks})
+	return kernel.WriteJSON(w, http.StatusOK, screenshotJSON{screenJSON: screenOf(obs), MimeType: obs.ContentType,
+		ImageWidth: obs.ImageWidth, ImageHeight: obs.ImageHeight, Image: obs.Image, Elements: newElements(obs), Marks: obs.Marks})
 }
 
 // GET /v1/devices/{deviceId}/snapshot?elements=all|interactive|none
@@ -193,9 +196,8 @@ func (s *Server) getUISnapshot(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return kernel.WriteJSONWithRaw(w, http.StatusOK, uiSnapshotJSON{FrameID: obs.Frame.FrameID, DeviceID: obs.DeviceID,
-		ScreenHash: obs.Frame.ScreenHash, CapturedAt: obs.Frame.CapturedAt, Width: obs.Width, Height: obs.Height,
-		ScreenOn: obs.ScreenOn, Elements: newElements(obs)}, "root", obs.Snapshot)
+	return kernel.WriteJSONWithRaw(w, http.StatusOK, uiSnapshotJSON{screenJSON: screenOf(obs), Elements: newElements(obs)},
+		"root", obs.Snapshot)
 }
 
 func (s *Server) getFrame(w http.ResponseWriter, r *http.Request) error {
