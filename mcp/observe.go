@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -106,14 +107,14 @@ func interactive(e domain.UIElement) bool {
 // dropped); "interactive" only those an input acts on. With onScreen, an
 // element whose bounds are empty or outside the w×h screen is dropped too.
 // It returns the root's package, at most max elements and how many more
-// there were.
-func compactElements(snapshot json.RawMessage, mode string, onScreen bool, w, h, max int) (string, []element, int, error) {
+// there were, and those elements as JSON.
+func compactElements(snapshot json.RawMessage, mode string, onScreen bool, w, h, max int) (compacted, error) {
 	if len(snapshot) == 0 || mode == "none" {
-		return "", nil, 0, nil
+		return compacted{json: []byte("null")}, nil
 	}
 	var root domain.UIElement
 	if err := json.Unmarshal(snapshot, &root); err != nil {
-		return "", nil, 0, err
+		return compacted{}, err
 	}
 	out := []element{}
 	omitted := 0
@@ -135,7 +136,22 @@ func compactElements(snapshot json.RawMessage, mode string, onScreen bool, w, h,
 		}
 	}
 	walk(root)
-	return root.Package, out, omitted, nil
+	b, err := json.Marshal(out)
+	if err != nil {
+		return compacted{}, err
+	}
+	return compacted{app: root.Package, elements: out, omitted: omitted, json: b}, nil
+}
+
+// compacted is what compactElements answers.
+type compacted struct {
+	app      string
+	elements []element
+	omitted  int
+	// json is elements as json.Marshal writes them, so an answer that
+	// carries the list unchanged (no marks) writes it without encoding it
+	// again (screenJSON).
+	json []byte
 }
 
 // elementCache remembers the last few compactions: an agent observes the
@@ -165,13 +181,11 @@ type compaction struct {
 	mode      string
 	onScreen  bool
 	w, h, max int
-	app       string
-	elements  []element
-	omitted   int
+	compacted
 }
 
 // compact is compactElements, answered from the cache when it can be.
-func (c *elementCache) compact(snapshot json.RawMessage, mode string, onScreen bool, w, h, max int) (string, []element, int, error) {
+func (c *elementCache) compact(snapshot json.RawMessage, mode string, onScreen bool, w, h, max int) (compacted, error) {
 	if len(snapshot) == 0 || mode == "none" || len(snapshot) > maxCachedSnapshot {
 		return compactElements(snapshot, mode, onScreen, w, h, max)
 	}
@@ -179,21 +193,20 @@ func (c *elementCache) compact(snapshot json.RawMessage, mode string, onScreen b
 	for _, e := range c.entries {
 		if e != nil && e.mode == mode && e.onScreen == onScreen && e.w == w && e.h == h && e.max == max && bytes.Equal(e.snapshot, snapshot) {
 			c.mu.Unlock()
-			return e.app, e.elements, e.omitted, nil
+			return e.compacted, nil
 		}
 	}
 	c.mu.Unlock()
-	app, els, omitted, err := compactElements(snapshot, mode, onScreen, w, h, max)
+	out, err := compactElements(snapshot, mode, onScreen, w, h, max)
 	if err != nil {
-		return app, els, omitted, err
+		return out, err
 	}
-	e := &compaction{snapshot: bytes.Clone(snapshot), mode: mode, onScreen: onScreen, w: w, h: h, max: max,
-		app: app, elements: els, omitted: omitted}
+	e := &compaction{snapshot: bytes.Clone(snapshot), mode: mode, onScreen: onScreen, w: w, h: h, max: max, compacted: out}
 	c.mu.Lock()
 	c.entries[c.next] = e
 	c.next = (c.next + 1) % elementCacheSize
 	c.mu.Unlock()
-	return app, els, omitted, nil
+	return out, nil
 }
 
 // visible reports whether bounds enclose a pixel of the w×h screen (w or h
@@ -308,24 +321,53 @@ func (s *Server) render(ctx context.Context, sc screen, pic picture, snapshot js
 		if mode == "" {
 			mode = "all"
 		}
-		app, els, omitted, err := s.elements.compact(snapshot, mode, o.onScreen(), sc.Width, sc.Height, maxElements)
+		c, err := s.elements.compact(snapshot, mode, o.onScreen(), sc.Width, sc.Height, maxElements)
 		if err != nil {
 			return nil, domain.Errorf(domain.CodeInternal, "the UI snapshot could not be read").Wrap(err)
 		}
-		sc.App, sc.Elements, sc.ElementsOmitted = app, els, omitted
-		if len(sc.Marks) > 0 {
-			// The cached list is shared: number a copy.
-			sc.Elements = append([]element(nil), sc.Elements...)
-			number := make(map[string]int, len(sc.Marks))
-			for _, m := range sc.Marks {
-				number[m.Ref] = m.N
-			}
-			for i := range sc.Elements {
-				sc.Elements[i].Mark = number[sc.Elements[i].Ref]
-			}
+		sc.App, sc.Elements, sc.ElementsOmitted = c.app, c.elements, c.omitted
+		if len(sc.Marks) == 0 {
+			return imageResultOf(ctx, pic.data, pic.mimeType, screenJSON(sc, c.json))
+		}
+		// The cached list is shared: number a copy.
+		sc.Elements = append([]element(nil), sc.Elements...)
+		number := make(map[string]int, len(sc.Marks))
+		for _, m := range sc.Marks {
+			number[m.Ref] = m.N
+		}
+		for i := range sc.Elements {
+			sc.Elements[i].Mark = number[sc.Elements[i].Ref]
 		}
 	}
-	return imageResultOf(ctx, pic.data, pic.mimeType, sc)
+	b, err := json.Marshal(sc)
+	if err != nil {
+		return nil, err
+	}
+	return imageResultOf(ctx, pic.data, pic.mimeType, b)
+}
+
+// screenJSON is json.Marshal(sc) for a screen without marks whose
+// elements encode as elementsJSON: the list (the screen's last member but
+// one) is written as it was encoded when it was compacted, not encoded
+// again, so a screen observed again costs the marshalling of its few
+// other members only (TestScreenJSONIsMarshal).
+func screenJSON(sc screen, elementsJSON []byte) []byte {
+	els, omitted := sc.Elements, sc.ElementsOmitted
+	sc.Elements, sc.ElementsOmitted = nil, 0
+	b, _ := json.Marshal(sc) // strings, numbers, a time and booleans: it cannot fail
+	if len(els) == 0 && omitted == 0 {
+		return b
+	}
+	b = b[:len(b)-1]
+	if len(els) > 0 {
+		b = append(b, `,"elements":`...)
+		b = append(b, elementsJSON...)
+	}
+	if omitted != 0 {
+		b = append(b, `,"elementsOmitted":`...)
+		b = strconv.AppendInt(b, int64(omitted), 10)
+	}
+	return append(b, '}')
 }
 
 type observeArgs struct {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
@@ -356,31 +357,71 @@ func TestCompactElements(t *testing.T) {
 	var cache elementCache
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, compact := range []func(json.RawMessage, string, bool, int, int, int) (string, []element, int, error){
+			for _, compact := range []func(json.RawMessage, string, bool, int, int, int) (compacted, error){
 				compactElements, cache.compact, cache.compact,
 			} {
-				app, els, omitted, err := compact(snapshot, tt.mode, tt.onScreen, 1080, 2400, tt.max)
+				c, err := compact(snapshot, tt.mode, tt.onScreen, 1080, 2400, tt.max)
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, _ := json.Marshal(els)
-				if string(got) != tt.want || omitted != tt.omitted {
-					t.Errorf("got %s (%d omitted); want %s (%d omitted)", got, omitted, tt.want, tt.omitted)
+				got, _ := json.Marshal(c.elements)
+				if string(got) != tt.want || c.omitted != tt.omitted {
+					t.Errorf("got %s (%d omitted); want %s (%d omitted)", got, c.omitted, tt.want, tt.omitted)
 				}
-				if tt.mode != "none" && app != "com.example.notes" {
-					t.Errorf("got app %q; want com.example.notes", app)
+				if string(c.json) != tt.want {
+					t.Errorf("got the list encoded as %s; want %s", c.json, tt.want)
+				}
+				if tt.mode != "none" && c.app != "com.example.notes" {
+					t.Errorf("got app %q; want com.example.notes", c.app)
 				}
 			}
 		})
 	}
 	// Other bytes are another screen, whatever the options.
 	changed := json.RawMessage(strings.Replace(string(snapshot), `"text":"Notes"`, `"text":"Other"`, 1))
-	_, els, _, err := cache.compact(changed, "all", true, 1080, 2400, 1)
+	c, err := cache.compact(changed, "all", true, 1080, 2400, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := json.Marshal(els); !strings.Contains(string(got), `"text":"Other"`) {
+	if got := c.json; !strings.Contains(string(got), `"text":"Other"`) {
 		t.Errorf("a changed snapshot was answered from the cache: %s", got)
+	}
+}
+
+// TestScreenJSONIsMarshal checks that a screen written with its elements'
+// own encoding is the bytes json.Marshal writes for it, whichever of the
+// optional members are present.
+func TestScreenJSONIsMarshal(t *testing.T) {
+	on := true
+	els := []element{{Ref: "a", Class: "Button", Text: "Save <&> “now”", Bounds: [4]int{1, 2, 3, 4}, Clickable: true},
+		{Ref: "b", Label: "Wi-Fi · On", Bounds: [4]int{0, 0, 10, 10}, Checked: true}}
+	base := screen{DeviceID: "dev_1", FrameID: "frm_1", ScreenHash: "sha256:ab", CapturedAt: time.Date(2026, 11, 29, 15, 4, 5, 123456789, time.UTC),
+		Width: 1080, Height: 2400}
+	for _, c := range []struct {
+		name string
+		edit func(*screen)
+	}{
+		{"no elements", func(*screen) {}},
+		{"elements", func(sc *screen) { sc.Elements = els }},
+		{"elements, app, screen on, image", func(sc *screen) {
+			sc.Elements, sc.App, sc.ScreenOn, sc.Image = els, "com.example.<notes>", &on, &imageSize{Width: 540, Height: 1200, Scale: 2}
+		}},
+		{"elements and more omitted", func(sc *screen) { sc.Elements, sc.ElementsOmitted = els, 7 }},
+		{"an empty list", func(sc *screen) { sc.Elements = []element{} }},
+		{"omitted only", func(sc *screen) { sc.ElementsOmitted = 3 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sc := base
+			c.edit(&sc)
+			want, err := json.Marshal(sc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			list, _ := json.Marshal(sc.Elements)
+			if got := screenJSON(sc, list); string(got) != string(want) {
+				t.Errorf("got  %s\nwant %s", got, want)
+			}
+		})
 	}
 }
 

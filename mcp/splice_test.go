@@ -51,14 +51,14 @@ func TestSplicedResultIsTheSameBytes(t *testing.T) {
 		{"picture of whole chunks", picture(2 * base64Chunk), "image/png", sc},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			inline, err := imageResultOf(context.Background(), c.data, c.mime, c.sc)
+			inline, err := imageResultOf(context.Background(), c.data, c.mime, marshal(t, c.sc))
 			if err != nil {
 				t.Fatal(err)
 			}
 			want := encodeResponse(t, inline)
 
 			sp := &splices{marker: marker}
-			spliced, err := imageResultOf(context.WithValue(context.Background(), splicesKey{}, sp), c.data, c.mime, c.sc)
+			spliced, err := imageResultOf(context.WithValue(context.Background(), splicesKey{}, sp), c.data, c.mime, marshal(t, c.sc))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,4 +122,14 @@ func TestSpliceWriterPassesOtherBytes(t *testing.T) {
 			t.Errorf("%s: got %s; want %s", c.in, got, c.want)
 		}
 	}
+}
+
+// marshal is v as JSON, a fresh buffer each call (imageResultOf owns it).
+func marshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

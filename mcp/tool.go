@@ -325,15 +325,12 @@ func structured(b []byte, blocks ...mcpgo.Content) *mcpgo.CallToolResult {
 	return &mcpgo.CallToolResult{Content: blocks, StructuredContent: raw, RawStructuredContent: raw}
 }
 
-// imageResultOf is the result of a screen v with the picture data of
-// mimeType (none when data is nil) before its text block. Served over HTTP,
-// its parts are written straight into the response (splice.go).
-func imageResultOf(ctx context.Context, data []byte, mimeType string, v any) (*mcpgo.CallToolResult, error) {
+// imageResultOf is the result of a screen b (its JSON, a buffer the result
+// then owns) with the picture data of mimeType (none when data is nil)
+// before its text block. Served over HTTP, its parts are written straight
+// into the response (splice.go).
+func imageResultOf(ctx context.Context, data []byte, mimeType string, b []byte) (*mcpgo.CallToolResult, error) {
 	png := data
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
 	if sp := splicesFrom(ctx); sp != nil {
 		if res, ok := sp.result(b, data, mimeType); ok {
 			return res, nil
