@@ -467,6 +467,57 @@ func TestInvalidParams(t *testing.T) {
 	}
 }
 
+// TestAcceptedArgumentsAreRemembered checks the memory of arguments that
+// passed the input schema: a repeat is not validated again, a refusal is
+// never remembered (the same bad arguments are refused every time), and
+// the memory holds the last few small argument objects only.
+func TestAcceptedArgumentsAreRemembered(t *testing.T) {
+	s := newTestServer(t)
+	ctx := domain.WithAuth(testutil.Context(t), domain.LocalOperator("org_1"))
+	obs := s.tools["observe"]
+	call := func(args string) *mcpgo.CallToolResult {
+		t.Helper()
+		req := mcpgo.CallToolRequest{}
+		req.Params.Name, req.Params.RawArguments = "observe", json.RawMessage(args)
+		res, err := s.handle(obs)(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	refused := func(res *mcpgo.CallToolResult) bool {
+		return res.IsError && strings.HasPrefix(res.Content[0].(mcpgo.TextContent).Text, "-32602")
+	}
+	good := `{"deviceId":"` + domain.NewID(domain.PrefixDevice) + `"}`
+	bad := `{"deviceId":"dev_x"}`
+	for n := range 2 {
+		if res := call(good); refused(res) {
+			t.Fatalf("call %d: valid arguments refused: %v", n, res.Content)
+		}
+		if !obs.accepted.has([]byte(good)) {
+			t.Fatalf("call %d: valid arguments not remembered", n)
+		}
+		if res := call(bad); !refused(res) {
+			t.Fatalf("call %d: invalid arguments not refused: %v", n, res.Content)
+		}
+		if obs.accepted.has([]byte(bad)) {
+			t.Fatalf("call %d: refused arguments remembered", n)
+		}
+	}
+	// A large object is validated every time; the oldest of more than
+	// acceptedArgsSize is forgotten.
+	large := `{"deviceId":"` + domain.NewID(domain.PrefixDevice) + `","leaseId":"lse_` + strings.Repeat("0", 32) + `"` + strings.Repeat(" ", maxAcceptedArgs) + `}`
+	if res := call(large); refused(res) || obs.accepted.has([]byte(large)) {
+		t.Fatalf("a large valid object: refused %v, remembered %v", refused(res), obs.accepted.has([]byte(large)))
+	}
+	for range acceptedArgsSize {
+		call(`{"deviceId":"` + domain.NewID(domain.PrefixDevice) + `"}`)
+	}
+	if obs.accepted.has([]byte(good)) {
+		t.Error("the oldest accepted arguments were not forgotten")
+	}
+}
+
 // TestPanicIsAToolFailure checks that a tool that panics answers the
 // internal_error envelope (and is logged) instead of breaking the call.
 func TestPanicIsAToolFailure(t *testing.T) {

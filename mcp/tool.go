@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -42,6 +43,52 @@ type tool struct {
 	// deprecation, when set, is the tool's entry in the contract's
 	// deprecation registry: its results carry a warning (evolution.go).
 	deprecation *contract.Deprecation
+	// accepted are argument objects that passed the input schema lately.
+	accepted acceptedArgs
+}
+
+// acceptedArgs remembers the last few argument objects of a tool that
+// passed its input schema, byte for byte. An agent repeats the same
+// arguments (observe the same device before each action, poll a run):
+// those are known to pass without decoding and validating them again.
+// Validation is a function of the schema and the bytes alone, so the
+// verdict is the one validate would give. A refusal is never remembered.
+type acceptedArgs struct {
+	mu     sync.Mutex
+	recent [acceptedArgsSize][]byte
+	next   int
+}
+
+// acceptedArgsSize is how many argument objects a tool remembers (a few
+// devices observed in turn); maxAcceptedArgs bounds the size of one, in
+// bytes: a larger one is validated every time.
+const (
+	acceptedArgsSize = 8
+	maxAcceptedArgs  = 1 << 10
+)
+
+// has reports whether args passed the schema lately.
+func (a *acceptedArgs) has(args []byte) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range a.recent {
+		if r != nil && bytes.Equal(r, args) {
+			return true
+		}
+	}
+	return false
+}
+
+// add remembers args, which just passed the schema.
+func (a *acceptedArgs) add(args []byte) {
+	if len(args) > maxAcceptedArgs {
+		return
+	}
+	c := bytes.Clone(args)
+	a.mu.Lock()
+	a.recent[a.next] = c
+	a.next = (a.next + 1) % acceptedArgsSize
+	a.mu.Unlock()
 }
 
 // hints are a tool's behaviour annotations (MCP ToolAnnotation).
@@ -153,8 +200,11 @@ func (s *Server) handleCall(t *tool) server.ToolHandlerFunc {
 		if err != nil {
 			return invalidParams(t.def.Name, err.Error()), nil
 		}
-		if msg := t.validate(args); msg != "" {
-			return invalidParams(t.def.Name, msg), nil
+		if !t.accepted.has(args) {
+			if msg := t.validate(args); msg != "" {
+				return invalidParams(t.def.Name, msg), nil
+			}
+			t.accepted.add(args)
 		}
 		out, err := t.run(ctx, a, args)
 		if err != nil {
