@@ -42,7 +42,7 @@ type SimHost struct {
 	epoch, since int64
 
 	mu     sync.Mutex
-	phones map[string]*SimDevice
+	phones map[string]*simSlot
 
 	// DirectLoopback lets the phones' browsers load loopback pages
 	// directly, with no network proxy set (local mode: pages a developer
@@ -55,7 +55,7 @@ type SimHost struct {
 // NewSimHost returns a host over pool that drives nothing until TryHost
 // succeeds.
 func NewSimHost(pool *pgxpool.Pool) *SimHost {
-	return &SimHost{pool: pool, id: uuid.Must(uuid.NewV7()).String(), phones: map[string]*SimDevice{}}
+	return &SimHost{pool: pool, id: uuid.Must(uuid.NewV7()).String(), phones: map[string]*simSlot{}}
 }
 
 // TryHost takes the database's sim host lock on a connection it keeps, or
@@ -165,16 +165,52 @@ func (h *SimHost) dropLocked() {
 }
 
 // Device returns the adapter of sim device d, restoring the phone from its
-// saved state the first time.
+// saved state the first time. A phone is restored under its own slot, not
+// under the host's lock: the first beats of many phones (after a start or
+// a takeover, when none is restored yet) each read their state from the
+// database at once, and a phone restored already is answered meanwhile.
 func (h *SimHost) Device(ctx context.Context, d *domain.Device) (*SimDevice, error) {
-	if !h.Hosting() {
-		return nil, offline(d.ID)
+	for {
+		if !h.Hosting() {
+			return nil, offline(d.ID)
+		}
+		h.mu.Lock()
+		slot, found := h.phones[d.ID]
+		if !found {
+			slot = &simSlot{ready: make(chan struct{})}
+			h.phones[d.ID] = slot
+		}
+		h.mu.Unlock()
+		if !found {
+			h.restore(ctx, d, slot)
+			return slot.dev, slot.err
+		}
+		select {
+		case <-slot.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if slot.err == nil {
+			return slot.dev, nil
+		}
+		// The restore this call waited for failed (the database, or its
+		// own caller gone) and its slot is gone: restore it here.
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if s, ok := h.phones[d.ID]; ok {
-		return s, nil
-	}
+}
+
+// simSlot is a phone of the host: restored (dev) once ready is closed, or
+// failed to (err), in which case the slot has left the host's map.
+type simSlot struct {
+	ready chan struct{}
+	dev   *SimDevice
+	err   error
+}
+
+// restore restores d's phone into slot, which it has just put in the
+// host's map, and keeps it there only if it succeeded and the host has not
+// dropped its phones meanwhile.
+func (h *SimHost) restore(ctx context.Context, d *domain.Device, slot *simSlot) {
+	defer close(slot.ready)
 	var model string
 	var state []byte
 	err := h.pool.QueryRow(ctx, `SELECT model, state FROM device_states WHERE device_id = $1`, d.ID).Scan(&model, &state)
@@ -190,12 +226,16 @@ func (h *SimHost) Device(ctx context.Context, d *domain.Device) (*SimDevice, err
 		p, err = sim.Restore(model, state)
 	}
 	if err != nil {
-		return nil, domain.Errorf(domain.CodeInternal, "sim device %s cannot be loaded", d.ID).Wrap(err)
+		slot.err = domain.Errorf(domain.CodeInternal, "sim device %s cannot be loaded", d.ID).Wrap(err)
+		h.mu.Lock()
+		if h.phones[d.ID] == slot {
+			delete(h.phones, d.ID)
+		}
+		h.mu.Unlock()
+		return
 	}
 	p.AllowDirectLoopback(h.DirectLoopback)
-	s := newSimDevice(p)
-	h.phones[d.ID] = s
-	return s, nil
+	slot.dev = newSimDevice(p)
 }
 
 func serialOf(d *domain.Device) string {
