@@ -327,7 +327,11 @@ func (s *Server) render(ctx context.Context, sc screen, pic picture, snapshot js
 		}
 		sc.App, sc.Elements, sc.ElementsOmitted = c.app, c.elements, c.omitted
 		if len(sc.Marks) == 0 {
-			return imageResultOf(ctx, pic.data, pic.mimeType, screenJSON(sc, c.json))
+			b, err := screenJSON(sc, c.json)
+			if err != nil {
+				return nil, err
+			}
+			return imageResultOf(ctx, pic.data, pic.mimeType, b)
 		}
 		// The cached list is shared: number a copy.
 		sc.Elements = append([]element(nil), sc.Elements...)
@@ -351,12 +355,12 @@ func (s *Server) render(ctx context.Context, sc screen, pic picture, snapshot js
 // one) is written as it was encoded when it was compacted, not encoded
 // again, so a screen observed again costs the marshalling of its few
 // other members only (TestScreenJSONIsMarshal).
-func screenJSON(sc screen, elementsJSON []byte) []byte {
+func screenJSON(sc screen, elementsJSON []byte) ([]byte, error) {
 	els, omitted := sc.Elements, sc.ElementsOmitted
 	sc.Elements, sc.ElementsOmitted = nil, 0
-	b, _ := json.Marshal(sc) // strings, numbers, a time and booleans: it cannot fail
-	if len(els) == 0 && omitted == 0 {
-		return b
+	b, err := json.Marshal(sc)
+	if err != nil || len(els) == 0 && omitted == 0 {
+		return b, err
 	}
 	b = b[:len(b)-1]
 	if len(els) > 0 {
@@ -367,7 +371,7 @@ func screenJSON(sc screen, elementsJSON []byte) []byte {
 		b = append(b, `,"elementsOmitted":`...)
 		b = strconv.AppendInt(b, int64(omitted), 10)
 	}
-	return append(b, '}')
+	return append(b, '}'), nil
 }
 
 type observeArgs struct {

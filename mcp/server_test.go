@@ -418,8 +418,8 @@ func TestScreenJSONIsMarshal(t *testing.T) {
 				t.Fatal(err)
 			}
 			list, _ := json.Marshal(sc.Elements)
-			if got := screenJSON(sc, list); string(got) != string(want) {
-				t.Errorf("got  %s\nwant %s", got, want)
+			if got, err := screenJSON(sc, list); err != nil || string(got) != string(want) {
+				t.Errorf("got  %s (%v)\nwant %s", got, err, want)
 			}
 		})
 	}

@@ -97,9 +97,9 @@ func TestSimHostRestoresEachPhoneOnItsOwn(t *testing.T) {
 			waiting <- got{dev, err}
 		}()
 	}
-	for blocked := false; !blocked; {
-		if err := pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE 'SELECT model, state FROM device_states%'`).Scan(&blocked); err != nil {
+	for blocked := false; !blocked; time.Sleep(10 * time.Millisecond) {
+		if err := pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE 'SELECT model, state FROM device_states%'`).Scan(&blocked); err != nil {
 			t.Fatal(err)
 		}
 	}
