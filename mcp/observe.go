@@ -16,6 +16,7 @@ import (
 	"phonefleet/commands"
 	"phonefleet/commands/fleet"
 	"phonefleet/domain"
+	"phonefleet/http/kernel"
 )
 
 // maxElements bounds the elements one observation returns; the rest are
@@ -353,25 +354,19 @@ func (s *Server) render(ctx context.Context, sc screen, pic picture, snapshot js
 // screenJSON is json.Marshal(sc) for a screen without marks whose
 // elements encode as elementsJSON: the list (the screen's last member but
 // one) is written as it was encoded when it was compacted, not encoded
-// again, so a screen observed again costs the marshalling of its few
-// other members only (TestScreenJSONIsMarshal).
+// again (kernel.AppendMember), so a screen observed again costs the
+// marshalling of its few other members only (TestScreenJSONIsMarshal).
 func screenJSON(sc screen, elementsJSON []byte) ([]byte, error) {
 	els, omitted := sc.Elements, sc.ElementsOmitted
 	sc.Elements, sc.ElementsOmitted = nil, 0
 	b, err := json.Marshal(sc)
-	if err != nil || len(els) == 0 && omitted == 0 {
-		return b, err
+	if err == nil && len(els) > 0 {
+		b, err = kernel.AppendMember(b, "elements", elementsJSON)
 	}
-	b = b[:len(b)-1]
-	if len(els) > 0 {
-		b = append(b, `,"elements":`...)
-		b = append(b, elementsJSON...)
+	if err == nil && omitted != 0 {
+		b, err = kernel.AppendMember(b, "elementsOmitted", strconv.AppendInt(nil, int64(omitted), 10))
 	}
-	if omitted != 0 {
-		b = append(b, `,"elementsOmitted":`...)
-		b = strconv.AppendInt(b, int64(omitted), 10)
-	}
-	return append(b, '}'), nil
+	return b, err
 }
 
 type observeArgs struct {

@@ -54,20 +54,30 @@ func WriteJSONWithRaw(w http.ResponseWriter, status int, v any, name string, raw
 	if err := json.NewEncoder(buf).Encode(v); err != nil {
 		return fmt.Errorf("encode response: %w", err)
 	}
-	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	if len(body) < 2 || body[0] != '{' || body[len(body)-1] != '}' {
-		return fmt.Errorf("encode response: %T is no JSON object", v)
+	body, err := AppendMember(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), name, raw)
+	if err != nil {
+		return fmt.Errorf("encode response: %T: %w", v, err)
 	}
-	buf.Truncate(len(body) - 1)
-	if len(body) > 2 {
-		buf.WriteByte(',')
-	}
-	buf.WriteString(strconv.Quote(name))
-	buf.WriteByte(':')
-	buf.Write(raw)
-	buf.WriteByte('}')
-	WriteBody(w, status, buf.Bytes())
+	WriteBody(w, status, body)
 	return nil
+}
+
+// AppendMember adds to obj, an encoded JSON object, a last member named
+// name whose value is raw, written as it is (compact JSON this service
+// encoded itself; see WriteJSONWithRaw), and returns the object. It may
+// write into obj's spare capacity.
+func AppendMember(obj []byte, name string, raw []byte) ([]byte, error) {
+	if len(obj) < 2 || obj[0] != '{' || obj[len(obj)-1] != '}' {
+		return nil, errors.New("no JSON object")
+	}
+	out := obj[:len(obj)-1]
+	if len(obj) > 2 {
+		out = append(out, ',')
+	}
+	out = strconv.AppendQuote(out, name)
+	out = append(out, ':')
+	out = append(out, raw...)
+	return append(out, '}'), nil
 }
 
 // jsonBuffers holds WriteJSON's buffers; one grown past maxPooledJSON (a
