@@ -271,6 +271,7 @@ if [ -n "$new_rev" ]; then
   say "== building pfbench of $new_label"
   export_tree "$new_rev" "$work/new"
   (cd "$work/new" && "$GO" build -o "$work/pfbench-new" ./cmd/pfbench)
+  new_dir=$work/new
 else
   new_label="working tree (HEAD $(git -C "$root" rev-parse --short HEAD)"
   if [ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
@@ -279,6 +280,7 @@ else
   new_label="$new_label)"
   say "== building pfbench of the $new_label"
   (cd "$root" && "$GO" build -o "$work/pfbench-new" ./cmd/pfbench)
+  new_dir=$root
 fi
 
 # --- the database server ----------------------------------------------------
@@ -361,7 +363,11 @@ for round in 1 2; do
     say "== run $side $round: pfbench -only $sections ${extra[*]:-} (load average $load0)"
     note=""
     for attempt in 1 2; do
-      "$work/pfbench-$side" -only "$sections" "${extra[@]}" >"$f" 2>&1 && break
+      # Each side runs in its own tree: the scale section builds the
+      # service it drives (cmd/phonefleet) from the directory it runs in.
+      dir=$work/old
+      [ "$side" = new ] && dir=$new_dir
+      (cd "$dir" && "$work/pfbench-$side" -only "$sections" "${extra[@]}") >"$f" 2>&1 && break
       # A shared server out of connections (other clients) is worth one
       # more try of the whole run; anything else is a failure.
       if [ "$attempt" = 1 ] && grep -q 'SQLSTATE 53300' "$f"; then
