@@ -6,7 +6,6 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -115,27 +114,5 @@ func TestReceiptsVerifyTakesTheFileAsAnArgument(t *testing.T) {
 	err = run(context.Background(), []string{"receipts", "verify", path, "--head", "3:" + head.Hash}, &out)
 	if exitCode(err) != 1 || !strings.Contains(out.String(), "removed from its end") {
 		t.Errorf("a head beyond the export: got %v\n%s\nwant exit 1 naming entries removed from its end", err, out.String())
-	}
-}
-
-// The service collects garbage at its own target unless GOGC says
-// otherwise: the operator's setting, read by the Go runtime, stands.
-func TestServiceGCTargetYieldsToGOGC(t *testing.T) {
-	before := debug.SetGCPercent(100)
-	defer debug.SetGCPercent(before)
-	for _, tc := range []struct {
-		gogc string
-		want int
-	}{{"", serviceGCPercent}, {"50", 100}, {"off", 100}} {
-		debug.SetGCPercent(100) // as the runtime left it after reading GOGC
-		setServiceGC(func(name string) string {
-			if name == "GOGC" {
-				return tc.gogc
-			}
-			return ""
-		})
-		if got := debug.SetGCPercent(100); got != tc.want {
-			t.Errorf("GOGC=%q: the GC target is %d, want %d", tc.gogc, got, tc.want)
-		}
 	}
 }

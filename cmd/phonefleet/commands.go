@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -58,7 +57,6 @@ func serveCmd(ctx context.Context, c cliCommand, args []string, out io.Writer) e
 	if fs.NArg() > 0 {
 		return usageError{c.help}
 	}
-	setServiceGC(os.Getenv)
 	logger := newLogger(cfg.LogLevel)
 	slog.SetDefault(logger)
 	a, err := service.New(ctx, cfg, logger)
@@ -66,24 +64,6 @@ func serveCmd(ctx context.Context, c cliCommand, args []string, out io.Writer) e
 		return err
 	}
 	return a.Run(ctx)
-}
-
-// serviceGCPercent is the service's garbage-collection target when the
-// environment sets none: a collection starts once the heap has grown by
-// twice what was live after the last one, not by once (Go's default of
-// 100). The service is short of CPU before it is short of memory: at 1,000
-// sim phones the collector was a fifth of the service's CPU, and 200 gave
-// the CPU back for some 10–40 MB more RSS, under the 200 MB goal
-// (docs/decisions.md, "The service collects garbage at GOGC=200").
-const serviceGCPercent = 200
-
-// setServiceGC sets the service's garbage-collection target unless the
-// environment's GOGC, which the Go runtime has read already, set one.
-// GOMEMLIMIT is left to the operator.
-func setServiceGC(getenv func(string) string) {
-	if getenv("GOGC") == "" {
-		debug.SetGCPercent(serviceGCPercent)
-	}
 }
 
 // migrateCmd runs `phonefleet migrate`.
