@@ -329,6 +329,81 @@ func TestAuditRowsEqualTheEventsAfterApplyAndRebuild(t *testing.T) {
 	}
 }
 
+// A rebuild run while commits keep arriving takes over (once it has read
+// the feed to its end: TestConsumerIsCaughtUpOnceItReadTheFeedToItsEnd),
+// and the version that took over holds every event once, in feed order,
+// those committed during the rebuild and after it included.
+func TestRebuildTakesOverWhileCommitsKeepArriving(t *testing.T) {
+	pool := testutil.FreshPool(t)
+	s := eventstore.New(pool)
+	ctx := eventstore.WithMetadata(testutil.Context(t), eventstore.Metadata{ActorKind: "system", ActorID: "writer", RequestID: "req_1"})
+	appendN(t, s, 2, 2000)
+	r := newRunner(t, s, projections.WithBatchSize(500))
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { r.Run(rctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitApplied(t, pool, 4000)
+
+	// Four writers commit one event after another, without a pause, until
+	// the rebuild has answered.
+	const writers = 4
+	stop, started := make(chan struct{}), make(chan struct{}, writers)
+	wrote := make(chan int64, writers)
+	for w := range writers {
+		go func() {
+			var n int64
+			defer func() { wrote <- n }()
+			for {
+				if n == 20 {
+					started <- struct{}{}
+				}
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := s.Append(ctx, fmt.Sprintf("stream-%d-%d", w, n%50), eventstore.AnyVersion, eventstore.NewEvent{
+					Type: "test.happened", SchemaVersion: 1, OrgID: "org_t", Data: json.RawMessage(`{"w":2}`)}); err != nil {
+					t.Error(err)
+					return
+				}
+				n++
+			}
+		}()
+	}
+	for range writers {
+		select {
+		case <-started:
+		case <-time.After(30 * time.Second):
+			t.Fatal("a writer did not start")
+		}
+	}
+	guard, release := context.WithTimeout(ctx, 30*time.Second)
+	defer release()
+	var before, after int64
+	_ = pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&before)
+	err := r.Rebuild(guard, projections.AuditName, nil)
+	_ = pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&after)
+	close(stop)
+	var n int64
+	for range writers {
+		n += <-wrote
+	}
+	if err != nil {
+		t.Fatalf("the rebuild did not take over while commits kept arriving (%d written meanwhile): %v", n, err)
+	}
+	if after == before {
+		t.Fatalf("no commit arrived while the rebuild ran (%d events before and after): the test proves nothing", before)
+	}
+	// The version that took over goes on applying what follows, and holds
+	// every event once, in feed order.
+	waitApplied(t, pool, 4000+n)
+	if d := auditDiffers(t, pool); d != 0 {
+		t.Fatalf("after the rebuild: %d audit rows differ from their events or stand out of feed order; want none", d)
+	}
+}
+
 // applyInOneBatch appends evs as one commit of organisation org, so that
 // projection p reads them in one batch, and runs p until it has applied
 // them. It returns the database.
