@@ -42,7 +42,8 @@ const scaleGoalP99 = 50 * time.Millisecond
 // until p99 passes 50 ms, errors appear or the rate is not kept — while an
 // MCP client observes phones round the fleet, the receipt checkpoints'
 // webhooks are delivered to a local HTTPS receiver, and a projection is
-// rebuilt in the middle of the first step. Beside it: pgbench's single-row
+// rebuilt in the middle of the first step (the step says how long that took:
+// a rebuild catches up with a feed the fleet keeps writing). Beside it: pgbench's single-row
 // insert transactions on the same database with as many clients as the
 // service's pool would use, and the PostgreSQL cluster's CPU (its
 // processes' time, read from /proc: the database must run on this
@@ -155,11 +156,15 @@ func (b *bench) scaleFleet(ctx context.Context, bin string, phones int, step tim
 	best := 0.0
 	for rate, first := 1.0, true; ; rate, first = rate*2, false {
 		var rebuilt chan error
-		if first { // a projection rebuilt while the fleet acts
+		var rebuildTook time.Duration // read once rebuilt has answered
+		if first {                    // a projection rebuilt while the fleet acts
 			rebuilt = make(chan error, 1)
 			go func() {
 				time.Sleep(step / 3)
-				rebuilt <- svc.cli(ctx, "projections", "rebuild", "devices")
+				t0 := time.Now()
+				err := svc.cli(ctx, "projections", "rebuild", "devices")
+				rebuildTook = time.Since(t0)
+				rebuilt <- err
 			}()
 		}
 		res := runScaleStep(ctx, httpc, svc, fleet, mcpc, rcv, rate, step)
@@ -176,7 +181,7 @@ func (b *bench) scaleFleet(ctx context.Context, bin string, phones int, step tim
 			note += fmt.Sprintf(" (rate not kept: %.0f%%)", 100*(res.rate+res.runRate)/target)
 		}
 		if first {
-			note += fmt.Sprintf("; idle RSS %.0f MB (goal ≤ 200 MB at 1,000 phones); a projection rebuilt meanwhile", idleRSS)
+			note += fmt.Sprintf("; idle RSS %.0f MB (goal ≤ 200 MB at 1,000 phones); a projection rebuilt meanwhile in %.1f s", idleRSS, rebuildTook.Seconds())
 		}
 		line("%-6d %8.0f %9.0f %9s %8s %8s %8s %7.0f %7s %7d %8.0f %9.0f %8.0f %7d %6d  %s", phones, target, res.rate,
 			res.observeP50.Round(100*time.Microsecond), res.p50.Round(100*time.Microsecond), res.p99.Round(100*time.Microsecond),
