@@ -365,9 +365,9 @@ for round in 1 2; do
     for attempt in 1 2; do
       # Each side runs in its own tree: the scale section builds the
       # service it drives (cmd/phonefleet) from the directory it runs in.
-      dir=$work/old
-      [ "$side" = new ] && dir=$new_dir
-      (cd "$dir" && "$work/pfbench-$side" -only "$sections" "${extra[@]}") >"$f" 2>&1 && break
+      tree=$work/old
+      [ "$side" = new ] && tree=$new_dir
+      (cd "$tree" && "$work/pfbench-$side" -only "$sections" "${extra[@]}") >"$f" 2>&1 && break
       # A shared server out of connections (other clients) is worth one
       # more try of the whole run; anything else is a failure.
       if [ "$attempt" = 1 ] && grep -q 'SQLSTATE 53300' "$f"; then

@@ -42,9 +42,9 @@ const scaleGoalP99 = 50 * time.Millisecond
 // until p99 passes 50 ms, errors appear or the rate is not kept — while an
 // MCP client observes phones round the fleet, the receipt checkpoints'
 // webhooks are delivered to a local HTTPS receiver, and a projection is
-// rebuilt in the middle of the first step (the step says how long that took:
-// a rebuild catches up with a feed the fleet keeps writing). Beside it: pgbench's single-row
-// insert transactions on the same database with as many clients as the
+// rebuilt in the middle of the first step (the step says how long that
+// took: a rebuild catches up with a feed the fleet keeps writing). Beside
+// it: pgbench's single-row insert transactions on the same database with as many clients as the
 // service's pool would use, and the PostgreSQL cluster's CPU (its
 // processes' time, read from /proc: the database must run on this
 // machine). One phone in twenty (at least one) is driven by a run on the
@@ -155,9 +155,11 @@ func (b *bench) scaleFleet(ctx context.Context, bin string, phones int, step tim
 
 	best := 0.0
 	for rate, first := 1.0, true; ; rate, first = rate*2, false {
+		// The first step rebuilds a projection while the fleet acts;
+		// rebuildTook is read once rebuilt has answered.
 		var rebuilt chan error
-		var rebuildTook time.Duration // read once rebuilt has answered
-		if first {                    // a projection rebuilt while the fleet acts
+		var rebuildTook time.Duration
+		if first {
 			rebuilt = make(chan error, 1)
 			go func() {
 				time.Sleep(step / 3)
