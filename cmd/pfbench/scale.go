@@ -44,14 +44,14 @@ const scaleGoalP99 = 50 * time.Millisecond
 // webhooks are delivered to a local HTTPS receiver, and a projection is
 // rebuilt in the middle of the first step (the step says how long that
 // took: a rebuild catches up with a feed the fleet keeps writing). Beside
-// it: pgbench's single-row insert transactions on the same database with as many clients as the
-// service's pool would use, and the PostgreSQL cluster's CPU (its
-// processes' time, read from /proc: the database must run on this
-// machine). One phone in twenty (at least one) is driven by a run on the
-// device surface instead (an external run's worker: GET /vrx/…/observe,
-// then POST /vrx/…/actions naming the frame, at the same beat; a new run
-// every vrxStepsPerRun steps); its steps are counted apart ("runs/s", "run
-// p99") and their errors with the others.
+// it: pgbench's single-row insert transactions on the same database with
+// as many clients as the service's pool would use, and the PostgreSQL
+// cluster's CPU (its processes' time, read from /proc: the database must
+// run on this machine). One phone in twenty (at least one) is driven by a
+// run on the device surface instead (an external run's worker: GET
+// /vrx/…/observe, then POST /vrx/…/actions naming the frame, at the same
+// beat; a new run every vrxStepsPerRun steps); its steps are counted apart
+// ("runs/s", "run p99") and their errors with the others.
 func (b *bench) fleetScale(ctx context.Context, o options) error {
 	header("Fleet scale: N sim phones, each with a client observing then acting at a steady rate (the service as its own process)")
 	bin, err := buildServiceBinary(ctx)
