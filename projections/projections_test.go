@@ -381,10 +381,16 @@ func TestRebuildTakesOverWhileCommitsKeepArriving(t *testing.T) {
 	}
 	guard, release := context.WithTimeout(ctx, 30*time.Second)
 	defer release()
-	var before, after int64
-	_ = pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&before)
+	count := func() int64 {
+		var n int64
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := count()
 	err := r.Rebuild(guard, projections.AuditName, nil)
-	_ = pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&after)
+	after := count()
 	close(stop)
 	var n int64
 	for range writers {
