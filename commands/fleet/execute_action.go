@@ -99,8 +99,29 @@ func (f *Fleet) checkFence(ctx context.Context, fence domain.HostFence) error {
 	if fence.Epoch == 0 {
 		return nil // the host's claim is not fenced
 	}
-	_, err := f.pool.Exec(ctx, `SELECT host_fence($1, $2)`, fence.Host, fence.Epoch)
+	_, err := f.pool.Exec(ctx, fenceSQL(fence.Host, "$1", "$2"), fence.Host, fence.Epoch)
 	return err
+}
+
+// fenceSQL is the statement that refuses a write made under a stale claim
+// on host: host and epoch are the placeholders of the claim's host and
+// generation. It locks the host's row FOR SHARE, as the SQL function
+// host_fence does (a take, which bumps the epoch, waits for the writing
+// transaction to end), and calls host_fence, which raises PF409, only when
+// the row's epoch is not the claim's. Every action checks its claim twice,
+// and a PL/pgSQL call cost the database more than the locked read itself;
+// the function stays the one place a refusal is worded.
+func fenceSQL(host, hostParam, epochParam string) string {
+	var cur string
+	switch {
+	case host == "sim":
+		cur = `SELECT epoch FROM sim_host WHERE id = 1 FOR SHARE`
+	case strings.HasPrefix(host, "gw."):
+		cur = `SELECT epoch FROM gateway_hosts WHERE gateway_id = substr(` + hostParam + `, 4) FOR SHARE`
+	default:
+		return `SELECT host_fence(` + hostParam + `, ` + epochParam + `)` // names no host: the function says so
+	}
+	return `SELECT host_fence(` + hostParam + `, ` + epochParam + `) WHERE ` + epochParam + ` IS DISTINCT FROM (` + cur + `)`
 }
 
 // neverRan is the failure of device work that never started:
@@ -213,7 +234,7 @@ func (j *actionJob) run(ctx context.Context) jobResult {
 	}
 	var check eventstore.Check
 	if cur.Epoch != 0 {
-		check = eventstore.Check{SQL: `SELECT host_fence($1, $2)`, Args: []any{cur.Host, cur.Epoch}}
+		check = eventstore.Check{SQL: fenceSQL(cur.Host, "$1", "$2"), Args: []any{cur.Host, cur.Epoch}}
 	}
 	fresh, _, err := f.devices.LoadChecked(ctx, req.DeviceID, check)
 	if fenceRefused(err) {
@@ -584,7 +605,8 @@ func (c closing) statement() (string, []any) {
 	}
 	check := `SELECT 1`
 	if c.fence.Epoch != 0 {
-		check = `SELECT host_fence(` + params(c.fence.Host, c.fence.Epoch) + `)`
+		host, epoch := params(c.fence.Host), params(c.fence.Epoch)
+		check = fenceSQL(c.fence.Host, host, epoch)
 	}
 	return `WITH ` + strings.Join(ctes, ",\n") + "\n" + check, args
 }
