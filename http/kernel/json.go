@@ -54,6 +54,9 @@ func WriteJSONWithRaw(w http.ResponseWriter, status int, v any, name string, raw
 	if err := json.NewEncoder(buf).Encode(v); err != nil {
 		return fmt.Errorf("encode response: %w", err)
 	}
+	// Room for the member in the pooled buffer, so that appending it
+	// does not copy the answer into a new array each time.
+	buf.Grow(len(name) + len(raw) + 8)
 	body, err := AppendMember(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), name, raw)
 	if err != nil {
 		return fmt.Errorf("encode response: %T: %w", v, err)
