@@ -23,6 +23,13 @@ func withDecodeMemo(ctx context.Context) context.Context {
 	return context.WithValue(ctx, decodeMemoKey{}, decodeMemo{})
 }
 
+// memoized returns e as decoded earlier in the batch, if it was.
+func memoized(ctx context.Context, e eventstore.Event) (domain.Event, bool) {
+	memo, _ := ctx.Value(decodeMemoKey{}).(decodeMemo)
+	ev, ok := memo[e.Position]
+	return ev, ok
+}
+
 // decodeEvent decodes e, once per batch when ctx carries a batch's memo.
 func decodeEvent(ctx context.Context, e eventstore.Event) (domain.Event, error) {
 	memo, _ := ctx.Value(decodeMemoKey{}).(decodeMemo)

@@ -2,7 +2,9 @@ package projections
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -57,52 +59,154 @@ var deviceEvents = typeSet(nameOf(domain.DeviceRegistered{}), nameOf(domain.Devi
 	nameOf(domain.LeaseReleased{}), nameOf(domain.LeaseExpired{}), nameOf(domain.ActionCommitted{}),
 	nameOf(domain.DeviceWentOffline{}), nameOf(domain.DeviceCameOnline{}), nameOf(domain.DeviceRetired{}))
 
-// Apply implements Projection.
+// Apply implements Projection. An action's outcome sets the device's
+// status from whether its screen is on; a run of outcomes between the
+// device's other events is one statement for the whole batch (a rebuild
+// reads thousands of them, most of which change nothing), and an outcome
+// is read for its device and screen alone when no other projection of the
+// batch decoded it whole. The other events are a statement each; the
+// statements keep the events' order.
 func (Devices) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eventstore.Event) error {
 	t := schema + `.devices`
-	return applyBatch(ctx, tx, events, deviceEvents, func(b *pgx.Batch, e eventstore.Event, ev domain.Event) error {
-		at := e.OccurredAt
-		switch ev := ev.(type) {
-		case domain.DeviceRegistered:
-			b.Queue(`INSERT INTO `+t+` (device_id, org_id, name, backend, model, serial, width, height, registered_at, updated_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-				ev.DeviceID, e.OrgID, ev.Name, ev.Backend, ev.Model, ev.Serial, ev.Width, ev.Height, ev.RegisteredAt, at)
-		case domain.DeviceRenamed:
-			b.Queue(`UPDATE `+t+` SET name = $2, updated_at = $3 WHERE device_id = $1`, ev.DeviceID, ev.Name, at)
-		case domain.DeviceWoken:
-			b.Queue(`UPDATE `+t+` SET status = 'online', updated_at = $2 WHERE device_id = $1 AND status <> 'offline'`, ev.DeviceID, at)
-		case domain.DeviceWentOffline:
-			b.Queue(`UPDATE `+t+` SET status = 'offline', updated_at = $2 WHERE device_id = $1`, ev.DeviceID, at)
-		case domain.DeviceCameOnline:
-			b.Queue(`UPDATE `+t+` SET status = 'online', updated_at = $2 WHERE device_id = $1`, ev.DeviceID, at)
-		case domain.DeviceRetired:
-			// A retired device answers as one that never existed.
-			b.Queue(`DELETE FROM `+t+` WHERE device_id = $1`, ev.DeviceID)
-		case domain.DeviceStopped:
-			b.Queue(`UPDATE `+t+` SET status = 'asleep', updated_at = $2 WHERE device_id = $1 AND status <> 'offline'`, ev.DeviceID, at)
-		case domain.LeaseAcquired:
-			b.Queue(`UPDATE `+t+` SET lease_id = $2, lease_holder_kind = $3, lease_holder_id = $4, fencing_token = $5,
-				lease_acquired_at = $6, lease_expires_at = $7, updated_at = $8 WHERE device_id = $1`,
-				ev.DeviceID, ev.LeaseID, ev.Holder.Kind, ev.Holder.ID, ev.FencingToken, ev.AcquiredAt, ev.ExpiresAt, at)
-		case domain.LeaseRenewed:
-			b.Queue(`UPDATE `+t+` SET lease_expires_at = $3, updated_at = $4 WHERE device_id = $1 AND lease_id = $2`,
-				ev.DeviceID, ev.LeaseID, ev.ExpiresAt, at)
-		case domain.LeaseReleased:
-			b.Queue(`UPDATE `+t+` SET lease_id = NULL, lease_holder_kind = NULL, lease_holder_id = NULL, lease_acquired_at = NULL,
-				lease_expires_at = NULL, updated_at = $3 WHERE device_id = $1 AND lease_id = $2`, ev.DeviceID, ev.LeaseID, at)
-		case domain.LeaseExpired:
-			b.Queue(`UPDATE `+t+` SET lease_id = NULL, lease_holder_kind = NULL, lease_holder_id = NULL, lease_acquired_at = NULL,
-				lease_expires_at = NULL, updated_at = $3 WHERE device_id = $1 AND lease_id = $2`, ev.DeviceID, ev.LeaseID, at)
-		case domain.ActionCommitted:
+	b := &pgx.Batch{}
+	var run statusRun
+	for _, e := range events {
+		if !deviceEvents[e.Type] {
+			continue
+		}
+		if e.Type == actionCommittedName {
+			id, on, err := screenAfter(ctx, e)
+			if err != nil {
+				return fmt.Errorf("decode %s at %d: %w", e.Type, e.Position, err)
+			}
 			status := domain.DeviceAsleep
-			if ev.Result.ScreenOn {
+			if on {
 				status = domain.DeviceOnline
 			}
-			b.Queue(`UPDATE `+t+` SET status = $2, updated_at = $3 WHERE device_id = $1 AND status <> $2 AND status <> 'offline'`,
-				ev.DeviceID, status, at)
+			run.add(id, status, e.OccurredAt)
+			continue
 		}
+		run.queue(b, t)
+		ev, err := decodeEvent(ctx, e)
+		if err != nil {
+			return fmt.Errorf("decode %s at %d: %w", e.Type, e.Position, err)
+		}
+		queueDeviceEvent(b, t, e, ev)
+	}
+	run.queue(b, t)
+	if b.Len() == 0 {
 		return nil
-	})
+	}
+	return tx.SendBatch(ctx, b).Close()
+}
+
+var actionCommittedName = nameOf(domain.ActionCommitted{})
+
+// screenAfter returns the device of an action.committed event and whether
+// its screen was on after the action: from the batch's memo when another
+// projection decoded the event, else from those two members alone.
+func screenAfter(ctx context.Context, e eventstore.Event) (string, bool, error) {
+	if ev, ok := memoized(ctx, e); ok {
+		if c, ok := ev.(domain.ActionCommitted); ok {
+			return c.DeviceID, c.Result.ScreenOn, nil
+		}
+	}
+	_, data, err := domain.Events.Upcast(e.Type, e.SchemaVersion, e.Data)
+	if err != nil {
+		return "", false, err
+	}
+	var c struct {
+		DeviceID string `json:"deviceId"`
+		Result   struct {
+			ScreenOn bool `json:"screenOn"`
+		} `json:"result"`
+	}
+	err = json.Unmarshal(data, &c)
+	return c.DeviceID, c.Result.ScreenOn, err
+}
+
+// statusRun is a run of actions' outcomes, written as one statement: per
+// device, the status the last of them left and when the device took it.
+// Applied one by one, each outcome sets the status unless it is already
+// that (or offline) and stamps updated_at when it does; so the run's row
+// stamps the first outcome of the last unbroken stretch of one status, and
+// is written even when the status equals the stored one (flip) when an
+// outcome in the run set another status before it.
+type statusRun struct {
+	index    map[string]int
+	ids      []string
+	statuses []string
+	at       []time.Time
+	flip     []bool
+}
+
+func (r *statusRun) add(id, status string, at time.Time) {
+	i, ok := r.index[id]
+	if !ok {
+		if r.index == nil {
+			r.index = map[string]int{}
+		}
+		r.index[id] = len(r.ids)
+		r.ids, r.statuses, r.at, r.flip = append(r.ids, id), append(r.statuses, status), append(r.at, at), append(r.flip, false)
+		return
+	}
+	if r.statuses[i] != status {
+		r.statuses[i], r.at[i], r.flip[i] = status, at, true
+	}
+}
+
+// queue queues the run's statement, if it has rows, and starts a new run.
+func (r *statusRun) queue(b *pgx.Batch, t string) {
+	switch len(r.ids) {
+	case 0:
+		return
+	case 1:
+		b.Queue(`UPDATE `+t+` SET status = $2, updated_at = $3 WHERE device_id = $1 AND status <> 'offline' AND (status <> $2 OR $4)`,
+			r.ids[0], r.statuses[0], r.at[0], r.flip[0])
+	default:
+		queueCustomPlanned(b, `UPDATE `+t+` d SET status = u.s, updated_at = u.at
+			FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bool[]) u(id, s, at, flip)
+			WHERE d.device_id = u.id AND d.status <> 'offline' AND (d.status <> u.s OR u.flip)`, r.ids, r.statuses, r.at, r.flip)
+	}
+	*r = statusRun{}
+}
+
+// queueDeviceEvent queues the statement of a device event other than an
+// action's outcome.
+func queueDeviceEvent(b *pgx.Batch, t string, e eventstore.Event, ev domain.Event) {
+	at := e.OccurredAt
+	switch ev := ev.(type) {
+	case domain.DeviceRegistered:
+		b.Queue(`INSERT INTO `+t+` (device_id, org_id, name, backend, model, serial, width, height, registered_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			ev.DeviceID, e.OrgID, ev.Name, ev.Backend, ev.Model, ev.Serial, ev.Width, ev.Height, ev.RegisteredAt, at)
+	case domain.DeviceRenamed:
+		b.Queue(`UPDATE `+t+` SET name = $2, updated_at = $3 WHERE device_id = $1`, ev.DeviceID, ev.Name, at)
+	case domain.DeviceWoken:
+		b.Queue(`UPDATE `+t+` SET status = 'online', updated_at = $2 WHERE device_id = $1 AND status <> 'offline'`, ev.DeviceID, at)
+	case domain.DeviceWentOffline:
+		b.Queue(`UPDATE `+t+` SET status = 'offline', updated_at = $2 WHERE device_id = $1`, ev.DeviceID, at)
+	case domain.DeviceCameOnline:
+		b.Queue(`UPDATE `+t+` SET status = 'online', updated_at = $2 WHERE device_id = $1`, ev.DeviceID, at)
+	case domain.DeviceRetired:
+		// A retired device answers as one that never existed.
+		b.Queue(`DELETE FROM `+t+` WHERE device_id = $1`, ev.DeviceID)
+	case domain.DeviceStopped:
+		b.Queue(`UPDATE `+t+` SET status = 'asleep', updated_at = $2 WHERE device_id = $1 AND status <> 'offline'`, ev.DeviceID, at)
+	case domain.LeaseAcquired:
+		b.Queue(`UPDATE `+t+` SET lease_id = $2, lease_holder_kind = $3, lease_holder_id = $4, fencing_token = $5,
+			lease_acquired_at = $6, lease_expires_at = $7, updated_at = $8 WHERE device_id = $1`,
+			ev.DeviceID, ev.LeaseID, ev.Holder.Kind, ev.Holder.ID, ev.FencingToken, ev.AcquiredAt, ev.ExpiresAt, at)
+	case domain.LeaseRenewed:
+		b.Queue(`UPDATE `+t+` SET lease_expires_at = $3, updated_at = $4 WHERE device_id = $1 AND lease_id = $2`,
+			ev.DeviceID, ev.LeaseID, ev.ExpiresAt, at)
+	case domain.LeaseReleased:
+		b.Queue(`UPDATE `+t+` SET lease_id = NULL, lease_holder_kind = NULL, lease_holder_id = NULL, lease_acquired_at = NULL,
+			lease_expires_at = NULL, updated_at = $3 WHERE device_id = $1 AND lease_id = $2`, ev.DeviceID, ev.LeaseID, at)
+	case domain.LeaseExpired:
+		b.Queue(`UPDATE `+t+` SET lease_id = NULL, lease_holder_kind = NULL, lease_holder_id = NULL, lease_acquired_at = NULL,
+			lease_expires_at = NULL, updated_at = $3 WHERE device_id = $1 AND lease_id = $2`, ev.DeviceID, ev.LeaseID, at)
+	}
 }
 
 // DeviceView is a device as the devices read model shows it. How a
