@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -62,6 +61,7 @@ func TestFenceStatementAnswersAsTheFunction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer tx.Rollback(ctx) // a failed check must not leave it open (nothing after its commit)
 		epoch := map[string]int64{"sim": 3, "gw.gw_1": 7}[host]
 		if _, err := tx.Exec(ctx, fenceSQL(host, "$1", "$2"), host, epoch); err != nil {
 			t.Fatal(err)
@@ -86,7 +86,7 @@ func TestFenceStatementAnswersAsTheFunction(t *testing.T) {
 		if err := <-took; err != nil {
 			t.Fatal(err)
 		}
-		_, err = pool.Exec(context.WithoutCancel(ctx), fenceSQL(host, "$1", "$2"), host, epoch)
+		_, err = pool.Exec(ctx, fenceSQL(host, "$1", "$2"), host, epoch)
 		if code(err) != "PF409" {
 			t.Fatalf("%s: the claim checked before the take: %v; want PF409", host, err)
 		}
