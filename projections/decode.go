@@ -23,11 +23,11 @@ func withDecodeMemo(ctx context.Context) context.Context {
 	return context.WithValue(ctx, decodeMemoKey{}, decodeMemo{})
 }
 
-// memoized returns e as decoded earlier in the batch, if it was.
-func memoized(ctx context.Context, e eventstore.Event) (domain.Event, bool) {
-	memo, _ := ctx.Value(decodeMemoKey{}).(decodeMemo)
-	ev, ok := memo[e.Position]
-	return ev, ok
+// sharedBatch reports whether ctx is a group batch's, whose members share
+// what decodeEvent decodes.
+func sharedBatch(ctx context.Context) bool {
+	_, ok := ctx.Value(decodeMemoKey{}).(decodeMemo)
+	return ok
 }
 
 // decodeEvent decodes e, once per batch when ctx carries a batch's memo.

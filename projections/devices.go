@@ -63,8 +63,8 @@ var deviceEvents = typeSet(nameOf(domain.DeviceRegistered{}), nameOf(domain.Devi
 // status from whether its screen is on; a run of outcomes between the
 // device's other events is one statement for the whole batch (a rebuild
 // reads thousands of them, most of which change nothing), and an outcome
-// is read for its device and screen alone when no other projection of the
-// batch decoded it whole. The other events are a statement each; the
+// is read for its device and screen alone outside a group's batch
+// (screenAfter). The other events are a statement each; the
 // statements keep the events' order.
 func (Devices) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eventstore.Event) error {
 	t := schema + `.devices`
@@ -103,13 +103,18 @@ func (Devices) Apply(ctx context.Context, tx pgx.Tx, schema string, events []eve
 var actionCommittedName = nameOf(domain.ActionCommitted{})
 
 // screenAfter returns the device of an action.committed event and whether
-// its screen was on after the action: from the batch's memo when another
-// projection decoded the event, else from those two members alone.
+// its screen was on after the action. In a group's batch the event is
+// decoded whole, once for every member (the receipts and the chain read
+// all of it); alone (a rebuild of this read model) it is read for those
+// two members only.
 func screenAfter(ctx context.Context, e eventstore.Event) (string, bool, error) {
-	if ev, ok := memoized(ctx, e); ok {
-		if c, ok := ev.(domain.ActionCommitted); ok {
-			return c.DeviceID, c.Result.ScreenOn, nil
+	if sharedBatch(ctx) {
+		ev, err := decodeEvent(ctx, e)
+		if err != nil {
+			return "", false, err
 		}
+		c, _ := ev.(domain.ActionCommitted)
+		return c.DeviceID, c.Result.ScreenOn, nil
 	}
 	_, data, err := domain.Events.Upcast(e.Type, e.SchemaVersion, e.Data)
 	if err != nil {

@@ -14,8 +14,9 @@ import (
 // Actions' outcomes read in one batch are written per device as one
 // statement, yet the devices read model ends as if each had been applied
 // alone: the status the last outcome left (never over offline), stamped
-// when the device took it. Read alone (the outcome decoded for its device
-// and screen only) and beside projections that decode it whole.
+// when the device took it. Applied alone and beside projections that
+// decode the outcome whole, and rebuilt (the outcome read for its device
+// and screen only).
 func TestDeviceStatusFromARunOfOutcomesIsAsIfAppliedOneByOne(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Second) }
@@ -84,9 +85,17 @@ func TestDeviceStatusFromARunOfOutcomesIsAsIfAppliedOneByOne(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitForName(t, startRunner(t, s, c.projs), projections.DevicesName, a)
-			checkRows(t, pool, `SELECT device_id, status, to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
-				FROM public.devices ORDER BY device_id`, want...)
+			r := startRunner(t, s, c.projs)
+			waitForName(t, r, projections.DevicesName, a)
+			const rows = `SELECT device_id, status, to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+				FROM public.devices ORDER BY device_id`
+			checkRows(t, pool, rows, want...)
+			// A rebuild reads the outcomes outside a group's batch, for
+			// their device and screen only.
+			if err := r.Rebuild(testutil.Context(t), projections.DevicesName, nil); err != nil {
+				t.Fatal(err)
+			}
+			checkRows(t, pool, rows, want...)
 		})
 	}
 }
